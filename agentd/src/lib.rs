@@ -1,0 +1,9 @@
+//! agentd: the routing service of the agentd suite.
+//!
+//! The library holds the parts both daemons share — the route model,
+//! selection and the FIB/IPC contract — so that agent-gw decides on exactly
+//! the same code as `agentctl lookup` explains. Daemon-only machinery sits
+//! behind the `daemon` feature.
+
+pub mod route;
+pub mod time;

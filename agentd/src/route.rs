@@ -1,0 +1,248 @@
+//! The route model: what a registration, a static `route` section or a
+//! peer advertisement becomes, and what selection ranks.
+//!
+//! These types are the shared vocabulary of agentd, agent-gw and agentctl
+//! (and travel inside IPC frames), so they are plain data with validating
+//! constructors for the identifiers that arrive from untrusted input.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::Millis;
+
+/// Longest accepted route id, capability name, agent URI component etc.
+pub const MAX_ID_LEN: usize = 128;
+/// Longest accepted endpoint URL.
+pub const MAX_ENDPOINT_LEN: usize = 512;
+
+/// Why an identifier from the outside was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdError {
+    Empty(&'static str),
+    TooLong(&'static str, usize),
+    BadChar(&'static str, char),
+}
+
+impl fmt::Display for IdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IdError::Empty(what) => write!(f, "{what} is empty"),
+            IdError::TooLong(what, max) => write!(f, "{what} is longer than {max} bytes"),
+            IdError::BadChar(what, c) => write!(f, "{what} contains invalid character {c:?}"),
+        }
+    }
+}
+
+impl std::error::Error for IdError {}
+
+fn check_token(what: &'static str, s: &str, max: usize, extra: &[char]) -> Result<(), IdError> {
+    if s.is_empty() {
+        return Err(IdError::Empty(what));
+    }
+    if s.len() > max {
+        return Err(IdError::TooLong(what, max));
+    }
+    match s
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') || extra.contains(c)))
+    {
+        Some(c) => Err(IdError::BadChar(what, c)),
+        None => Ok(()),
+    }
+}
+
+/// Stable identity of a route. Opaque to clients; `[A-Za-z0-9._:-]{1,128}`.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RouteId(Box<str>);
+
+impl RouteId {
+    pub fn new(s: &str) -> Result<RouteId, IdError> {
+        check_token("route_id", s, MAX_ID_LEN, &[':'])?;
+        Ok(RouteId(s.into()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for RouteId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RouteId({})", self.0)
+    }
+}
+
+impl fmt::Display for RouteId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Validates a capability name such as `demo.echo` (`[A-Za-z0-9._-]`, ≤128).
+pub fn check_capability(s: &str) -> Result<(), IdError> {
+    check_token("capability", s, MAX_ID_LEN, &[])
+}
+
+/// Validates a tenant name (`[A-Za-z0-9._-]`, ≤128).
+pub fn check_tenant(s: &str) -> Result<(), IdError> {
+    check_token("tenant", s, MAX_ID_LEN, &[])
+}
+
+/// Validates an agent URI `agent://tenant/name` (name may hold `/`).
+pub fn check_agent_uri(s: &str) -> Result<(), IdError> {
+    let rest = s
+        .strip_prefix("agent://")
+        .ok_or(IdError::BadChar("agent uri (must start with agent://)", s.chars().next().unwrap_or(' ')))?;
+    let (tenant, name) = rest.split_once('/').ok_or(IdError::Empty("agent uri name"))?;
+    check_tenant(tenant)?;
+    check_token("agent uri name", name, MAX_ID_LEN, &['/', ':', '@'])
+}
+
+/// Where a route came from; policy may restrict which sources it accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RouteSource {
+    /// Registered by a LAN agent through this router, under a lease.
+    Local,
+    /// A `route` section in UCI; never expires.
+    Static,
+    /// Learned from an ARPX peer.
+    Peer,
+    /// Reachable through an outbound relay connection.
+    Relay,
+}
+
+impl RouteSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteSource::Local => "local",
+            RouteSource::Static => "static",
+            RouteSource::Peer => "peer",
+            RouteSource::Relay => "relay",
+        }
+    }
+}
+
+/// Metrics that feed the score. All unsigned 64-bit: the score saturates
+/// rather than trusting inputs to be small.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attributes {
+    pub latency_ms: u64,
+    /// Cost in millionths of a unit.
+    pub cost_micros: u64,
+    /// Load in ‰ (0–1000 by convention; larger values only rank worse).
+    pub load_permille: u64,
+    /// Trust 0–100; values above 100 count as 100.
+    pub trust: u64,
+}
+
+/// Effect class of a capability's contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Effect {
+    Read,
+    Write,
+    External,
+}
+
+/// What a capability promises about itself. Drives safe retry (only
+/// idempotent requests may move after possible delivery) and MCP schemas.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contract {
+    pub effect: Effect,
+    pub idempotent: bool,
+    /// JSON Schema of the input, kept as text (it is forwarded, not
+    /// interpreted, by the control plane).
+    pub input_schema: Option<Box<str>>,
+    pub description: Option<Box<str>>,
+}
+
+/// Who may use a route beyond its own tenant. Empty lists mean "only the
+/// route's tenant" and "any source agent" respectively.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Access {
+    pub allowed_tenants: Vec<Box<str>>,
+    pub allowed_sources: Vec<Box<str>>,
+}
+
+/// When a route stops being eligible on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Lease {
+    /// Static routes: never expire.
+    Permanent,
+    /// Eligible strictly before this monotonic instant.
+    Until(Millis),
+}
+
+impl Lease {
+    pub fn live_at(self, now: Millis) -> bool {
+        match self {
+            Lease::Permanent => true,
+            Lease::Until(deadline) => now < deadline,
+        }
+    }
+}
+
+/// Everything selection and forwarding need to know about one endpoint of
+/// one capability.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Route {
+    pub id: RouteId,
+    pub capability: Box<str>,
+    /// Interface version, ≥ 1.
+    pub version: u32,
+    /// Agent URI of the registering agent, `agent://tenant/name`.
+    pub origin: Box<str>,
+    /// Handler URL for local/static routes; for peer/relay routes the
+    /// data-plane address of the next hop.
+    pub endpoint: Box<str>,
+    pub tenant: Box<str>,
+    pub region: Box<str>,
+    pub attrs: Attributes,
+    pub access: Access,
+    pub contract: Option<Contract>,
+    pub source: RouteSource,
+    /// Routers traversed, origin router first; empty for our own routes.
+    pub path: Vec<Box<str>>,
+    /// Router that advertised this route to us (peer routes only).
+    pub next_hop: Option<Box<str>>,
+    pub lease: Lease,
+    /// Health as last judged by the health checker / peer session state.
+    pub healthy: bool,
+}
+
+impl Route {
+    /// Hop count used by the score: routers between us and the origin.
+    pub fn hops(&self) -> u64 {
+        self.path.len() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_id_rejects_empty_long_and_odd_characters() {
+        assert!(RouteId::new("r-0123:abc").is_ok());
+        assert_eq!(RouteId::new(""), Err(IdError::Empty("route_id")));
+        assert_eq!(RouteId::new(&"a".repeat(129)), Err(IdError::TooLong("route_id", 128)));
+        assert_eq!(RouteId::new("a b"), Err(IdError::BadChar("route_id", ' ')));
+    }
+
+    #[test]
+    fn agent_uri_needs_scheme_tenant_and_name() {
+        assert!(check_agent_uri("agent://lab/printer").is_ok());
+        assert!(check_agent_uri("agent://lab/a/b").is_ok());
+        assert!(check_agent_uri("http://lab/printer").is_err());
+        assert!(check_agent_uri("agent://lab").is_err());
+        assert!(check_agent_uri("agent://la b/x").is_err());
+    }
+
+    #[test]
+    fn lease_is_live_strictly_before_deadline() {
+        let l = Lease::Until(Millis(1000));
+        assert!(l.live_at(Millis(999)));
+        assert!(!l.live_at(Millis(1000)));
+        assert!(Lease::Permanent.live_at(Millis(u64::MAX)));
+    }
+}

@@ -1,0 +1,1 @@
+//! UCI text format and the typed schema of `/etc/config/agentd`.
