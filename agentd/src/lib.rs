@@ -5,5 +5,11 @@
 //! the same code as `agentctl lookup` explains. Daemon-only machinery sits
 //! behind the `daemon` feature.
 
+pub mod health;
+pub mod lease;
+pub mod policy;
 pub mod route;
+pub mod score;
+pub mod select;
+pub mod table;
 pub mod time;

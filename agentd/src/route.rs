@@ -91,10 +91,13 @@ pub fn check_tenant(s: &str) -> Result<(), IdError> {
 
 /// Validates an agent URI `agent://tenant/name` (name may hold `/`).
 pub fn check_agent_uri(s: &str) -> Result<(), IdError> {
-    let rest = s
-        .strip_prefix("agent://")
-        .ok_or(IdError::BadChar("agent uri (must start with agent://)", s.chars().next().unwrap_or(' ')))?;
-    let (tenant, name) = rest.split_once('/').ok_or(IdError::Empty("agent uri name"))?;
+    let rest = s.strip_prefix("agent://").ok_or(IdError::BadChar(
+        "agent uri (must start with agent://)",
+        s.chars().next().unwrap_or(' '),
+    ))?;
+    let (tenant, name) = rest
+        .split_once('/')
+        .ok_or(IdError::Empty("agent uri name"))?;
     check_tenant(tenant)?;
     check_token("agent uri name", name, MAX_ID_LEN, &['/', ':', '@'])
 }
@@ -225,7 +228,10 @@ mod tests {
     fn route_id_rejects_empty_long_and_odd_characters() {
         assert!(RouteId::new("r-0123:abc").is_ok());
         assert_eq!(RouteId::new(""), Err(IdError::Empty("route_id")));
-        assert_eq!(RouteId::new(&"a".repeat(129)), Err(IdError::TooLong("route_id", 128)));
+        assert_eq!(
+            RouteId::new(&"a".repeat(129)),
+            Err(IdError::TooLong("route_id", 128))
+        );
         assert_eq!(RouteId::new("a b"), Err(IdError::BadChar("route_id", ' ')));
     }
 

@@ -9,7 +9,9 @@
 use serde::{Deserialize, Serialize};
 
 /// Milliseconds on the system-wide monotonic clock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Millis(pub u64);
 
 impl Millis {
@@ -19,7 +21,10 @@ impl Millis {
     /// the value as an argument. (std's `Instant` is the same clock but
     /// opaque, and two processes must agree on raw deadlines.)
     pub fn now() -> Millis {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         // SAFETY: `ts` is a valid, writable timespec and CLOCK_MONOTONIC is
         // always supported on Linux.
         let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
@@ -35,4 +40,3 @@ impl Millis {
         self.0.saturating_sub(other.0)
     }
 }
-

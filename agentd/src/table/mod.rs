@@ -1,0 +1,525 @@
+//! The route table: agentd's RIB and, replicated, agent-gw's FIB.
+//!
+//! Routes live in a slab addressed by `u32` slot numbers; every index holds
+//! slot numbers only:
+//!
+//! ```text
+//!   by_id   HashTable<u32>  ── hash(route_id) ──┐
+//!   by_cap  name → [slot] sorted by version ────┼──▶ slab[slot] = Route + peer_up
+//!   timers  min-heap (deadline, slot, gen) ─────┘
+//! ```
+//!
+//! The table is plain data driven by its owner: time is an argument
+//! (`expire(now)`), nothing reads a clock, nothing runs in the background.
+//! Every change bumps `generation`, which FIB export uses to order deltas.
+
+mod cap_index;
+mod timer;
+
+use std::fmt;
+use std::hash::BuildHasher;
+
+use hashbrown::{DefaultHashBuilder, HashTable};
+
+use crate::route::{Lease, Route, RouteId, RouteSource};
+use crate::time::Millis;
+use cap_index::CapIndex;
+pub(crate) use cap_index::Run;
+use timer::{Timer, Timers};
+
+/// One slab cell. `gen` changes whenever the cell is freed, so handles and
+/// timer entries of a former occupant never match a new one.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) gen: u32,
+    /// False while the session to the route's next-hop peer is down.
+    pub(crate) peer_up: bool,
+    pub(crate) route: Option<Route>,
+}
+
+/// A handle to a route that stays cheap to resolve and detects reuse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SlotId {
+    index: u32,
+    gen: u32,
+}
+
+impl SlotId {
+    pub fn index(self) -> u32 {
+        self.index
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpsertOutcome {
+    Created,
+    Updated,
+    /// Same route id with identical contents: nothing changed.
+    Unchanged,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TableError {
+    /// The route id belongs to another (tenant, origin).
+    Conflict {
+        route_id: RouteId,
+        existing_tenant: Box<str>,
+        existing_origin: Box<str>,
+    },
+    /// The table holds `max_routes` routes already.
+    Full {
+        max_routes: usize,
+    },
+    NotFound(RouteId),
+    /// Interface versions start at 1.
+    VersionZero(RouteId),
+    /// Static routes never expire, so they must carry `Lease::Permanent`.
+    LeasedStatic(RouteId),
+}
+
+impl fmt::Display for TableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TableError::Conflict { route_id, existing_tenant, existing_origin } => write!(
+                f,
+                "route_id {route_id} belongs to origin {existing_origin} of tenant {existing_tenant}"
+            ),
+            TableError::Full { max_routes } => write!(f, "route table is full ({max_routes} routes)"),
+            TableError::NotFound(id) => write!(f, "no route with route_id {id}"),
+            TableError::VersionZero(id) => write!(f, "route {id}: version must be at least 1"),
+            TableError::LeasedStatic(id) => write!(f, "static route {id} must not carry a lease"),
+        }
+    }
+}
+
+impl std::error::Error for TableError {}
+
+/// Allocated bytes, for `agentctl stats` and the benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryUse {
+    pub routes: usize,
+    /// route_id index + capability index (hash tables and slot lists).
+    pub index_bytes: usize,
+    /// The lease timer heap.
+    pub timer_bytes: usize,
+    /// The slab cells (inline route structs) and its free list; the routes'
+    /// own heap strings are not counted.
+    pub slab_bytes: usize,
+}
+
+#[derive(Debug)]
+pub struct RouteTable {
+    slab: Vec<Slot>,
+    free: Vec<u32>,
+    by_id: HashTable<u32>,
+    by_cap: CapIndex,
+    timers: Timers,
+    /// Peers whose session is down; few, so a list.
+    peers_down: Vec<Box<str>>,
+    hasher: DefaultHashBuilder,
+    max_routes: usize,
+    len: usize,
+    generation: u64,
+}
+
+fn slot_route(slab: &[Slot], slot: u32) -> Option<&Route> {
+    slab.get(slot as usize).and_then(|s| s.route.as_ref())
+}
+
+fn timer_valid(slab: &[Slot], t: &Timer) -> bool {
+    slab.get(t.slot as usize).is_some_and(|s| {
+        s.gen == t.gen
+            && s.route
+                .as_ref()
+                .is_some_and(|r| r.lease == Lease::Until(t.deadline))
+    })
+}
+
+impl RouteTable {
+    /// An empty table that refuses to grow beyond `max_routes`. Storage
+    /// grows on demand; nothing is preallocated for the bound.
+    pub fn new(max_routes: usize) -> RouteTable {
+        RouteTable {
+            slab: Vec::new(),
+            free: Vec::new(),
+            by_id: HashTable::new(),
+            by_cap: CapIndex::default(),
+            timers: Timers::default(),
+            peers_down: Vec::new(),
+            hasher: DefaultHashBuilder::default(),
+            max_routes: max_routes.min(u32::MAX as usize),
+            len: 0,
+            generation: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn max_routes(&self) -> usize {
+        self.max_routes
+    }
+
+    /// Bumped by every change of routes, leases, health or peer state.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn find_slot(&self, id: &str) -> Option<u32> {
+        let slab = &self.slab;
+        self.by_id
+            .find(self.hasher.hash_one(id), |&s| {
+                slot_route(slab, s).is_some_and(|r| r.id.as_str() == id)
+            })
+            .copied()
+    }
+
+    pub fn slot_of(&self, id: &RouteId) -> Option<SlotId> {
+        self.find_slot(id.as_str()).map(|index| SlotId {
+            index,
+            gen: self.slab[index as usize].gen,
+        })
+    }
+
+    pub fn get(&self, id: &RouteId) -> Option<&Route> {
+        self.find_slot(id.as_str())
+            .and_then(|s| slot_route(&self.slab, s))
+    }
+
+    /// The route behind a handle, unless it has been removed since.
+    pub fn get_slot(&self, slot: SlotId) -> Option<&Route> {
+        self.slab
+            .get(slot.index as usize)
+            .filter(|s| s.gen == slot.gen)
+            .and_then(|s| s.route.as_ref())
+    }
+
+    /// False while the session to the route's next-hop peer is down.
+    pub fn is_peer_up(&self, slot: SlotId) -> bool {
+        self.slab
+            .get(slot.index as usize)
+            .is_some_and(|s| s.gen == slot.gen && s.peer_up)
+    }
+
+    fn peer_up_for(&self, route: &Route) -> bool {
+        route
+            .next_hop
+            .as_ref()
+            .is_none_or(|hop| !self.peers_down.iter().any(|p| p == hop))
+    }
+
+    /// Inserts a route, or replaces the one with the same route id if it
+    /// belongs to the same tenant and origin (an idempotent re-register or
+    /// an endpoint/attribute/lease change). Another origin's route id is a
+    /// conflict and leaves the table untouched.
+    pub fn upsert(&mut self, route: Route) -> Result<UpsertOutcome, TableError> {
+        if route.version == 0 {
+            return Err(TableError::VersionZero(route.id));
+        }
+        if route.source == RouteSource::Static && route.lease != Lease::Permanent {
+            return Err(TableError::LeasedStatic(route.id));
+        }
+        let peer_up = self.peer_up_for(&route);
+        match self.find_slot(route.id.as_str()) {
+            Some(slot) => self.update(slot, route, peer_up),
+            None => self.create(route, peer_up).map(|_| UpsertOutcome::Created),
+        }
+    }
+
+    fn update(
+        &mut self,
+        slot: u32,
+        route: Route,
+        peer_up: bool,
+    ) -> Result<UpsertOutcome, TableError> {
+        let i = slot as usize;
+        let Some(old) = self.slab[i].route.as_ref() else {
+            return Err(TableError::NotFound(route.id));
+        };
+        if old.tenant != route.tenant || old.origin != route.origin {
+            return Err(TableError::Conflict {
+                route_id: route.id,
+                existing_tenant: old.tenant.clone(),
+                existing_origin: old.origin.clone(),
+            });
+        }
+        if *old == route && self.slab[i].peer_up == peer_up {
+            return Ok(UpsertOutcome::Unchanged);
+        }
+        let moved = old.capability != route.capability || old.version != route.version;
+        let lease_changed = old.lease != route.lease;
+        if moved {
+            self.by_cap.remove(&self.slab, &self.hasher, slot);
+        }
+        let new_lease = route.lease;
+        self.slab[i].route = Some(route);
+        self.slab[i].peer_up = peer_up;
+        if moved {
+            self.by_cap.insert(&self.slab, &self.hasher, slot);
+        }
+        if lease_changed {
+            self.arm(slot, new_lease);
+        }
+        self.generation += 1;
+        Ok(UpsertOutcome::Updated)
+    }
+
+    fn create(&mut self, route: Route, peer_up: bool) -> Result<u32, TableError> {
+        if self.len >= self.max_routes {
+            return Err(TableError::Full {
+                max_routes: self.max_routes,
+            });
+        }
+        let hash = self.hasher.hash_one(route.id.as_str());
+        let lease = route.lease;
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slab[s as usize].route = Some(route);
+                self.slab[s as usize].peer_up = peer_up;
+                s
+            }
+            None => {
+                self.slab.push(Slot {
+                    gen: 0,
+                    peer_up,
+                    route: Some(route),
+                });
+                (self.slab.len() - 1) as u32
+            }
+        };
+        let (slab, hasher) = (&self.slab, &self.hasher);
+        self.by_id.insert_unique(hash, slot, |&s| {
+            slot_route(slab, s).map_or(0, |r| hasher.hash_one(r.id.as_str()))
+        });
+        self.by_cap.insert(&self.slab, &self.hasher, slot);
+        self.arm(slot, lease);
+        self.len += 1;
+        self.generation += 1;
+        Ok(slot)
+    }
+
+    /// Schedules expiry for a leased route and keeps the timer heap tidy.
+    fn arm(&mut self, slot: u32, lease: Lease) {
+        if let Lease::Until(deadline) = lease {
+            self.timers.push(Timer {
+                deadline,
+                slot,
+                gen: self.slab[slot as usize].gen,
+            });
+        }
+        self.tidy_timers();
+    }
+
+    /// Keeps the heap top valid (so `next_deadline` is exact) and compacts
+    /// when stale entries dominate. Compaction is O(heap) but only runs
+    /// after at least `len + 64` stale entries accumulated, so its cost is
+    /// amortised over the renewals that produced them.
+    fn tidy_timers(&mut self) {
+        while let Some(t) = self.timers.peek() {
+            if timer_valid(&self.slab, &t) {
+                break;
+            }
+            self.timers.pop();
+        }
+        if self.timers.len() > 2 * self.len + 64 {
+            let slab = &self.slab;
+            self.timers.retain(|t| timer_valid(slab, t));
+        }
+    }
+
+    /// Replaces a route's lease (renewal). Unknown ids are `NotFound`, which
+    /// the SDK API turns into 404 so the agent re-registers.
+    pub fn renew(&mut self, id: &RouteId, lease: Lease) -> Result<(), TableError> {
+        let slot = self
+            .find_slot(id.as_str())
+            .ok_or_else(|| TableError::NotFound(id.clone()))?;
+        let Some(r) = self.slab[slot as usize].route.as_mut() else {
+            return Err(TableError::NotFound(id.clone()));
+        };
+        if r.source == RouteSource::Static && lease != Lease::Permanent {
+            return Err(TableError::LeasedStatic(id.clone()));
+        }
+        if r.lease != lease {
+            r.lease = lease;
+            self.arm(slot, lease);
+            self.generation += 1;
+        }
+        Ok(())
+    }
+
+    /// Marks a route healthy or not (health checks exclude, never remove).
+    pub fn set_health(&mut self, id: &RouteId, healthy: bool) -> Result<(), TableError> {
+        let slot = self
+            .find_slot(id.as_str())
+            .ok_or_else(|| TableError::NotFound(id.clone()))?;
+        if let Some(r) = self.slab[slot as usize].route.as_mut() {
+            if r.healthy != healthy {
+                r.healthy = healthy;
+                self.generation += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a peer session going up or down. Routes through a down peer
+    /// stay in the table but are ineligible ("peer session up" filter) until
+    /// the session returns or the owner removes them after `graceful_s`.
+    /// This walks the slab once: it runs on session events, not per request.
+    pub fn set_peer_up(&mut self, router_id: &str, up: bool) {
+        let known_down = self.peers_down.iter().position(|p| &**p == router_id);
+        let mut changed = match (up, known_down) {
+            (true, Some(at)) => {
+                self.peers_down.swap_remove(at);
+                true
+            }
+            (false, None) => {
+                self.peers_down.push(router_id.into());
+                true
+            }
+            _ => false,
+        };
+        for s in &mut self.slab {
+            if s.peer_up != up
+                && s.route
+                    .as_ref()
+                    .is_some_and(|r| r.next_hop.as_deref() == Some(router_id))
+            {
+                s.peer_up = up;
+                changed = true;
+            }
+        }
+        if changed {
+            self.generation += 1;
+        }
+    }
+
+    /// Routers whose session is currently down.
+    pub fn peers_down(&self) -> impl Iterator<Item = &str> {
+        self.peers_down.iter().map(|p| &**p)
+    }
+
+    pub fn remove(&mut self, id: &RouteId) -> Option<Route> {
+        let slot = self.find_slot(id.as_str())?;
+        let route = self.free_slot(slot);
+        self.tidy_timers();
+        route
+    }
+
+    fn free_slot(&mut self, slot: u32) -> Option<Route> {
+        let (slab, hasher) = (&self.slab, &self.hasher);
+        let id = slot_route(slab, slot)?.id.as_str();
+        if let Ok(e) = self.by_id.find_entry(hasher.hash_one(id), |&s| s == slot) {
+            e.remove();
+        }
+        self.by_cap.remove(&self.slab, &self.hasher, slot);
+        let cell = &mut self.slab[slot as usize];
+        cell.gen = cell.gen.wrapping_add(1);
+        cell.peer_up = true;
+        let route = cell.route.take();
+        self.free.push(slot);
+        self.len -= 1;
+        self.generation += 1;
+        route
+    }
+
+    /// Removes and returns every route whose lease ended at or before
+    /// `now`. Only due timers are touched; nothing is scanned.
+    pub fn expire(&mut self, now: Millis) -> Vec<Route> {
+        let mut gone = Vec::new();
+        while let Some(t) = self.timers.peek() {
+            if t.deadline > now {
+                break;
+            }
+            self.timers.pop();
+            if timer_valid(&self.slab, &t) {
+                gone.extend(self.free_slot(t.slot));
+            }
+        }
+        self.tidy_timers();
+        gone
+    }
+
+    /// The earliest live lease deadline: when the owner should call
+    /// `expire` next.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.timers.peek().map(|t| t.deadline)
+    }
+
+    /// Routes offering `capability` at `version` (eligible or not).
+    pub fn candidates<'a>(
+        &'a self,
+        capability: &str,
+        version: u32,
+    ) -> impl Iterator<Item = &'a Route> + 'a {
+        let run = self
+            .by_cap
+            .run(&self.slab, &self.hasher, capability, version);
+        run.slots
+            .iter()
+            .filter_map(move |&s| slot_route(&self.slab, s))
+    }
+
+    pub(crate) fn run(&self, capability: &str, version: u32) -> Run<'_> {
+        self.by_cap
+            .run(&self.slab, &self.hasher, capability, version)
+    }
+
+    /// Slab access for selection: the cell behind an index-held slot.
+    #[inline]
+    pub(crate) fn cell(&self, slot: u32) -> Option<(SlotId, &Route, bool)> {
+        let s = self.slab.get(slot as usize)?;
+        s.route.as_ref().map(|r| {
+            (
+                SlotId {
+                    index: slot,
+                    gen: s.gen,
+                },
+                r,
+                s.peer_up,
+            )
+        })
+    }
+
+    /// Every occupied cell, in slab order (full-scan reference, export).
+    pub(crate) fn cells(&self) -> impl Iterator<Item = (SlotId, &Route, bool)> {
+        self.slab.iter().enumerate().filter_map(|(i, s)| {
+            s.route.as_ref().map(|r| {
+                (
+                    SlotId {
+                        index: i as u32,
+                        gen: s.gen,
+                    },
+                    r,
+                    s.peer_up,
+                )
+            })
+        })
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Route> {
+        self.slab.iter().filter_map(|s| s.route.as_ref())
+    }
+
+    pub fn memory(&self) -> MemoryUse {
+        MemoryUse {
+            routes: self.len,
+            index_bytes: self.by_id.allocation_size() + self.by_cap.allocated_bytes(),
+            timer_bytes: self.timers.allocated_bytes(),
+            slab_bytes: self.slab.capacity() * std::mem::size_of::<Slot>()
+                + self.free.capacity() * 4,
+        }
+    }
+
+    /// Distinct capability names in the index.
+    pub fn capability_names(&self) -> usize {
+        self.by_cap.names()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,334 @@
+//! Table behaviour with time fed as input: upsert/conflict rules, leases
+//! expiring exactly at their deadline, timer hygiene, peer state and the
+//! generation counter.
+
+use super::*;
+use crate::route::{Access, Attributes};
+
+/// A local route `id` of `agent://<tenant>/<agent>` for `cap` v`version`.
+pub(crate) fn route(id: &str, cap: &str, version: u32) -> Route {
+    Route {
+        id: RouteId::new(id).unwrap(),
+        capability: cap.into(),
+        version,
+        origin: "agent://lab/a".into(),
+        endpoint: format!("http://192.0.2.10:8080/{id}").into(),
+        tenant: "lab".into(),
+        region: "local".into(),
+        attrs: Attributes {
+            latency_ms: 5,
+            cost_micros: 0,
+            load_permille: 0,
+            trust: 90,
+        },
+        access: Access::default(),
+        contract: None,
+        source: RouteSource::Local,
+        path: Vec::new(),
+        next_hop: None,
+        lease: Lease::Until(Millis(30_000)),
+        healthy: true,
+    }
+}
+
+fn id(s: &str) -> RouteId {
+    RouteId::new(s).unwrap()
+}
+
+#[test]
+fn upsert_creates_then_updates_the_same_origin() {
+    let mut t = RouteTable::new(10);
+    assert_eq!(
+        t.upsert(route("r1", "demo.echo", 1)),
+        Ok(UpsertOutcome::Created)
+    );
+    let mut moved = route("r1", "demo.echo", 1);
+    moved.endpoint = "http://192.0.2.11:9000/".into();
+    assert_eq!(t.upsert(moved.clone()), Ok(UpsertOutcome::Updated));
+    assert_eq!(t.upsert(moved), Ok(UpsertOutcome::Unchanged));
+    assert_eq!(t.len(), 1);
+    assert_eq!(
+        &*t.get(&id("r1")).unwrap().endpoint,
+        "http://192.0.2.11:9000/"
+    );
+}
+
+#[test]
+fn another_origins_route_id_is_a_conflict_and_changes_nothing() {
+    let mut t = RouteTable::new(10);
+    t.upsert(route("r1", "demo.echo", 1)).unwrap();
+    let gen = t.generation();
+    let mut thief = route("r1", "demo.echo", 1);
+    thief.origin = "agent://lab/mallory".into();
+    assert_eq!(
+        t.upsert(thief),
+        Err(TableError::Conflict {
+            route_id: id("r1"),
+            existing_tenant: "lab".into(),
+            existing_origin: "agent://lab/a".into()
+        })
+    );
+    let mut other_tenant = route("r1", "demo.echo", 1);
+    other_tenant.tenant = "ops".into();
+    assert!(matches!(
+        t.upsert(other_tenant),
+        Err(TableError::Conflict { .. })
+    ));
+    assert_eq!(&*t.get(&id("r1")).unwrap().origin, "agent://lab/a");
+    assert_eq!(t.generation(), gen);
+}
+
+#[test]
+fn one_origin_may_hold_several_routes() {
+    let mut t = RouteTable::new(10);
+    for i in 0..3 {
+        t.upsert(route(&format!("r{i}"), "demo.echo", 1)).unwrap();
+    }
+    assert_eq!(t.len(), 3);
+    assert_eq!(t.candidates("demo.echo", 1).count(), 3);
+}
+
+#[test]
+fn full_table_refuses_new_ids_but_accepts_updates() {
+    let mut t = RouteTable::new(2);
+    t.upsert(route("r1", "c", 1)).unwrap();
+    t.upsert(route("r2", "c", 1)).unwrap();
+    assert_eq!(
+        t.upsert(route("r3", "c", 1)),
+        Err(TableError::Full { max_routes: 2 })
+    );
+    let mut r1 = route("r1", "c", 1);
+    r1.attrs.load_permille = 500;
+    assert_eq!(t.upsert(r1), Ok(UpsertOutcome::Updated));
+    t.remove(&id("r2")).unwrap();
+    assert_eq!(t.upsert(route("r3", "c", 1)), Ok(UpsertOutcome::Created));
+}
+
+#[test]
+fn version_zero_and_leased_static_routes_are_refused() {
+    let mut t = RouteTable::new(10);
+    assert_eq!(
+        t.upsert(route("r1", "c", 0)),
+        Err(TableError::VersionZero(id("r1")))
+    );
+    let mut s = route("s1", "c", 1);
+    s.source = RouteSource::Static;
+    assert_eq!(t.upsert(s.clone()), Err(TableError::LeasedStatic(id("s1"))));
+    s.lease = Lease::Permanent;
+    t.upsert(s).unwrap();
+    assert_eq!(
+        t.renew(&id("s1"), Lease::Until(Millis(5))),
+        Err(TableError::LeasedStatic(id("s1")))
+    );
+    assert!(!t.is_empty() && t.next_deadline().is_none());
+}
+
+#[test]
+fn lease_expires_exactly_at_its_deadline() {
+    let mut t = RouteTable::new(10);
+    t.upsert(route("r1", "c", 1)).unwrap();
+    assert_eq!(t.next_deadline(), Some(Millis(30_000)));
+    assert!(t.expire(Millis(29_999)).is_empty());
+    assert_eq!(t.len(), 1);
+    let gone = t.expire(Millis(30_000));
+    assert_eq!(gone.len(), 1);
+    assert_eq!(gone[0].id, id("r1"));
+    assert!(t.is_empty());
+    assert_eq!(t.next_deadline(), None);
+    assert!(t.get(&id("r1")).is_none());
+    assert_eq!(t.candidates("c", 1).count(), 0);
+}
+
+#[test]
+fn static_routes_never_expire() {
+    let mut t = RouteTable::new(10);
+    let mut s = route("s1", "office.print", 1);
+    s.source = RouteSource::Static;
+    s.lease = Lease::Permanent;
+    t.upsert(s).unwrap();
+    assert!(t.expire(Millis(u64::MAX)).is_empty());
+    assert_eq!(t.len(), 1);
+}
+
+#[test]
+fn renewal_moves_the_deadline_and_the_old_timer_is_ignored() {
+    let mut t = RouteTable::new(10);
+    t.upsert(route("r1", "c", 1)).unwrap();
+    t.renew(&id("r1"), Lease::Until(Millis(60_000))).unwrap();
+    assert_eq!(t.next_deadline(), Some(Millis(60_000)));
+    assert!(t.expire(Millis(30_000)).is_empty());
+    assert!(t.expire(Millis(59_999)).is_empty());
+    assert_eq!(t.expire(Millis(60_000)).len(), 1);
+}
+
+#[test]
+fn renewing_an_unknown_route_is_not_found() {
+    let mut t = RouteTable::new(10);
+    assert_eq!(
+        t.renew(&id("nope"), Lease::Until(Millis(1))),
+        Err(TableError::NotFound(id("nope")))
+    );
+    assert_eq!(
+        t.set_health(&id("nope"), false),
+        Err(TableError::NotFound(id("nope")))
+    );
+}
+
+#[test]
+fn an_old_timer_never_expires_the_next_occupant_of_a_slot() {
+    let mut t = RouteTable::new(10);
+    t.upsert(route("r1", "c", 1)).unwrap();
+    let first = t.slot_of(&id("r1")).unwrap();
+    t.remove(&id("r1")).unwrap();
+    let mut r2 = route("r2", "c", 1);
+    r2.lease = Lease::Until(Millis(90_000));
+    t.upsert(r2).unwrap();
+    let second = t.slot_of(&id("r2")).unwrap();
+    assert_eq!(first.index(), second.index());
+    assert!(t.get_slot(first).is_none());
+    assert!(t.expire(Millis(30_000)).is_empty());
+    assert_eq!(t.next_deadline(), Some(Millis(90_000)));
+}
+
+#[test]
+fn renewals_do_not_grow_the_timer_heap_without_bound() {
+    let mut t = RouteTable::new(10);
+    t.upsert(route("r1", "c", 1)).unwrap();
+    for i in 0..10_000u64 {
+        t.renew(&id("r1"), Lease::Until(Millis(30_000 + i)))
+            .unwrap();
+        assert!(t.timers.len() <= 2 * t.len() + 65);
+    }
+    assert_eq!(t.next_deadline(), Some(Millis(39_999)));
+}
+
+#[test]
+fn expiry_returns_all_due_routes_in_deadline_order() {
+    let mut t = RouteTable::new(10);
+    for (i, d) in [(0, 300), (1, 100), (2, 200), (3, 400)] {
+        let mut r = route(&format!("r{i}"), "c", 1);
+        r.lease = Lease::Until(Millis(d));
+        t.upsert(r).unwrap();
+    }
+    let gone: Vec<String> = t
+        .expire(Millis(300))
+        .iter()
+        .map(|r| r.id.to_string())
+        .collect();
+    assert_eq!(gone, ["r1", "r2", "r0"]);
+    assert_eq!(t.next_deadline(), Some(Millis(400)));
+}
+
+#[test]
+fn generation_moves_on_every_change_and_only_then() {
+    let mut t = RouteTable::new(10);
+    let mut g = t.generation();
+    let mut step = |t: &RouteTable, changed: bool| {
+        let now = t.generation();
+        assert_eq!(now > g, changed, "generation {g} -> {now}");
+        g = now;
+    };
+    t.upsert(route("r1", "c", 1)).unwrap();
+    step(&t, true);
+    t.upsert(route("r1", "c", 1)).unwrap();
+    step(&t, false);
+    t.renew(&id("r1"), Lease::Until(Millis(40_000))).unwrap();
+    step(&t, true);
+    t.set_health(&id("r1"), false).unwrap();
+    step(&t, true);
+    t.set_health(&id("r1"), false).unwrap();
+    step(&t, false);
+    t.set_peer_up("router-b", false);
+    step(&t, true);
+    t.set_peer_up("router-b", false);
+    step(&t, false);
+    t.remove(&id("r1")).unwrap();
+    step(&t, true);
+    t.upsert(route("r2", "c", 1)).unwrap();
+    step(&t, true);
+    t.expire(Millis(30_000));
+    step(&t, true);
+}
+
+#[test]
+fn changing_capability_or_version_moves_the_route_in_the_index() {
+    let mut t = RouteTable::new(10);
+    t.upsert(route("r1", "a", 1)).unwrap();
+    t.upsert(route("r2", "a", 1)).unwrap();
+    t.upsert(route("r1", "a", 2)).unwrap();
+    assert_eq!(
+        t.candidates("a", 1)
+            .map(|r| r.id.to_string())
+            .collect::<Vec<_>>(),
+        ["r2"]
+    );
+    assert_eq!(
+        t.candidates("a", 2)
+            .map(|r| r.id.to_string())
+            .collect::<Vec<_>>(),
+        ["r1"]
+    );
+    t.upsert(route("r1", "b", 2)).unwrap();
+    assert_eq!(t.candidates("a", 2).count(), 0);
+    assert_eq!(t.candidates("b", 2).count(), 1);
+    assert_eq!(t.capability_names(), 2);
+    t.remove(&id("r2"));
+    assert_eq!(t.capability_names(), 1);
+}
+
+#[test]
+fn versions_of_one_name_are_told_apart() {
+    let mut t = RouteTable::new(10);
+    for (i, v) in [3, 1, 2, 1, 3, 3].into_iter().enumerate() {
+        t.upsert(route(&format!("r{i}"), "x", v)).unwrap();
+    }
+    let run = t.run("x", 3);
+    assert_eq!((run.slots.len(), run.other_versions), (3, 3));
+    assert_eq!(t.run("x", 1).slots.len(), 2);
+    assert_eq!(t.run("x", 4).slots.len(), 0);
+    assert_eq!(t.run("x", 4).other_versions, 6);
+    assert_eq!(t.run("y", 1).other_versions, 0);
+}
+
+#[test]
+fn peer_down_marks_its_routes_and_later_arrivals() {
+    let mut t = RouteTable::new(10);
+    let mut via_b = route("p1", "c", 1);
+    via_b.source = RouteSource::Peer;
+    via_b.next_hop = Some("router-b".into());
+    t.upsert(via_b.clone()).unwrap();
+    t.upsert(route("l1", "c", 1)).unwrap();
+    let p1 = t.slot_of(&id("p1")).unwrap();
+    let l1 = t.slot_of(&id("l1")).unwrap();
+    t.set_peer_up("router-b", false);
+    assert!(!t.is_peer_up(p1));
+    assert!(t.is_peer_up(l1));
+    via_b.id = id("p2");
+    t.upsert(via_b).unwrap();
+    assert!(!t.is_peer_up(t.slot_of(&id("p2")).unwrap()));
+    assert_eq!(t.peers_down().collect::<Vec<_>>(), ["router-b"]);
+    t.set_peer_up("router-b", true);
+    assert!(t.is_peer_up(p1));
+    assert_eq!(t.peers_down().count(), 0);
+}
+
+#[test]
+fn memory_counts_index_and_timers_separately() {
+    let mut t = RouteTable::new(1000);
+    let empty = t.memory();
+    assert_eq!((empty.index_bytes, empty.timer_bytes), (0, 0));
+    for i in 0..100 {
+        t.upsert(route(&format!("r{i}"), &format!("cap{}", i / 10), 1))
+            .unwrap();
+    }
+    let m = t.memory();
+    assert_eq!(m.routes, 100);
+    // 100 slot numbers in groups plus two hash tables: more than the bare
+    // 400 bytes of slots, far less than the routes themselves.
+    assert!(m.index_bytes > 400 && m.index_bytes < 100 * 32, "{m:?}");
+    assert!(m.timer_bytes >= 100 * 16, "{m:?}");
+    for i in 0..100 {
+        t.remove(&id(&format!("r{i}"))).unwrap();
+    }
+    assert_eq!(t.capability_names(), 0);
+}
