@@ -5,7 +5,9 @@
 //! the same code as `agentctl lookup` explains. Daemon-only machinery sits
 //! behind the `daemon` feature.
 
+pub mod fib;
 pub mod health;
+pub mod ipc;
 pub mod lease;
 pub mod policy;
 pub mod route;

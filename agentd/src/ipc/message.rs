@@ -1,0 +1,597 @@
+//! The messages of the agentd IPC protocol (DESIGN §9 "IPC").
+//!
+//! A connection starts with one [`Hello`] frame in each direction (the
+//! server sends first). After that the client sends [`Request`] frames and
+//! the server sends [`ServerMsg`] frames: responses matched by request id,
+//! and — once the client asked for `SubscribeFib` — pushed FIB events.
+//!
+//! `Hello` is the one type whose encoding must never change: it carries
+//! [`PROTOCOL_VERSION`], so binaries built from different protocol versions
+//! stop at the handshake with a clear error instead of misreading frames.
+//! Every other type may change only together with a version bump.
+//!
+//! Request id 0 is reserved: a response with id 0 is a connection-level
+//! error (permission denied, malformed frame) sent just before the server
+//! closes the connection.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::fib::FibEvent;
+use crate::route::{self, Access, Attributes, Contract, RouteId, RouteSource};
+use crate::time::Millis;
+
+/// Bumped whenever any message other than `Hello` changes its encoding.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Request id reserved for connection-level errors.
+pub const CONNECTION_ERROR_ID: u64 = 0;
+
+/// Longest accepted input schema in a contract.
+pub const MAX_SCHEMA_LEN: usize = 64 * 1024;
+/// Longest accepted contract description or region name.
+pub const MAX_TEXT_LEN: usize = 1024;
+/// Most entries in each access list of a registration.
+pub const MAX_ACCESS_ENTRIES: usize = 64;
+/// Most rows in one page of `Routes`/`Agents`; keeps every reply within
+/// one frame.
+pub const MAX_PAGE: u32 = 256;
+
+/// First frame in each direction. Its encoding is frozen.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol: u32,
+    /// Program and version, for error messages (`agentd 0.1.0`).
+    pub software: Box<str>,
+}
+
+impl Hello {
+    pub fn ours(software: &str) -> Hello {
+        Hello {
+            protocol: PROTOCOL_VERSION,
+            software: software.into(),
+        }
+    }
+}
+
+/// One client request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Chosen by the client, unique among its outstanding requests, never 0.
+    pub id: u64,
+    pub body: RequestBody,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RequestBody {
+    /// Register (or idempotently re-register) a route → `Lease`.
+    Register(Registration),
+    /// Extend a lease and update live attributes → `Lease`.
+    Renew(Renewal),
+    /// Withdraw a route → `Unregistered`.
+    Unregister {
+        route_id: RouteId,
+        /// The authenticated agent asking; `None` for an administrator.
+        origin: Option<Box<str>>,
+    },
+    /// Start receiving the FIB on this connection → `Subscribed`, then
+    /// `ServerMsg::Fib` frames: a snapshot, then deltas.
+    SubscribeFib,
+    /// → `Status`.
+    Status,
+    /// One page of the route table → `Routes`.
+    Routes(RoutesQuery),
+    /// One page of the registered agents → `Agents`.
+    Agents(AgentsQuery),
+    /// Run selection as a caller would → `Lookup`.
+    Lookup { query: LookupQuery, explain: bool },
+    /// Re-read the configuration → `Reloaded`.
+    Reload,
+    /// → `Stats`.
+    Stats,
+}
+
+impl RequestBody {
+    /// Short name for logs and counters.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RequestBody::Register(_) => "register",
+            RequestBody::Renew(_) => "renew",
+            RequestBody::Unregister { .. } => "unregister",
+            RequestBody::SubscribeFib => "subscribe_fib",
+            RequestBody::Status => "status",
+            RequestBody::Routes(_) => "routes",
+            RequestBody::Agents(_) => "agents",
+            RequestBody::Lookup { .. } => "lookup",
+            RequestBody::Reload => "reload",
+            RequestBody::Stats => "stats",
+        }
+    }
+
+    /// Whether the request changes state only an administrator may change
+    /// (the daemon decides who counts as one, e.g. root).
+    pub fn is_admin_command(&self) -> bool {
+        matches!(self, RequestBody::Reload)
+    }
+}
+
+/// A registration as DESIGN §4 names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    /// Re-register this route (idempotent upsert for the same tenant and
+    /// origin); `None` lets agentd assign one.
+    pub route_id: Option<RouteId>,
+    pub capability: Box<str>,
+    /// Interface version, ≥ 1.
+    pub version: u32,
+    /// Agent URI `agent://tenant/name`.
+    pub origin: Box<str>,
+    pub endpoint: Box<str>,
+    pub tenant: Box<str>,
+    pub region: Box<str>,
+    pub attrs: Attributes,
+    pub access: Access,
+    pub contract: Option<Contract>,
+    /// Requested lease; `None` means the configured default.
+    pub lease_seconds: Option<u32>,
+}
+
+impl Registration {
+    /// Checks every field an agent controls, naming the first bad one. The
+    /// daemon calls this on every registration; the gateway may call it
+    /// earlier to answer without an IPC round trip.
+    pub fn validate(&self) -> Result<(), IpcError> {
+        let invalid = |field: &str, reason: &dyn fmt::Display| IpcError::Invalid {
+            field: field.into(),
+            reason: reason.to_string().into(),
+        };
+        route::check_capability(&self.capability).map_err(|e| invalid("capability", &e))?;
+        if self.version == 0 {
+            return Err(invalid("version", &"must be at least 1"));
+        }
+        route::check_agent_uri(&self.origin).map_err(|e| invalid("origin", &e))?;
+        route::check_tenant(&self.tenant).map_err(|e| invalid("tenant", &e))?;
+        if let Some(uri_tenant) = self
+            .origin
+            .strip_prefix("agent://")
+            .and_then(|r| r.split_once('/'))
+        {
+            if uri_tenant.0 != &*self.tenant {
+                return Err(invalid(
+                    "origin",
+                    &"tenant of the agent uri differs from the tenant",
+                ));
+            }
+        }
+        check_endpoint(&self.endpoint).map_err(|r| invalid("endpoint", &r))?;
+        if self.region.len() > MAX_TEXT_LEN {
+            return Err(invalid(
+                "region",
+                &format_args!("longer than {MAX_TEXT_LEN} bytes"),
+            ));
+        }
+        for (field, list) in [
+            ("access.allowed_tenants", &self.access.allowed_tenants),
+            ("access.allowed_sources", &self.access.allowed_sources),
+        ] {
+            if list.len() > MAX_ACCESS_ENTRIES {
+                return Err(invalid(
+                    field,
+                    &format_args!("more than {MAX_ACCESS_ENTRIES} entries"),
+                ));
+            }
+            if let Some(e) = list
+                .iter()
+                .find(|e| e.is_empty() || e.len() > route::MAX_ID_LEN)
+            {
+                return Err(invalid(field, &format_args!("entry of {} bytes", e.len())));
+            }
+        }
+        if let Some(c) = &self.contract {
+            if c.input_schema
+                .as_ref()
+                .is_some_and(|s| s.len() > MAX_SCHEMA_LEN)
+            {
+                return Err(invalid(
+                    "contract.input_schema",
+                    &format_args!("longer than {MAX_SCHEMA_LEN} bytes"),
+                ));
+            }
+            if c.description
+                .as_ref()
+                .is_some_and(|s| s.len() > MAX_TEXT_LEN)
+            {
+                return Err(invalid(
+                    "contract.description",
+                    &format_args!("longer than {MAX_TEXT_LEN} bytes"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An endpoint must be an absolute `http://` or `https://` URL of bounded
+/// length without whitespace or control characters.
+pub fn check_endpoint(s: &str) -> Result<(), &'static str> {
+    if s.len() > route::MAX_ENDPOINT_LEN {
+        return Err("longer than 512 bytes");
+    }
+    let rest = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"))
+        .ok_or("must start with http:// or https://")?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err("has no host");
+    }
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("contains whitespace or control characters");
+    }
+    Ok(())
+}
+
+/// A lease renewal, optionally carrying fresh live attributes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Renewal {
+    pub route_id: RouteId,
+    /// The authenticated agent asking; must own the route. `None` for an
+    /// administrator or with auth off.
+    pub origin: Option<Box<str>>,
+    /// New lease length; `None` keeps the route's current length.
+    pub lease_seconds: Option<u32>,
+    pub latency_ms: Option<u64>,
+    pub load_permille: Option<u64>,
+    pub healthy: Option<bool>,
+    pub endpoint: Option<Box<str>>,
+}
+
+impl Renewal {
+    /// A plain lease extension of `route_id`.
+    pub fn of(route_id: RouteId) -> Renewal {
+        Renewal {
+            route_id,
+            origin: None,
+            lease_seconds: None,
+            latency_ms: None,
+            load_permille: None,
+            healthy: None,
+            endpoint: None,
+        }
+    }
+}
+
+/// Paging through the route table in route-id order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutesQuery {
+    /// Only routes of this capability.
+    pub capability: Option<Box<str>>,
+    /// Start after this route id (the previous page's `next`).
+    pub after: Option<RouteId>,
+    /// Rows wanted; the server caps it at [`MAX_PAGE`]. 0 means the cap.
+    pub limit: u32,
+}
+
+/// Paging through the registered agents in origin order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentsQuery {
+    pub after: Option<Box<str>>,
+    pub limit: u32,
+}
+
+/// What a caller asks selection for (`agentctl lookup`, `/agent/v1/route`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LookupQuery {
+    pub capability: Box<str>,
+    pub version: u32,
+    pub tenant: Box<str>,
+    pub source_agent: Option<Box<str>>,
+    pub target_agent: Option<Box<str>>,
+}
+
+/// Server → client frame after the handshake.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ServerMsg {
+    Response(Response),
+    Fib(FibEvent),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// The request's id, or [`CONNECTION_ERROR_ID`].
+    pub id: u64,
+    pub body: Result<ResponseBody, IpcError>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ResponseBody {
+    Lease(LeaseGrant),
+    Unregistered { route_id: RouteId },
+    Subscribed,
+    Status(StatusView),
+    Routes(RoutePage),
+    Agents(AgentPage),
+    Lookup(LookupView),
+    Reloaded { generation: u64 },
+    Stats(StatsView),
+}
+
+impl ResponseBody {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ResponseBody::Lease(_) => "lease",
+            ResponseBody::Unregistered { .. } => "unregistered",
+            ResponseBody::Subscribed => "subscribed",
+            ResponseBody::Status(_) => "status",
+            ResponseBody::Routes(_) => "routes",
+            ResponseBody::Agents(_) => "agents",
+            ResponseBody::Lookup(_) => "lookup",
+            ResponseBody::Reloaded { .. } => "reloaded",
+            ResponseBody::Stats(_) => "stats",
+        }
+    }
+}
+
+/// The answer to register and renew; maps 1:1 onto the SDK's JSON lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseGrant {
+    pub route_id: RouteId,
+    /// Table generation after the change.
+    pub generation: u64,
+    pub lease_seconds: u32,
+    /// Absolute deadline on the system-wide monotonic clock.
+    pub expires_at: Millis,
+}
+
+/// `agentctl status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusView {
+    pub router_id: Box<str>,
+    pub software: Box<str>,
+    pub uptime_s: u64,
+    pub generation: u64,
+    pub routes: u64,
+    pub local_routes: u64,
+    pub static_routes: u64,
+    pub peer_routes: u64,
+    pub fib_subscribers: u64,
+    /// `None` when the running configuration is valid; otherwise why the
+    /// last load or reload was refused.
+    pub config_error: Option<Box<str>>,
+}
+
+/// One row of `agentctl routes`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteView {
+    pub route_id: RouteId,
+    pub capability: Box<str>,
+    pub version: u32,
+    pub origin: Box<str>,
+    pub endpoint: Box<str>,
+    pub tenant: Box<str>,
+    pub region: Box<str>,
+    pub source: RouteSource,
+    pub attrs: Attributes,
+    pub healthy: bool,
+    /// Seconds left on the lease at the time of the reply; `None` for
+    /// permanent (static) routes.
+    pub expires_in_s: Option<u64>,
+    pub path: Vec<Box<str>>,
+    pub next_hop: Option<Box<str>>,
+}
+
+impl RouteView {
+    pub fn of(route: &route::Route, now: Millis) -> RouteView {
+        RouteView {
+            route_id: route.id.clone(),
+            capability: route.capability.clone(),
+            version: route.version,
+            origin: route.origin.clone(),
+            endpoint: route.endpoint.clone(),
+            tenant: route.tenant.clone(),
+            region: route.region.clone(),
+            source: route.source,
+            attrs: route.attrs,
+            healthy: route.healthy,
+            expires_in_s: match route.lease {
+                route::Lease::Permanent => None,
+                route::Lease::Until(t) => Some(t.saturating_sub(now) / 1000),
+            },
+            path: route.path.clone(),
+            next_hop: route.next_hop.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutePage {
+    pub routes: Vec<RouteView>,
+    /// Pass as `after` to get the next page; `None` on the last page.
+    pub next: Option<RouteId>,
+}
+
+/// One row of `agentctl agents`: an origin and what it registered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentView {
+    pub origin: Box<str>,
+    pub tenant: Box<str>,
+    pub routes: u64,
+    pub capabilities: Vec<Box<str>>,
+    pub healthy_routes: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentPage {
+    pub agents: Vec<AgentView>,
+    pub next: Option<Box<str>>,
+}
+
+/// One ranked candidate in a lookup answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CandidateView {
+    pub route_id: RouteId,
+    pub origin: Box<str>,
+    pub endpoint: Box<str>,
+    pub source: RouteSource,
+    pub score: u64,
+}
+
+/// `agentctl lookup [--explain]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LookupView {
+    /// Id of the policy rule that matched; `None` for the default action.
+    pub rule: Option<Box<str>>,
+    /// A deny rule (or default deny) decided; no candidates then.
+    pub denied: bool,
+    /// Best first; the winner is `candidates[0]`. Without `explain` only
+    /// the winner is listed.
+    pub candidates: Vec<CandidateView>,
+    /// Rejections per eligibility reason (`tenant`, `lease`, …); filled
+    /// only with `explain`.
+    pub rejections: BTreeMap<Box<str>, u64>,
+}
+
+/// `agentctl stats`: named counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsView {
+    pub counters: BTreeMap<Box<str>, u64>,
+}
+
+/// Why an existing route may not be taken over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConflictReason {
+    /// The route belongs to another origin.
+    OtherOrigin,
+    /// The route belongs to another tenant.
+    OtherTenant,
+    /// The route is static or learned from a peer, not registered here.
+    NotLocal,
+}
+
+impl ConflictReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConflictReason::OtherOrigin => "belongs to another origin",
+            ConflictReason::OtherTenant => "belongs to another tenant",
+            ConflictReason::NotLocal => "is not a locally registered route",
+        }
+    }
+}
+
+/// A refused request. Each variant has a stable [`code`](IpcError::code)
+/// that the HTTP gateway returns as `{"error":{"code","message"}}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IpcError {
+    NotFound {
+        route_id: RouteId,
+    },
+    Conflict {
+        route_id: RouteId,
+        reason: ConflictReason,
+    },
+    LeaseOutOfRange {
+        requested: u32,
+        min: u32,
+        max: u32,
+    },
+    Invalid {
+        field: Box<str>,
+        reason: Box<str>,
+    },
+    /// The table holds `max_routes` routes already.
+    Full {
+        max_routes: u64,
+    },
+    PermissionDenied {
+        reason: Box<str>,
+    },
+    Unsupported {
+        what: Box<str>,
+    },
+    /// A frame from the client could not be decoded; the connection closes.
+    Malformed {
+        reason: Box<str>,
+    },
+    /// The daemon cannot take the request now (shutting down, overloaded).
+    Unavailable {
+        reason: Box<str>,
+    },
+    Internal {
+        reason: Box<str>,
+    },
+}
+
+impl IpcError {
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            IpcError::NotFound { .. } => "not_found",
+            IpcError::Conflict { .. } => "conflict",
+            IpcError::LeaseOutOfRange { .. } => "lease_out_of_range",
+            IpcError::Invalid { .. } => "invalid_field",
+            IpcError::Full { .. } => "full",
+            IpcError::PermissionDenied { .. } => "permission_denied",
+            IpcError::Unsupported { .. } => "unsupported",
+            IpcError::Malformed { .. } => "malformed",
+            IpcError::Unavailable { .. } => "unavailable",
+            IpcError::Internal { .. } => "internal",
+        }
+    }
+
+    /// The HTTP status the gateway answers with. `not_found` is 404 so the
+    /// SDK re-registers after a renew of an unknown route.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            IpcError::NotFound { .. } => 404,
+            IpcError::Conflict { .. } => 409,
+            IpcError::LeaseOutOfRange { .. }
+            | IpcError::Invalid { .. }
+            | IpcError::Malformed { .. } => 400,
+            IpcError::PermissionDenied { .. } => 403,
+            IpcError::Unsupported { .. } => 501,
+            IpcError::Full { .. } | IpcError::Unavailable { .. } => 503,
+            IpcError::Internal { .. } => 500,
+        }
+    }
+
+    pub fn invalid(field: &str, reason: impl fmt::Display) -> IpcError {
+        IpcError::Invalid {
+            field: field.into(),
+            reason: reason.to_string().into(),
+        }
+    }
+
+    pub fn internal(reason: impl fmt::Display) -> IpcError {
+        IpcError::Internal {
+            reason: reason.to_string().into(),
+        }
+    }
+}
+
+impl fmt::Display for IpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IpcError::NotFound { route_id } => write!(f, "route {route_id} not found"),
+            IpcError::Conflict { route_id, reason } => {
+                write!(f, "route {route_id} {}", reason.as_str())
+            }
+            IpcError::LeaseOutOfRange {
+                requested,
+                min,
+                max,
+            } => {
+                write!(f, "lease of {requested} s is outside {min}..={max} s")
+            }
+            IpcError::Invalid { field, reason } => write!(f, "invalid {field}: {reason}"),
+            IpcError::Full { max_routes } => write!(f, "route table is full ({max_routes} routes)"),
+            IpcError::PermissionDenied { reason } => write!(f, "permission denied: {reason}"),
+            IpcError::Unsupported { what } => write!(f, "unsupported: {what}"),
+            IpcError::Malformed { reason } => write!(f, "malformed request: {reason}"),
+            IpcError::Unavailable { reason } => write!(f, "unavailable: {reason}"),
+            IpcError::Internal { reason } => write!(f, "internal error: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for IpcError {}

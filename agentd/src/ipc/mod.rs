@@ -1,0 +1,13 @@
+//! The agentd IPC protocol (DESIGN §9 "IPC"): a Unix stream socket
+//! carrying `u32`-length-prefixed postcard frames.
+//!
+//! * [`frame`] — the framing and its bounded, sans-IO decoder.
+//! * [`message`] — handshake, requests, responses, typed errors.
+//! * [`client`] — the tokio client of agent-gw and agentctl.
+//! * [`server`] — agentd's accept loop and the channel interface to its
+//!   state loop.
+
+pub mod client;
+pub mod frame;
+pub mod message;
+pub mod server;

@@ -1,0 +1,542 @@
+//! agentd's side of the IPC socket: accept loop, credential check,
+//! per-connection framing — and the interface to the daemon's state loop.
+//!
+//! ```text
+//!                       +-------------------- IpcServer::run ---------------------+
+//!  UnixListener ------> | accept, SO_PEERCRED, spawn one task per connection      |
+//!                       +---------------------------------------------------------+
+//!   connection task (one per client; owns the socket and a FrameDecoder):
+//!     socket bytes --decode--> ServerEvent::Request --(events: mpsc, bounded)--> daemon state loop
+//!     socket  <--encode-- outbound queue (mpsc, bounded) <-- Replier::send / FibSink::offer
+//!     on exit -------------------> ServerEvent::Disconnected
+//! ```
+//!
+//! The daemon owns the RIB in one loop and consumes [`ServerEvent`]s from
+//! the channel given to [`IpcServer::run`]:
+//!
+//! * `Request(IncomingRequest { conn, peer, id, body, reply })` — handle
+//!   `body`, then call `reply.send(result)` exactly once (dropping the
+//!   `Replier` unanswered sends `internal`). `peer` carries the client's
+//!   uid/gid/pid from `SO_PEERCRED`; the server has already refused peers
+//!   that are neither root nor in [`ServerConfig::allowed_uids`], and the
+//!   daemon may restrict admin commands further
+//!   ([`RequestBody::is_admin_command`]).
+//! * For `RequestBody::SubscribeFib`: take `reply.fib_sink()` first, send
+//!   `Ok(ResponseBody::Subscribed)`, then hand the sink to
+//!   [`FibExporter::subscribe`](crate::fib::export::FibExporter::subscribe)
+//!   (snapshot) and keep calling `publish` for deltas. Events and replies
+//!   share the connection's outbound queue, so they arrive in the order
+//!   they were queued.
+//! * `Disconnected { conn, reason }` — the connection is gone; forget
+//!   anything keyed by `conn` (a dead sink also refuses its next event).
+//!
+//! Nothing the daemon calls here blocks: replies and FIB events go into a
+//! bounded queue with `try_send`; a client whose queue is full is
+//! disconnected (a FIB subscriber then reconnects and gets a snapshot).
+//! A malformed frame gets a `malformed` error with request id 0, then that
+//! connection closes; other connections never notice.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, Notify};
+
+use crate::fib::export;
+use crate::fib::FibEvent;
+use crate::ipc::frame::{self, FrameDecoder, FrameError};
+use crate::ipc::message::{
+    Hello, IpcError, Request, RequestBody, Response, ResponseBody, ServerMsg, CONNECTION_ERROR_ID,
+    PROTOCOL_VERSION,
+};
+
+/// Tunables of the IPC server.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Uids besides root that may connect (the agent-gw user).
+    pub allowed_uids: Vec<u32>,
+    /// Connections beyond this are refused with `unavailable`.
+    pub max_connections: usize,
+    /// Frames (replies and FIB events) queued per connection before the
+    /// client counts as stuck and is disconnected. Must exceed the number
+    /// of chunks in a FIB snapshot (64 KiB each).
+    pub outbound_queue: usize,
+    /// A client must send its `Hello` within this time.
+    pub handshake_timeout: Duration,
+    /// Sent in our `Hello`, e.g. `agentd 0.1.0`.
+    pub software: Box<str>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            allowed_uids: Vec::new(),
+            max_connections: 64,
+            outbound_queue: 1024,
+            handshake_timeout: Duration::from_secs(5),
+            software: concat!("agentd ", env!("CARGO_PKG_VERSION")).into(),
+        }
+    }
+}
+
+/// The connecting process as the kernel reports it (`SO_PEERCRED`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCred {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+}
+
+impl PeerCred {
+    pub fn is_root(&self) -> bool {
+        self.uid == 0
+    }
+}
+
+/// Identifies one accepted connection for the daemon's bookkeeping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// What the server hands to the daemon's state loop.
+#[derive(Debug)]
+pub enum ServerEvent {
+    Request(Box<IncomingRequest>),
+    Disconnected { conn: ConnId, reason: Disconnect },
+}
+
+/// One decoded request from an authorised peer.
+#[derive(Debug)]
+pub struct IncomingRequest {
+    pub conn: ConnId,
+    pub peer: PeerCred,
+    pub id: u64,
+    pub body: RequestBody,
+    pub reply: Replier,
+}
+
+/// Why a connection ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Disconnect {
+    /// The client closed it cleanly.
+    Closed,
+    Io(io::ErrorKind),
+    /// The client sent bytes that are not a valid frame or request.
+    Malformed(FrameError),
+    /// Neither root nor an allowed uid.
+    PermissionDenied {
+        uid: u32,
+    },
+    /// The client speaks another protocol version.
+    ProtocolMismatch {
+        theirs: u32,
+        software: Box<str>,
+    },
+    HandshakeTimeout,
+    /// The client did not read its replies/FIB events fast enough.
+    QueueFull,
+    /// The daemon stopped taking requests.
+    ServerShutdown,
+}
+
+// ===== connection handle =====
+
+/// Shared between the connection task and everything that queues frames
+/// for it.
+#[derive(Debug)]
+struct ConnShared {
+    id: ConnId,
+    kill: Notify,
+    killed: AtomicBool,
+}
+
+impl ConnShared {
+    fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+        self.kill.notify_one();
+    }
+}
+
+#[derive(Clone, Debug)]
+struct ConnHandle {
+    tx: mpsc::Sender<ServerMsg>,
+    shared: Arc<ConnShared>,
+}
+
+impl ConnHandle {
+    /// Queues a frame without waiting. A full queue disconnects the client.
+    fn offer(&self, msg: ServerMsg) -> bool {
+        match self.tx.try_send(msg) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.shared.kill();
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+/// Answers one request. Send exactly once; dropping it unanswered sends an
+/// `internal` error so the client never waits for its timeout.
+#[derive(Debug)]
+pub struct Replier {
+    id: u64,
+    conn: Option<ConnHandle>,
+}
+
+impl Replier {
+    pub fn send(mut self, body: Result<ResponseBody, IpcError>) {
+        if let Some(conn) = self.conn.take() {
+            conn.offer(ServerMsg::Response(Response { id: self.id, body }));
+        }
+    }
+
+    /// A sink that queues FIB events on this request's connection.
+    pub fn fib_sink(&self) -> FibSink {
+        FibSink {
+            conn: self.conn.clone(),
+        }
+    }
+
+    pub fn conn(&self) -> Option<ConnId> {
+        self.conn.as_ref().map(|c| c.shared.id)
+    }
+}
+
+impl Drop for Replier {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let body = Err(IpcError::internal("request dropped without a reply"));
+            conn.offer(ServerMsg::Response(Response { id: self.id, body }));
+        }
+    }
+}
+
+/// The FIB event queue of one subscribed connection.
+#[derive(Clone, Debug)]
+pub struct FibSink {
+    conn: Option<ConnHandle>,
+}
+
+impl FibSink {
+    pub fn conn(&self) -> Option<ConnId> {
+        self.conn.as_ref().map(|c| c.shared.id)
+    }
+
+    /// Disconnects the subscriber (e.g. on daemon shutdown).
+    pub fn close(&self) {
+        if let Some(c) = &self.conn {
+            c.shared.kill();
+        }
+    }
+}
+
+impl export::FibSink for FibSink {
+    fn offer(&mut self, event: FibEvent) -> bool {
+        match &self.conn {
+            Some(c) if !c.shared.killed.load(Ordering::Relaxed) => c.offer(ServerMsg::Fib(event)),
+            _ => false,
+        }
+    }
+}
+
+// ===== server =====
+
+/// The listening socket plus its configuration.
+#[derive(Debug)]
+pub struct IpcServer {
+    listener: UnixListener,
+    config: Arc<ServerConfig>,
+}
+
+impl IpcServer {
+    /// Binds `path`, replacing a stale socket file left by a crashed
+    /// daemon but refusing to steal a socket a live daemon answers on.
+    /// The file is made world-connectable: access control is the
+    /// `SO_PEERCRED` check, which a file mode cannot express for "root or
+    /// the agent-gw user".
+    pub fn bind(path: &Path, config: ServerConfig) -> io::Result<IpcServer> {
+        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !meta.file_type().is_socket() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a socket", path.display()),
+                ));
+            }
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{} is in use by a running agentd", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        let listener = UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+        Ok(IpcServer::from_listener(listener, config))
+    }
+
+    pub fn from_listener(listener: UnixListener, config: ServerConfig) -> IpcServer {
+        IpcServer {
+            listener,
+            config: Arc::new(config),
+        }
+    }
+
+    /// Accepts connections until the daemon drops the receiving end of
+    /// `events`. Must run inside a tokio runtime (current-thread is fine).
+    pub async fn run(self, events: mpsc::Sender<ServerEvent>) {
+        let active = Arc::new(AtomicUsize::new(0));
+        let mut next_conn = 1u64;
+        loop {
+            let accepted = tokio::select! {
+                a = self.listener.accept() => a,
+                () = events.closed() => return,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    // EMFILE and friends pass; back off instead of spinning.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let conn = ConnId(next_conn);
+            next_conn += 1;
+            let config = Arc::clone(&self.config);
+            let events = events.clone();
+            let active = Arc::clone(&active);
+            if active.fetch_add(1, Ordering::Relaxed) >= config.max_connections {
+                active.fetch_sub(1, Ordering::Relaxed);
+                tokio::spawn(refuse(stream, config));
+                continue;
+            }
+            tokio::spawn(async move {
+                let reason = serve_connection(stream, conn, &config, &events).await;
+                active.fetch_sub(1, Ordering::Relaxed);
+                let _ = events
+                    .send(ServerEvent::Disconnected { conn, reason })
+                    .await;
+            });
+        }
+    }
+}
+
+/// Tells a client over the connection limit why it is turned away.
+async fn refuse(mut stream: UnixStream, config: Arc<ServerConfig>) {
+    let mut out = Vec::new();
+    let err = IpcError::Unavailable {
+        reason: "too many IPC connections".into(),
+    };
+    let ok = frame::encode_into(&Hello::ours(&config.software), &mut out).is_ok()
+        && frame::encode_into(
+            &ServerMsg::Response(Response {
+                id: CONNECTION_ERROR_ID,
+                body: Err(err),
+            }),
+            &mut out,
+        )
+        .is_ok();
+    if ok {
+        let _ = tokio::time::timeout(config.handshake_timeout, stream.write_all(&out)).await;
+    }
+}
+
+/// Size of one socket read.
+const READ_CHUNK: usize = 16 * 1024;
+
+async fn serve_connection(
+    mut stream: UnixStream,
+    conn: ConnId,
+    config: &ServerConfig,
+    events: &mpsc::Sender<ServerEvent>,
+) -> Disconnect {
+    let peer = match stream.peer_cred() {
+        Ok(c) => PeerCred {
+            uid: c.uid(),
+            gid: c.gid(),
+            pid: c.pid(),
+        },
+        Err(e) => return Disconnect::Io(e.kind()),
+    };
+    let mut out = Vec::new();
+    let mut decoder = FrameDecoder::new();
+    let mut buf = vec![0u8; READ_CHUNK];
+
+    // Handshake: our Hello first, so even a mismatched client learns our
+    // version; then theirs.
+    if let Err(e) = frame::encode_into(&Hello::ours(&config.software), &mut out) {
+        return Disconnect::Malformed(e);
+    }
+    if let Err(e) = stream.write_all(&out).await {
+        return Disconnect::Io(e.kind());
+    }
+    out.clear();
+    let hello = match tokio::time::timeout(
+        config.handshake_timeout,
+        read_message::<Hello>(&mut stream, &mut decoder, &mut buf),
+    )
+    .await
+    {
+        Err(_) => return Disconnect::HandshakeTimeout,
+        Ok(Err(reason)) => {
+            if let Disconnect::Malformed(e) = &reason {
+                send_connection_error(
+                    &mut stream,
+                    IpcError::Malformed {
+                        reason: e.to_string().into(),
+                    },
+                )
+                .await;
+            }
+            return reason;
+        }
+        Ok(Ok(h)) => h,
+    };
+    if hello.protocol != PROTOCOL_VERSION {
+        // The client compares versions itself on our Hello; nothing we
+        // could send now is guaranteed to decode on its side.
+        return Disconnect::ProtocolMismatch {
+            theirs: hello.protocol,
+            software: hello.software,
+        };
+    }
+    if peer.uid != 0 && !config.allowed_uids.contains(&peer.uid) {
+        let reason = format!("uid {} may not use the agentd socket", peer.uid).into();
+        send_connection_error(&mut stream, IpcError::PermissionDenied { reason }).await;
+        return Disconnect::PermissionDenied { uid: peer.uid };
+    }
+
+    let (tx, mut rx) = mpsc::channel(config.outbound_queue.max(1));
+    let shared = Arc::new(ConnShared {
+        id: conn,
+        kill: Notify::new(),
+        killed: AtomicBool::new(false),
+    });
+    let handle = ConnHandle {
+        tx,
+        shared: Arc::clone(&shared),
+    };
+    let (mut rd, mut wr) = stream.split();
+
+    loop {
+        tokio::select! {
+            biased;
+            () = shared.kill.notified() => return Disconnect::QueueFull,
+            msg = rx.recv() => {
+                // `handle` keeps one sender alive, so `None` cannot happen.
+                let Some(msg) = msg else { return Disconnect::ServerShutdown };
+                out.clear();
+                if let Err(e) = frame::encode_into(&msg, &mut out) {
+                    // Only an oversized reply can fail here; answer it with
+                    // an error instead of dropping the request silently.
+                    let ServerMsg::Response(r) = msg else { return Disconnect::Malformed(e) };
+                    let body = Err(IpcError::internal(format_args!("reply not sendable: {e}")));
+                    if frame::encode_into(&ServerMsg::Response(Response { id: r.id, body }), &mut out).is_err() {
+                        return Disconnect::Malformed(e);
+                    }
+                }
+                tokio::select! {
+                    biased;
+                    () = shared.kill.notified() => return Disconnect::QueueFull,
+                    w = wr.write_all(&out) => if let Err(e) = w { return Disconnect::Io(e.kind()) },
+                }
+            }
+            n = rd.read(&mut buf) => {
+                let n = match n {
+                    Ok(0) => return match decoder.finish() {
+                        Ok(()) => Disconnect::Closed,
+                        Err(e) => Disconnect::Malformed(e),
+                    },
+                    Ok(n) => n,
+                    Err(e) => return Disconnect::Io(e.kind()),
+                };
+                decoder.push(&buf[..n]);
+                loop {
+                    let request = match decoder.next_message::<Request>() {
+                        Ok(Some(r)) => r,
+                        Ok(None) => break,
+                        Err(e) => {
+                            let reason = e.to_string().into();
+                            let err = ServerMsg::Response(Response {
+                                id: CONNECTION_ERROR_ID,
+                                body: Err(IpcError::Malformed { reason }),
+                            });
+                            out.clear();
+                            if frame::encode_into(&err, &mut out).is_ok() {
+                                let _ = tokio::time::timeout(config.handshake_timeout, wr.write_all(&out)).await;
+                            }
+                            return Disconnect::Malformed(e);
+                        }
+                    };
+                    let reply = Replier { id: request.id, conn: Some(handle.clone()) };
+                    let event = ServerEvent::Request(Box::new(IncomingRequest {
+                        conn,
+                        peer,
+                        id: request.id,
+                        body: request.body,
+                        reply,
+                    }));
+                    tokio::select! {
+                        biased;
+                        () = shared.kill.notified() => return Disconnect::QueueFull,
+                        sent = events.send(event) => if let Err(mpsc::error::SendError(ev)) = sent {
+                            if let ServerEvent::Request(req) = ev {
+                                req.reply.send(Err(IpcError::Unavailable { reason: "agentd is shutting down".into() }));
+                            }
+                            // Flush that reply before closing.
+                            while let Ok(msg) = rx.try_recv() {
+                                out.clear();
+                                if frame::encode_into(&msg, &mut out).is_ok() {
+                                    let _ = tokio::time::timeout(config.handshake_timeout, wr.write_all(&out)).await;
+                                }
+                            }
+                            return Disconnect::ServerShutdown;
+                        },
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads until one whole message is decoded.
+async fn read_message<T: serde::de::DeserializeOwned>(
+    stream: &mut UnixStream,
+    decoder: &mut FrameDecoder,
+    buf: &mut [u8],
+) -> Result<T, Disconnect> {
+    loop {
+        match decoder.next_message::<T>() {
+            Ok(Some(m)) => return Ok(m),
+            Ok(None) => {}
+            Err(e) => return Err(Disconnect::Malformed(e)),
+        }
+        match stream.read(buf).await {
+            Ok(0) => {
+                return Err(match decoder.finish() {
+                    Ok(()) => Disconnect::Closed,
+                    Err(e) => Disconnect::Malformed(e),
+                })
+            }
+            Ok(n) => decoder.push(&buf[..n]),
+            Err(e) => return Err(Disconnect::Io(e.kind())),
+        }
+    }
+}
+
+/// Best effort: one id-0 error frame before closing.
+async fn send_connection_error(stream: &mut UnixStream, err: IpcError) {
+    let msg = ServerMsg::Response(Response {
+        id: CONNECTION_ERROR_ID,
+        body: Err(err),
+    });
+    if let Ok(bytes) = frame::encode(&msg) {
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
+    }
+}
