@@ -214,3 +214,193 @@ impl<T: serde::Serialize> Chunker<T> {
         (!self.items.is_empty()).then_some(self.items)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::{Access, Attributes, Contract, Effect, Lease, RouteId, RouteSource};
+    use crate::time::Millis;
+
+    /// A sink with a fixed capacity that records what it accepted.
+    #[derive(Debug, Default)]
+    struct VecSink {
+        events: Vec<FibEvent>,
+        cap: usize,
+    }
+
+    impl FibSink for VecSink {
+        fn offer(&mut self, event: FibEvent) -> bool {
+            if self.events.len() >= self.cap {
+                return false;
+            }
+            self.events.push(event);
+            true
+        }
+    }
+
+    fn sink(cap: usize) -> VecSink {
+        VecSink {
+            events: Vec::new(),
+            cap,
+        }
+    }
+
+    fn route(i: usize, schema: usize) -> Route {
+        Route {
+            id: RouteId::new(&format!("r{i}")).unwrap(),
+            capability: "demo.echo".into(),
+            version: 1,
+            origin: "agent://lab/echo".into(),
+            endpoint: "http://192.0.2.10:8080/".into(),
+            tenant: "lab".into(),
+            region: "local".into(),
+            attrs: Attributes::default(),
+            access: Access::default(),
+            contract: (schema > 0).then(|| Contract {
+                effect: Effect::Read,
+                idempotent: true,
+                input_schema: Some("s".repeat(schema).into()),
+                description: None,
+            }),
+            source: RouteSource::Local,
+            path: vec![],
+            next_hop: None,
+            lease: Lease::Until(Millis(5_000)),
+            healthy: true,
+        }
+    }
+
+    fn sinks(ex: &mut FibExporter<VecSink>) -> Vec<Vec<FibEvent>> {
+        let ids: Vec<_> = ex.subscribers.iter().map(|s| s.id).collect();
+        ids.into_iter()
+            .map(|id| ex.unsubscribe(id).unwrap().events)
+            .collect()
+    }
+
+    #[test]
+    fn snapshot_is_chunked_by_encoded_size_and_every_chunk_fits_a_frame() {
+        let routes: Vec<_> = (0..40).map(|i| route(i, 10_000)).collect();
+        let mut ex = FibExporter::new();
+        ex.subscribe(sink(1000), 7, &routes).unwrap();
+        let events = sinks(&mut ex).remove(0);
+        assert_eq!(
+            events.first(),
+            Some(&FibEvent::SnapshotBegin { generation: 7 })
+        );
+        assert_eq!(
+            events.last(),
+            Some(&FibEvent::SnapshotEnd { generation: 7 })
+        );
+        let mut seen = Vec::new();
+        for ev in &events[1..events.len() - 1] {
+            let FibEvent::SnapshotChunk(c) = ev else {
+                panic!("{ev:?}")
+            };
+            let bytes = postcard::experimental::serialized_size(ev).unwrap();
+            assert!(bytes <= CHUNK_BYTES + 11_000, "chunk of {bytes} bytes");
+            seen.extend(c.iter().cloned());
+        }
+        assert_eq!(seen, routes);
+        assert!(events.len() > 3, "several chunks");
+    }
+
+    #[test]
+    fn empty_table_snapshot_has_no_chunks() {
+        let mut ex = FibExporter::new();
+        ex.subscribe(sink(10), 0, &[]).unwrap();
+        assert_eq!(
+            sinks(&mut ex).remove(0),
+            [
+                FibEvent::SnapshotBegin { generation: 0 },
+                FibEvent::SnapshotEnd { generation: 0 }
+            ]
+        );
+    }
+
+    #[test]
+    fn deltas_name_each_subscribers_base() {
+        let mut ex = FibExporter::new();
+        ex.subscribe(sink(100), 3, &[]).unwrap();
+        ex.publish(4, vec![FibChange::Remove(RouteId::new("a").unwrap())]);
+        // Joins at 4 (a snapshot taken before generation 5 was published).
+        ex.subscribe(sink(100), 4, &[]).unwrap();
+        // Empty change sets send nothing.
+        assert!(ex.publish(5, vec![]).is_empty());
+        ex.publish(6, vec![FibChange::Remove(RouteId::new("b").unwrap())]);
+        let all = sinks(&mut ex);
+        let deltas = |evs: &[FibEvent]| -> Vec<(u64, u64)> {
+            evs.iter()
+                .filter_map(|e| match e {
+                    FibEvent::Delta {
+                        base, generation, ..
+                    } => Some((*base, *generation)),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(deltas(&all[0]), [(3, 4), (4, 6)]);
+        assert_eq!(deltas(&all[1]), [(4, 6)]);
+    }
+
+    #[test]
+    fn large_change_set_is_split_with_followups_based_on_the_new_generation() {
+        let mut ex = FibExporter::new();
+        ex.subscribe(sink(100), 1, &[]).unwrap();
+        let changes: Vec<_> = (0..20)
+            .map(|i| FibChange::Upsert(Box::new(route(i, 10_000))))
+            .collect();
+        ex.publish(2, changes.clone());
+        let events = sinks(&mut ex).remove(0);
+        let mut got = Vec::new();
+        for (i, ev) in events[2..].iter().enumerate() {
+            let FibEvent::Delta {
+                base,
+                generation,
+                changes,
+            } = ev
+            else {
+                panic!("{ev:?}")
+            };
+            assert_eq!((*base, *generation), (if i == 0 { 1 } else { 2 }, 2));
+            got.extend(changes.iter().cloned());
+        }
+        assert!(events.len() > 3);
+        assert_eq!(got, changes);
+    }
+
+    #[test]
+    fn a_full_sink_is_dropped_and_others_keep_receiving() {
+        let mut ex = FibExporter::new();
+        let slow = ex.subscribe(sink(3), 0, &[]).unwrap();
+        let fast = ex.subscribe(sink(100), 0, &[]).unwrap();
+        let rm = |g: u64| vec![FibChange::Remove(RouteId::new(&format!("x{g}")).unwrap())];
+        assert!(ex.publish(1, rm(1)).is_empty());
+        assert_eq!(ex.publish(2, rm(2)), [slow]);
+        assert_eq!(ex.len(), 1);
+        assert!(ex.publish(3, rm(3)).is_empty());
+        assert_eq!(ex.unsubscribe(fast).unwrap().events.len(), 5);
+        assert_eq!(ex.stats().dropped, 1);
+    }
+
+    #[test]
+    fn a_sink_that_cannot_hold_the_snapshot_is_never_added() {
+        let routes: Vec<_> = (0..10).map(|i| route(i, 40_000)).collect();
+        let mut ex = FibExporter::new();
+        assert_eq!(ex.subscribe(sink(4), 1, &routes), None);
+        assert!(ex.is_empty());
+        assert_eq!(ex.stats().dropped, 1);
+    }
+
+    #[test]
+    fn a_route_too_big_for_any_frame_is_skipped_and_counted() {
+        let routes = [route(0, 0), route(1, MAX_FRAME_LEN), route(2, 0)];
+        let mut ex = FibExporter::new();
+        ex.subscribe(sink(10), 1, &routes).unwrap();
+        assert_eq!(ex.stats().oversized_routes, 1);
+        let events = sinks(&mut ex).remove(0);
+        assert_eq!(
+            events[1],
+            FibEvent::SnapshotChunk(vec![route(0, 0), route(2, 0)])
+        );
+    }
+}

@@ -11,3 +11,6 @@ pub mod client;
 pub mod frame;
 pub mod message;
 pub mod server;
+
+#[cfg(test)]
+mod tests;

@@ -59,6 +59,9 @@ use crate::ipc::message::{
 pub struct ServerConfig {
     /// Uids besides root that may connect (the agent-gw user).
     pub allowed_uids: Vec<u32>,
+    /// Whether uid 0 may connect. Always true in the daemon; tests that
+    /// run as root turn it off to see a refusal.
+    pub allow_root: bool,
     /// Connections beyond this are refused with `unavailable`.
     pub max_connections: usize,
     /// Frames (replies and FIB events) queued per connection before the
@@ -75,11 +78,19 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             allowed_uids: Vec::new(),
+            allow_root: true,
             max_connections: 64,
             outbound_queue: 1024,
             handshake_timeout: Duration::from_secs(5),
             software: concat!("agentd ", env!("CARGO_PKG_VERSION")).into(),
         }
+    }
+}
+
+impl ServerConfig {
+    /// Whether a peer with this uid may use the socket.
+    pub fn permits(&self, uid: u32) -> bool {
+        (uid == 0 && self.allow_root) || self.allowed_uids.contains(&uid)
     }
 }
 
@@ -406,7 +417,7 @@ async fn serve_connection(
             software: hello.software,
         };
     }
-    if peer.uid != 0 && !config.allowed_uids.contains(&peer.uid) {
+    if !config.permits(peer.uid) {
         let reason = format!("uid {} may not use the agentd socket", peer.uid).into();
         send_connection_error(&mut stream, IpcError::PermissionDenied { reason }).await;
         return Disconnect::PermissionDenied { uid: peer.uid };

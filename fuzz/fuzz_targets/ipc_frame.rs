@@ -1,0 +1,21 @@
+//! Arbitrary bytes on the agentd IPC socket: the frame decoder and every
+//! message decoder must return typed errors, never panic or over-allocate.
+#![no_main]
+
+use agentd::ipc::frame::FrameDecoder;
+use agentd::ipc::message::{Hello, Request, ServerMsg};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    // Split the input in two pushes so partial headers are exercised too.
+    let cut = data.first().map_or(0, |b| *b as usize % (data.len() + 1));
+    let mut d = FrameDecoder::new();
+    d.push(&data[..cut]);
+    d.push(&data[cut..]);
+    while let Ok(Some(payload)) = d.next_frame() {
+        let _ = agentd::ipc::frame::decode_payload::<Hello>(payload);
+        let _ = agentd::ipc::frame::decode_payload::<Request>(payload);
+        let _ = agentd::ipc::frame::decode_payload::<ServerMsg>(payload);
+    }
+    let _ = d.finish();
+});
