@@ -1,1 +1,27 @@
 //! UCI text format and the typed schema of `/etc/config/agentd`.
+//!
+//! - [`uci`]: parser and writer for OpenWrt UCI files ([`uci::Package`]).
+//! - [`schema`]: every section and option with kind, default, range and
+//!   doc ([`schema::SECTIONS`]) — the one source of defaults.
+//! - [`Config`]: the validated, typed configuration; errors name file,
+//!   section and option ([`ConfigErrors`]).
+//! - [`defaults_doc`]: the reference page generated from the schema.
+//! - [`demo::DEMO_CONFIG`]: a complete valid config for demos and tests.
+
+pub mod config;
+pub mod demo;
+mod docs;
+pub mod enums;
+pub mod schema;
+pub mod uci;
+
+pub use config::{
+    load_package, Agentd, Arpx, Cloud, Config, ConfigError, ConfigErrorKind, ConfigErrors,
+    Constraints, Discovery, Gateway, Ipv6, Mapping, Peer, Relay, Rule, SectionRef, StaticRoute,
+    Tenant, Weights, DEFAULT_PATH,
+};
+pub use docs::defaults_doc;
+pub use enums::{
+    Action, Admission, Auth, Effect, HealthCheck, Ipv6Mode, LogLevel, Protocol, RelayMode,
+    RouteSource, UciEnum,
+};

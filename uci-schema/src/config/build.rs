@@ -1,0 +1,424 @@
+//! Raw package → typed [`Config`]: one builder per section type, then the
+//! checks that span options or sections (orderings, conditional
+//! requirements, unique identifiers).
+
+use std::collections::HashMap;
+
+use super::error::{suggest, ConfigError, ConfigErrorKind, SectionRef};
+use super::read::Reader;
+use super::types::*;
+use super::Config;
+use crate::enums::{Ipv6Mode, RelayMode};
+use crate::schema::{section_spec, SectionSpec, SECTIONS};
+use crate::uci::{Package, Section};
+
+/// Builds the typed config and returns it with every error found. The
+/// config is complete even when there are errors (invalid options hold
+/// their defaults), which is how `Config::default()` reuses this.
+pub(crate) fn build(pkg: &Package, file: &str) -> (Config, Vec<ConfigError>) {
+    let mut errors = Vec::new();
+    let sorted = sort_sections(pkg, file, &mut errors);
+    let e = &mut errors;
+    let one = |ty: &str| sorted.get(ty).and_then(|v| v.first()).copied();
+    let many = |ty: &str| sorted.get(ty).cloned().unwrap_or_default();
+    let config = Config {
+        agentd: single("agentd", one("agentd"), file, e, agentd),
+        gateway: single("gateway", one("gateway"), file, e, gateway),
+        arpx: single("arpx", one("arpx"), file, e, arpx),
+        discovery: single("discovery", one("discovery"), file, e, discovery),
+        peers: multi("peer", &many("peer"), file, e, peer, |p| {
+            Some(("peer router_id", "router_id", p.router_id.clone()))
+        }),
+        tenants: multi("tenant", &many("tenant"), file, e, tenant, |t| {
+            Some(("tenant name", "name", t.name.clone()))
+        }),
+        rules: multi("rule", &many("rule"), file, e, rule, |r| {
+            Some(("rule id", "id", r.id.clone()))
+        }),
+        routes: multi("route", &many("route"), file, e, route, |r| {
+            Some(("route id", "id", r.id.clone()))
+        }),
+        mappings: multi("mapping", &many("mapping"), file, e, mapping, |m| {
+            Some(("mapping name", "name", format!("{}:{}", m.protocol, m.name)))
+        }),
+        ipv6: single("ipv6", one("ipv6"), file, e, ipv6),
+        relay: single("relay", one("relay"), file, e, relay),
+        cloud: single("cloud", one("cloud"), file, e, cloud),
+    };
+    (config, errors)
+}
+
+type Located<'a> = (usize, &'a Section);
+
+/// Groups sections by type (with their `@type[idx]` index), reporting
+/// unknown types and repeated singletons.
+fn sort_sections<'a>(
+    pkg: &'a Package,
+    file: &str,
+    errors: &mut Vec<ConfigError>,
+) -> HashMap<&'a str, Vec<Located<'a>>> {
+    let mut by_type: HashMap<&str, Vec<Located>> = HashMap::new();
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for s in &pkg.sections {
+        let count = counts.entry(s.ty.as_str()).or_insert(0);
+        let index = *count;
+        *count += 1;
+        let at = SectionRef {
+            ty: s.ty.clone(),
+            name: s.name.clone(),
+            index,
+            label: None,
+        };
+        let err = |kind| ConfigError {
+            file: file.to_string(),
+            section: Some(at.clone()),
+            option: None,
+            kind,
+        };
+        match section_spec(&s.ty) {
+            None => {
+                let suggestion = suggest(&s.ty, SECTIONS.iter().map(|x| x.ty));
+                errors.push(err(ConfigErrorKind::UnknownSection { suggestion }));
+            }
+            Some(spec) => {
+                let list = by_type.entry(spec.ty).or_default();
+                if !spec.many {
+                    if let Some((i, first)) = list.first() {
+                        let first = SectionRef {
+                            ty: first.ty.clone(),
+                            name: first.name.clone(),
+                            index: *i,
+                            label: None,
+                        };
+                        let first = first.to_string();
+                        errors.push(err(ConfigErrorKind::DuplicateSection { first }));
+                        continue;
+                    }
+                }
+                list.push((index, s));
+            }
+        }
+    }
+    by_type
+}
+
+fn spec(ty: &str) -> &'static SectionSpec {
+    // Every caller passes a type from SECTIONS; the fallback keeps this
+    // total without a panic path.
+    section_spec(ty).unwrap_or(&SECTIONS[0])
+}
+
+fn single<T>(
+    ty: &str,
+    section: Option<Located>,
+    file: &str,
+    errors: &mut Vec<ConfigError>,
+    build: fn(&mut Reader) -> T,
+) -> T {
+    let (index, s) = match section {
+        Some((i, s)) => (i, Some(s)),
+        None => (0, None),
+    };
+    let mut r = Reader::new(spec(ty), s, index, file, errors);
+    let value = build(&mut r);
+    r.finish();
+    value
+}
+
+/// Builds every section of a repeatable type and reports identifiers used
+/// twice (`key` gives what must be unique, the option it comes from and
+/// its value).
+fn multi<T>(
+    ty: &str,
+    sections: &[Located],
+    file: &str,
+    errors: &mut Vec<ConfigError>,
+    build: fn(&mut Reader) -> T,
+    key: fn(&T) -> Option<(&'static str, &'static str, String)>,
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(sections.len());
+    let mut seen: HashMap<String, SectionRef> = HashMap::new();
+    for &(index, s) in sections {
+        let mut r = Reader::new(spec(ty), Some(s), index, file, errors);
+        let value = build(&mut r);
+        if let Some((what, option, k)) = key(&value) {
+            if r.ok(option) && !k.is_empty() {
+                match seen.get(&k) {
+                    Some(first) => {
+                        let first = first.to_string();
+                        r.error(
+                            Some(option),
+                            ConfigErrorKind::Duplicate {
+                                what,
+                                value: k,
+                                first,
+                            },
+                        );
+                    }
+                    None => {
+                        if let Some(at) = r.at() {
+                            seen.insert(k, at.clone());
+                        }
+                    }
+                }
+            }
+        }
+        r.finish();
+        out.push(value);
+    }
+    out
+}
+
+fn section_name(r: &Reader) -> Option<String> {
+    r.at().and_then(|a| a.name.clone())
+}
+
+fn agentd(r: &mut Reader) -> Agentd {
+    let a = Agentd {
+        enabled: r.bool("enabled"),
+        router_id: r.text("router_id"),
+        domain: r.text("domain"),
+        identity: r.text("identity"),
+        domain_ca: r.text("domain_ca"),
+        router_cert: r.text("router_cert"),
+        ipc_socket: r.text("ipc_socket"),
+        state_dir: r.text("state_dir"),
+        default_lease: r.u64("default_lease"),
+        min_lease: r.u64("min_lease"),
+        max_lease: r.u64("max_lease"),
+        max_routes: r.u64("max_routes"),
+        default_action: r.choice("default_action"),
+        log_level: r.choice("log_level"),
+        health_check: r.choice("health_check"),
+        health_interval: r.u64("health_interval"),
+        health_timeout_ms: r.u64("health_timeout_ms"),
+        health_fail_threshold: r.u64("health_fail_threshold"),
+        health_recover_threshold: r.u64("health_recover_threshold"),
+    };
+    r.order("min_lease", a.min_lease, "default_lease", a.default_lease);
+    r.order("default_lease", a.default_lease, "max_lease", a.max_lease);
+    a
+}
+
+fn gateway(r: &mut Reader) -> Gateway {
+    Gateway {
+        sdk_listen: r.text("sdk_listen"),
+        public_listen: r.text("public_listen"),
+        peer_listen: r.text("peer_listen"),
+        admin_listen: r.text("admin_listen"),
+        auth: r.choice("auth"),
+        issuer_key: r.text("issuer_key"),
+        bootstrap: r.bool("bootstrap"),
+        bootstrap_ttl: r.u64("bootstrap_ttl"),
+        max_token_lifetime: r.u64("max_token_lifetime"),
+        clock_skew: r.u64("clock_skew"),
+        max_request_bytes: r.u64("max_request_bytes"),
+        rate_per_second: r.u64("rate_per_second"),
+        rate_burst: r.u64("rate_burst"),
+        max_inflight: r.u64("max_inflight"),
+        default_timeout_ms: r.u64("default_timeout_ms"),
+        task_capacity: r.u64("task_capacity"),
+        task_ttl: r.u64("task_ttl"),
+        stream_history_events: r.u64("stream_history_events"),
+        stream_history_bytes: r.u64("stream_history_bytes"),
+        hop_limit: r.u64("hop_limit"),
+        assertion_ttl: r.u64("assertion_ttl"),
+        replay_cache: r.u64("replay_cache"),
+    }
+}
+
+fn arpx(r: &mut Reader) -> Arpx {
+    Arpx {
+        listen: r.text("listen"),
+        heartbeat_ms: r.u64("heartbeat_ms"),
+        miss_limit: r.u64("miss_limit"),
+        graceful_s: r.u64("graceful_s"),
+        reflector: r.bool("reflector"),
+        max_frame_bytes: r.u64("max_frame_bytes"),
+    }
+}
+
+fn discovery(r: &mut Reader) -> Discovery {
+    Discovery {
+        enabled: r.bool("enabled"),
+        interface: r.list("interface"),
+        admission: r.choice("admission"),
+        candidate_lifetime_s: r.u64("candidate_lifetime_s"),
+        allow_fingerprint: r.list("allow_fingerprint"),
+        resolver: r.text("resolver"),
+        search_domain: r.text("search_domain"),
+    }
+}
+
+fn peer(r: &mut Reader) -> Peer {
+    Peer {
+        section: section_name(r),
+        enabled: r.bool("enabled"),
+        router_id: r.text("router_id"),
+        address: r.text("address"),
+        port: r.u16("port"),
+        data_port: r.u16("data_port"),
+        key_fingerprint: r.text("key_fingerprint"),
+        reflector_client: r.bool("reflector_client"),
+    }
+}
+
+fn tenant(r: &mut Reader) -> Tenant {
+    Tenant {
+        section: section_name(r),
+        name: r.text("name"),
+        jwt_key: r.list("jwt_key"),
+        rate_per_second: r.u64("rate_per_second"),
+        rate_burst: r.u64("rate_burst"),
+    }
+}
+
+fn rule(r: &mut Reader) -> Rule {
+    Rule {
+        section: section_name(r),
+        id: r.text("id"),
+        enabled: r.bool("enabled"),
+        priority: r.u32("priority"),
+        action: r.choice("action"),
+        tenant: r.text("tenant"),
+        source: r.text("source"),
+        capability: r.text("capability"),
+        constraints: Constraints {
+            region: r.text("region"),
+            max_latency_ms: r.u64("max_latency_ms"),
+            max_cost: r.u64("max_cost"),
+            max_load: r.u64("max_load"),
+            min_trust: r.u64("min_trust"),
+            max_hops: r.u64("max_hops"),
+            sources: r.choices("sources"),
+            required_peer: r.text("required_peer"),
+            denied_peer: r.list("denied_peer"),
+            endpoint_prefix: r.text("endpoint_prefix"),
+        },
+        weights: Weights {
+            w_latency: r.u64("w_latency"),
+            d_cost: r.u64("d_cost"),
+            w_load: r.u64("w_load"),
+            w_trust: r.u64("w_trust"),
+            w_hops: r.u64("w_hops"),
+            nonpreferred_penalty: r.u64("nonpreferred_penalty"),
+        },
+        preferred_peer: r.text("preferred_peer"),
+    }
+}
+
+fn route(r: &mut Reader) -> StaticRoute {
+    let mut route = StaticRoute {
+        section: section_name(r),
+        id: r.text("id"),
+        enabled: r.bool("enabled"),
+        capability: r.text("capability"),
+        version: r.u32("version"),
+        origin: r.text("origin"),
+        endpoint: r.text("endpoint"),
+        tenant: r.text("tenant"),
+        region: r.text("region"),
+        latency_ms: r.u64("latency_ms"),
+        cost: r.u64("cost"),
+        load: r.u64("load"),
+        trust: r.u64("trust"),
+        allowed_tenants: r.list("allowed_tenants"),
+        allowed_sources: r.list("allowed_sources"),
+        effect: r.maybe("effect"),
+        idempotent: r.bool("idempotent"),
+        description: r.text("description"),
+        input_schema: r.text("input_schema"),
+    };
+    if let Some((origin_tenant, _)) = crate::schema::agent_uri(&route.origin) {
+        if route.tenant.is_empty() {
+            route.tenant = origin_tenant.to_string();
+        } else if r.ok("tenant") && route.tenant != origin_tenant {
+            let kind = ConfigErrorKind::TenantMismatch {
+                tenant: route.tenant.clone(),
+                origin_tenant: origin_tenant.to_string(),
+            };
+            r.error(Some("tenant"), kind);
+        }
+    }
+    route
+}
+
+fn mapping(r: &mut Reader) -> Mapping {
+    Mapping {
+        section: section_name(r),
+        enabled: r.bool("enabled"),
+        protocol: r.choice("protocol"),
+        name: r.text("name"),
+        capability: r.text("capability"),
+        version: r.u32("version"),
+        description: r.text("description"),
+        input_schema: r.text("input_schema"),
+    }
+}
+
+/// Reports `option` as missing when `condition` holds and it is empty.
+fn required_when(
+    r: &mut Reader,
+    holds: bool,
+    option: &'static str,
+    value: &str,
+    condition: String,
+) {
+    if holds && value.is_empty() && r.ok(option) {
+        r.error(Some(option), ConfigErrorKind::RequiredWhen { condition });
+    }
+}
+
+fn ipv6(r: &mut Reader) -> Ipv6 {
+    let v = Ipv6 {
+        mode: r.choice("mode"),
+        prefix: r.text("prefix"),
+        interface: r.text("interface"),
+        upstream_interface: r.text("upstream_interface"),
+        max_addresses: r.u64("max_addresses"),
+    };
+    let on = v.mode != Ipv6Mode::Off;
+    required_when(r, on, "prefix", &v.prefix, format!("mode is '{}'", v.mode));
+    v
+}
+
+fn relay(r: &mut Reader) -> Relay {
+    let v = Relay {
+        mode: r.choice("mode"),
+        server: r.text("server"),
+        reconnect_min_ms: r.u64("reconnect_min_ms"),
+        reconnect_max_ms: r.u64("reconnect_max_ms"),
+    };
+    let client = v.mode == RelayMode::Client;
+    required_when(
+        r,
+        client,
+        "server",
+        &v.server,
+        "mode is 'client'".to_string(),
+    );
+    r.order(
+        "reconnect_min_ms",
+        v.reconnect_min_ms,
+        "reconnect_max_ms",
+        v.reconnect_max_ms,
+    );
+    v
+}
+
+fn cloud(r: &mut Reader) -> Cloud {
+    let v = Cloud {
+        enabled: r.bool("enabled"),
+        url: r.text("url"),
+        pairing: r.text("pairing"),
+    };
+    required_when(r, v.enabled, "url", &v.url, "enabled is '1'".to_string());
+    v
+}
+
+/// A rule with every option at its default (the policy used when no rule
+/// matches, apart from `default_action`).
+pub(crate) fn default_rule() -> Rule {
+    let mut ignored = Vec::new();
+    single("rule", None, "<defaults>", &mut ignored, rule)
+}

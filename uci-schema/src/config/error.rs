@@ -1,0 +1,284 @@
+//! Configuration errors: each names the file, the section and the option
+//! and says what is wrong, and all of them are collected (fixing a config
+//! one error per run is miserable).
+
+use std::fmt;
+use std::io;
+
+use crate::schema::Kind;
+use crate::uci::{ParseError, WriteError};
+
+/// Every problem found in one configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+/// One problem, e.g. `/etc/config/agentd: rule '20-cheap' (section
+/// 'prefer_cheap'): option 'priority': expected an integer 0..=65535, got
+/// 'high'`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    /// `None` for errors about the whole file (I/O, size, syntax).
+    pub section: Option<SectionRef>,
+    pub option: Option<String>,
+    pub kind: ConfigErrorKind,
+}
+
+/// Which section an error is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SectionRef {
+    pub ty: String,
+    /// `None` for anonymous sections.
+    pub name: Option<String>,
+    /// Position among the sections of this type (`@ty[index]`).
+    pub index: usize,
+    /// The section's own identifier when it has one that differs from its
+    /// UCI name (a rule's `id`, a tenant's `name`).
+    pub label: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigErrorKind {
+    /// The file could not be read.
+    Io {
+        kind: io::ErrorKind,
+        message: String,
+    },
+    /// The file is larger than [`MAX_FILE_BYTES`](crate::uci::MAX_FILE_BYTES).
+    TooLarge { size: u64, max: usize },
+    /// The file is not valid UCI.
+    Syntax(ParseError),
+    /// A section type the schema does not know (typo?).
+    UnknownSection { suggestion: Option<&'static str> },
+    /// A second section of a type that may appear once.
+    DuplicateSection { first: String },
+    /// An option the section type does not have (typo?).
+    UnknownOption { suggestion: Option<&'static str> },
+    /// `list` lines for an option that takes one value.
+    NotAList,
+    /// A value the option does not accept.
+    InvalidValue { expected: Kind, got: String },
+    /// A required option is absent.
+    Missing,
+    /// An option required by another option's value is absent or empty.
+    RequiredWhen { condition: String },
+    /// Two options must satisfy `lower <= upper`.
+    Order {
+        lower: &'static str,
+        lower_value: u64,
+        upper: &'static str,
+        upper_value: u64,
+    },
+    /// An identifier that must be unique is used twice.
+    Duplicate {
+        what: &'static str,
+        value: String,
+        first: String,
+    },
+    /// A route's `tenant` differs from the tenant in its `origin`.
+    TenantMismatch {
+        tenant: String,
+        origin_tenant: String,
+    },
+    /// `Config::to_uci`: the package could not be written.
+    Unwritable(WriteError),
+    /// `Config::to_uci`: the written text reads back as a different config
+    /// (a value UCI cannot express, such as an empty list whose default
+    /// is not empty).
+    Unrepresentable,
+}
+
+impl ConfigError {
+    pub(crate) fn file_level(file: &str, kind: ConfigErrorKind) -> ConfigError {
+        ConfigError {
+            file: file.to_string(),
+            section: None,
+            option: None,
+            kind,
+        }
+    }
+}
+
+/// Shortens user text echoed in a message.
+fn clip(s: &str) -> String {
+    const MAX: usize = 64;
+    match s.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+impl fmt::Display for SectionRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let addr = match &self.name {
+            Some(n) => format!("'{n}'"),
+            None => format!("@{}[{}]", self.ty, self.index),
+        };
+        match &self.label {
+            Some(l) if self.name.as_deref() != Some(l.as_str()) => {
+                write!(f, "{} '{}' (section {addr})", self.ty, clip(l))
+            }
+            _ => write!(f, "{} {addr}", self.ty),
+        }
+    }
+}
+
+impl fmt::Display for ConfigErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use ConfigErrorKind::*;
+        match self {
+            Io { message, .. } => write!(f, "cannot read: {message}"),
+            TooLarge { size, max } => {
+                write!(f, "file is {size} bytes, more than the limit of {max}")
+            }
+            Syntax(e) => write!(f, "{e}"),
+            UnknownSection { suggestion } => {
+                f.write_str("unknown section type")?;
+                if let Some(s) = suggestion {
+                    write!(f, " (did you mean '{s}'?)")?;
+                }
+                Ok(())
+            }
+            DuplicateSection { first } => {
+                write!(
+                    f,
+                    "only one section of this type is allowed, the first is {first}"
+                )
+            }
+            UnknownOption { suggestion } => {
+                f.write_str("unknown option")?;
+                if let Some(s) = suggestion {
+                    write!(f, " (did you mean '{s}'?)")?;
+                }
+                Ok(())
+            }
+            NotAList => f.write_str("takes a single value ('option'), not a list"),
+            InvalidValue { expected, got } => write!(f, "expected {expected}, got '{}'", clip(got)),
+            Missing => f.write_str("required but missing"),
+            RequiredWhen { condition } => write!(f, "required when {condition}"),
+            Order {
+                lower,
+                lower_value,
+                upper,
+                upper_value,
+            } => write!(
+                f,
+                "{lower} ({lower_value}) must not be greater than {upper} ({upper_value})"
+            ),
+            Duplicate { what, value, first } => {
+                write!(f, "{what} '{}' is already used by {first}", clip(value))
+            }
+            Unwritable(e) => write!(f, "cannot be written as UCI: {e}"),
+            Unrepresentable => {
+                f.write_str("cannot be expressed in UCI without changing its meaning")
+            }
+            TenantMismatch {
+                tenant,
+                origin_tenant,
+            } => write!(
+                f,
+                "tenant '{}' differs from the tenant '{}' of origin",
+                clip(tenant),
+                clip(origin_tenant)
+            ),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.file)?;
+        if let Some(s) = &self.section {
+            write!(f, "{s}: ")?;
+        }
+        if let Some(o) = &self.option {
+            write!(f, "option '{o}': ")?;
+        }
+        write!(f, "{}", self.kind)
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+impl std::error::Error for ConfigErrors {}
+
+/// The closest of `candidates` to `word` if it is a likely typo (edit
+/// distance at most 2, and less than the word's length).
+pub(crate) fn suggest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (distance(word, c), c))
+        .filter(|&(d, _)| d <= 2 && d < word.len())
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance (names are short ASCII; inputs are capped).
+fn distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() > 64 || b.len() > 64 {
+        return usize::MAX;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, &ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions_catch_typos_only() {
+        let names = ["priority", "action", "tenant"];
+        assert_eq!(suggest("priorty", names), Some("priority"));
+        assert_eq!(suggest("tennant", names), Some("tenant"));
+        assert_eq!(suggest("bandwidth", names), None);
+    }
+
+    #[test]
+    fn section_ref_shows_label_and_address() {
+        let r = SectionRef {
+            ty: "rule".into(),
+            name: Some("prefer_cheap".into()),
+            index: 1,
+            label: Some("20-cheap".into()),
+        };
+        assert_eq!(r.to_string(), "rule '20-cheap' (section 'prefer_cheap')");
+        let anon = SectionRef {
+            ty: "route".into(),
+            name: None,
+            index: 2,
+            label: None,
+        };
+        assert_eq!(anon.to_string(), "route @route[2]");
+        let same = SectionRef {
+            ty: "tenant".into(),
+            name: Some("lab".into()),
+            index: 0,
+            label: Some("lab".into()),
+        };
+        assert_eq!(same.to_string(), "tenant 'lab'");
+    }
+}

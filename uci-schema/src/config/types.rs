@@ -1,0 +1,261 @@
+//! The typed configuration: one struct per section type. Field names are
+//! the option names; numbers are never `Option` — an absent option holds
+//! its default from the schema table, and `0` is a value like any other.
+//! Strings whose option accepts `''` use the empty string for the meaning
+//! the schema documents (e.g. "disabled").
+
+use crate::enums::{
+    Action, Admission, Auth, Effect, HealthCheck, Ipv6Mode, LogLevel, Protocol, RelayMode,
+    RouteSource,
+};
+
+/// `config agentd 'main'`: the routing service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agentd {
+    pub enabled: bool,
+    /// Empty: use the system host name.
+    pub router_id: String,
+    pub domain: String,
+    pub identity: String,
+    pub domain_ca: String,
+    pub router_cert: String,
+    pub ipc_socket: String,
+    pub state_dir: String,
+    /// Seconds; `min_lease <= default_lease <= max_lease` is validated.
+    pub default_lease: u64,
+    pub min_lease: u64,
+    pub max_lease: u64,
+    pub max_routes: u64,
+    pub default_action: Action,
+    pub log_level: LogLevel,
+    pub health_check: HealthCheck,
+    /// Seconds.
+    pub health_interval: u64,
+    pub health_timeout_ms: u64,
+    pub health_fail_threshold: u64,
+    pub health_recover_threshold: u64,
+}
+
+/// `config gateway`: agent-gw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gateway {
+    /// Socket address strings (validated); empty = listener disabled
+    /// (not allowed for `sdk_listen`).
+    pub sdk_listen: String,
+    pub public_listen: String,
+    pub peer_listen: String,
+    pub admin_listen: String,
+    pub auth: Auth,
+    /// Empty: the router identity key.
+    pub issuer_key: String,
+    pub bootstrap: bool,
+    pub bootstrap_ttl: u64,
+    pub max_token_lifetime: u64,
+    pub clock_skew: u64,
+    pub max_request_bytes: u64,
+    pub rate_per_second: u64,
+    pub rate_burst: u64,
+    pub max_inflight: u64,
+    pub default_timeout_ms: u64,
+    pub task_capacity: u64,
+    pub task_ttl: u64,
+    pub stream_history_events: u64,
+    pub stream_history_bytes: u64,
+    pub hop_limit: u64,
+    pub assertion_ttl: u64,
+    pub replay_cache: u64,
+}
+
+/// `config arpx`: inter-router route exchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arpx {
+    /// Empty: no inbound sessions.
+    pub listen: String,
+    pub heartbeat_ms: u64,
+    pub miss_limit: u64,
+    pub graceful_s: u64,
+    pub reflector: bool,
+    pub max_frame_bytes: u64,
+}
+
+/// `config discovery`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovery {
+    pub enabled: bool,
+    pub interface: Vec<String>,
+    pub admission: Admission,
+    pub candidate_lifetime_s: u64,
+    pub allow_fingerprint: Vec<String>,
+    /// Empty: cross-domain lookups off.
+    pub resolver: String,
+    pub search_domain: String,
+}
+
+/// `config peer`: a static peer router.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// UCI section name; `None` for an anonymous section (`@peer[i]` where
+    /// `i` is this entry's position in `Config::peers`).
+    pub section: Option<String>,
+    pub enabled: bool,
+    pub router_id: String,
+    pub address: String,
+    pub port: u16,
+    pub data_port: u16,
+    /// Empty: rely on `domain_ca`.
+    pub key_fingerprint: String,
+    pub reflector_client: bool,
+}
+
+/// `config tenant`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    pub section: Option<String>,
+    /// Defaults to the section name.
+    pub name: String,
+    /// `ed25519:BASE64` public keys.
+    pub jwt_key: Vec<String>,
+    pub rate_per_second: u64,
+    pub rate_burst: u64,
+}
+
+/// `config rule`: one policy rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub section: Option<String>,
+    /// Defaults to the section name; unique.
+    pub id: String,
+    pub enabled: bool,
+    pub priority: u32,
+    pub action: Action,
+    /// Patterns: `*`, exact, or a prefix ending in `*`.
+    pub tenant: String,
+    pub source: String,
+    pub capability: String,
+    pub constraints: Constraints,
+    pub weights: Weights,
+    /// Empty: no preferred peer (no penalty applies).
+    pub preferred_peer: String,
+}
+
+/// Eligibility constraints of an allow rule. `Default` is "no constraint"
+/// (the schema defaults).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Constraints {
+    /// Empty: any region.
+    pub region: String,
+    pub max_latency_ms: u64,
+    pub max_cost: u64,
+    pub max_load: u64,
+    pub min_trust: u64,
+    pub max_hops: u64,
+    pub sources: Vec<RouteSource>,
+    /// Empty: any peer.
+    pub required_peer: String,
+    pub denied_peer: Vec<String>,
+    /// Empty: any endpoint.
+    pub endpoint_prefix: String,
+}
+
+/// Score weights (DESIGN §4). `Default` gives the schema defaults, which
+/// also apply when no rule matches. `d_cost >= 1` is validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Weights {
+    pub w_latency: u64,
+    pub d_cost: u64,
+    pub w_load: u64,
+    pub w_trust: u64,
+    pub w_hops: u64,
+    pub nonpreferred_penalty: u64,
+}
+
+/// `config route`: a static route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticRoute {
+    pub section: Option<String>,
+    /// route_id; defaults to the section name; unique.
+    pub id: String,
+    pub enabled: bool,
+    pub capability: String,
+    /// >= 1.
+    pub version: u32,
+    pub origin: String,
+    pub endpoint: String,
+    /// Filled from `origin` when absent.
+    pub tenant: String,
+    pub region: String,
+    pub latency_ms: u64,
+    /// Millionths of a unit.
+    pub cost: u64,
+    /// Permille.
+    pub load: u64,
+    pub trust: u64,
+    /// Empty: only the route's own tenant.
+    pub allowed_tenants: Vec<String>,
+    /// Empty: any source agent.
+    pub allowed_sources: Vec<String>,
+    /// `None`: the route has no contract.
+    pub effect: Option<Effect>,
+    pub idempotent: bool,
+    pub description: String,
+    /// JSON object text; empty: none.
+    pub input_schema: String,
+}
+
+/// `config mapping`: an MCP tool or A2A skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub section: Option<String>,
+    pub enabled: bool,
+    pub protocol: Protocol,
+    /// Defaults to the section name; unique per protocol.
+    pub name: String,
+    pub capability: String,
+    pub version: u32,
+    pub description: String,
+    pub input_schema: String,
+}
+
+/// `config ipv6`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ipv6 {
+    pub mode: Ipv6Mode,
+    /// Required unless `mode` is off.
+    pub prefix: String,
+    pub interface: String,
+    pub upstream_interface: String,
+    pub max_addresses: u64,
+}
+
+/// `config relay`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relay {
+    pub mode: RelayMode,
+    /// `host:port`; required in client mode.
+    pub server: String,
+    pub reconnect_min_ms: u64,
+    pub reconnect_max_ms: u64,
+}
+
+/// `config cloud`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cloud {
+    pub enabled: bool,
+    /// Required when enabled.
+    pub url: String,
+    pub pairing: String,
+}
+
+impl Default for Weights {
+    /// The schema defaults (wL 1000, dC 100, wU 100, wT 5000, wH 10000).
+    fn default() -> Weights {
+        super::build::default_rule().weights
+    }
+}
+
+impl Default for Constraints {
+    /// No constraint: every bound at its schema default.
+    fn default() -> Constraints {
+        super::build::default_rule().constraints
+    }
+}

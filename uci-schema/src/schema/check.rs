@@ -1,0 +1,279 @@
+//! Value checks for each [`Kind`]. Pure functions on strings; the typed
+//! config converts only values that passed here.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+
+use super::Kind;
+
+/// Longest identifier (tenant, capability, route id, agent URI part),
+/// matching agentd's route model.
+pub const MAX_ID_LEN: usize = 128;
+
+/// Parses an unsigned decimal integer (no sign, no spaces).
+pub fn parse_uint(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Parses the boolean spellings OpenWrt's `config_get_bool` accepts.
+pub fn parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "yes" | "on" | "true" | "enabled" => Some(true),
+        "0" | "no" | "off" | "false" | "disabled" => Some(false),
+        _ => None,
+    }
+}
+
+pub fn check_value(kind: Kind, s: &str) -> bool {
+    match kind {
+        Kind::Bool => parse_bool(s).is_some(),
+        Kind::UInt { min, max } => parse_uint(s).is_some_and(|v| (min..=max).contains(&v)),
+        Kind::Enum(names) => names.contains(&s),
+        Kind::Text => true,
+        Kind::Token => {
+            !s.is_empty() && s.len() <= 512 && s.bytes().all(|b| (33..=126).contains(&b))
+        }
+        Kind::Path => s.starts_with('/') && s.len() <= 4096 && !s.chars().any(char::is_control),
+        Kind::SocketAddr => s.parse::<SocketAddr>().is_ok(),
+        Kind::HostPort => host_port(s),
+        Kind::Host => s.parse::<IpAddr>().is_ok() || domain_name(s),
+        Kind::Resolver => s.parse::<IpAddr>().is_ok() || s.parse::<SocketAddr>().is_ok(),
+        Kind::DnsLabel => dns_label(s),
+        Kind::DomainName => domain_name(s),
+        Kind::Ifname => {
+            (1..=15).contains(&s.len())
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'-'))
+        }
+        Kind::Ipv6Prefix => ipv6_prefix(s),
+        Kind::Name => token(s, &[]),
+        Kind::RouteId => token(s, b":"),
+        Kind::Pattern => pattern(s),
+        Kind::AgentUri => agent_uri(s).is_some(),
+        Kind::Url => url(s),
+        Kind::JwtKey => s
+            .strip_prefix("ed25519:")
+            .and_then(base64_len)
+            .is_some_and(|n| n == 32),
+        Kind::JsonObject => {
+            matches!(
+                serde_json::from_str::<serde_json::Value>(s),
+                Ok(serde_json::Value::Object(_))
+            )
+        }
+    }
+}
+
+/// `[A-Za-z0-9._-]{1,128}` plus `extra` bytes.
+fn token(s: &str, extra: &[u8]) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_ID_LEN
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') || extra.contains(&b)
+        })
+}
+
+fn dns_label(s: &str) -> bool {
+    (1..=63).contains(&s.len())
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn domain_name(s: &str) -> bool {
+    let s = s.strip_suffix('.').unwrap_or(s);
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(dns_label)
+}
+
+fn host_port(s: &str) -> bool {
+    if s.parse::<SocketAddr>().is_ok() {
+        return true;
+    }
+    match s.rsplit_once(':') {
+        Some((host, port)) => {
+            domain_name(host) && parse_uint(port).is_some_and(|p| (1..=65535).contains(&p))
+        }
+        None => false,
+    }
+}
+
+fn ipv6_prefix(s: &str) -> bool {
+    match s.split_once('/') {
+        Some((addr, len)) => {
+            addr.parse::<Ipv6Addr>().is_ok() && parse_uint(len).is_some_and(|l| l <= 128)
+        }
+        None => false,
+    }
+}
+
+/// `*`, or a value whose only `*` is its last character.
+fn pattern(s: &str) -> bool {
+    if s.is_empty() || s.len() > 2 * MAX_ID_LEN || !s.bytes().all(|b| (33..=126).contains(&b)) {
+        return false;
+    }
+    match s.find('*') {
+        None => true,
+        Some(i) => i == s.len() - 1,
+    }
+}
+
+/// Splits `agent://tenant/name` into its tenant and name, validated as in
+/// agentd's route model (the name may hold `/`, `:` and `@`).
+pub fn agent_uri(s: &str) -> Option<(&str, &str)> {
+    let (tenant, name) = s.strip_prefix("agent://")?.split_once('/')?;
+    (token(tenant, &[]) && token(name, b"/:@")).then_some((tenant, name))
+}
+
+fn url(s: &str) -> bool {
+    let Some(rest) = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    if s.len() > 512 || !s.bytes().all(|b| (33..=126).contains(&b)) {
+        return false;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return false;
+    }
+    if authority.starts_with('[') {
+        // [v6] or [v6]:port
+        return match authority.split_once(']') {
+            Some((v6, tail)) => {
+                v6[1..].parse::<Ipv6Addr>().is_ok()
+                    && (tail.is_empty()
+                        || tail
+                            .strip_prefix(':')
+                            .and_then(parse_uint)
+                            .is_some_and(|p| (1..=65535).contains(&p)))
+            }
+            None => false,
+        };
+    }
+    let (host, port) = match authority.split_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    (host.parse::<IpAddr>().is_ok() || domain_name(host))
+        && port.is_none_or(|p| parse_uint(p).is_some_and(|p| (1..=65535).contains(&p)))
+}
+
+/// Decoded length of standard or URL-safe base64 (padding optional), or
+/// `None` if `s` is not base64.
+fn base64_len(s: &str) -> Option<usize> {
+    let body = s.trim_end_matches('=');
+    let pad = s.len() - body.len();
+    if pad > 2 || body.is_empty() {
+        return None;
+    }
+    let ok = body
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_'));
+    let rem = body.len() % 4;
+    if !ok || rem == 1 || (pad > 0 && (body.len() + pad) % 4 != 0) {
+        return None;
+    }
+    Some(body.len() / 4 * 3 + rem.saturating_sub(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_are_plain_decimal_within_range() {
+        let k = Kind::UInt { min: 1, max: 300 };
+        assert!(check_value(k, "1") && check_value(k, "300"));
+        for bad in [
+            "0",
+            "301",
+            "-1",
+            "+5",
+            " 5",
+            "5 ",
+            "0x10",
+            "",
+            "1e3",
+            "18446744073709551616",
+        ] {
+            assert!(!check_value(k, bad), "{bad:?} accepted");
+        }
+        assert_eq!(parse_uint("18446744073709551615"), Some(u64::MAX));
+    }
+
+    #[test]
+    fn network_kinds() {
+        assert!(check_value(Kind::SocketAddr, "[::]:7443"));
+        assert!(check_value(Kind::SocketAddr, "0.0.0.0:7446"));
+        assert!(!check_value(Kind::SocketAddr, "localhost:7446"));
+        assert!(check_value(Kind::HostPort, "relay.lab.example:7447"));
+        assert!(check_value(Kind::HostPort, "[2001:db8::1]:7447"));
+        assert!(!check_value(Kind::HostPort, "relay.lab.example"));
+        assert!(!check_value(Kind::HostPort, "relay:0"));
+        assert!(check_value(Kind::Host, "192.0.2.2"));
+        assert!(check_value(Kind::Host, "router-b.lab.example"));
+        assert!(!check_value(Kind::Host, "router b"));
+        assert!(check_value(Kind::Ipv6Prefix, "2001:db8:1::/64"));
+        assert!(!check_value(Kind::Ipv6Prefix, "2001:db8:1::/129"));
+        assert!(!check_value(Kind::Ipv6Prefix, "192.0.2.0/24"));
+        assert!(check_value(Kind::Resolver, "192.0.2.53"));
+        assert!(check_value(Kind::Resolver, "[2001:db8::53]:53"));
+    }
+
+    #[test]
+    fn names_and_patterns() {
+        assert!(check_value(Kind::DnsLabel, "router-a"));
+        assert!(!check_value(Kind::DnsLabel, "-router"));
+        assert!(!check_value(Kind::DnsLabel, "router_a"));
+        assert!(check_value(Kind::DomainName, "lab.example"));
+        assert!(!check_value(Kind::DomainName, "lab..example"));
+        assert!(check_value(Kind::Pattern, "*"));
+        assert!(check_value(Kind::Pattern, "admin.*"));
+        assert!(check_value(Kind::Pattern, "agent://lab/*"));
+        assert!(!check_value(Kind::Pattern, "a*b"));
+        assert!(check_value(Kind::RouteId, "static:printer"));
+        assert!(!check_value(Kind::Name, "static:printer"));
+    }
+
+    #[test]
+    fn agent_uris_and_urls() {
+        assert_eq!(agent_uri("agent://lab/printer"), Some(("lab", "printer")));
+        assert_eq!(agent_uri("agent://lab/a/b"), Some(("lab", "a/b")));
+        assert_eq!(agent_uri("agent://lab"), None);
+        assert_eq!(agent_uri("agent://la b/x"), None);
+        assert!(check_value(Kind::Url, "http://192.0.2.10:8080/invoke"));
+        assert!(check_value(Kind::Url, "https://[2001:db8::10]:8443/x"));
+        assert!(check_value(Kind::Url, "http://printer.lab.example/invoke"));
+        assert!(!check_value(Kind::Url, "ftp://192.0.2.10/"));
+        assert!(!check_value(Kind::Url, "http://192.0.2.10:0/"));
+        assert!(!check_value(Kind::Url, "http://user@192.0.2.10/"));
+        assert!(!check_value(Kind::Url, "http:// 192.0.2.10/"));
+    }
+
+    #[test]
+    fn jwt_keys_must_decode_to_32_bytes() {
+        let key = "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
+        assert!(check_value(Kind::JwtKey, key));
+        assert!(check_value(Kind::JwtKey, key.trim_end_matches('=')));
+        assert!(!check_value(Kind::JwtKey, "ed25519:AAAA"));
+        assert!(!check_value(
+            Kind::JwtKey,
+            "rsa:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
+        ));
+        assert!(!check_value(
+            Kind::JwtKey,
+            "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHUR!="
+        ));
+    }
+
+    #[test]
+    fn json_schema_must_be_an_object() {
+        assert!(check_value(Kind::JsonObject, r#"{"type":"object"}"#));
+        assert!(!check_value(Kind::JsonObject, "[1]"));
+        assert!(!check_value(Kind::JsonObject, "{"));
+    }
+}

@@ -1,0 +1,163 @@
+//! The schema of `/etc/config/agentd`, declared once as data.
+//!
+//! [`SECTIONS`] lists every section type and, for each, every option with
+//! its value kind, default, range and a line of documentation. The typed
+//! [`Config`](crate::Config) reads through this table (defaults and ranges
+//! come from here, nowhere else), `agentd --check-config` validates with
+//! it, and [`defaults_doc`](crate::defaults_doc) renders it as the
+//! reference page — so the three cannot drift apart.
+
+mod check;
+mod table;
+
+use std::fmt;
+
+pub use check::{agent_uri, check_value, parse_bool, parse_uint, MAX_ID_LEN};
+pub use table::SECTIONS;
+
+/// One section type.
+#[derive(Debug)]
+pub struct SectionSpec {
+    pub ty: &'static str,
+    /// `false`: at most one section of this type (its settings have a
+    /// single meaning per router). `true`: any number.
+    pub many: bool,
+    /// Name `Config::to_package` gives a singleton section.
+    pub canonical_name: &'static str,
+    pub doc: &'static str,
+    pub options: &'static [OptionSpec],
+}
+
+/// One option of a section type.
+#[derive(Debug)]
+pub struct OptionSpec {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// Written with `list` lines (a single `option` line is accepted as a
+    /// one-item list).
+    pub list: bool,
+    pub default: DefaultValue,
+    /// If the empty string is accepted, what it means.
+    pub empty: Option<&'static str>,
+    pub doc: &'static str,
+}
+
+/// What an absent option means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultValue {
+    /// The option must be present.
+    Required,
+    /// This value, in UCI spelling (it goes through the same checks as
+    /// user input; a test makes sure every default passes them).
+    Text(&'static str),
+    /// These list items.
+    Items(&'static [&'static str]),
+    /// The section's name; required in anonymous sections.
+    SectionName,
+}
+
+/// What values an option accepts. `Display` gives the phrase used in
+/// errors: "expected {kind}".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `1`/`0` (also `yes`/`no`, `on`/`off`, `true`/`false`,
+    /// `enabled`/`disabled`, as OpenWrt's shell helpers accept).
+    Bool,
+    /// Unsigned decimal integer in `min..=max`.
+    UInt { min: u64, max: u64 },
+    /// One of these spellings.
+    Enum(&'static [&'static str]),
+    /// Any text.
+    Text,
+    /// Printable ASCII without spaces (fingerprints, pairing codes).
+    Token,
+    /// Absolute file system path.
+    Path,
+    /// `ip:port` or `[ipv6]:port`.
+    SocketAddr,
+    /// `host:port` where host is a DNS name, IPv4 address or `[IPv6]`.
+    HostPort,
+    /// DNS name or IP address.
+    Host,
+    /// IP address, optionally with `:port` (`[v6]:port`).
+    Resolver,
+    /// DNS label: `[A-Za-z0-9-]{1,63}`, not starting or ending with `-`.
+    DnsLabel,
+    /// DNS name: dot-separated DNS labels, at most 253 bytes.
+    DomainName,
+    /// Network interface name: `[A-Za-z0-9._@-]{1,15}`.
+    Ifname,
+    /// IPv6 prefix `addr/len`.
+    Ipv6Prefix,
+    /// Identifier `[A-Za-z0-9._-]{1,128}` (tenant, capability, region).
+    Name,
+    /// Route id `[A-Za-z0-9._:-]{1,128}`.
+    RouteId,
+    /// `*`, an exact value, or a prefix ending in `*` (`admin.*`,
+    /// `agent://lab/*`).
+    Pattern,
+    /// Agent URI `agent://tenant/name`.
+    AgentUri,
+    /// `http://` or `https://` URL.
+    Url,
+    /// Ed25519 public key `ed25519:` + base64 of 32 bytes.
+    JwtKey,
+    /// A JSON object (e.g. a JSON Schema).
+    JsonObject,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kind::Bool => f.write_str("a boolean '1' or '0'"),
+            Kind::UInt { min, max } => write!(f, "an integer {min}..={max}"),
+            Kind::Enum(names) => {
+                f.write_str("one of ")?;
+                for (i, n) in names.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "'{n}'")?;
+                }
+                Ok(())
+            }
+            Kind::Text => f.write_str("text"),
+            Kind::Token => f.write_str("printable ASCII without spaces"),
+            Kind::Path => f.write_str("an absolute path"),
+            Kind::SocketAddr => f.write_str("an address 'ip:port' or '[ipv6]:port'"),
+            Kind::HostPort => f.write_str("'host:port'"),
+            Kind::Host => f.write_str("a host name or IP address"),
+            Kind::Resolver => f.write_str("an IP address, optionally with ':port'"),
+            Kind::DnsLabel => f.write_str("a DNS label (letters, digits, inner '-', at most 63)"),
+            Kind::DomainName => f.write_str("a DNS domain name"),
+            Kind::Ifname => f.write_str("an interface name (at most 15 characters)"),
+            Kind::Ipv6Prefix => f.write_str("an IPv6 prefix 'addr/len'"),
+            Kind::Name => f.write_str("a name of letters, digits, '.', '_' and '-'"),
+            Kind::RouteId => f.write_str("an id of letters, digits, '.', '_', ':' and '-'"),
+            Kind::Pattern => f.write_str("'*', a name, or a prefix ending in '*'"),
+            Kind::AgentUri => f.write_str("an agent URI 'agent://tenant/name'"),
+            Kind::Url => f.write_str("an http:// or https:// URL"),
+            Kind::JwtKey => f.write_str("'ed25519:' followed by a base64 32-byte public key"),
+            Kind::JsonObject => f.write_str("a JSON object"),
+        }
+    }
+}
+
+/// The spec of section type `ty`.
+pub fn section_spec(ty: &str) -> Option<&'static SectionSpec> {
+    SECTIONS.iter().find(|s| s.ty == ty)
+}
+
+impl SectionSpec {
+    pub fn option(&self, name: &str) -> Option<&'static OptionSpec> {
+        self.options.iter().find(|o| o.name == name)
+    }
+}
+
+impl OptionSpec {
+    /// Checks one value (one list item for list options) against this
+    /// option's kind, honouring `empty`.
+    pub fn check(&self, value: &str) -> bool {
+        (value.is_empty() && self.empty.is_some()) || check_value(self.kind, value)
+    }
+}
