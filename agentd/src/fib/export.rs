@@ -11,7 +11,8 @@
 
 use crate::fib::{FibChange, FibEvent};
 use crate::ipc::frame::MAX_FRAME_LEN;
-use crate::route::Route;
+use crate::policy::Policy;
+use crate::table::RouteTable;
 
 /// Target encoded size of one snapshot chunk or delta part. Well under
 /// [`MAX_FRAME_LEN`], so a chunk plus its framing always fits.
@@ -86,19 +87,20 @@ impl<S: FibSink> FibExporter<S> {
         self.stats
     }
 
-    /// Adds a subscriber and sends it a snapshot of `routes` at
-    /// `generation` (the table's current generation). Returns `None` if
-    /// the sink could not even take the snapshot.
-    pub fn subscribe<'a>(
+    /// Adds a subscriber and sends it a snapshot of `table` (at the
+    /// table's generation) and `policy`. Returns `None` if the sink could
+    /// not even take the snapshot. Publish every change made to the table
+    /// before subscribing, or the newcomer's first delta will not line up.
+    pub fn subscribe(
         &mut self,
         mut sink: S,
-        generation: u64,
-        routes: impl IntoIterator<Item = &'a Route>,
+        table: &RouteTable,
+        policy: &Policy,
     ) -> Option<SubscriberId> {
-        self.stats.snapshots += 1;
+        let generation = table.generation();
         let mut ok = sink.offer(FibEvent::SnapshotBegin { generation });
         let mut chunker = Chunker::default();
-        for route in routes {
+        for route in table.iter() {
             if !ok {
                 break;
             }
@@ -113,7 +115,12 @@ impl<S: FibSink> FibExporter<S> {
                 ok = sink.offer(FibEvent::SnapshotChunk(rest));
             }
         }
-        ok = ok && sink.offer(FibEvent::SnapshotEnd { generation });
+        ok = ok
+            && sink.offer(FibEvent::SnapshotEnd {
+                generation,
+                policy: Box::new(policy.clone()),
+                peers_down: table.peers_down().map(Box::from).collect(),
+            });
         if !ok {
             self.stats.dropped += 1;
             return None;
@@ -218,7 +225,7 @@ impl<T: serde::Serialize> Chunker<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::route::{Access, Attributes, Contract, Effect, Lease, RouteId, RouteSource};
+    use crate::route::{Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource};
     use crate::time::Millis;
 
     /// A sink with a fixed capacity that records what it accepted.
@@ -270,6 +277,22 @@ mod tests {
         }
     }
 
+    fn table_of(routes: &[Route]) -> RouteTable {
+        let mut t = RouteTable::new(10_000);
+        for r in routes {
+            t.upsert(r.clone()).unwrap();
+        }
+        t
+    }
+
+    fn end(generation: u64) -> FibEvent {
+        FibEvent::SnapshotEnd {
+            generation,
+            policy: Box::default(),
+            peers_down: vec![],
+        }
+    }
+
     fn sinks(ex: &mut FibExporter<VecSink>) -> Vec<Vec<FibEvent>> {
         let ids: Vec<_> = ex.subscribers.iter().map(|s| s.id).collect();
         ids.into_iter()
@@ -281,16 +304,14 @@ mod tests {
     fn snapshot_is_chunked_by_encoded_size_and_every_chunk_fits_a_frame() {
         let routes: Vec<_> = (0..40).map(|i| route(i, 10_000)).collect();
         let mut ex = FibExporter::new();
-        ex.subscribe(sink(1000), 7, &routes).unwrap();
+        ex.subscribe(sink(1000), &table_of(&routes), &Policy::default())
+            .unwrap();
         let events = sinks(&mut ex).remove(0);
         assert_eq!(
             events.first(),
-            Some(&FibEvent::SnapshotBegin { generation: 7 })
+            Some(&FibEvent::SnapshotBegin { generation: 40 })
         );
-        assert_eq!(
-            events.last(),
-            Some(&FibEvent::SnapshotEnd { generation: 7 })
-        );
+        assert_eq!(events.last(), Some(&end(40)));
         let mut seen = Vec::new();
         for ev in &events[1..events.len() - 1] {
             let FibEvent::SnapshotChunk(c) = ev else {
@@ -305,28 +326,37 @@ mod tests {
     }
 
     #[test]
-    fn empty_table_snapshot_has_no_chunks() {
+    fn empty_table_snapshot_has_no_chunks_but_carries_policy_and_peer_states() {
         let mut ex = FibExporter::new();
-        ex.subscribe(sink(10), 0, &[]).unwrap();
+        let mut t = RouteTable::new(10);
+        t.set_peer_up("router-b", false);
+        let policy = Policy::invalid("broken config");
+        ex.subscribe(sink(10), &t, &policy).unwrap();
+        let end = FibEvent::SnapshotEnd {
+            generation: 1,
+            policy: Box::new(policy),
+            peers_down: vec!["router-b".into()],
+        };
         assert_eq!(
             sinks(&mut ex).remove(0),
-            [
-                FibEvent::SnapshotBegin { generation: 0 },
-                FibEvent::SnapshotEnd { generation: 0 }
-            ]
+            [FibEvent::SnapshotBegin { generation: 1 }, end]
         );
     }
 
     #[test]
     fn deltas_name_each_subscribers_base() {
         let mut ex = FibExporter::new();
-        ex.subscribe(sink(100), 3, &[]).unwrap();
-        ex.publish(4, vec![FibChange::Remove(RouteId::new("a").unwrap())]);
-        // Joins at 4 (a snapshot taken before generation 5 was published).
-        ex.subscribe(sink(100), 4, &[]).unwrap();
+        let mut t = table_of(&[route(0, 0), route(1, 0), route(2, 0)]);
+        ex.subscribe(sink(100), &t, &Policy::default()).unwrap();
+        t.remove(&RouteId::new("r0").unwrap());
+        ex.publish(
+            t.generation(),
+            vec![FibChange::Remove(RouteId::new("r0").unwrap())],
+        );
+        ex.subscribe(sink(100), &t, &Policy::default()).unwrap();
         // Empty change sets send nothing.
         assert!(ex.publish(5, vec![]).is_empty());
-        ex.publish(6, vec![FibChange::Remove(RouteId::new("b").unwrap())]);
+        ex.publish(6, vec![FibChange::Remove(RouteId::new("r1").unwrap())]);
         let all = sinks(&mut ex);
         let deltas = |evs: &[FibEvent]| -> Vec<(u64, u64)> {
             evs.iter()
@@ -345,14 +375,15 @@ mod tests {
     #[test]
     fn large_change_set_is_split_with_followups_based_on_the_new_generation() {
         let mut ex = FibExporter::new();
-        ex.subscribe(sink(100), 1, &[]).unwrap();
+        ex.subscribe(sink(100), &table_of(&[route(0, 0)]), &Policy::default())
+            .unwrap();
         let changes: Vec<_> = (0..20)
             .map(|i| FibChange::Upsert(Box::new(route(i, 10_000))))
             .collect();
         ex.publish(2, changes.clone());
         let events = sinks(&mut ex).remove(0);
         let mut got = Vec::new();
-        for (i, ev) in events[2..].iter().enumerate() {
+        for (i, ev) in events[3..].iter().enumerate() {
             let FibEvent::Delta {
                 base,
                 generation,
@@ -364,15 +395,16 @@ mod tests {
             assert_eq!((*base, *generation), (if i == 0 { 1 } else { 2 }, 2));
             got.extend(changes.iter().cloned());
         }
-        assert!(events.len() > 3);
+        assert!(events.len() > 4);
         assert_eq!(got, changes);
     }
 
     #[test]
     fn a_full_sink_is_dropped_and_others_keep_receiving() {
         let mut ex = FibExporter::new();
-        let slow = ex.subscribe(sink(3), 0, &[]).unwrap();
-        let fast = ex.subscribe(sink(100), 0, &[]).unwrap();
+        let t = RouteTable::new(10);
+        let slow = ex.subscribe(sink(3), &t, &Policy::default()).unwrap();
+        let fast = ex.subscribe(sink(100), &t, &Policy::default()).unwrap();
         let rm = |g: u64| vec![FibChange::Remove(RouteId::new(&format!("x{g}")).unwrap())];
         assert!(ex.publish(1, rm(1)).is_empty());
         assert_eq!(ex.publish(2, rm(2)), [slow]);
@@ -386,7 +418,10 @@ mod tests {
     fn a_sink_that_cannot_hold_the_snapshot_is_never_added() {
         let routes: Vec<_> = (0..10).map(|i| route(i, 40_000)).collect();
         let mut ex = FibExporter::new();
-        assert_eq!(ex.subscribe(sink(4), 1, &routes), None);
+        assert_eq!(
+            ex.subscribe(sink(4), &table_of(&routes), &Policy::default()),
+            None
+        );
         assert!(ex.is_empty());
         assert_eq!(ex.stats().dropped, 1);
     }
@@ -395,7 +430,8 @@ mod tests {
     fn a_route_too_big_for_any_frame_is_skipped_and_counted() {
         let routes = [route(0, 0), route(1, MAX_FRAME_LEN), route(2, 0)];
         let mut ex = FibExporter::new();
-        ex.subscribe(sink(10), 1, &routes).unwrap();
+        ex.subscribe(sink(10), &table_of(&routes), &Policy::default())
+            .unwrap();
         assert_eq!(ex.stats().oversized_routes, 1);
         let events = sinks(&mut ex).remove(0);
         assert_eq!(

@@ -1,5 +1,6 @@
 //! The FIB: what agent-gw needs to decide on its own — every route (with
-//! its absolute lease deadline) plus the policy, stamped with a generation.
+//! its absolute lease deadline), which peer sessions are down, and the
+//! policy, stamped with a generation.
 //!
 //! agentd streams it to each subscriber as a snapshot followed by deltas:
 //!
@@ -14,13 +15,19 @@
 //! change set be split across several frames (the follow-up parts carry
 //! `base == generation`).
 //!
+//! Lease deadlines travel as absolute `CLOCK_MONOTONIC` instants, which
+//! mean the same in both processes, so the replica expires routes on time
+//! by itself — also while agentd is down.
+//!
 //! [`export::FibExporter`] is the agentd side, [`replica::FibReplica`] the
 //! agent-gw side; both are sans-IO.
 
 pub mod export;
+pub mod replica;
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::Policy;
 use crate::route::{Route, RouteId};
 
 /// One frame's worth of FIB stream.
@@ -34,6 +41,9 @@ pub enum FibEvent {
     /// The copy is complete and describes `generation`.
     SnapshotEnd {
         generation: u64,
+        policy: Box<Policy>,
+        /// Routers whose session is down: their routes are ineligible.
+        peers_down: Vec<Box<str>>,
     },
     /// Changes turning generation `base` into `generation`.
     Delta {
@@ -45,6 +55,14 @@ pub enum FibEvent {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum FibChange {
+    /// Insert or replace a whole route (also for renewals and health).
     Upsert(Box<Route>),
     Remove(RouteId),
+    /// A peer session went down or came back.
+    PeerUp {
+        router_id: Box<str>,
+        up: bool,
+    },
+    /// The policy was replaced (reload).
+    Policy(Box<Policy>),
 }

@@ -1,7 +1,6 @@
 //! Client and server over a real Unix socket, with a small stand-in for
 //! the daemon's state loop (a map of routes and a FIB exporter).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -16,7 +15,9 @@ use crate::ipc::client::{Client, ClientError};
 use crate::ipc::frame::{self, FrameDecoder, FrameError};
 use crate::ipc::message::*;
 use crate::ipc::server::{Disconnect, FibSink, IpcServer, ServerConfig, ServerEvent};
+use crate::policy::Policy;
 use crate::route::{Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource};
+use crate::table::RouteTable;
 use crate::time::Millis;
 
 /// A directory of its own per test, removed on drop.
@@ -94,8 +95,9 @@ async fn fake_daemon(
     now: Millis,
     disconnects: mpsc::UnboundedSender<Disconnect>,
 ) {
-    let mut routes: BTreeMap<RouteId, Route> = BTreeMap::new();
-    let mut generation = 0u64;
+    let mut routes = RouteTable::new(10_000);
+    let policy = Policy::default();
+    let mut n = 0u64;
     let mut fib: FibExporter<FibSink> = FibExporter::new();
     let mut held = None;
     let mut never = Vec::new();
@@ -111,18 +113,21 @@ async fn fake_daemon(
             RequestBody::Register(reg) => match reg.validate() {
                 Err(e) => Err(e),
                 Ok(()) => {
-                    generation += 1;
+                    n += 1;
                     let id = reg
                         .route_id
                         .clone()
-                        .unwrap_or_else(|| RouteId::new(&format!("r{generation}")).unwrap());
+                        .unwrap_or_else(|| RouteId::new(&format!("r{n}")).unwrap());
                     let expires = now.saturating_add_ms(30_000);
                     let route = route_of(id.clone(), &reg, expires);
-                    routes.insert(id.clone(), route.clone());
-                    fib.publish(generation, vec![FibChange::Upsert(Box::new(route))]);
+                    routes.upsert(route.clone()).unwrap();
+                    fib.publish(
+                        routes.generation(),
+                        vec![FibChange::Upsert(Box::new(route))],
+                    );
                     Ok(ResponseBody::Lease(LeaseGrant {
                         route_id: id,
-                        generation,
+                        generation: routes.generation(),
                         lease_seconds: 30,
                         expires_at: expires,
                     }))
@@ -131,20 +136,22 @@ async fn fake_daemon(
             RequestBody::Unregister { route_id, .. } => match routes.remove(&route_id) {
                 None => Err(IpcError::NotFound { route_id }),
                 Some(_) => {
-                    generation += 1;
-                    fib.publish(generation, vec![FibChange::Remove(route_id.clone())]);
+                    fib.publish(
+                        routes.generation(),
+                        vec![FibChange::Remove(route_id.clone())],
+                    );
                     Ok(ResponseBody::Unregistered { route_id })
                 }
             },
             RequestBody::SubscribeFib => {
                 let sink = req.reply.fib_sink();
                 req.reply.send(Ok(ResponseBody::Subscribed));
-                fib.subscribe(sink, generation, routes.values());
+                fib.subscribe(sink, &routes, &policy);
                 continue;
             }
             RequestBody::Status => Ok(ResponseBody::Status(StatusView {
                 router_id: "router-a".into(),
-                generation,
+                generation: routes.generation(),
                 routes: routes.len() as u64,
                 fib_subscribers: fib.len() as u64,
                 ..StatusView::default()
@@ -574,7 +581,11 @@ async fn fib_subscription_gets_snapshot_then_deltas() {
     assert_eq!(ids, [a.route_id.clone(), b.route_id.clone()]);
     assert_eq!(
         fib.next().await,
-        Some(Ok(FibEvent::SnapshotEnd { generation: 2 }))
+        Some(Ok(FibEvent::SnapshotEnd {
+            generation: 2,
+            policy: Box::default(),
+            peers_down: vec![]
+        }))
     );
 
     let c = admin.register(registration("c")).await.unwrap();
@@ -660,7 +671,10 @@ async fn stalled_subscriber_is_dropped_and_resubscribing_gets_a_fresh_snapshot()
     }
     assert_eq!(events.pop(), Some(Err(ClientError::Closed)));
     assert_eq!(events[0], Ok(FibEvent::SnapshotBegin { generation: 0 }));
-    assert_eq!(events[1], Ok(FibEvent::SnapshotEnd { generation: 0 }));
+    assert!(matches!(
+        events[1],
+        Ok(FibEvent::SnapshotEnd { generation: 0, .. })
+    ));
     let mut gen = 0;
     for ev in &events[2..] {
         let Ok(FibEvent::Delta {
@@ -691,7 +705,7 @@ async fn stalled_subscriber_is_dropped_and_resubscribing_gets_a_fresh_snapshot()
                 routes += c.len();
                 chunks += 1;
             }
-            Some(Ok(FibEvent::SnapshotEnd { generation })) => {
+            Some(Ok(FibEvent::SnapshotEnd { generation, .. })) => {
                 assert_eq!(generation, N as u64);
                 break;
             }
