@@ -2,3 +2,21 @@
 //!
 //! Terminates HTTP, authenticates callers, decides on its own FIB replica
 //! (no IPC round trip per request) and forwards invocations.
+//!
+//! Layout: `server` (listener, dispatch) → `router` (path table) →
+//! `endpoints` (one function per endpoint) using `api` (wire types,
+//! strict JSON, errors), `limits` (size/rate/concurrency), `fib_sync`
+//! (replica + decision), `control` (registration IPC) and `forward`
+//! (pool, deadline, retry, typed outcomes).
+
+pub mod api;
+pub mod body;
+pub mod config;
+pub mod control;
+pub mod endpoints;
+pub mod fib_sync;
+pub mod forward;
+pub mod limits;
+pub mod router;
+pub mod server;
+pub mod state;

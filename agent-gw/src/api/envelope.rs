@@ -1,0 +1,231 @@
+//! The Nexus invocation envelope (`route`, `invoke`, `invoke-stream`).
+//!
+//! Decoded strictly (see `api::json`) and validated like the nexilume
+//! agent server validates it, so a request we accept is one the handler
+//! accepts too. The original bytes are kept: with auth off the handler gets
+//! exactly what the caller sent; with auth on the verified identity is
+//! written into `tenant`/`source_agent` and the document re-encoded.
+
+use std::fmt;
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use crate::api::error::{ApiError, ErrorCode};
+use crate::api::fields::{self, err, FieldError, Problem};
+use crate::api::json::{self, JsonError};
+
+pub const MAX_INTENT: usize = 127;
+pub const MAX_TASK_ID: usize = 127;
+pub const MAX_AGENT: usize = 255;
+pub const MAX_TENANT: usize = 95;
+/// Largest caller timeout honoured (5 min).
+pub const MAX_TIMEOUT_MS: u64 = 300_000;
+/// Largest resume cursor (i64::MAX, as nexilume).
+pub const MAX_CURSOR: u64 = i64::MAX as u64;
+
+/// Why a request body could not be decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    Json(JsonError),
+    Field(FieldError),
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Json(e) => e.fmt(f),
+            DecodeError::Field(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl From<JsonError> for DecodeError {
+    fn from(e: JsonError) -> Self {
+        DecodeError::Json(e)
+    }
+}
+
+impl From<FieldError> for DecodeError {
+    fn from(e: FieldError) -> Self {
+        DecodeError::Field(e)
+    }
+}
+
+impl From<DecodeError> for ApiError {
+    fn from(e: DecodeError) -> ApiError {
+        match e {
+            DecodeError::Json(j @ JsonError::DuplicateKey(_)) => {
+                ApiError::new(ErrorCode::DuplicateKey, j.to_string())
+            }
+            DecodeError::Json(j) => ApiError::new(ErrorCode::InvalidJson, j.to_string()),
+            DecodeError::Field(f) if f.field == "resume_from_event_id" => {
+                ApiError::new(ErrorCode::InvalidCursor, f.to_string())
+            }
+            DecodeError::Field(f) => f.into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Envelope {
+    pub intent: Box<str>,
+    pub intent_version: u32,
+    pub task_id: Box<str>,
+    pub source_agent: Box<str>,
+    pub tenant: Box<str>,
+    pub hop_limit: u8,
+    pub target_agent: Option<Box<str>>,
+    /// Stream resume cursor from the body (`resume_from_event_id`).
+    pub resume_from: Option<u64>,
+    /// `constraints.timeout_ms`, the caller's budget.
+    pub timeout_ms: Option<u64>,
+    doc: Map<String, Value>,
+    /// The received bytes while the document is unchanged.
+    original: Option<Bytes>,
+}
+
+impl Envelope {
+    /// Decodes one request body.
+    pub fn decode(bytes: Bytes) -> Result<Envelope, DecodeError> {
+        let doc = json::parse_object(&bytes)?;
+        let mut env = Envelope::from_doc(doc)?;
+        env.original = Some(bytes);
+        Ok(env)
+    }
+
+    fn from_doc(doc: Map<String, Value>) -> Result<Envelope, FieldError> {
+        let version = fields::req_str(&doc, "version", 16)?;
+        if version != "1.0" {
+            return Err(err("version", Problem::Invalid("must be \"1.0\"")));
+        }
+        let intent = fields::req_str(&doc, "intent", MAX_INTENT)?;
+        agentd::route::check_capability(intent)
+            .map_err(|_| err("intent", Problem::Invalid("not a capability name")))?;
+        let intent_version = fields::req_uint(&doc, "intent_version", 1, u32::MAX as u64)? as u32;
+        let task_id = fields::req_str(&doc, "task_id", MAX_TASK_ID)?;
+        let source_agent = fields::req_str(&doc, "source_agent", MAX_AGENT)?;
+        let tenant = fields::req_str(&doc, "tenant", MAX_TENANT)?;
+        agentd::route::check_tenant(tenant)
+            .map_err(|_| err("tenant", Problem::Invalid("not a tenant name")))?;
+        let hop_limit = fields::req_uint(&doc, "hop_limit", 1, 255)? as u8;
+        match doc.get("payload") {
+            None | Some(Value::Null) => return Err(err("payload", Problem::Missing)),
+            Some(_) => {}
+        }
+        let constraints = fields::opt_object(&doc, "constraints")?;
+        let timeout_ms = match constraints {
+            Some(c) => fields::opt_uint(c, "timeout_ms", 1, MAX_TIMEOUT_MS)
+                .map_err(|e| err("constraints.timeout_ms", e.problem))?,
+            None => None,
+        };
+        let target_agent = fields::opt_str(&doc, "target_agent", MAX_AGENT)?.map(Into::into);
+        let resume_from = fields::opt_uint(&doc, "resume_from_event_id", 0, MAX_CURSOR)?;
+        Ok(Envelope {
+            intent: intent.into(),
+            intent_version,
+            task_id: task_id.into(),
+            source_agent: source_agent.into(),
+            tenant: tenant.into(),
+            hop_limit,
+            target_agent,
+            resume_from,
+            timeout_ms,
+            original: None,
+            doc,
+        })
+    }
+
+    /// Writes the verified caller identity over whatever the body claimed.
+    pub fn apply_identity(&mut self, tenant: &str, source_agent: &str) {
+        if *self.tenant != *tenant {
+            self.tenant = tenant.into();
+            self.doc.insert("tenant".into(), tenant.into());
+            self.original = None;
+        }
+        if *self.source_agent != *source_agent {
+            self.source_agent = source_agent.into();
+            self.doc.insert("source_agent".into(), source_agent.into());
+            self.original = None;
+        }
+    }
+
+    /// The decoded document (for stream fingerprints and tests).
+    pub fn doc(&self) -> &Map<String, Value> {
+        &self.doc
+    }
+
+    /// The bytes to forward: the original when untouched.
+    pub fn to_bytes(&self) -> Bytes {
+        match &self.original {
+            Some(b) => b.clone(),
+            None => Bytes::from(Value::Object(self.doc.clone()).to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(s: &str) -> Result<Envelope, DecodeError> {
+        Envelope::decode(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    const OK: &str = r#"{"version":"1.0","intent":"demo.echo","intent_version":1,"task_id":"t1",
+        "source_agent":"agent://lab/caller","tenant":"lab","hop_limit":8,"constraints":{"timeout_ms":500},
+        "payload":{"x":1}}"#;
+
+    #[test]
+    fn decodes_a_nexilume_envelope_and_keeps_its_bytes() {
+        let e = env(OK).unwrap();
+        assert_eq!(&*e.intent, "demo.echo");
+        assert_eq!(e.timeout_ms, Some(500));
+        assert_eq!(e.to_bytes(), Bytes::from(OK));
+    }
+
+    #[test]
+    fn identity_overwrite_changes_the_forwarded_document() {
+        let mut e = env(OK).unwrap();
+        e.apply_identity("other", "agent://other/x");
+        let v: Value = serde_json::from_slice(&e.to_bytes()).unwrap();
+        assert_eq!(v["tenant"], "other");
+        assert_eq!(v["source_agent"], "agent://other/x");
+        assert_eq!(v["payload"]["x"], 1);
+    }
+
+    #[test]
+    fn typed_errors_for_each_bad_input() {
+        let code = |s: &str| ApiError::from(env(s).unwrap_err()).code;
+        assert_eq!(code("{"), ErrorCode::InvalidJson);
+        assert_eq!(
+            code(&OK.replace(r#""hop_limit":8"#, r#""hop_limit":8,"hop_limit":9"#)),
+            ErrorCode::DuplicateKey
+        );
+        assert_eq!(
+            code(&OK.replace(r#""version":"1.0""#, r#""version":"2.0""#)),
+            ErrorCode::InvalidField
+        );
+        assert_eq!(
+            code(&OK.replace(r#""hop_limit":8"#, r#""hop_limit":0"#)),
+            ErrorCode::InvalidField
+        );
+        assert_eq!(
+            code(&OK.replace(r#""payload":{"x":1}"#, r#""payload":null"#)),
+            ErrorCode::InvalidField
+        );
+        assert_eq!(
+            code(&OK.replace(r#""intent":"demo.echo""#, r#""intent":"a b""#)),
+            ErrorCode::InvalidField
+        );
+        assert_eq!(
+            code(&OK.replace(
+                r#""hop_limit":8"#,
+                r#""hop_limit":8,"resume_from_event_id":-1"#
+            )),
+            ErrorCode::InvalidCursor
+        );
+    }
+}

@@ -1,0 +1,87 @@
+//! `agent-gw --config FILE [-f] [--socket PATH] [--listen ADDR]`
+//!
+//! The invocation gateway daemon: serves the LAN SDK API and forwards
+//! invocations decided on its FIB replica of agentd.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agent_gw::config::GatewayConfig;
+use agent_gw::state::AppState;
+
+const USAGE: &str = "usage: agent-gw [--config FILE] [-f] [--socket PATH] [--listen ADDR]";
+
+#[derive(Debug, Default)]
+struct Args {
+    config: Option<PathBuf>,
+    foreground: bool,
+    socket: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args::default();
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "--config" | "-c" => a.config = Some(PathBuf::from(value("--config")?)),
+            "-f" | "--foreground" => a.foreground = true,
+            "--socket" => a.socket = Some(PathBuf::from(value("--socket")?)),
+            "--listen" => {
+                let v = value("--listen")?;
+                a.listen = Some(
+                    v.parse()
+                        .map_err(|_| format!("--listen {v}: not a socket address"))?,
+                );
+            }
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+        }
+    }
+    Ok(a)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("agent-gw: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut cfg = GatewayConfig::default();
+    if let Some(path) = &args.config {
+        eprintln!(
+            "agent-gw: note: reading {} is not wired yet; using built-in defaults",
+            path.display()
+        );
+    }
+    if let Some(s) = args.socket {
+        cfg.ipc_socket = s;
+    }
+    if let Some(l) = args.listen {
+        cfg.sdk_listen = l;
+    }
+    let _ = args.foreground;
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("agent-gw: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    let state = AppState::new(cfg);
+    match local.block_on(&rt, agent_gw::server::run(state)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agent-gw: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Response body type and bounded request-body reading.
+//!
+//! Bodies are read frame by frame and refused the moment they pass the
+//! limit, so an oversized request never makes the gateway buffer more than
+//! `limit` bytes (and a declared `Content-Length` above the limit is refused
+//! before a single body byte is read).
+
+use std::error::Error as StdError;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http::header;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
+
+use crate::api::error::{ApiError, ErrorCode};
+
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// Every response body the gateway produces: fixed JSON, relayed handler
+/// bodies and SSE streams. Neither `Send` nor `Sync`: the runtime is
+/// single-threaded, so bodies may hold `Rc` state (in-flight slots, stream
+/// history handles).
+pub struct Body(Pin<Box<dyn HttpBody<Data = Bytes, Error = BoxError>>>);
+
+impl Body {
+    pub fn new<B>(body: B) -> Body
+    where
+        B: HttpBody<Data = Bytes> + 'static,
+        B::Error: Into<BoxError>,
+    {
+        Body(Box::pin(body.map_err(Into::into)))
+    }
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Body")
+    }
+}
+
+impl HttpBody for Body {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.get_mut().0.as_mut().poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.0.size_hint()
+    }
+}
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Body::new(Full::new(bytes.into()))
+}
+
+pub fn empty() -> Body {
+    Body::new(Empty::<Bytes>::new())
+}
+
+/// Relays a handler's body as ours.
+pub fn relay(incoming: Incoming) -> Body {
+    Body::new(incoming)
+}
+
+/// A body that keeps `guard` alive until the body is finished or dropped
+/// (e.g. an in-flight slot held for the whole relayed response).
+pub fn guarded<G: Unpin + 'static>(inner: Body, guard: G) -> Body {
+    Body::new(Guarded {
+        inner,
+        _guard: guard,
+    })
+}
+
+struct Guarded<G> {
+    inner: Body,
+    _guard: G,
+}
+
+impl<G: Unpin> HttpBody for Guarded<G> {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        // `Body` is Unpin (a pinned box), so projecting is safe.
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The declared `Content-Length`, if any. A malformed value is an error.
+pub fn content_length(headers: &http::HeaderMap) -> Result<Option<u64>, ApiError> {
+    match headers.get(header::CONTENT_LENGTH) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::new(ErrorCode::InvalidField, "Content-Length is not a number")
+            }),
+    }
+}
+
+/// Reads a whole request body of at most `limit` bytes.
+pub async fn read_limited<B>(
+    headers: &http::HeaderMap,
+    mut body: B,
+    limit: usize,
+) -> Result<Bytes, ApiError>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let too_large = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("request body exceeds the limit of {limit} bytes"),
+        )
+        .close()
+    };
+    let declared = content_length(headers)?;
+    if let Some(n) = declared {
+        if n > limit as u64 {
+            return Err(too_large());
+        }
+    }
+    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0) as usize);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            ApiError::new(
+                ErrorCode::InvalidJson,
+                format!("request body could not be read: {e}"),
+            )
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > limit {
+                return Err(too_large());
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderMap;
+
+    fn headers(len: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(l) = len {
+            h.insert(header::CONTENT_LENGTH, l.parse().unwrap());
+        }
+        h
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn declared_length_over_limit_is_refused_before_reading() {
+        let e = read_limited(
+            &headers(Some("100")),
+            Full::new(Bytes::from_static(b"{}")),
+            10,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadTooLarge);
+        assert!(e.close);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn undeclared_body_over_limit_is_refused() {
+        let body = Full::new(Bytes::from(vec![b'x'; 11]));
+        let e = read_limited(&headers(None), body, 10).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadTooLarge);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn body_at_limit_is_read() {
+        let body = Full::new(Bytes::from(vec![b'x'; 10]));
+        assert_eq!(
+            read_limited(&headers(Some("10")), body, 10)
+                .await
+                .unwrap()
+                .len(),
+            10
+        );
+    }
+
+    #[test]
+    fn malformed_content_length_is_an_error() {
+        assert_eq!(
+            content_length(&headers(Some("ten"))).unwrap_err().code,
+            ErrorCode::InvalidField
+        );
+    }
+}

@@ -1,0 +1,212 @@
+//! `POST /agent/v1/route | invoke | invoke-stream`: admission (in-flight
+//! cap, auth, size, per-tenant rate), the decision on the FIB replica, and
+//! forwarding.
+//!
+//! Order matters: cheap refusals that need no body come first (in-flight
+//! cap, auth), then the bounded body read, then the tenant's bucket (the
+//! tenant is known only after auth or decoding).
+
+use http::request::Parts;
+use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::json;
+use tokio::time::Instant;
+
+use agentd::select::Query;
+use agentd::time::Millis;
+
+use crate::api::envelope::{Envelope, MAX_CURSOR};
+use crate::api::error::{ApiError, ErrorCode};
+use crate::body::{guarded, Body};
+use crate::endpoints::{authenticate, json, read_body, Ctx, Need};
+use crate::fib_sync::Ranked;
+use crate::forward::deadline::{budget_ms, Deadline};
+use crate::forward::retry::CallKind;
+use crate::forward::{relay_response, Outgoing};
+use crate::limits::InflightGuard;
+
+/// Longest accepted `Idempotency-Key`.
+pub const MAX_IDEMPOTENCY_KEY: usize = 128;
+
+/// An admitted, decoded, rate-checked call.
+struct Admitted {
+    env: Envelope,
+    guard: InflightGuard,
+}
+
+async fn admit(cx: &Ctx, parts: &Parts, body: Incoming, need: Need) -> Result<Admitted, ApiError> {
+    let guard = cx.state.inflight.try_acquire().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::Overloaded,
+            format!(
+                "{} requests already in flight; retry shortly",
+                cx.state.cfg.max_inflight
+            ),
+        )
+        .retry_after_ms(1000)
+    })?;
+    let who = authenticate(cx, parts, need)?;
+    let bytes = read_body(cx, parts, body).await?;
+    let mut env = Envelope::decode(bytes)?;
+    if let Some(v) = who {
+        env.apply_identity(&v.tenant, &v.subject);
+    }
+    cx.state
+        .limiter
+        .borrow_mut()
+        .check(&env.tenant, Millis::now())
+        .map_err(|wait_ms| {
+            ApiError::new(
+                ErrorCode::RateLimited,
+                format!("tenant {} is over its request rate", env.tenant),
+            )
+            .retry_after_ms(wait_ms.min(60_000))
+        })?;
+    Ok(Admitted { env, guard })
+}
+
+fn decide(cx: &Ctx, env: &Envelope) -> Result<Vec<Ranked>, ApiError> {
+    let q = Query {
+        capability: &env.intent,
+        version: env.intent_version,
+        tenant: &env.tenant,
+        source: Some(&env.source_agent),
+        target_agent: env.target_agent.as_deref(),
+    };
+    cx.state.fib.borrow().decide(&q, Millis::now())
+}
+
+fn header_flag(h: &HeaderMap, name: &str) -> bool {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+}
+
+fn call_kind(h: &HeaderMap, sync: bool, resumed_stream: bool) -> Result<CallKind, ApiError> {
+    let has_key = match h.get("idempotency-key") {
+        None => false,
+        Some(v) if v.is_empty() || v.len() > MAX_IDEMPOTENCY_KEY => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                format!("Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} bytes"),
+            ))
+        }
+        Some(_) => true,
+    };
+    Ok(CallKind {
+        sync,
+        resumed_stream,
+        caller_idempotent: header_flag(h, "x-agentd-idempotent"),
+        has_key,
+    })
+}
+
+fn wants_async(h: &HeaderMap) -> bool {
+    h.get_all(header::HeaderName::from_static("prefer"))
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(',')
+                .any(|p| p.trim().eq_ignore_ascii_case("respond-async"))
+        })
+}
+
+/// `Last-Event-ID` as a cursor; anything but a non-negative integer is a
+/// typed error.
+fn last_event_id(h: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    match h.get("last-event-id") {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .filter(|n| *n <= MAX_CURSOR)
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidCursor,
+                    "Last-Event-ID must be a non-negative integer",
+                )
+            }),
+    }
+}
+
+pub async fn route(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<Body>, ApiError> {
+    let a = admit(cx, parts, body, Need::Route).await?;
+    let ranked = decide(cx, &a.env)?;
+    let best = &ranked[0];
+    let candidates: Vec<_> = ranked
+        .iter()
+        .map(|r| json!({"route_id": r.candidate.route_id.as_str(), "origin": &*r.origin, "score": r.score}))
+        .collect();
+    Ok(json(
+        StatusCode::OK,
+        &json!({
+            "intent": &*a.env.intent,
+            "intent_version": a.env.intent_version,
+            "route": {
+                "route_id": best.candidate.route_id.as_str(),
+                "origin": &*best.origin,
+                "tenant": &*best.tenant,
+                "region": &*best.region,
+                "source": best.source,
+                "score": best.score,
+            },
+            "candidates": candidates,
+        }),
+    ))
+}
+
+pub async fn invoke(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<Body>, ApiError> {
+    let start = Instant::now();
+    let a = admit(cx, parts, body, Need::Invoke).await?;
+    let kind = call_kind(&parts.headers, !wants_async(&parts.headers), false)?;
+    forward(cx, parts, a, kind, start, None).await
+}
+
+pub async fn invoke_stream(
+    cx: &Ctx,
+    parts: &Parts,
+    body: Incoming,
+) -> Result<Response<Body>, ApiError> {
+    let start = Instant::now();
+    let header_cursor = last_event_id(&parts.headers)?;
+    let a = admit(cx, parts, body, Need::Invoke).await?;
+    let cursor = header_cursor.max(a.env.resume_from).unwrap_or(0);
+    let kind = call_kind(&parts.headers, false, cursor > 0)?;
+    forward(cx, parts, a, kind, start, Some("text/event-stream")).await
+}
+
+async fn forward(
+    cx: &Ctx,
+    parts: &Parts,
+    a: Admitted,
+    kind: CallKind,
+    start: Instant,
+    accept: Option<&'static str>,
+) -> Result<Response<Body>, ApiError> {
+    let budget = budget_ms(
+        &parts.headers,
+        a.env.timeout_ms,
+        cx.state.cfg.default_timeout_ms,
+    )?;
+    let deadline = Deadline::after_ms(start, budget);
+    let candidates: Vec<_> = decide(cx, &a.env)?
+        .into_iter()
+        .map(|r| r.candidate)
+        .collect();
+    let mut out = Outgoing::new(a.env.to_bytes(), &parts.headers);
+    if let Some(accept) = accept {
+        out.relay
+            .insert(header::ACCEPT, HeaderValue::from_static(accept));
+    }
+    let fwd = cx
+        .state
+        .forwarder
+        .forward(&a.env.intent, &candidates, &out, kind, deadline)
+        .await?;
+    let resp = relay_response(fwd);
+    let (head, body) = resp.into_parts();
+    // The in-flight slot is held until the relayed body is finished.
+    Ok(Response::from_parts(head, guarded(body, a.guard)))
+}

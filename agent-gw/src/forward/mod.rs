@@ -1,0 +1,302 @@
+//! Forwarding an invocation to a handler endpoint.
+//!
+//! Tries the candidates of one ordered FIB snapshot in order, over the
+//! keep-alive pool, within the caller's one deadline, moving on only as
+//! `retry::may_move` allows, and turns every failure into a typed outcome.
+//! A stale pooled connection whose request hyper hands back unsent is a
+//! "never delivered" case: the same candidate is retried on a fresh
+//! connection before anything else.
+
+pub mod deadline;
+pub mod pool;
+pub mod retry;
+pub mod target;
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use tokio::time::{timeout_at, Instant};
+
+use agentd::route::RouteId;
+
+use crate::api::error::{ApiError, ErrorCode, Outcome};
+use crate::forward::deadline::{Deadline, DEADLINE_HEADER};
+use crate::forward::pool::{Pool, Sender};
+use crate::forward::retry::{may_move, CallKind, Failure};
+use crate::forward::target::Target;
+
+pub const ROUTE_ID_HEADER: &str = "x-agentd-route-id";
+/// nexilume's agent server reads the route id from this header.
+pub const NEXUS_ROUTE_ID_HEADER: &str = "x-nexus-route-id";
+
+/// Request headers relayed from the caller to the handler.
+const RELAYED: [&str; 8] = [
+    "accept",
+    "prefer",
+    "last-event-id",
+    "idempotency-key",
+    "traceparent",
+    "tracestate",
+    "x-nexus-interactive",
+    "x-agentd-idempotent",
+];
+
+/// Response headers never relayed back (hop-by-hop or recomputed).
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authenticate",
+    "content-length",
+];
+
+/// One place a call may go, copied out of the FIB snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    pub route_id: RouteId,
+    pub target: Target,
+    /// The route's contract says the capability is idempotent.
+    pub idempotent: bool,
+}
+
+/// The request to forward: body bytes plus the caller headers to relay.
+#[derive(Clone, Debug)]
+pub struct Outgoing {
+    pub body: Bytes,
+    pub relay: HeaderMap,
+}
+
+impl Outgoing {
+    /// Picks the relayed headers out of the caller's request.
+    pub fn new(body: Bytes, caller: &HeaderMap) -> Outgoing {
+        let mut relay = HeaderMap::new();
+        for name in RELAYED {
+            for v in caller.get_all(name) {
+                relay.append(HeaderName::from_static(name), v.clone());
+            }
+        }
+        Outgoing { body, relay }
+    }
+}
+
+/// A handler's answer and the route that gave it.
+#[derive(Debug)]
+pub struct Forwarded {
+    pub route_id: RouteId,
+    pub response: Response<Incoming>,
+}
+
+#[derive(Debug)]
+pub struct Forwarder {
+    pool: Rc<Pool>,
+}
+
+/// How one attempt on one candidate ended.
+enum AttemptError {
+    Failed(Failure, String),
+    /// The handler answered something unusable.
+    BadResponse(String),
+}
+
+impl Forwarder {
+    pub fn new(pool: Rc<Pool>) -> Forwarder {
+        Forwarder { pool }
+    }
+
+    pub fn pool(&self) -> &Rc<Pool> {
+        &self.pool
+    }
+
+    /// Forwards `out` to the first candidate that answers. `capability`
+    /// only names the call in errors.
+    pub async fn forward(
+        &self,
+        capability: &str,
+        candidates: &[Candidate],
+        out: &Outgoing,
+        kind: CallKind,
+        deadline: Deadline,
+    ) -> Result<Forwarded, ApiError> {
+        let mut maybe_delivered = false;
+        let mut last: Option<(Failure, String, RouteId)> = None;
+        for cand in candidates {
+            if deadline.passed(Instant::now()) {
+                break;
+            }
+            let sent = Cell::new(false);
+            let attempt =
+                timeout_at(deadline.instant(), self.attempt(cand, out, deadline, &sent)).await;
+            let (failure, why) = match attempt {
+                Ok(Ok(response)) => {
+                    return Ok(Forwarded {
+                        route_id: cand.route_id.clone(),
+                        response,
+                    })
+                }
+                Ok(Err(AttemptError::BadResponse(why))) => {
+                    return Err(ApiError::new(
+                        ErrorCode::UpstreamError,
+                        format!(
+                            "handler of {capability} on route {} answered badly: {why}",
+                            cand.route_id
+                        ),
+                    )
+                    .outcome(Outcome::Error)
+                    .capability(capability)
+                    .route_id(cand.route_id.as_str()));
+                }
+                Ok(Err(AttemptError::Failed(f, why))) => (f, why),
+                Err(_elapsed) => {
+                    maybe_delivered |= sent.get();
+                    let outcome = if maybe_delivered {
+                        Outcome::Unknown
+                    } else {
+                        Outcome::NotDelivered
+                    };
+                    return Err(ApiError::new(
+                        ErrorCode::DeadlineExceeded,
+                        format!(
+                            "deadline passed while calling {capability} on route {}",
+                            cand.route_id
+                        ),
+                    )
+                    .outcome(outcome)
+                    .capability(capability)
+                    .route_id(cand.route_id.as_str()));
+                }
+            };
+            maybe_delivered |= failure == Failure::MaybeDelivered;
+            let movable = may_move(kind, failure, cand.idempotent);
+            last = Some((failure, why, cand.route_id.clone()));
+            if !movable {
+                break;
+            }
+        }
+        Err(match last {
+            None => ApiError::new(ErrorCode::DeadlineExceeded, format!("deadline passed before {capability} was sent"))
+                .outcome(Outcome::Rejected)
+                .capability(capability),
+            Some((_, why, route)) if maybe_delivered => ApiError::new(
+                ErrorCode::UpstreamUnknown,
+                format!("{capability}: request sent to route {route} but no answer came back ({why})"),
+            )
+            .outcome(Outcome::Unknown)
+            .capability(capability)
+            .route_id(route.as_str()),
+            Some((_, why, route)) => ApiError::new(
+                ErrorCode::NotDelivered,
+                format!("{capability}: no candidate accepted the connection (last: route {route}: {why})"),
+            )
+            .outcome(Outcome::NotDelivered)
+            .capability(capability)
+            .route_id(route.as_str()),
+        })
+    }
+
+    fn request(cand: &Candidate, out: &Outgoing, deadline: Deadline) -> Request<Full<Bytes>> {
+        let mut req = Request::new(Full::new(out.body.clone()));
+        *req.method_mut() = Method::POST;
+        *req.uri_mut() = cand.target.path.clone().into();
+        let h = req.headers_mut();
+        for (k, v) in &out.relay {
+            h.append(k, v.clone());
+        }
+        if let Ok(host) = HeaderValue::from_str(cand.target.authority.as_str()) {
+            h.insert(header::HOST, host);
+        }
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(out.body.len()));
+        if let Ok(id) = HeaderValue::from_str(cand.route_id.as_str()) {
+            h.insert(ROUTE_ID_HEADER, id.clone());
+            h.insert(NEXUS_ROUTE_ID_HEADER, id);
+        }
+        h.insert(
+            DEADLINE_HEADER,
+            HeaderValue::from(deadline.remaining_ms(Instant::now())),
+        );
+        req
+    }
+
+    async fn attempt(
+        &self,
+        cand: &Candidate,
+        out: &Outgoing,
+        deadline: Deadline,
+        sent: &Cell<bool>,
+    ) -> Result<Response<Incoming>, AttemptError> {
+        let key: Box<str> = cand.target.connect_addr().into();
+        let mut req = Self::request(cand, out, deadline);
+        if let Some(mut sender) = self.pool.take(&cand.target) {
+            sent.set(true);
+            match sender.try_send_request(req).await {
+                Ok(resp) => {
+                    self.pool.put_when_ready(key, sender);
+                    return Ok(resp);
+                }
+                Err(mut e) => match e.take_message() {
+                    // Handed back unsent: the pooled connection was stale.
+                    Some(r) => {
+                        sent.set(false);
+                        req = r;
+                    }
+                    None => return Err(classify(e.into_error())),
+                },
+            }
+        }
+        let mut sender: Sender = self
+            .pool
+            .connect(&cand.target)
+            .await
+            .map_err(|e| AttemptError::Failed(Failure::NotDelivered, e.to_string()))?;
+        // The deadline header must reflect the moment of sending.
+        req.headers_mut().insert(
+            DEADLINE_HEADER,
+            HeaderValue::from(deadline.remaining_ms(Instant::now())),
+        );
+        sent.set(true);
+        match sender.try_send_request(req).await {
+            Ok(resp) => {
+                self.pool.put_when_ready(key, sender);
+                Ok(resp)
+            }
+            Err(mut e) => match e.take_message() {
+                Some(_) => Err(AttemptError::Failed(
+                    Failure::NotDelivered,
+                    e.into_error().to_string(),
+                )),
+                None => Err(classify(e.into_error())),
+            },
+        }
+    }
+}
+
+fn classify(e: hyper::Error) -> AttemptError {
+    if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() {
+        AttemptError::BadResponse(e.to_string())
+    } else {
+        AttemptError::Failed(Failure::MaybeDelivered, e.to_string())
+    }
+}
+
+/// Our response for a handler's answer: its status, headers (minus
+/// hop-by-hop) and body, plus the route that served it.
+pub fn relay_response(fwd: Forwarded) -> Response<crate::body::Body> {
+    let (mut parts, incoming) = fwd.response.into_parts();
+    for name in HOP_BY_HOP {
+        parts.headers.remove(name);
+    }
+    if let Ok(v) = HeaderValue::from_str(fwd.route_id.as_str()) {
+        parts.headers.insert(ROUTE_ID_HEADER, v);
+    }
+    Response::from_parts(parts, crate::body::relay(incoming))
+}

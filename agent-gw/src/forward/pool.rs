@@ -1,0 +1,142 @@
+//! Bounded keep-alive pool of HTTP/1.1 connections to handler endpoints.
+//!
+//! One idle list per `host:port`, at most `max_idle_per_host` senders each
+//! and at most `max_hosts` lists; anything beyond is closed instead of
+//! kept. A connection goes back to the pool only when hyper says it is
+//! ready for the next request, i.e. after its response body was consumed.
+//! Single-threaded runtime, so plain `RefCell`s.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::forward::target::Target;
+
+pub type Sender = SendRequest<Full<Bytes>>;
+
+#[derive(Debug)]
+pub struct PoolConfig {
+    pub max_idle_per_host: usize,
+    pub max_hosts: usize,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            max_idle_per_host: 32,
+            max_hosts: 256,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Pool {
+    cfg: PoolConfig,
+    idle: RefCell<HashMap<Box<str>, Vec<Sender>>>,
+}
+
+/// Why no connection could be made. Always "never delivered".
+#[derive(Debug)]
+pub enum ConnectError {
+    Tcp(io::Error),
+    Handshake(hyper::Error),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Tcp(e) => write!(f, "connect failed: {e}"),
+            ConnectError::Handshake(e) => write!(f, "HTTP handshake failed: {e}"),
+        }
+    }
+}
+
+impl Pool {
+    pub fn new(cfg: PoolConfig) -> Rc<Pool> {
+        Rc::new(Pool {
+            cfg,
+            idle: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// An idle connection to `target`, if one is still open.
+    pub fn take(&self, target: &Target) -> Option<Sender> {
+        let mut idle = self.idle.borrow_mut();
+        let list = idle.get_mut(target.connect_addr())?;
+        while let Some(s) = list.pop() {
+            if s.is_ready() {
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    /// Keeps `sender` for reuse if the bounds allow.
+    pub fn put(&self, key: &str, sender: Sender) {
+        if sender.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.borrow_mut();
+        if !idle.contains_key(key) {
+            if idle.len() >= self.cfg.max_hosts {
+                idle.retain(|_, l| {
+                    l.retain(|s| !s.is_closed());
+                    !l.is_empty()
+                });
+                if idle.len() >= self.cfg.max_hosts {
+                    return;
+                }
+            }
+            idle.insert(key.into(), Vec::new());
+        }
+        if let Some(list) = idle.get_mut(key) {
+            list.retain(|s| !s.is_closed());
+            if list.len() < self.cfg.max_idle_per_host {
+                list.push(sender);
+            }
+        }
+    }
+
+    /// Returns `sender` to the pool once its current exchange has finished
+    /// (or drops it when the connection closes).
+    pub fn put_when_ready(self: &Rc<Self>, key: Box<str>, mut sender: Sender) {
+        let pool = self.clone();
+        tokio::task::spawn_local(async move {
+            if sender.ready().await.is_ok() {
+                pool.put(&key, sender);
+            }
+        });
+    }
+
+    /// Opens a fresh connection; the caller bounds it with the deadline.
+    pub async fn connect(&self, target: &Target) -> Result<Sender, ConnectError> {
+        let stream = TcpStream::connect(target.connect_addr())
+            .await
+            .map_err(ConnectError::Tcp)?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(ConnectError::Handshake)?;
+        tokio::task::spawn_local(async move {
+            // Errors here surface on the request future as well.
+            let _ = conn.await;
+        });
+        Ok(sender)
+    }
+
+    /// Idle connections currently kept for `addr` (tests, stats).
+    pub fn idle_count(&self, addr: &str) -> usize {
+        self.idle
+            .borrow()
+            .get(addr)
+            .map_or(0, |l| l.iter().filter(|s| !s.is_closed()).count())
+    }
+}

@@ -1,0 +1,186 @@
+//! The route table of the SDK API: (method, path) → endpoint.
+//!
+//! Pure, so the whole table is a unit test. Paths are matched exactly (no
+//! trailing-slash or case games); query strings are the endpoint's
+//! business.
+
+use http::Method;
+
+/// Task sub-resources (`/agent/v1/tasks/{id}[/...]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskOp {
+    Status,
+    Events,
+    Result,
+    Cancel,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint<'p> {
+    Healthz,
+    Authentication,
+    Bootstrap,
+    Register,
+    Renew,
+    Unregister,
+    Route,
+    Invoke,
+    InvokeStream,
+    Task { id: &'p str, op: TaskOp },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoEndpoint {
+    NotFound,
+    /// Known path, wrong method; the value is the `Allow` header.
+    MethodNotAllowed(&'static str),
+}
+
+/// Longest task id accepted in a path.
+pub const MAX_TASK_ID: usize = 128;
+
+pub fn resolve<'p>(method: &Method, path: &'p str) -> Result<Endpoint<'p>, NoEndpoint> {
+    use Endpoint::*;
+    let (ep, allow) = match path {
+        "/healthz" => (Healthz, "GET"),
+        "/agent/v1/authentication" => (Authentication, "GET"),
+        "/agent/v1/bootstrap" => (Bootstrap, "POST"),
+        "/agent/v1/register" => (Register, "POST"),
+        "/agent/v1/renew" => (Renew, "POST"),
+        "/agent/v1/unregister" => (Unregister, "POST"),
+        "/agent/v1/route" => (Route, "POST"),
+        "/agent/v1/invoke" => (Invoke, "POST"),
+        "/agent/v1/invoke-stream" => (InvokeStream, "POST"),
+        _ => return task(method, path),
+    };
+    let ok = match allow {
+        "GET" => method == Method::GET || method == Method::HEAD,
+        _ => method == Method::POST,
+    };
+    if ok {
+        Ok(ep)
+    } else {
+        Err(NoEndpoint::MethodNotAllowed(allow))
+    }
+}
+
+fn task<'p>(method: &Method, path: &'p str) -> Result<Endpoint<'p>, NoEndpoint> {
+    let rest = path
+        .strip_prefix("/agent/v1/tasks/")
+        .ok_or(NoEndpoint::NotFound)?;
+    let (id, sub) = match rest.split_once('/') {
+        Some((id, sub)) => (id, Some(sub)),
+        None => (rest, None),
+    };
+    if id.is_empty() || id.len() > MAX_TASK_ID {
+        return Err(NoEndpoint::NotFound);
+    }
+    let (op, allow) = match sub {
+        None if method == Method::GET => (TaskOp::Status, ""),
+        None if method == Method::DELETE => (TaskOp::Cancel, ""),
+        None => return Err(NoEndpoint::MethodNotAllowed("GET, DELETE")),
+        Some("events") => (TaskOp::Events, "GET"),
+        Some("result") => (TaskOp::Result, "GET"),
+        Some(_) => return Err(NoEndpoint::NotFound),
+    };
+    if !allow.is_empty() && method != Method::GET {
+        return Err(NoEndpoint::MethodNotAllowed(allow));
+    }
+    Ok(Endpoint::Task { id, op })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sdk_endpoint_resolves() {
+        let post = Method::POST;
+        assert_eq!(resolve(&Method::GET, "/healthz"), Ok(Endpoint::Healthz));
+        assert_eq!(
+            resolve(&Method::GET, "/agent/v1/authentication"),
+            Ok(Endpoint::Authentication)
+        );
+        assert_eq!(
+            resolve(&post, "/agent/v1/bootstrap"),
+            Ok(Endpoint::Bootstrap)
+        );
+        assert_eq!(resolve(&post, "/agent/v1/register"), Ok(Endpoint::Register));
+        assert_eq!(resolve(&post, "/agent/v1/renew"), Ok(Endpoint::Renew));
+        assert_eq!(
+            resolve(&post, "/agent/v1/unregister"),
+            Ok(Endpoint::Unregister)
+        );
+        assert_eq!(resolve(&post, "/agent/v1/route"), Ok(Endpoint::Route));
+        assert_eq!(resolve(&post, "/agent/v1/invoke"), Ok(Endpoint::Invoke));
+        assert_eq!(
+            resolve(&post, "/agent/v1/invoke-stream"),
+            Ok(Endpoint::InvokeStream)
+        );
+    }
+
+    #[test]
+    fn task_paths_resolve_with_their_id() {
+        let t = |m: &Method, p| resolve(m, p);
+        assert_eq!(
+            t(&Method::GET, "/agent/v1/tasks/t1"),
+            Ok(Endpoint::Task {
+                id: "t1",
+                op: TaskOp::Status
+            })
+        );
+        assert_eq!(
+            t(&Method::DELETE, "/agent/v1/tasks/t1"),
+            Ok(Endpoint::Task {
+                id: "t1",
+                op: TaskOp::Cancel
+            })
+        );
+        assert_eq!(
+            t(&Method::GET, "/agent/v1/tasks/t1/events"),
+            Ok(Endpoint::Task {
+                id: "t1",
+                op: TaskOp::Events
+            })
+        );
+        assert_eq!(
+            t(&Method::GET, "/agent/v1/tasks/t1/result"),
+            Ok(Endpoint::Task {
+                id: "t1",
+                op: TaskOp::Result
+            })
+        );
+        assert_eq!(
+            t(&Method::POST, "/agent/v1/tasks/t1"),
+            Err(NoEndpoint::MethodNotAllowed("GET, DELETE"))
+        );
+        assert_eq!(
+            t(&Method::GET, "/agent/v1/tasks/"),
+            Err(NoEndpoint::NotFound)
+        );
+        assert_eq!(
+            t(&Method::GET, "/agent/v1/tasks/t1/other"),
+            Err(NoEndpoint::NotFound)
+        );
+    }
+
+    #[test]
+    fn wrong_method_and_unknown_paths_are_told_apart() {
+        assert_eq!(
+            resolve(&Method::GET, "/agent/v1/invoke"),
+            Err(NoEndpoint::MethodNotAllowed("POST"))
+        );
+        assert_eq!(
+            resolve(&Method::POST, "/healthz"),
+            Err(NoEndpoint::MethodNotAllowed("GET"))
+        );
+        assert_eq!(
+            resolve(&Method::POST, "/agent/v1/invoke/"),
+            Err(NoEndpoint::NotFound)
+        );
+        assert_eq!(
+            resolve(&Method::POST, "/agent/v2/invoke"),
+            Err(NoEndpoint::NotFound)
+        );
+    }
+}

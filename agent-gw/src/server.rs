@@ -1,0 +1,135 @@
+//! The HTTP/1.1 listener of the SDK API.
+//!
+//! ```text
+//!  accept loop ──spawn_local──▶ connection (hyper http1, keep-alive)
+//!                                   │ one service call per request
+//!                                   ▼
+//!                     dispatch: router::resolve → endpoints::*
+//! ```
+//!
+//! Everything runs on one current-thread runtime inside a `LocalSet`; the
+//! number of open client connections is bounded (`max_connections`), and a
+//! slow client cannot hold a connection open without sending headers.
+
+use std::cell::Cell;
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+
+use crate::api::error::{ApiError, ErrorCode};
+use crate::body::Body;
+use crate::endpoints::{self, health, invoke, lease, tasks, Ctx};
+use crate::router::{self, Endpoint, NoEndpoint};
+use crate::state::AppState;
+
+/// A client must finish its request head within this time.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request head (and read buffer) per connection.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// Binds the SDK listener.
+pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+/// Serves connections from `listener` until the task is dropped. Must run
+/// inside a `tokio::task::LocalSet`.
+pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
+    let open = Rc::new(Cell::new(0usize));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off briefly instead of spinning.
+                eprintln!("agent-gw: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if open.get() >= state.cfg.max_connections {
+            drop(stream);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        open.set(open.get() + 1);
+        let open = open.clone();
+        let state = state.clone();
+        tokio::task::spawn_local(async move {
+            let cx = Ctx { state, peer };
+            let svc = service_fn(move |req| {
+                let cx = cx.clone();
+                async move { Ok::<_, Infallible>(dispatch(&cx, req).await) }
+            });
+            let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_buf_size(MAX_HEAD_BYTES)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+            open.set(open.get() - 1);
+        });
+    }
+}
+
+/// Routes one request to its endpoint and renders errors.
+pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let ep = match router::resolve(&parts.method, parts.uri.path()) {
+        Ok(ep) => ep,
+        Err(NoEndpoint::NotFound) => {
+            return ApiError::new(
+                ErrorCode::NotFound,
+                format!("no endpoint {}", parts.uri.path()),
+            )
+            .into_response()
+        }
+        Err(NoEndpoint::MethodNotAllowed(allow)) => {
+            return ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                format!("{} does not accept {}", parts.uri.path(), parts.method),
+            )
+            .allow(allow)
+            .into_response()
+        }
+    };
+    let result = match ep {
+        Endpoint::Healthz => Ok(health::healthz(cx)),
+        Endpoint::Authentication => health::authentication(cx),
+        Endpoint::Bootstrap => health::bootstrap(cx),
+        Endpoint::Register => lease::register(cx, &parts, body).await,
+        Endpoint::Renew => lease::renew(cx, &parts, body).await,
+        Endpoint::Unregister => lease::unregister(cx, &parts, body).await,
+        Endpoint::Route => invoke::route(cx, &parts, body)
+            .await
+            .map_err(ApiError::rejected),
+        Endpoint::Invoke => invoke::invoke(cx, &parts, body)
+            .await
+            .map_err(ApiError::rejected),
+        Endpoint::InvokeStream => invoke::invoke_stream(cx, &parts, body)
+            .await
+            .map_err(ApiError::rejected),
+        Endpoint::Task { id, op } => tasks::task(cx, &parts, id, op),
+    };
+    result.unwrap_or_else(ApiError::into_response)
+}
+
+/// Convenience for the binary and tests: bind, log the address, serve.
+pub async fn run(state: Rc<AppState>) -> io::Result<()> {
+    let listener = bind(state.cfg.sdk_listen).await?;
+    eprintln!("agent-gw: listening sdk={}", listener.local_addr()?);
+    serve(listener, state).await;
+    Ok(())
+}
+
+#[doc(hidden)]
+pub use endpoints::Ctx as RequestContext;
