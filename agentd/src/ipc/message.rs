@@ -440,15 +440,20 @@ pub struct CandidateView {
 /// `agentctl lookup [--explain]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LookupView {
-    /// Id of the policy rule that matched; `None` for the default action.
+    /// Id of the policy rule that decided; `None` for the default action.
     pub rule: Option<Box<str>>,
-    /// A deny rule (or default deny) decided; no candidates then.
+    /// A deny rule, the default action or an invalid policy refused the
+    /// request; no route was evaluated.
     pub denied: bool,
+    /// Why nothing can be used, when nothing can: `policy_denied`,
+    /// `default_deny`, `policy_invalid`, or the most specific rejection
+    /// reason of the candidates (`lease_expired`, `unhealthy`, …).
+    pub refusal: Option<Box<str>>,
     /// Best first; the winner is `candidates[0]`. Without `explain` only
     /// the winner is listed.
     pub candidates: Vec<CandidateView>,
-    /// Rejections per eligibility reason (`tenant`, `lease`, …); filled
-    /// only with `explain`.
+    /// Rejections per eligibility reason, non-zero ones only; filled only
+    /// with `explain`.
     pub rejections: BTreeMap<Box<str>, u64>,
 }
 
@@ -491,9 +496,9 @@ pub enum IpcError {
         reason: ConflictReason,
     },
     LeaseOutOfRange {
-        requested: u32,
-        min: u32,
-        max: u32,
+        requested: u64,
+        min: u64,
+        max: u64,
     },
     Invalid {
         field: Box<str>,

@@ -8,6 +8,7 @@
 //!   state loop.
 
 pub mod client;
+pub mod convert;
 pub mod frame;
 pub mod message;
 pub mod server;
