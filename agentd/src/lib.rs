@@ -15,3 +15,8 @@ pub mod score;
 pub mod select;
 pub mod table;
 pub mod time;
+
+#[cfg(feature = "daemon")]
+pub mod cli;
+#[cfg(feature = "daemon")]
+pub mod daemon;

@@ -1,0 +1,71 @@
+# agentd suite — developer entry points.
+#
+#   make demo    build and run agentd on its embedded demo config, query it
+#   make test    build, lint, format check and every test (what CI runs)
+#   make bench   selection benchmarks (divan)
+#   make fuzz    every cargo-fuzz target for a bounded time (nightly)
+
+CARGO      ?= cargo
+FUZZ_SECS  ?= 30
+# Where `make demo` finds the binaries (dev profile: fast to build).
+BIN_DIR    ?= target/debug
+
+.PHONY: all demo test toolchain build clippy fmt-check test-rust test-python bench fuzz
+
+all: test
+
+toolchain:
+	@command -v $(CARGO) >/dev/null 2>&1 || { \
+	  echo "error: cargo not found. Install Rust with rustup (https://rustup.rs), then re-run make." >&2; exit 1; }
+	@command -v rustup >/dev/null 2>&1 || \
+	  echo "note: rustup not found; using $$($(CARGO) --version). 'make fuzz' needs rustup's nightly toolchain." >&2
+	@$(CARGO) clippy --version >/dev/null 2>&1 || { \
+	  echo "error: clippy missing: rustup component add clippy" >&2; exit 1; }
+	@$(CARGO) fmt --version >/dev/null 2>&1 || { \
+	  echo "error: rustfmt missing: rustup component add rustfmt" >&2; exit 1; }
+
+build: toolchain
+	$(CARGO) build --workspace --all-targets
+
+clippy: toolchain
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt-check: toolchain
+	$(CARGO) fmt --all --check
+
+# nextest when installed (parallel, clearer failures); doc tests still need
+# plain cargo test because nextest does not run them.
+test-rust: build
+	@if command -v cargo-nextest >/dev/null 2>&1; then \
+	  echo "$(CARGO) nextest run --workspace"; $(CARGO) nextest run --workspace --no-tests=pass && \
+	  echo "$(CARGO) test --workspace --doc"; $(CARGO) test --workspace --doc; \
+	else \
+	  echo "$(CARGO) test --workspace"; $(CARGO) test --workspace; \
+	fi
+
+# ---- test-python: reserved for the gateway / SDK work -------------------
+# The Python SDK and the system tests with real MCP/A2A clients hook in
+# here (pip install ./sdk-python-bindings, pytest tests/). Until they
+# exist this target does nothing, and says so.
+test-python:
+	@echo "test-python: no Python tests in the repository yet"
+
+test: build clippy fmt-check test-rust test-python
+
+demo: toolchain
+	$(CARGO) build -p agentd --bins
+	BIN_DIR=$(BIN_DIR) scripts/demo.sh
+
+bench: toolchain
+	$(CARGO) bench -p agentd --bench select
+
+# Runs every target under fuzz/fuzz_targets for FUZZ_SECS seconds each.
+fuzz: toolchain
+	@command -v rustup >/dev/null 2>&1 || { echo "error: make fuzz needs rustup with a nightly toolchain" >&2; exit 1; }
+	@rustup toolchain list | grep -q '^nightly' || { echo "error: no nightly toolchain: rustup toolchain install nightly" >&2; exit 1; }
+	@$(CARGO) fuzz --version >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	@test -d fuzz/fuzz_targets || { echo "error: no fuzz/fuzz_targets directory" >&2; exit 1; }
+	@set -e; for t in $$($(CARGO) +nightly fuzz list); do \
+	  echo "== fuzz $$t ($(FUZZ_SECS)s)"; \
+	  $(CARGO) +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECS); \
+	done

@@ -1,0 +1,188 @@
+//! agentctl's command line: global options and the subcommand.
+//!
+//! `agentctl [--socket PATH] [--config FILE] [--json] COMMAND [ARGS]`
+
+use std::path::PathBuf;
+
+use super::args::{Arg, Parser, UsageError};
+
+pub const USAGE: &str = "\
+usage: agentctl [--socket PATH] [--config FILE] [--json] COMMAND
+
+commands:
+  status                         daemon state, config generation, errors
+  routes                         every route in the RIB
+  agents                         origins (agents) and their routes
+  lookup CAPABILITY [--version N] [--tenant T] [--source S] [--explain]
+                                 the route a call would take (and why)
+  reload                         re-read the config (same as SIGHUP)
+  rpcd list | rpcd call METHOD   rpcd exec-plugin protocol (ubus object agentd)
+
+options:
+  --socket PATH   agentd's IPC socket (default: ipc_socket from the config)
+  --config FILE   UCI file to read the socket path from (default /etc/config/agentd)
+  --json          machine-readable output
+
+exit status: 0 ok, 1 the daemon refused, 2 usage, 3 cannot reach the daemon
+";
+
+/// Exit statuses, stable for scripts.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const DAEMON_ERROR: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const CONNECT: u8 = 3;
+}
+
+/// A route lookup as the CLI and ubus express it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LookupQuery {
+    pub capability: String,
+    /// Interface version; `None` means 1.
+    pub version: Option<u32>,
+    pub tenant: Option<String>,
+    pub source: Option<String>,
+    pub explain: bool,
+}
+
+/// What agentctl does, independent of how it was asked (CLI or rpcd).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Status,
+    Routes,
+    Agents,
+    Lookup(LookupQuery),
+    Reload,
+    RpcdList,
+    RpcdCall(String),
+    Help,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CtlOptions {
+    pub socket: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+    pub json: bool,
+    pub command: Command,
+}
+
+/// Parses agentctl's arguments; options may come before or after the
+/// command word.
+pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
+    let mut socket = None;
+    let mut config = None;
+    let mut json = false;
+    let mut words: Vec<String> = Vec::new();
+    let mut lookup = LookupQuery::default();
+    let mut lookup_opts = false;
+    while let Some(arg) = p.next()? {
+        match arg {
+            Arg::Long(l) if l == "socket" => socket = Some(PathBuf::from(p.value()?)),
+            Arg::Long(l) if l == "config" => config = Some(PathBuf::from(p.value()?)),
+            Arg::Long(l) if l == "json" => json = true,
+            Arg::Long(l) if l == "help" => return Ok(CtlOptions { socket, config, json, command: Command::Help }),
+            Arg::Short('h') => return Ok(CtlOptions { socket, config, json, command: Command::Help }),
+            Arg::Long(l) if l == "version" => {
+                lookup.version = Some(p.number()?);
+                lookup_opts = true;
+            }
+            Arg::Long(l) if l == "tenant" => {
+                lookup.tenant = Some(p.value()?);
+                lookup_opts = true;
+            }
+            Arg::Long(l) if l == "source" => {
+                lookup.source = Some(p.value()?);
+                lookup_opts = true;
+            }
+            Arg::Long(l) if l == "explain" => {
+                lookup.explain = true;
+                lookup_opts = true;
+            }
+            Arg::Positional(w) => words.push(w),
+            other => return Err(other.unexpected()),
+        }
+    }
+    let mut words = words.into_iter();
+    let command = match words.next().as_deref() {
+        None => return Err(UsageError::Missing("command (try agentctl --help)")),
+        Some("status") => Command::Status,
+        Some("routes") => Command::Routes,
+        Some("agents") => Command::Agents,
+        Some("reload") => Command::Reload,
+        Some("help") => Command::Help,
+        Some("lookup") => {
+            lookup.capability = words.next().ok_or(UsageError::Missing("capability for lookup"))?;
+            Command::Lookup(lookup.clone())
+        }
+        Some("rpcd") => match words.next().as_deref() {
+            Some("list") => Command::RpcdList,
+            Some("call") => Command::RpcdCall(words.next().ok_or(UsageError::Missing("method for rpcd call"))?),
+            Some(other) => return Err(UsageError::UnexpectedArgument(other.to_string())),
+            None => return Err(UsageError::Missing("rpcd verb (list or call)")),
+        },
+        Some(other) => return Err(UsageError::UnexpectedArgument(other.to_string())),
+    };
+    if let Some(extra) = words.next() {
+        return Err(UsageError::UnexpectedArgument(extra));
+    }
+    if lookup_opts && !matches!(command, Command::Lookup(_)) {
+        return Err(UsageError::Conflict("--version/--tenant/--source/--explain", "a command other than lookup"));
+    }
+    Ok(CtlOptions { socket, config, json, command })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_args(args: &[&str]) -> Result<CtlOptions, UsageError> {
+        parse(Parser::new(args.iter().map(|s| s.to_string())))
+    }
+
+    #[test]
+    fn lookup_takes_capability_and_filters_in_any_order() {
+        let o = parse_args(&["--json", "lookup", "--explain", "demo.echo", "--version", "2", "--tenant=lab"]).unwrap();
+        assert!(o.json);
+        assert_eq!(
+            o.command,
+            Command::Lookup(LookupQuery {
+                capability: "demo.echo".into(),
+                version: Some(2),
+                tenant: Some("lab".into()),
+                source: None,
+                explain: true,
+            })
+        );
+    }
+
+    #[test]
+    fn lookup_without_capability_is_a_usage_error() {
+        assert_eq!(parse_args(&["lookup"]), Err(UsageError::Missing("capability for lookup")));
+    }
+
+    #[test]
+    fn lookup_filters_on_other_commands_are_refused() {
+        assert!(matches!(parse_args(&["status", "--explain"]), Err(UsageError::Conflict(..))));
+    }
+
+    #[test]
+    fn rpcd_verbs_parse() {
+        assert_eq!(parse_args(&["rpcd", "list"]).unwrap().command, Command::RpcdList);
+        assert_eq!(parse_args(&["rpcd", "call", "status"]).unwrap().command, Command::RpcdCall("status".into()));
+        assert!(parse_args(&["rpcd", "call"]).is_err());
+    }
+
+    #[test]
+    fn socket_option_is_kept() {
+        let o = parse_args(&["--socket", "/tmp/s", "status"]).unwrap();
+        assert_eq!(o.socket, Some(PathBuf::from("/tmp/s")));
+        assert_eq!(o.command, Command::Status);
+    }
+
+    #[test]
+    fn unknown_command_and_extra_words_are_refused() {
+        assert!(parse_args(&["frobnicate"]).is_err());
+        assert!(parse_args(&["status", "now"]).is_err());
+        assert!(parse_args(&[]).is_err());
+    }
+}

@@ -1,0 +1,11 @@
+//! agentctl: the command-line client of agentd and the backend of its
+//! rpcd exec plugin (ubus object `agentd`).
+//!
+//! Parsing ([`command`]), transport-independent rendering ([`render`]) and
+//! the rpcd protocol ([`rpcd`]) are library code so tests exercise them
+//! without a process; `bin/agentctl.rs` only wires them to the socket.
+
+pub mod args;
+pub mod command;
+pub mod rpcd;
+pub mod table;

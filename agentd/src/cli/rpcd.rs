@@ -1,0 +1,234 @@
+//! The rpcd exec-plugin protocol behind ubus object `agentd`.
+//!
+//! rpcd runs `/usr/libexec/rpcd/agentd list` once and expects the method
+//! signatures at once (it waits without a timeout, so `list` never
+//! contacts the daemon), then `... call METHOD` with the JSON arguments on
+//! stdin, and expects one JSON object on stdout.
+//!
+//! Methods whose subsystem does not exist yet answer
+//! `{"error":"unsupported",...}` rather than inventing data.
+
+use std::fmt;
+use std::io::Read;
+
+use serde_json::{json, Map, Value};
+
+use super::command::{Command, LookupQuery};
+
+/// Largest argument object accepted on stdin. ubus messages are small; a
+/// bigger input is a mistake or an attack, not a lookup.
+pub const MAX_INPUT: usize = 64 * 1024;
+
+/// Every method of ubus object `agentd` (DESIGN §9), with rpcd's
+/// by-example argument types: "str" string, 32 integer, true boolean.
+pub fn signatures() -> Value {
+    json!({
+        "status": {},
+        "routes": {},
+        "agents": {},
+        "lookup": { "capability": "str", "version": 32, "tenant": "str", "source": "str", "explain": true },
+        "peers": {},
+        "candidates": {},
+        "approve": { "router_id": "str", "record_version": 32 },
+        "revoke": { "router_id": "str" },
+        "reload": {},
+        "tasks": {},
+        "stats": {},
+    })
+}
+
+/// Why an rpcd call was refused before reaching the daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RpcdError {
+    /// stdin held more than [`MAX_INPUT`] bytes.
+    InputTooLarge,
+    /// stdin could not be read.
+    Read(std::io::ErrorKind),
+    /// stdin is not JSON; position of the first error.
+    BadJson { line: usize, column: usize },
+    /// stdin is JSON but not an object.
+    NotAnObject,
+    /// An argument has the wrong type or an invalid value.
+    BadArgument { name: &'static str, expected: &'static str },
+    /// A required argument is absent.
+    MissingArgument(&'static str),
+    UnknownMethod(String),
+    /// A method of the ubus object whose subsystem is not built yet.
+    Unsupported(&'static str),
+}
+
+impl RpcdError {
+    /// Stable error code for the `error` field.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RpcdError::InputTooLarge
+            | RpcdError::Read(_)
+            | RpcdError::BadJson { .. }
+            | RpcdError::NotAnObject
+            | RpcdError::BadArgument { .. }
+            | RpcdError::MissingArgument(_) => "invalid_argument",
+            RpcdError::UnknownMethod(_) => "unknown_method",
+            RpcdError::Unsupported(_) => "unsupported",
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        error_json(self.code(), &self.to_string())
+    }
+}
+
+impl fmt::Display for RpcdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RpcdError::InputTooLarge => write!(f, "arguments exceed {MAX_INPUT} bytes"),
+            RpcdError::Read(kind) => write!(f, "cannot read arguments from stdin: {kind}"),
+            RpcdError::BadJson { line, column } => {
+                write!(f, "arguments are not valid JSON (line {line}, column {column})")
+            }
+            RpcdError::NotAnObject => write!(f, "arguments must be a JSON object"),
+            RpcdError::BadArgument { name, expected } => write!(f, "argument {name:?} must be {expected}"),
+            RpcdError::MissingArgument(name) => write!(f, "argument {name:?} is required"),
+            RpcdError::UnknownMethod(m) => write!(f, "object agentd has no method {m:?}"),
+            RpcdError::Unsupported(m) => {
+                write!(f, "method {m:?} needs a subsystem this agentd build does not have yet")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RpcdError {}
+
+/// `{"error": code, "message": text}`, the shape of every error we print.
+pub fn error_json(code: &str, message: &str) -> Value {
+    json!({ "error": code, "message": message })
+}
+
+/// Reads at most [`MAX_INPUT`] bytes of arguments. Empty input is `{}`
+/// (rpcd sends nothing for methods without arguments).
+pub fn read_args(input: impl Read) -> Result<Map<String, Value>, RpcdError> {
+    let mut buf = Vec::new();
+    input
+        .take(MAX_INPUT as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| RpcdError::Read(e.kind()))?;
+    if buf.len() > MAX_INPUT {
+        return Err(RpcdError::InputTooLarge);
+    }
+    if buf.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Value>(&buf) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(RpcdError::NotAnObject),
+        Err(e) => Err(RpcdError::BadJson { line: e.line(), column: e.column() }),
+    }
+}
+
+fn opt_str(args: &Map<String, Value>, name: &'static str) -> Result<Option<String>, RpcdError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(RpcdError::BadArgument { name, expected: "a string" }),
+    }
+}
+
+/// Maps a method and its arguments to the command agentctl runs.
+pub fn command_for(method: &str, args: &Map<String, Value>) -> Result<Command, RpcdError> {
+    Ok(match method {
+        "status" => Command::Status,
+        "routes" => Command::Routes,
+        "agents" => Command::Agents,
+        "reload" => Command::Reload,
+        "lookup" => {
+            let capability = opt_str(args, "capability")?.ok_or(RpcdError::MissingArgument("capability"))?;
+            let version = match args.get("version") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| *n >= 1)
+                        .ok_or(RpcdError::BadArgument { name: "version", expected: "an integer ≥ 1" })?,
+                ),
+            };
+            let explain = match args.get("explain") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                // ubus callers often send 0/1 for booleans.
+                Some(Value::Number(n)) if n.as_u64() == Some(0) => false,
+                Some(Value::Number(n)) if n.as_u64() == Some(1) => true,
+                Some(_) => return Err(RpcdError::BadArgument { name: "explain", expected: "a boolean" }),
+            };
+            Command::Lookup(LookupQuery {
+                capability,
+                version,
+                tenant: opt_str(args, "tenant")?,
+                source: opt_str(args, "source")?,
+                explain,
+            })
+        }
+        "peers" => return Err(RpcdError::Unsupported("peers")),
+        "candidates" => return Err(RpcdError::Unsupported("candidates")),
+        "approve" => return Err(RpcdError::Unsupported("approve")),
+        "revoke" => return Err(RpcdError::Unsupported("revoke")),
+        "tasks" => return Err(RpcdError::Unsupported("tasks")),
+        "stats" => return Err(RpcdError::Unsupported("stats")),
+        other => return Err(RpcdError::UnknownMethod(other.to_string())),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_method_is_either_a_command_or_honestly_unsupported() {
+        let sigs = signatures();
+        let methods = sigs.as_object().unwrap();
+        assert_eq!(methods.len(), 11);
+        let args: Map<String, Value> =
+            serde_json::from_str(r#"{"capability":"demo.echo","router_id":"r"}"#).unwrap();
+        for m in methods.keys() {
+            match command_for(m, &args) {
+                Ok(_) | Err(RpcdError::Unsupported(_)) => {}
+                Err(e) => panic!("listed method {m} fails with {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn lookup_arguments_are_typed() {
+        let args = read_args(&br#"{"capability":"demo.echo","version":2,"explain":1,"tenant":"lab"}"#[..]).unwrap();
+        assert_eq!(
+            command_for("lookup", &args),
+            Ok(Command::Lookup(LookupQuery {
+                capability: "demo.echo".into(),
+                version: Some(2),
+                tenant: Some("lab".into()),
+                source: None,
+                explain: true
+            }))
+        );
+        let bad = read_args(&br#"{"capability":"x","version":"two"}"#[..]).unwrap();
+        assert_eq!(
+            command_for("lookup", &bad),
+            Err(RpcdError::BadArgument { name: "version", expected: "an integer ≥ 1" })
+        );
+        assert_eq!(command_for("lookup", &Map::new()), Err(RpcdError::MissingArgument("capability")));
+    }
+
+    #[test]
+    fn input_is_bounded_and_must_be_an_object() {
+        assert_eq!(read_args(&b""[..]), Ok(Map::new()));
+        assert_eq!(read_args(&b"[1]"[..]), Err(RpcdError::NotAnObject));
+        assert!(matches!(read_args(&b"{oops"[..]), Err(RpcdError::BadJson { line: 1, .. })));
+        let big = vec![b' '; MAX_INPUT + 1];
+        assert_eq!(read_args(&big[..]), Err(RpcdError::InputTooLarge));
+    }
+
+    #[test]
+    fn unknown_and_unsupported_methods_have_distinct_codes() {
+        assert_eq!(command_for("nope", &Map::new()).unwrap_err().code(), "unknown_method");
+        let e = command_for("peers", &Map::new()).unwrap_err();
+        assert_eq!(e.to_json()["error"], "unsupported");
+    }
+}

@@ -1,0 +1,130 @@
+//! Logging: syslog (OpenWrt `logd`) by default, stderr with `-f`.
+//!
+//! A dozen lines of libc instead of a logging framework: the daemon logs
+//! a few lines per state change, never per request, and the router image
+//! should not carry a formatter stack for that. The level is an atomic so
+//! a reload can change `log_level` without re-initialising anything.
+
+use std::ffi::CString;
+use std::fmt;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+/// Severity, in syslog order (lower is more severe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Error = 3,
+    Warn = 4,
+    Notice = 5,
+    Info = 6,
+    Debug = 7,
+}
+
+impl Level {
+    /// Parses a UCI `log_level` value.
+    pub fn parse(s: &str) -> Option<Level> {
+        Some(match s {
+            "error" | "err" => Level::Error,
+            "warn" | "warning" => Level::Warn,
+            "notice" => Level::Notice,
+            "info" => Level::Info,
+            "debug" => Level::Debug,
+            _ => return None,
+        })
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warn => "warning",
+            Level::Notice => "notice",
+            Level::Info => "info",
+            Level::Debug => "debug",
+        }
+    }
+
+    fn from_u8(v: u8) -> Level {
+        match v {
+            3 => Level::Error,
+            4 => Level::Warn,
+            5 => Level::Notice,
+            6 => Level::Info,
+            _ => Level::Debug,
+        }
+    }
+}
+
+/// Where log lines go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sink {
+    Stderr,
+    Syslog,
+}
+
+static MAX_LEVEL: AtomicU8 = AtomicU8::new(Level::Info as u8);
+static TO_SYSLOG: AtomicBool = AtomicBool::new(false);
+
+/// Chooses the sink; call once at startup before logging.
+pub fn init(sink: Sink, ident: &'static std::ffi::CStr) {
+    if sink == Sink::Syslog {
+        // SAFETY: `ident` is 'static, as openlog requires (it keeps the
+        // pointer); the flags are plain constants.
+        unsafe { libc::openlog(ident.as_ptr(), libc::LOG_PID | libc::LOG_NDELAY, libc::LOG_DAEMON) };
+    }
+    TO_SYSLOG.store(sink == Sink::Syslog, Ordering::Relaxed);
+}
+
+/// Sets the most verbose level that is still written.
+pub fn set_level(level: Level) {
+    MAX_LEVEL.store(level as u8, Ordering::Relaxed);
+}
+
+pub fn level() -> Level {
+    Level::from_u8(MAX_LEVEL.load(Ordering::Relaxed))
+}
+
+pub fn enabled(level: Level) -> bool {
+    level as u8 <= MAX_LEVEL.load(Ordering::Relaxed)
+}
+
+/// Writes one line at `level` if enabled. Use the `log_*!` macros.
+pub fn write(level: Level, args: fmt::Arguments<'_>) {
+    if !enabled(level) {
+        return;
+    }
+    let line = args.to_string();
+    if TO_SYSLOG.load(Ordering::Relaxed) {
+        // Interior NULs cannot come from our own format strings but may
+        // come from interpolated config text: replace rather than drop.
+        let c = CString::new(line.replace('\0', "\\0")).unwrap_or_default();
+        // SAFETY: "%s" with one valid NUL-terminated string argument.
+        unsafe { libc::syslog(level as libc::c_int, c"%s".as_ptr(), c.as_ptr()) };
+    } else {
+        let _ = writeln!(std::io::stderr().lock(), "agentd[{}]: {}", level.label(), line);
+    }
+}
+
+macro_rules! log_error { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Error, format_args!($($t)*)) } }
+macro_rules! log_warn { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Warn, format_args!($($t)*)) } }
+macro_rules! log_notice { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Notice, format_args!($($t)*)) } }
+macro_rules! log_info { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Info, format_args!($($t)*)) } }
+macro_rules! log_debug { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Debug, format_args!($($t)*)) } }
+#[allow(unused_imports)]
+pub(crate) use {log_debug, log_error, log_info, log_notice, log_warn};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uci_log_levels_parse() {
+        assert_eq!(Level::parse("warning"), Some(Level::Warn));
+        assert_eq!(Level::parse("debug"), Some(Level::Debug));
+        assert_eq!(Level::parse("loud"), None);
+    }
+
+    #[test]
+    fn more_severe_levels_pass_a_stricter_filter() {
+        assert!(Level::Error < Level::Info);
+    }
+}
