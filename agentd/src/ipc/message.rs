@@ -455,6 +455,10 @@ pub struct LookupView {
     /// Rejections per eligibility reason, non-zero ones only; filled only
     /// with `explain`.
     pub rejections: BTreeMap<Box<str>, u64>,
+    /// Why nothing was selected (deny rule, default deny, invalid policy
+    /// with its error, or the most specific rejection); `None` when a
+    /// route was found.
+    pub reason: Option<Box<str>>,
 }
 
 /// `agentctl stats`: named counters.
