@@ -434,6 +434,10 @@ async fn serve_connection(
         shared: Arc::clone(&shared),
     };
     let (mut rd, mut wr) = stream.split();
+    // A client may send its first requests in the same write as its Hello;
+    // those frames are already in the decoder and must be served before
+    // waiting for more bytes.
+    let mut leftover = decoder.buffered() > 0;
 
     loop {
         tokio::select! {
@@ -458,16 +462,19 @@ async fn serve_connection(
                     w = wr.write_all(&out) => if let Err(e) = w { return Disconnect::Io(e.kind()) },
                 }
             }
-            n = rd.read(&mut buf) => {
-                let n = match n {
-                    Ok(0) => return match decoder.finish() {
+            n = async {
+                if leftover { Ok(None) } else { rd.read(&mut buf).await.map(Some) }
+            } => {
+                leftover = false;
+                match n {
+                    Ok(Some(0)) => return match decoder.finish() {
                         Ok(()) => Disconnect::Closed,
                         Err(e) => Disconnect::Malformed(e),
                     },
-                    Ok(n) => n,
+                    Ok(Some(n)) => decoder.push(&buf[..n]),
+                    Ok(None) => {}
                     Err(e) => return Disconnect::Io(e.kind()),
-                };
-                decoder.push(&buf[..n]);
+                }
                 loop {
                     let request = match decoder.next_message::<Request>() {
                         Ok(Some(r)) => r,
