@@ -19,4 +19,6 @@ pub mod time;
 #[cfg(feature = "daemon")]
 pub mod cli;
 #[cfg(feature = "daemon")]
+pub mod config;
+#[cfg(feature = "daemon")]
 pub mod daemon;

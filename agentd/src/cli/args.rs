@@ -20,7 +20,11 @@ pub enum UsageError {
     /// `--flag=value` for an option that takes no value.
     UnexpectedValue(String),
     /// A value that does not parse as the option's type.
-    BadValue { option: String, value: String, reason: &'static str },
+    BadValue {
+        option: String,
+        value: String,
+        reason: &'static str,
+    },
     /// A command needs an argument it did not get.
     Missing(&'static str),
     /// Two options that cannot be combined.
@@ -34,7 +38,11 @@ impl fmt::Display for UsageError {
             UsageError::UnknownOption(o) => write!(f, "unknown option {o}"),
             UsageError::UnexpectedArgument(a) => write!(f, "unexpected argument {a:?}"),
             UsageError::UnexpectedValue(o) => write!(f, "option {o} takes no value"),
-            UsageError::BadValue { option, value, reason } => {
+            UsageError::BadValue {
+                option,
+                value,
+                reason,
+            } => {
                 write!(f, "invalid value {value:?} for {option}: {reason}")
             }
             UsageError::Missing(what) => write!(f, "missing {what}"),
@@ -91,7 +99,12 @@ pub struct Parser {
 impl Parser {
     /// `args` excludes the program name.
     pub fn new<I: IntoIterator<Item = String>>(args: I) -> Parser {
-        Parser { rest: args.into_iter().collect(), glued: None, last: String::new(), only_positionals: false }
+        Parser {
+            rest: args.into_iter().collect(),
+            glued: None,
+            last: String::new(),
+            only_positionals: false,
+        }
     }
 
     /// Parser over the process arguments (without argv\[0\]).
@@ -99,17 +112,19 @@ impl Parser {
         Parser::new(std::env::args().skip(1))
     }
 
-    pub fn next(&mut self) -> Result<Option<Arg>, UsageError> {
+    pub fn next_arg(&mut self) -> Result<Option<Arg>, UsageError> {
         if let Some(v) = self.glued.take() {
             return Err(UsageError::UnexpectedValue(format!("{}={v}", self.last)));
         }
-        let Some(tok) = self.rest.pop_front() else { return Ok(None) };
+        let Some(tok) = self.rest.pop_front() else {
+            return Ok(None);
+        };
         if self.only_positionals {
             return Ok(Some(Arg::Positional(tok)));
         }
         if tok == "--" {
             self.only_positionals = true;
-            return self.next();
+            return self.next_arg();
         }
         if let Some(long) = tok.strip_prefix("--") {
             let (name, glued) = match long.split_once('=') {
@@ -142,8 +157,11 @@ impl Parser {
     /// The value of the option just returned, parsed as a number.
     pub fn number<T: std::str::FromStr>(&mut self) -> Result<T, UsageError> {
         let v = self.value()?;
-        v.parse()
-            .map_err(|_| UsageError::BadValue { option: self.last.clone(), value: v, reason: "not a number" })
+        v.parse().map_err(|_| UsageError::BadValue {
+            option: self.last.clone(),
+            value: v,
+            reason: "not a number",
+        })
     }
 
     /// Everything not consumed yet, as positionals.
@@ -164,39 +182,45 @@ mod tests {
     #[test]
     fn long_options_take_values_separately_or_glued() {
         let mut a = p(&["--socket", "/s", "--config=/c", "status"]);
-        assert_eq!(a.next(), Ok(Some(Arg::Long("socket".into()))));
+        assert_eq!(a.next_arg(), Ok(Some(Arg::Long("socket".into()))));
         assert_eq!(a.value(), Ok("/s".into()));
-        assert_eq!(a.next(), Ok(Some(Arg::Long("config".into()))));
+        assert_eq!(a.next_arg(), Ok(Some(Arg::Long("config".into()))));
         assert_eq!(a.value(), Ok("/c".into()));
-        assert_eq!(a.next(), Ok(Some(Arg::Positional("status".into()))));
-        assert_eq!(a.next(), Ok(None));
+        assert_eq!(a.next_arg(), Ok(Some(Arg::Positional("status".into()))));
+        assert_eq!(a.next_arg(), Ok(None));
     }
 
     #[test]
     fn glued_value_on_a_flag_is_refused() {
         let mut a = p(&["--json=yes"]);
-        assert_eq!(a.next(), Ok(Some(Arg::Long("json".into()))));
-        assert_eq!(a.next(), Err(UsageError::UnexpectedValue("--json=yes".into())));
+        assert_eq!(a.next_arg(), Ok(Some(Arg::Long("json".into()))));
+        assert_eq!(
+            a.next_arg(),
+            Err(UsageError::UnexpectedValue("--json=yes".into()))
+        );
     }
 
     #[test]
     fn missing_value_names_the_option() {
         let mut a = p(&["-c"]);
-        assert_eq!(a.next(), Ok(Some(Arg::Short('c'))));
+        assert_eq!(a.next_arg(), Ok(Some(Arg::Short('c'))));
         assert_eq!(a.value(), Err(UsageError::MissingValue("-c".into())));
     }
 
     #[test]
     fn double_dash_ends_options() {
         let mut a = p(&["--", "--json", "-f"]);
-        assert_eq!(a.next(), Ok(Some(Arg::Positional("--json".into()))));
-        assert_eq!(a.next(), Ok(Some(Arg::Positional("-f".into()))));
+        assert_eq!(a.next_arg(), Ok(Some(Arg::Positional("--json".into()))));
+        assert_eq!(a.next_arg(), Ok(Some(Arg::Positional("-f".into()))));
     }
 
     #[test]
     fn numbers_are_checked() {
         let mut a = p(&["--version", "x2"]);
-        a.next().unwrap();
-        assert!(matches!(a.number::<u32>(), Err(UsageError::BadValue { .. })));
+        a.next_arg().unwrap();
+        assert!(matches!(
+            a.number::<u32>(),
+            Err(UsageError::BadValue { .. })
+        ));
     }
 }

@@ -75,13 +75,27 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
     let mut words: Vec<String> = Vec::new();
     let mut lookup = LookupQuery::default();
     let mut lookup_opts = false;
-    while let Some(arg) = p.next()? {
+    while let Some(arg) = p.next_arg()? {
         match arg {
             Arg::Long(l) if l == "socket" => socket = Some(PathBuf::from(p.value()?)),
             Arg::Long(l) if l == "config" => config = Some(PathBuf::from(p.value()?)),
             Arg::Long(l) if l == "json" => json = true,
-            Arg::Long(l) if l == "help" => return Ok(CtlOptions { socket, config, json, command: Command::Help }),
-            Arg::Short('h') => return Ok(CtlOptions { socket, config, json, command: Command::Help }),
+            Arg::Long(l) if l == "help" => {
+                return Ok(CtlOptions {
+                    socket,
+                    config,
+                    json,
+                    command: Command::Help,
+                })
+            }
+            Arg::Short('h') => {
+                return Ok(CtlOptions {
+                    socket,
+                    config,
+                    json,
+                    command: Command::Help,
+                })
+            }
             Arg::Long(l) if l == "version" => {
                 lookup.version = Some(p.number()?);
                 lookup_opts = true;
@@ -111,12 +125,18 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
         Some("reload") => Command::Reload,
         Some("help") => Command::Help,
         Some("lookup") => {
-            lookup.capability = words.next().ok_or(UsageError::Missing("capability for lookup"))?;
+            lookup.capability = words
+                .next()
+                .ok_or(UsageError::Missing("capability for lookup"))?;
             Command::Lookup(lookup.clone())
         }
         Some("rpcd") => match words.next().as_deref() {
             Some("list") => Command::RpcdList,
-            Some("call") => Command::RpcdCall(words.next().ok_or(UsageError::Missing("method for rpcd call"))?),
+            Some("call") => Command::RpcdCall(
+                words
+                    .next()
+                    .ok_or(UsageError::Missing("method for rpcd call"))?,
+            ),
             Some(other) => return Err(UsageError::UnexpectedArgument(other.to_string())),
             None => return Err(UsageError::Missing("rpcd verb (list or call)")),
         },
@@ -126,9 +146,17 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
         return Err(UsageError::UnexpectedArgument(extra));
     }
     if lookup_opts && !matches!(command, Command::Lookup(_)) {
-        return Err(UsageError::Conflict("--version/--tenant/--source/--explain", "a command other than lookup"));
+        return Err(UsageError::Conflict(
+            "--version/--tenant/--source/--explain",
+            "a command other than lookup",
+        ));
     }
-    Ok(CtlOptions { socket, config, json, command })
+    Ok(CtlOptions {
+        socket,
+        config,
+        json,
+        command,
+    })
 }
 
 #[cfg(test)]
@@ -141,7 +169,16 @@ mod tests {
 
     #[test]
     fn lookup_takes_capability_and_filters_in_any_order() {
-        let o = parse_args(&["--json", "lookup", "--explain", "demo.echo", "--version", "2", "--tenant=lab"]).unwrap();
+        let o = parse_args(&[
+            "--json",
+            "lookup",
+            "--explain",
+            "demo.echo",
+            "--version",
+            "2",
+            "--tenant=lab",
+        ])
+        .unwrap();
         assert!(o.json);
         assert_eq!(
             o.command,
@@ -157,18 +194,30 @@ mod tests {
 
     #[test]
     fn lookup_without_capability_is_a_usage_error() {
-        assert_eq!(parse_args(&["lookup"]), Err(UsageError::Missing("capability for lookup")));
+        assert_eq!(
+            parse_args(&["lookup"]),
+            Err(UsageError::Missing("capability for lookup"))
+        );
     }
 
     #[test]
     fn lookup_filters_on_other_commands_are_refused() {
-        assert!(matches!(parse_args(&["status", "--explain"]), Err(UsageError::Conflict(..))));
+        assert!(matches!(
+            parse_args(&["status", "--explain"]),
+            Err(UsageError::Conflict(..))
+        ));
     }
 
     #[test]
     fn rpcd_verbs_parse() {
-        assert_eq!(parse_args(&["rpcd", "list"]).unwrap().command, Command::RpcdList);
-        assert_eq!(parse_args(&["rpcd", "call", "status"]).unwrap().command, Command::RpcdCall("status".into()));
+        assert_eq!(
+            parse_args(&["rpcd", "list"]).unwrap().command,
+            Command::RpcdList
+        );
+        assert_eq!(
+            parse_args(&["rpcd", "call", "status"]).unwrap().command,
+            Command::RpcdCall("status".into())
+        );
         assert!(parse_args(&["rpcd", "call"]).is_err());
     }
 

@@ -7,5 +7,7 @@
 
 pub mod args;
 pub mod command;
+pub mod render;
 pub mod rpcd;
+pub mod run;
 pub mod table;

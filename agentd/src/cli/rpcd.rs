@@ -45,11 +45,17 @@ pub enum RpcdError {
     /// stdin could not be read.
     Read(std::io::ErrorKind),
     /// stdin is not JSON; position of the first error.
-    BadJson { line: usize, column: usize },
+    BadJson {
+        line: usize,
+        column: usize,
+    },
     /// stdin is JSON but not an object.
     NotAnObject,
     /// An argument has the wrong type or an invalid value.
-    BadArgument { name: &'static str, expected: &'static str },
+    BadArgument {
+        name: &'static str,
+        expected: &'static str,
+    },
     /// A required argument is absent.
     MissingArgument(&'static str),
     UnknownMethod(String),
@@ -83,14 +89,22 @@ impl fmt::Display for RpcdError {
             RpcdError::InputTooLarge => write!(f, "arguments exceed {MAX_INPUT} bytes"),
             RpcdError::Read(kind) => write!(f, "cannot read arguments from stdin: {kind}"),
             RpcdError::BadJson { line, column } => {
-                write!(f, "arguments are not valid JSON (line {line}, column {column})")
+                write!(
+                    f,
+                    "arguments are not valid JSON (line {line}, column {column})"
+                )
             }
             RpcdError::NotAnObject => write!(f, "arguments must be a JSON object"),
-            RpcdError::BadArgument { name, expected } => write!(f, "argument {name:?} must be {expected}"),
+            RpcdError::BadArgument { name, expected } => {
+                write!(f, "argument {name:?} must be {expected}")
+            }
             RpcdError::MissingArgument(name) => write!(f, "argument {name:?} is required"),
             RpcdError::UnknownMethod(m) => write!(f, "object agentd has no method {m:?}"),
             RpcdError::Unsupported(m) => {
-                write!(f, "method {m:?} needs a subsystem this agentd build does not have yet")
+                write!(
+                    f,
+                    "method {m:?} needs a subsystem this agentd build does not have yet"
+                )
             }
         }
     }
@@ -120,7 +134,10 @@ pub fn read_args(input: impl Read) -> Result<Map<String, Value>, RpcdError> {
     match serde_json::from_slice::<Value>(&buf) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Err(RpcdError::NotAnObject),
-        Err(e) => Err(RpcdError::BadJson { line: e.line(), column: e.column() }),
+        Err(e) => Err(RpcdError::BadJson {
+            line: e.line(),
+            column: e.column(),
+        }),
     }
 }
 
@@ -128,7 +145,10 @@ fn opt_str(args: &Map<String, Value>, name: &'static str) -> Result<Option<Strin
     match args.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(RpcdError::BadArgument { name, expected: "a string" }),
+        Some(_) => Err(RpcdError::BadArgument {
+            name,
+            expected: "a string",
+        }),
     }
 }
 
@@ -140,14 +160,18 @@ pub fn command_for(method: &str, args: &Map<String, Value>) -> Result<Command, R
         "agents" => Command::Agents,
         "reload" => Command::Reload,
         "lookup" => {
-            let capability = opt_str(args, "capability")?.ok_or(RpcdError::MissingArgument("capability"))?;
+            let capability =
+                opt_str(args, "capability")?.ok_or(RpcdError::MissingArgument("capability"))?;
             let version = match args.get("version") {
                 None | Some(Value::Null) => None,
                 Some(v) => Some(
                     v.as_u64()
                         .and_then(|n| u32::try_from(n).ok())
                         .filter(|n| *n >= 1)
-                        .ok_or(RpcdError::BadArgument { name: "version", expected: "an integer ≥ 1" })?,
+                        .ok_or(RpcdError::BadArgument {
+                            name: "version",
+                            expected: "an integer ≥ 1",
+                        })?,
                 ),
             };
             let explain = match args.get("explain") {
@@ -156,7 +180,12 @@ pub fn command_for(method: &str, args: &Map<String, Value>) -> Result<Command, R
                 // ubus callers often send 0/1 for booleans.
                 Some(Value::Number(n)) if n.as_u64() == Some(0) => false,
                 Some(Value::Number(n)) if n.as_u64() == Some(1) => true,
-                Some(_) => return Err(RpcdError::BadArgument { name: "explain", expected: "a boolean" }),
+                Some(_) => {
+                    return Err(RpcdError::BadArgument {
+                        name: "explain",
+                        expected: "a boolean",
+                    })
+                }
             };
             Command::Lookup(LookupQuery {
                 capability,
@@ -197,7 +226,9 @@ mod tests {
 
     #[test]
     fn lookup_arguments_are_typed() {
-        let args = read_args(&br#"{"capability":"demo.echo","version":2,"explain":1,"tenant":"lab"}"#[..]).unwrap();
+        let args =
+            read_args(&br#"{"capability":"demo.echo","version":2,"explain":1,"tenant":"lab"}"#[..])
+                .unwrap();
         assert_eq!(
             command_for("lookup", &args),
             Ok(Command::Lookup(LookupQuery {
@@ -211,23 +242,35 @@ mod tests {
         let bad = read_args(&br#"{"capability":"x","version":"two"}"#[..]).unwrap();
         assert_eq!(
             command_for("lookup", &bad),
-            Err(RpcdError::BadArgument { name: "version", expected: "an integer ≥ 1" })
+            Err(RpcdError::BadArgument {
+                name: "version",
+                expected: "an integer ≥ 1"
+            })
         );
-        assert_eq!(command_for("lookup", &Map::new()), Err(RpcdError::MissingArgument("capability")));
+        assert_eq!(
+            command_for("lookup", &Map::new()),
+            Err(RpcdError::MissingArgument("capability"))
+        );
     }
 
     #[test]
     fn input_is_bounded_and_must_be_an_object() {
         assert_eq!(read_args(&b""[..]), Ok(Map::new()));
         assert_eq!(read_args(&b"[1]"[..]), Err(RpcdError::NotAnObject));
-        assert!(matches!(read_args(&b"{oops"[..]), Err(RpcdError::BadJson { line: 1, .. })));
+        assert!(matches!(
+            read_args(&b"{oops"[..]),
+            Err(RpcdError::BadJson { line: 1, .. })
+        ));
         let big = vec![b' '; MAX_INPUT + 1];
         assert_eq!(read_args(&big[..]), Err(RpcdError::InputTooLarge));
     }
 
     #[test]
     fn unknown_and_unsupported_methods_have_distinct_codes() {
-        assert_eq!(command_for("nope", &Map::new()).unwrap_err().code(), "unknown_method");
+        assert_eq!(
+            command_for("nope", &Map::new()).unwrap_err().code(),
+            "unknown_method"
+        );
         let e = command_for("peers", &Map::new()).unwrap_err();
         assert_eq!(e.to_json()["error"], "unsupported");
     }

@@ -22,7 +22,11 @@ pub struct Table {
 impl Table {
     /// All columns left-aligned; see [`Table::right`].
     pub fn new(headers: &[&'static str]) -> Table {
-        Table { headers: headers.to_vec(), align: vec![Align::Left; headers.len()], rows: Vec::new() }
+        Table {
+            headers: headers.to_vec(),
+            align: vec![Align::Left; headers.len()],
+            rows: Vec::new(),
+        }
     }
 
     /// Right-aligns column `col` (0-based).
@@ -90,7 +94,10 @@ mod tests {
         let mut t = Table::new(&["ID", "SCORE", "NAME"]).right(1);
         t.row(vec!["a".into(), "5".into(), "x".into()]);
         t.row(vec!["longer".into(), "12345".into(), "é".into()]);
-        assert_eq!(t.render(), "ID      SCORE  NAME\na           5  x\nlonger  12345  é\n");
+        assert_eq!(
+            t.render(),
+            "ID      SCORE  NAME\na           5  x\nlonger  12345  é\n"
+        );
     }
 
     #[test]

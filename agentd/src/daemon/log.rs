@@ -69,7 +69,13 @@ pub fn init(sink: Sink, ident: &'static std::ffi::CStr) {
     if sink == Sink::Syslog {
         // SAFETY: `ident` is 'static, as openlog requires (it keeps the
         // pointer); the flags are plain constants.
-        unsafe { libc::openlog(ident.as_ptr(), libc::LOG_PID | libc::LOG_NDELAY, libc::LOG_DAEMON) };
+        unsafe {
+            libc::openlog(
+                ident.as_ptr(),
+                libc::LOG_PID | libc::LOG_NDELAY,
+                libc::LOG_DAEMON,
+            )
+        };
     }
     TO_SYSLOG.store(sink == Sink::Syslog, Ordering::Relaxed);
 }
@@ -100,7 +106,12 @@ pub fn write(level: Level, args: fmt::Arguments<'_>) {
         // SAFETY: "%s" with one valid NUL-terminated string argument.
         unsafe { libc::syslog(level as libc::c_int, c"%s".as_ptr(), c.as_ptr()) };
     } else {
-        let _ = writeln!(std::io::stderr().lock(), "agentd[{}]: {}", level.label(), line);
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "agentd[{}]: {}",
+            level.label(),
+            line
+        );
     }
 }
 
@@ -109,7 +120,6 @@ macro_rules! log_warn { ($($t:tt)*) => { $crate::daemon::log::write($crate::daem
 macro_rules! log_notice { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Notice, format_args!($($t)*)) } }
 macro_rules! log_info { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Info, format_args!($($t)*)) } }
 macro_rules! log_debug { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Debug, format_args!($($t)*)) } }
-#[allow(unused_imports)]
 pub(crate) use {log_debug, log_error, log_info, log_notice, log_warn};
 
 #[cfg(test)]

@@ -1,4 +1,228 @@
-//! The agentd daemon: one event loop owning all routing state.
+//! The agentd daemon.
+//!
+//! * [`options`] — command line.
+//! * [`state`] — all routing decisions, sans-IO (time is an argument).
+//! * [`lookup`] — selection answers for `lookup` requests.
+//! * [`instance`] — the single event loop around `state` and its inputs.
+//! * [`probe`] — health probes of local/static endpoints.
+//! * [`log`] — syslog / stderr.
+
+pub mod instance;
 pub mod log;
+pub mod lookup;
 pub mod options;
 pub mod probe;
+pub mod state;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::cli::args::Parser;
+use crate::config;
+use crate::ipc::server::{IpcServer, ServerConfig};
+use crate::time::Millis;
+use instance::{Control, Input, Instance, Signal};
+use log::{log_error, log_info, log_notice, log_warn};
+use options::{ConfigSource, Mode, RunOptions};
+use state::State;
+
+/// Program name and version, as sent in the IPC `Hello` and `status`.
+pub const SOFTWARE: &str = concat!("agentd ", env!("CARGO_PKG_VERSION"));
+
+/// Entry point of the `agentd` binary.
+pub fn main() -> ExitCode {
+    let demo_env = std::env::var("AGENTD_DEMO").ok();
+    match options::parse(Parser::from_env(), demo_env.as_deref()) {
+        Ok(Mode::Help) => {
+            print!("{}", options::USAGE);
+            ExitCode::SUCCESS
+        }
+        Ok(Mode::CheckConfig(path)) => check_config(&path),
+        Ok(Mode::Run(opts)) => run(opts),
+        Err(e) => {
+            eprintln!("agentd: {e}\n{}", options::USAGE);
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `--check-config FILE`: `OK` on stdout and status 0, or every error (one
+/// per line, naming file, section and option) on stderr and status 1.
+pub fn check_config(path: &Path) -> ExitCode {
+    match config::load_file(path) {
+        Ok(rt) => {
+            if let Some(reason) = &rt.policy.invalid {
+                eprintln!("{}: policy invalid: {reason}", path.display());
+                return ExitCode::from(1);
+            }
+            println!("OK");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            for line in e.lines() {
+                eprintln!("{line}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(opts: RunOptions) -> ExitCode {
+    log::init(
+        if opts.foreground {
+            log::Sink::Stderr
+        } else {
+            log::Sink::Syslog
+        },
+        c"agentd",
+    );
+    if let ConfigSource::Explicit(path) = &opts.config {
+        if !path.exists() {
+            log_error!("configuration file {} does not exist", path.display());
+            eprintln!(
+                "agentd: configuration file {} does not exist",
+                path.display()
+            );
+            return ExitCode::from(1);
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            log_error!("cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    rt.block_on(serve(opts))
+}
+
+/// Creates the socket's directory (0755) if needed.
+fn prepare_socket_dir(socket: &Path) -> std::io::Result<()> {
+    if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            std::fs::create_dir_all(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+        }
+    }
+    Ok(())
+}
+
+/// A tokio instant for a monotonic-clock deadline.
+fn instant_at(deadline: Millis) -> Instant {
+    let now = Millis::now();
+    Instant::now() + Duration::from_millis(deadline.saturating_sub(now))
+}
+
+async fn serve(opts: RunOptions) -> ExitCode {
+    let loaded = instance::load_config(&opts.config);
+    let state = State::start(loaded, SOFTWARE, Millis::now());
+    log::set_level(state.runtime().log_level);
+    match state.config_error() {
+        None => log_notice!(
+            "started on {}: {} static route(s)",
+            opts.config.describe(),
+            state.runtime().static_routes.len()
+        ),
+        Some(e) => log_error!(
+            "configuration {} invalid, starting with empty tables: {e}",
+            opts.config.describe()
+        ),
+    }
+    if let Some(reason) = &state.runtime().policy.invalid {
+        log_warn!("policy invalid, denying every request: {reason}");
+    }
+
+    let socket = opts
+        .socket
+        .clone()
+        .unwrap_or_else(|| state.runtime().socket.clone());
+    if let Err(e) = prepare_socket_dir(&socket) {
+        log_error!("cannot create the directory of {}: {e}", socket.display());
+        return ExitCode::from(1);
+    }
+    let server_config = ServerConfig {
+        software: SOFTWARE.into(),
+        ..ServerConfig::default()
+    };
+    let server = match IpcServer::bind(&socket, server_config) {
+        Ok(s) => s,
+        Err(e) => {
+            log_error!("cannot listen on {}: {e}", socket.display());
+            return ExitCode::from(1);
+        }
+    };
+    log_info!("listening on {}", socket.display());
+
+    let (server_tx, mut server_rx) = mpsc::channel(256);
+    tokio::spawn(server.run(server_tx));
+    let (input_tx, mut input_rx) = mpsc::channel(256);
+    for (kind, sig) in [
+        (SignalKind::hangup(), Signal::Reload),
+        (SignalKind::terminate(), Signal::Terminate),
+        (SignalKind::interrupt(), Signal::Terminate),
+    ] {
+        match signal(kind) {
+            Ok(mut stream) => {
+                let tx = input_tx.clone();
+                tokio::spawn(async move {
+                    while stream.recv().await.is_some() {
+                        if tx.send(Input::Signal(sig)).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            Err(e) => log_warn!("cannot watch signal {sig:?}: {e}"),
+        }
+    }
+
+    let mut instance = Instance::new(state, opts.config.clone(), input_tx);
+    let mut next_health = Instant::now();
+    loop {
+        let deadline = instance.state().next_deadline();
+        let health_every = instance.state().runtime().health.interval;
+        let input = tokio::select! {
+            ev = server_rx.recv() => match ev {
+                Some(ev) => Input::Ipc(ev),
+                None => {
+                    log_error!("IPC server stopped");
+                    break;
+                }
+            },
+            Some(input) = input_rx.recv() => input,
+            () = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(instant_at(d)).await,
+                    None => std::future::pending().await,
+                }
+            } => Input::Timer,
+            () = async {
+                match health_every {
+                    Some(_) => tokio::time::sleep_until(next_health).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                next_health = Instant::now() + health_every.unwrap_or(Duration::from_secs(3600));
+                Input::HealthRound
+            }
+        };
+        if instance.process(input, Millis::now()) == Control::Stop {
+            break;
+        }
+    }
+    instance.close_subscribers();
+    if let Err(e) = std::fs::remove_file(&socket) {
+        log_warn!("cannot remove {}: {e}", socket.display());
+    }
+    log_notice!("stopped");
+    ExitCode::SUCCESS
+}

@@ -49,7 +49,10 @@ impl ConfigSource {
     pub fn describe(&self) -> String {
         match self {
             ConfigSource::Demo => "<embedded demo config>".to_string(),
-            other => other.path().map(|p| p.display().to_string()).unwrap_or_default(),
+            other => other
+                .path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
         }
     }
 }
@@ -83,10 +86,15 @@ pub fn parse(mut p: Parser, demo_env: Option<&str>) -> Result<Mode, UsageError> 
             Ok(())
         }
     };
-    while let Some(arg) = p.next()? {
+    while let Some(arg) = p.next_arg()? {
         match arg {
-            Arg::Long(l) if l == "config" => set_config(ConfigSource::Explicit(p.value()?.into()), "--config")?,
-            Arg::Short('c') => set_config(ConfigSource::Explicit(PathBuf::from(p.value()?).join("agentd")), "-c")?,
+            Arg::Long(l) if l == "config" => {
+                set_config(ConfigSource::Explicit(p.value()?.into()), "--config")?
+            }
+            Arg::Short('c') => set_config(
+                ConfigSource::Explicit(PathBuf::from(p.value()?).join("agentd")),
+                "-c",
+            )?,
             Arg::Long(l) if l == "demo" => set_config(ConfigSource::Demo, "--demo")?,
             Arg::Short('f') => foreground = true,
             Arg::Long(l) if l == "foreground" => foreground = true,
@@ -105,7 +113,11 @@ pub fn parse(mut p: Parser, demo_env: Option<&str>) -> Result<Mode, UsageError> 
         None if matches!(demo_env, Some(v) if !v.is_empty() && v != "0") => ConfigSource::Demo,
         None => ConfigSource::Default,
     };
-    Ok(Mode::Run(RunOptions { config, foreground, socket }))
+    Ok(Mode::Run(RunOptions {
+        config,
+        foreground,
+        socket,
+    }))
 }
 
 #[cfg(test)]
@@ -120,41 +132,65 @@ mod tests {
     fn defaults_run_on_etc_config_in_background() {
         assert_eq!(
             parse_args(&[]),
-            Ok(Mode::Run(RunOptions { config: ConfigSource::Default, foreground: false, socket: None }))
+            Ok(Mode::Run(RunOptions {
+                config: ConfigSource::Default,
+                foreground: false,
+                socket: None
+            }))
         );
     }
 
     #[test]
     fn dash_c_reads_the_agentd_file_inside_the_directory() {
-        let Ok(Mode::Run(r)) = parse_args(&["-c", "/tmp/x", "-f"]) else { panic!("not run mode") };
+        let Ok(Mode::Run(r)) = parse_args(&["-c", "/tmp/x", "-f"]) else {
+            panic!("not run mode")
+        };
         assert_eq!(r.config, ConfigSource::Explicit("/tmp/x/agentd".into()));
         assert!(r.foreground);
     }
 
     #[test]
     fn config_and_dir_conflict() {
-        assert_eq!(parse_args(&["--config", "/a", "-c", "/b"]), Err(UsageError::Conflict("--config", "-c")));
+        assert_eq!(
+            parse_args(&["--config", "/a", "-c", "/b"]),
+            Err(UsageError::Conflict("--config", "-c"))
+        );
     }
 
     #[test]
     fn check_config_wins_over_run_options() {
-        assert_eq!(parse_args(&["-f", "--check-config", "/x"]), Ok(Mode::CheckConfig("/x".into())));
+        assert_eq!(
+            parse_args(&["-f", "--check-config", "/x"]),
+            Ok(Mode::CheckConfig("/x".into()))
+        );
     }
 
     #[test]
     fn demo_env_selects_demo_only_without_explicit_config() {
         let p = |a: &[&str]| Parser::new(a.iter().map(|s| s.to_string()));
-        let Ok(Mode::Run(r)) = parse(p(&[]), Some("1")) else { panic!() };
+        let Ok(Mode::Run(r)) = parse(p(&[]), Some("1")) else {
+            panic!()
+        };
         assert_eq!(r.config, ConfigSource::Demo);
-        let Ok(Mode::Run(r)) = parse(p(&["--config", "/a"]), Some("1")) else { panic!() };
+        let Ok(Mode::Run(r)) = parse(p(&["--config", "/a"]), Some("1")) else {
+            panic!()
+        };
         assert_eq!(r.config, ConfigSource::Explicit("/a".into()));
-        let Ok(Mode::Run(r)) = parse(p(&[]), Some("0")) else { panic!() };
+        let Ok(Mode::Run(r)) = parse(p(&[]), Some("0")) else {
+            panic!()
+        };
         assert_eq!(r.config, ConfigSource::Default);
     }
 
     #[test]
     fn unknown_options_are_usage_errors() {
-        assert_eq!(parse_args(&["--bogus"]), Err(UsageError::UnknownOption("--bogus".into())));
-        assert_eq!(parse_args(&["extra"]), Err(UsageError::UnexpectedArgument("extra".into())));
+        assert_eq!(
+            parse_args(&["--bogus"]),
+            Err(UsageError::UnknownOption("--bogus".into()))
+        );
+        assert_eq!(
+            parse_args(&["extra"]),
+            Err(UsageError::UnexpectedArgument("extra".into()))
+        );
     }
 }

@@ -67,10 +67,18 @@ impl ProbeTarget {
         }
         let port = match port {
             None => default_port,
-            Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or(TargetError::BadPort)?,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or(TargetError::BadPort)?,
         };
         let authority = format!("{host}:{port}");
-        Ok(if http { ProbeTarget::Http { authority } } else { ProbeTarget::Tcp { authority } })
+        Ok(if http {
+            ProbeTarget::Http { authority }
+        } else {
+            ProbeTarget::Tcp { authority }
+        })
     }
 
     pub fn authority(&self) -> &str {
@@ -114,17 +122,26 @@ pub async fn probe(target: &ProbeTarget, timeout: Duration) -> Result<(), ProbeF
 }
 
 async fn probe_inner(target: &ProbeTarget) -> Result<(), ProbeFailure> {
-    let mut stream =
-        TcpStream::connect(target.authority()).await.map_err(|e| ProbeFailure::Connect(e.kind()))?;
-    let ProbeTarget::Http { authority } = target else { return Ok(()) };
+    let mut stream = TcpStream::connect(target.authority())
+        .await
+        .map_err(|e| ProbeFailure::Connect(e.kind()))?;
+    let ProbeTarget::Http { authority } = target else {
+        return Ok(());
+    };
     let req = format!(
         "GET /healthz HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: agentd-health\r\nConnection: close\r\n\r\n"
     );
-    stream.write_all(req.as_bytes()).await.map_err(|e| ProbeFailure::Io(e.kind()))?;
+    stream
+        .write_all(req.as_bytes())
+        .await
+        .map_err(|e| ProbeFailure::Io(e.kind()))?;
     let mut buf = [0u8; MAX_STATUS_LINE];
     let mut len = 0;
     while len < buf.len() && !buf[..len].contains(&b'\n') {
-        let n = stream.read(&mut buf[len..]).await.map_err(|e| ProbeFailure::Io(e.kind()))?;
+        let n = stream
+            .read(&mut buf[len..])
+            .await
+            .map_err(|e| ProbeFailure::Io(e.kind()))?;
         if n == 0 {
             break;
         }
@@ -155,20 +172,38 @@ mod tests {
     fn endpoint_urls_map_to_probe_targets() {
         assert_eq!(
             ProbeTarget::for_endpoint("http://192.0.2.10:8080/invoke"),
-            Ok(ProbeTarget::Http { authority: "192.0.2.10:8080".into() })
+            Ok(ProbeTarget::Http {
+                authority: "192.0.2.10:8080".into()
+            })
         );
         assert_eq!(
             ProbeTarget::for_endpoint("http://[2001:db8::1]/x"),
-            Ok(ProbeTarget::Http { authority: "[2001:db8::1]:80".into() })
+            Ok(ProbeTarget::Http {
+                authority: "[2001:db8::1]:80".into()
+            })
         );
         assert_eq!(
             ProbeTarget::for_endpoint("https://agent.lab.example"),
-            Ok(ProbeTarget::Tcp { authority: "agent.lab.example:443".into() })
+            Ok(ProbeTarget::Tcp {
+                authority: "agent.lab.example:443".into()
+            })
         );
-        assert_eq!(ProbeTarget::for_endpoint("ftp://x"), Err(TargetError::Scheme));
-        assert_eq!(ProbeTarget::for_endpoint("http://:80/"), Err(TargetError::NoHost));
-        assert_eq!(ProbeTarget::for_endpoint("http://h:0/"), Err(TargetError::BadPort));
-        assert_eq!(ProbeTarget::for_endpoint("http://h:99999/"), Err(TargetError::BadPort));
+        assert_eq!(
+            ProbeTarget::for_endpoint("ftp://x"),
+            Err(TargetError::Scheme)
+        );
+        assert_eq!(
+            ProbeTarget::for_endpoint("http://:80/"),
+            Err(TargetError::NoHost)
+        );
+        assert_eq!(
+            ProbeTarget::for_endpoint("http://h:0/"),
+            Err(TargetError::BadPort)
+        );
+        assert_eq!(
+            ProbeTarget::for_endpoint("http://h:99999/"),
+            Err(TargetError::BadPort)
+        );
     }
 
     #[test]
@@ -179,7 +214,9 @@ mod tests {
         assert_eq!(parse_status(b""), None);
     }
 
-    fn serve_once(answer: &'static [u8]) -> (std::net::SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
+    fn serve_once(
+        answer: &'static [u8],
+    ) -> (std::net::SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
         use std::io::{Read, Write};
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
@@ -195,31 +232,53 @@ mod tests {
     }
 
     fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
     }
 
     #[test]
     fn http_probe_sends_get_healthz_and_accepts_2xx() {
         let (addr, h) = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
-        let t = ProbeTarget::Http { authority: addr.to_string() };
+        let t = ProbeTarget::Http {
+            authority: addr.to_string(),
+        };
         assert_eq!(rt().block_on(probe(&t, Duration::from_secs(5))), Ok(()));
         let req = h.join().unwrap();
-        assert!(req.starts_with(b"GET /healthz HTTP/1.1\r\n"), "{:?}", String::from_utf8_lossy(&req));
+        assert!(
+            req.starts_with(b"GET /healthz HTTP/1.1\r\n"),
+            "{:?}",
+            String::from_utf8_lossy(&req)
+        );
     }
 
     #[test]
     fn http_probe_rejects_error_status() {
         let (addr, h) = serve_once(b"HTTP/1.1 503 Service Unavailable\r\n\r\n");
-        let t = ProbeTarget::Http { authority: addr.to_string() };
-        assert_eq!(rt().block_on(probe(&t, Duration::from_secs(5))), Err(ProbeFailure::Status(Some(503))));
+        let t = ProbeTarget::Http {
+            authority: addr.to_string(),
+        };
+        assert_eq!(
+            rt().block_on(probe(&t, Duration::from_secs(5))),
+            Err(ProbeFailure::Status(Some(503)))
+        );
         h.join().unwrap();
     }
 
     #[test]
     fn refused_connection_is_a_connect_failure() {
         // Bind then drop to get a loopback port nobody listens on.
-        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        let t = ProbeTarget::Tcp { authority: addr.to_string() };
-        assert!(matches!(rt().block_on(probe(&t, Duration::from_secs(5))), Err(ProbeFailure::Connect(_))));
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let t = ProbeTarget::Tcp {
+            authority: addr.to_string(),
+        };
+        assert!(matches!(
+            rt().block_on(probe(&t, Duration::from_secs(5))),
+            Err(ProbeFailure::Connect(_))
+        ));
     }
 }

@@ -1,0 +1,269 @@
+//! How agentctl shows daemon answers: aligned tables for people, stable
+//! JSON for scripts, rpcd and LuCI.
+//!
+//! The JSON is built field by field here rather than derived from the IPC
+//! types, so renaming an internal field never silently changes what ubus
+//! clients parse. Both forms come from the same view structs, so the table
+//! and the JSON always agree.
+
+use serde_json::{json, Map, Value};
+
+use super::table::Table;
+use crate::ipc::message::{AgentView, IpcError, LookupView, RouteView, StatusView};
+
+/// `{"error": code, "message": text}` for a refused request.
+pub fn error_json(e: &IpcError) -> Value {
+    json!({ "error": e.code(), "message": e.to_string() })
+}
+
+pub fn status_json(s: &StatusView) -> Value {
+    json!({
+        "router_id": &*s.router_id,
+        "software": &*s.software,
+        "uptime_s": s.uptime_s,
+        "generation": s.generation,
+        "routes": { "total": s.routes, "local": s.local_routes, "static": s.static_routes, "peer": s.peer_routes },
+        "fib_subscribers": s.fib_subscribers,
+        "config_ok": s.config_error.is_none(),
+        "config_error": s.config_error.as_deref(),
+    })
+}
+
+pub fn status_text(s: &StatusView) -> String {
+    let mut t = Table::new(&["FIELD", "VALUE"]);
+    let mut kv = |k: &str, v: String| t.row(vec![k.to_string(), v]);
+    kv("router_id", s.router_id.to_string());
+    kv("software", s.software.to_string());
+    kv("uptime", format!("{} s", s.uptime_s));
+    kv("generation", s.generation.to_string());
+    kv(
+        "routes",
+        format!(
+            "{} (local {}, static {}, peer {})",
+            s.routes, s.local_routes, s.static_routes, s.peer_routes
+        ),
+    );
+    kv("fib_subscribers", s.fib_subscribers.to_string());
+    kv(
+        "config",
+        match &s.config_error {
+            None => "ok".to_string(),
+            Some(e) => format!("ERROR: {e}"),
+        },
+    );
+    // Without the header: status is a key/value list.
+    t.render()
+        .split_once('\n')
+        .map(|(_, rest)| rest.to_string())
+        .unwrap_or_default()
+}
+
+fn lease_json(r: &RouteView) -> Value {
+    match r.expires_in_s {
+        None => json!("permanent"),
+        Some(s) => json!(s),
+    }
+}
+
+pub fn route_json(r: &RouteView) -> Value {
+    json!({
+        "route_id": r.route_id.as_str(),
+        "capability": &*r.capability,
+        "version": r.version,
+        "origin": &*r.origin,
+        "endpoint": &*r.endpoint,
+        "tenant": &*r.tenant,
+        "region": &*r.region,
+        "source": r.source.as_str(),
+        "latency_ms": r.attrs.latency_ms,
+        "cost": r.attrs.cost_micros,
+        "load": r.attrs.load_permille,
+        "trust": r.attrs.trust,
+        "healthy": r.healthy,
+        "expires_in_s": lease_json(r),
+        "path": r.path.iter().map(|p| &**p).collect::<Vec<_>>(),
+        "next_hop": r.next_hop.as_deref(),
+    })
+}
+
+pub fn routes_json(routes: &[RouteView]) -> Value {
+    json!({ "routes": routes.iter().map(route_json).collect::<Vec<_>>() })
+}
+
+pub fn routes_text(routes: &[RouteView]) -> String {
+    if routes.is_empty() {
+        return "no routes\n".to_string();
+    }
+    let mut t = Table::new(&[
+        "ROUTE",
+        "CAPABILITY",
+        "VER",
+        "SOURCE",
+        "ORIGIN",
+        "ENDPOINT",
+        "LAT",
+        "COST",
+        "LOAD",
+        "TRUST",
+        "HEALTH",
+        "LEASE",
+    ])
+    .right(2)
+    .right(6)
+    .right(7)
+    .right(8)
+    .right(9);
+    for r in routes {
+        t.row(vec![
+            r.route_id.to_string(),
+            r.capability.to_string(),
+            r.version.to_string(),
+            r.source.as_str().to_string(),
+            r.origin.to_string(),
+            r.endpoint.to_string(),
+            r.attrs.latency_ms.to_string(),
+            r.attrs.cost_micros.to_string(),
+            r.attrs.load_permille.to_string(),
+            r.attrs.trust.to_string(),
+            if r.healthy { "up" } else { "down" }.to_string(),
+            match r.expires_in_s {
+                None => "static".to_string(),
+                Some(s) => format!("{s}s"),
+            },
+        ]);
+    }
+    t.render()
+}
+
+pub fn agents_json(agents: &[AgentView]) -> Value {
+    let rows: Vec<Value> = agents
+        .iter()
+        .map(|a| {
+            json!({
+                "origin": &*a.origin,
+                "tenant": &*a.tenant,
+                "routes": a.routes,
+                "healthy_routes": a.healthy_routes,
+                "capabilities": a.capabilities.iter().map(|c| &**c).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "agents": rows })
+}
+
+pub fn agents_text(agents: &[AgentView]) -> String {
+    if agents.is_empty() {
+        return "no agents\n".to_string();
+    }
+    let mut t = Table::new(&["ORIGIN", "TENANT", "ROUTES", "HEALTHY", "CAPABILITIES"])
+        .right(2)
+        .right(3);
+    for a in agents {
+        t.row(vec![
+            a.origin.to_string(),
+            a.tenant.to_string(),
+            a.routes.to_string(),
+            a.healthy_routes.to_string(),
+            a.capabilities
+                .iter()
+                .map(|c| &**c)
+                .collect::<Vec<_>>()
+                .join(","),
+        ]);
+    }
+    t.render()
+}
+
+pub fn lookup_json(capability: &str, version: u32, v: &LookupView) -> Value {
+    let candidates: Vec<Value> = v
+        .candidates
+        .iter()
+        .enumerate()
+        .map(|(rank, c)| {
+            json!({
+                "rank": rank + 1,
+                "route_id": c.route_id.as_str(),
+                "origin": &*c.origin,
+                "endpoint": &*c.endpoint,
+                "source": c.source.as_str(),
+                "score": c.score,
+            })
+        })
+        .collect();
+    let rejections: Map<String, Value> = v
+        .rejections
+        .iter()
+        .map(|(k, n)| (k.to_string(), json!(n)))
+        .collect();
+    json!({
+        "capability": capability,
+        "version": version,
+        "rule": v.rule.as_deref(),
+        "denied": v.denied,
+        "winner": v.candidates.first().map(|c| c.route_id.as_str()),
+        "candidates": candidates,
+        "rejections": rejections,
+    })
+}
+
+pub fn lookup_text(capability: &str, version: u32, v: &LookupView, explain: bool) -> String {
+    let rule = v.rule.as_deref().unwrap_or("(default action)");
+    let mut out = String::new();
+    if v.denied {
+        out.push_str(&format!(
+            "{capability} v{version}: denied by policy rule {rule}\n"
+        ));
+    } else {
+        match v.candidates.first() {
+            Some(w) => out.push_str(&format!(
+                "{capability} v{version}: winner {} ({} via {}, score {}), rule {rule}\n",
+                w.route_id,
+                w.endpoint,
+                w.source.as_str(),
+                w.score
+            )),
+            None => out.push_str(&format!(
+                "{capability} v{version}: no eligible route, rule {rule}\n"
+            )),
+        }
+    }
+    if !explain {
+        return out;
+    }
+    if !v.candidates.is_empty() {
+        out.push('\n');
+        let mut t = Table::new(&["RANK", "ROUTE", "SCORE", "SOURCE", "ORIGIN", "ENDPOINT"])
+            .right(0)
+            .right(2);
+        for (i, c) in v.candidates.iter().enumerate() {
+            t.row(vec![
+                (i + 1).to_string(),
+                c.route_id.to_string(),
+                c.score.to_string(),
+                c.source.as_str().to_string(),
+                c.origin.to_string(),
+                c.endpoint.to_string(),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
+    out.push('\n');
+    if v.rejections.values().all(|n| *n == 0) {
+        out.push_str("rejected: none\n");
+    } else {
+        let mut t = Table::new(&["REJECTED BY", "ROUTES"]).right(1);
+        for (reason, n) in v.rejections.iter().filter(|(_, n)| **n > 0) {
+            t.row(vec![reason.to_string(), n.to_string()]);
+        }
+        out.push_str(&t.render());
+    }
+    out
+}
+
+pub fn reloaded_json(generation: u64) -> Value {
+    json!({ "reloaded": true, "generation": generation })
+}
+
+pub fn reloaded_text(generation: u64) -> String {
+    format!("configuration reloaded, generation {generation}\n")
+}

@@ -1,0 +1,250 @@
+//! agentctl's driver: resolve the socket, connect, run one command,
+//! render the answer, pick the exit status.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+use super::command::{exit, Command, CtlOptions, LookupQuery};
+use super::{render, rpcd};
+use crate::config;
+use crate::ipc::client::{Client, ClientError};
+use crate::ipc::message::{self, AgentsQuery, RoutesQuery};
+
+/// Sent in our IPC `Hello`.
+const SOFTWARE: &str = concat!("agentctl ", env!("CARGO_PKG_VERSION"));
+
+/// Tenant a lookup runs as when `--tenant` is not given.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Pages fetched at most for `routes`/`agents` (256 rows each), so a
+/// misbehaving daemon cannot keep agentctl looping.
+const MAX_PAGES: usize = 1024;
+
+/// A failed command: what to print and which exit status to use.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    /// `error` field of the JSON form.
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl Failure {
+    fn json(&self) -> Value {
+        rpcd::error_json(self.kind, &self.message)
+    }
+}
+
+/// The socket to use: `--socket`, else `ipc_socket` of the config file,
+/// else the default path.
+pub fn resolve_socket(opts: &CtlOptions) -> PathBuf {
+    if let Some(s) = &opts.socket {
+        return s.clone();
+    }
+    let file = opts
+        .config
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(crate::daemon::options::DEFAULT_CONFIG));
+    config::load_file(&file)
+        .map(|rt| rt.socket)
+        .unwrap_or_else(|_| PathBuf::from(config::DEFAULT_SOCKET))
+}
+
+fn client_failure(socket: &Path, e: ClientError) -> Failure {
+    match e {
+        ClientError::Server(err) => Failure {
+            code: exit::DAEMON_ERROR,
+            kind: err.code(),
+            message: err.to_string(),
+        },
+        ClientError::UnexpectedResponse { .. } => Failure {
+            code: exit::DAEMON_ERROR,
+            kind: "unexpected_response",
+            message: e.to_string(),
+        },
+        ClientError::Connect(kind) => Failure {
+            code: exit::CONNECT,
+            kind: "unreachable",
+            message: format!("cannot connect to agentd at {}: {kind}", socket.display()),
+        },
+        other => Failure {
+            code: exit::CONNECT,
+            kind: "unreachable",
+            message: format!("agentd at {}: {other}", socket.display()),
+        },
+    }
+}
+
+/// Human and JSON forms of one answer.
+struct Output {
+    text: String,
+    json: Value,
+}
+
+async fn execute(socket: &Path, command: &Command) -> Result<Output, Failure> {
+    let client = Client::connect(socket, SOFTWARE)
+        .await
+        .map_err(|e| client_failure(socket, e))?;
+    let fail = |e| client_failure(socket, e);
+    match command {
+        Command::Status => {
+            let s = client.status().await.map_err(fail)?;
+            Ok(Output {
+                text: render::status_text(&s),
+                json: render::status_json(&s),
+            })
+        }
+        Command::Routes => {
+            let mut routes = Vec::new();
+            let mut after = None;
+            for _ in 0..MAX_PAGES {
+                let page = client
+                    .routes(RoutesQuery {
+                        capability: None,
+                        after,
+                        limit: 0,
+                    })
+                    .await
+                    .map_err(fail)?;
+                routes.extend(page.routes);
+                after = page.next;
+                if after.is_none() {
+                    break;
+                }
+            }
+            Ok(Output {
+                text: render::routes_text(&routes),
+                json: render::routes_json(&routes),
+            })
+        }
+        Command::Agents => {
+            let mut agents = Vec::new();
+            let mut after = None;
+            for _ in 0..MAX_PAGES {
+                let page = client
+                    .agents(AgentsQuery { after, limit: 0 })
+                    .await
+                    .map_err(fail)?;
+                agents.extend(page.agents);
+                after = page.next;
+                if after.is_none() {
+                    break;
+                }
+            }
+            Ok(Output {
+                text: render::agents_text(&agents),
+                json: render::agents_json(&agents),
+            })
+        }
+        Command::Lookup(q) => {
+            let version = q.version.unwrap_or(1);
+            let view = client.lookup(ipc_query(q), q.explain).await.map_err(fail)?;
+            Ok(Output {
+                text: render::lookup_text(&q.capability, version, &view, q.explain),
+                json: render::lookup_json(&q.capability, version, &view),
+            })
+        }
+        Command::Reload => {
+            let generation = client.reload().await.map_err(fail)?;
+            Ok(Output {
+                text: render::reloaded_text(generation),
+                json: render::reloaded_json(generation),
+            })
+        }
+        Command::RpcdList | Command::RpcdCall(_) | Command::Help => Err(Failure {
+            code: exit::USAGE,
+            kind: "invalid_argument",
+            message: "not a daemon command".into(),
+        }),
+    }
+}
+
+fn ipc_query(q: &LookupQuery) -> message::LookupQuery {
+    message::LookupQuery {
+        capability: q.capability.as_str().into(),
+        version: q.version.unwrap_or(1),
+        tenant: q.tenant.as_deref().unwrap_or(DEFAULT_TENANT).into(),
+        source_agent: q.source.as_deref().map(Into::into),
+        target_agent: None,
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> Result<F::Output, Failure> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure {
+            code: exit::CONNECT,
+            kind: "internal",
+            message: format!("cannot start the runtime: {e}"),
+        })?;
+    Ok(rt.block_on(f))
+}
+
+fn print_json(v: &Value) {
+    let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| "{}".to_string());
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+}
+
+/// Runs agentctl with parsed options; returns the exit status.
+pub fn run(opts: CtlOptions) -> u8 {
+    match &opts.command {
+        Command::Help => {
+            print!("{}", super::command::USAGE);
+            exit::OK
+        }
+        Command::RpcdList => {
+            print_json(&rpcd::signatures());
+            exit::OK
+        }
+        Command::RpcdCall(method) => {
+            // rpcd relays whatever object we print; errors are objects too.
+            let socket = resolve_socket(&opts);
+            let result = rpcd::read_args(std::io::stdin().lock())
+                .and_then(|args| rpcd::command_for(method, &args))
+                .map_err(|e| e.to_json())
+                .and_then(|cmd| match block_on(execute(&socket, &cmd)) {
+                    Ok(Ok(out)) => Ok(out.json),
+                    Ok(Err(f)) | Err(f) => Err(f.json()),
+                });
+            match result {
+                Ok(v) | Err(v) => print_json(&v),
+            }
+            exit::OK
+        }
+        command => {
+            let socket = resolve_socket(&opts);
+            match block_on(execute(&socket, command)).and_then(|r| r) {
+                Ok(out) => {
+                    if opts.json {
+                        print_json(&out.json);
+                    } else {
+                        print!("{}", out.text);
+                    }
+                    exit::OK
+                }
+                Err(f) => {
+                    if opts.json {
+                        print_json(&f.json());
+                    }
+                    eprintln!("agentctl: {}", f.message);
+                    f.code
+                }
+            }
+        }
+    }
+}
+
+/// Entry point of the `agentctl` binary.
+pub fn main() -> ExitCode {
+    match super::command::parse(super::args::Parser::from_env()) {
+        Ok(opts) => ExitCode::from(run(opts)),
+        Err(e) => {
+            eprintln!("agentctl: {e}\n{}", super::command::USAGE);
+            ExitCode::from(exit::USAGE)
+        }
+    }
+}

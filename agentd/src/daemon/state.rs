@@ -1,0 +1,693 @@
+//! The daemon's decisions, sans-IO: every input (an IPC request, a reload
+//! with an already-loaded configuration, a lease deadline, a health probe
+//! result) is a method call with the current time as an argument, and
+//! every effect is a return value — a reply and the FIB changes to
+//! publish. Tests drive it with made-up instants; the event loop in
+//! `instance` only moves bytes and timers.
+//!
+//! Configuration is swapped atomically: a reload builds the complete new
+//! table and policy first and replaces the live ones only when everything
+//! succeeded, so a failure leaves the last valid state untouched (and
+//! `status` reports why).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::config::{LoadError, Runtime, STATIC_ID_PREFIX};
+use crate::fib::FibChange;
+use crate::health::{HealthTracker, Transition};
+use crate::ipc::message::{
+    AgentPage, AgentView, AgentsQuery, ConflictReason, IpcError, LeaseGrant, Registration, Renewal,
+    RequestBody, ResponseBody, RoutePage, RouteView, RoutesQuery, StatsView, StatusView, MAX_PAGE,
+};
+use crate::lease::LeaseError;
+use crate::policy::Policy;
+use crate::route::{Lease, Route, RouteId, RouteSource};
+use crate::table::{RouteTable, TableError, UpsertOutcome};
+use crate::time::Millis;
+
+/// FIB changes a state transition produced, in order.
+pub type Changes = Vec<FibChange>;
+
+/// The reply to one request plus what to publish.
+#[derive(Debug)]
+pub struct Handled {
+    pub reply: Result<ResponseBody, IpcError>,
+    pub changes: Changes,
+}
+
+/// All routing state of one agentd.
+#[derive(Debug)]
+pub struct State {
+    table: RouteTable,
+    runtime: Runtime,
+    health: HealthTracker,
+    /// Granted lease length of each local route, so a renewal without a
+    /// length keeps the one the agent asked for.
+    lease_len: HashMap<RouteId, u32>,
+    /// Bumped once per change batch (request, expiry, reload); FIB deltas
+    /// and lease grants carry it.
+    generation: u64,
+    /// Why the last load or reload was refused; `None` once one succeeds.
+    config_error: Option<Box<str>>,
+    started: Millis,
+    software: Box<str>,
+    counters: BTreeMap<Box<str>, u64>,
+}
+
+impl State {
+    /// State at startup. An unusable configuration leaves the tables empty
+    /// and the policy denying everything, with the reason in `status`.
+    pub fn start(loaded: Result<Runtime, LoadError>, software: &str, now: Millis) -> State {
+        let mut state = State {
+            table: RouteTable::new(0),
+            runtime: Runtime::default(),
+            health: HealthTracker::default(),
+            lease_len: HashMap::new(),
+            generation: 1,
+            config_error: None,
+            started: now,
+            software: software.into(),
+            counters: BTreeMap::new(),
+        };
+        let failure = match loaded {
+            Ok(rt) => match build_table(&rt, std::iter::empty()) {
+                Ok(table) => {
+                    state.health = HealthTracker::new(rt.health.thresholds);
+                    state.table = table;
+                    state.runtime = rt;
+                    None
+                }
+                Err(e) => Some((e.to_string(), rt)),
+            },
+            Err(e) => Some((e.to_string(), Runtime::default())),
+        };
+        if let Some((reason, rt)) = failure {
+            // Keep what is needed to serve at all (socket, limits) but no
+            // routes and no permission: an unknown policy must not allow.
+            state.table = RouteTable::new(rt.max_routes);
+            state.runtime = Runtime {
+                static_routes: Vec::new(),
+                policy: Policy::invalid(&format!("configuration invalid: {reason}")),
+                ..rt
+            };
+            state.config_error = Some(reason.into());
+        }
+        state
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    pub fn table(&self) -> &RouteTable {
+        &self.table
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.runtime.policy
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn config_error(&self) -> Option<&str> {
+        self.config_error.as_deref()
+    }
+
+    /// When `expire` must run next (the earliest lease deadline).
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.table.next_deadline()
+    }
+
+    fn count(&mut self, name: &str) {
+        *self.counters.entry(name.into()).or_insert(0) += 1;
+    }
+
+    fn bump(&mut self, changes: &Changes) {
+        if !changes.is_empty() {
+            self.generation += 1;
+        }
+    }
+
+    // ===== reload =====
+
+    /// Replaces static routes, policy and settings with `loaded`, or keeps
+    /// everything and records why not. Returns the new generation.
+    pub fn reload(
+        &mut self,
+        loaded: Result<Runtime, LoadError>,
+    ) -> Result<(u64, Changes), IpcError> {
+        let result = loaded.map_err(|e| e.to_string()).and_then(|rt| {
+            let dynamic = self
+                .table
+                .iter()
+                .filter(|r| r.source != RouteSource::Static);
+            build_table(&rt, dynamic)
+                .map(|t| (rt, t))
+                .map_err(|e| e.to_string())
+        });
+        let (rt, mut table) = match result {
+            Ok(ok) => ok,
+            Err(reason) => {
+                self.count("reloads.failed");
+                self.config_error = Some(reason.as_str().into());
+                return Err(IpcError::Invalid {
+                    field: "config".into(),
+                    reason: reason.into(),
+                });
+            }
+        };
+        // Static routes keep their health verdict across a reload.
+        let kept: Vec<(RouteId, bool)> = self
+            .table
+            .iter()
+            .filter(|r| r.source == RouteSource::Static)
+            .map(|r| (r.id.clone(), r.healthy))
+            .collect();
+        for (id, healthy) in kept {
+            if table.get(&id).is_some() {
+                let _ = table.set_health(&id, healthy);
+            }
+        }
+        let mut changes: Changes = Vec::new();
+        for old in self.table.iter() {
+            if table.get(&old.id).is_none() {
+                changes.push(FibChange::Remove(old.id.clone()));
+            }
+        }
+        for new in table.iter() {
+            if self.table.get(&new.id) != Some(new) {
+                changes.push(FibChange::Upsert(Box::new(new.clone())));
+            }
+        }
+        for change in &changes {
+            if let FibChange::Remove(id) = change {
+                self.health.forget(id);
+                self.lease_len.remove(id);
+            }
+        }
+        if rt.health.thresholds != self.runtime.health.thresholds {
+            self.health = HealthTracker::new(rt.health.thresholds);
+        }
+        self.table = table;
+        self.runtime = rt;
+        self.config_error = None;
+        self.generation += 1;
+        self.count("reloads.ok");
+        Ok((self.generation, changes))
+    }
+
+    // ===== requests =====
+
+    /// Handles every request except `SubscribeFib` and `Reload`, which need
+    /// the connection and the file system and are handled by the loop.
+    pub fn handle(&mut self, body: RequestBody, now: Millis) -> Handled {
+        self.count(&format!("requests.{}", body.kind()));
+        let (reply, changes) = match body {
+            RequestBody::Register(reg) => self.register(reg, now),
+            RequestBody::Renew(renewal) => self.renew(renewal, now),
+            RequestBody::Unregister { route_id, origin } => {
+                self.unregister(&route_id, origin.as_deref())
+            }
+            RequestBody::Status => (Ok(ResponseBody::Status(self.status(now))), Vec::new()),
+            RequestBody::Routes(q) => (Ok(ResponseBody::Routes(self.routes(&q, now))), Vec::new()),
+            RequestBody::Agents(q) => (Ok(ResponseBody::Agents(self.agents(&q))), Vec::new()),
+            RequestBody::Lookup { query, explain } => (
+                Ok(ResponseBody::Lookup(super::lookup::lookup(
+                    self, &query, explain, now,
+                ))),
+                Vec::new(),
+            ),
+            RequestBody::Stats => (Ok(ResponseBody::Stats(self.stats())), Vec::new()),
+            RequestBody::SubscribeFib | RequestBody::Reload => (
+                Err(IpcError::internal(
+                    "request must be handled by the event loop",
+                )),
+                Vec::new(),
+            ),
+        };
+        if let Err(e) = &reply {
+            self.count(&format!("errors.{}", e.code()));
+        }
+        self.bump(&changes);
+        if let Ok(ResponseBody::Lease(grant)) = &reply {
+            // Report the generation that includes this change.
+            let grant = LeaseGrant {
+                generation: self.generation,
+                ..grant.clone()
+            };
+            return Handled {
+                reply: Ok(ResponseBody::Lease(grant)),
+                changes,
+            };
+        }
+        Handled { reply, changes }
+    }
+
+    fn grant(&self, requested_s: Option<u32>) -> Result<u32, IpcError> {
+        let policy = self.runtime.lease;
+        match policy.grant_s(requested_s.map(u64::from)) {
+            Ok(s) => Ok(u32::try_from(s).unwrap_or(u32::MAX)),
+            Err(LeaseError::OutOfRange {
+                requested_s,
+                min_s,
+                max_s,
+            }) => Err(IpcError::LeaseOutOfRange {
+                requested: u32::try_from(requested_s).unwrap_or(u32::MAX),
+                min: u32::try_from(min_s).unwrap_or(u32::MAX),
+                max: u32::try_from(max_s).unwrap_or(u32::MAX),
+            }),
+            Err(e) => Err(IpcError::internal(e)),
+        }
+    }
+
+    /// The route `id` if `origin` (when given) may change it.
+    fn owned(&self, id: &RouteId, origin: Option<&str>) -> Result<&Route, IpcError> {
+        let route = self.table.get(id).ok_or_else(|| IpcError::NotFound {
+            route_id: id.clone(),
+        })?;
+        if route.source != RouteSource::Local {
+            return Err(IpcError::Conflict {
+                route_id: id.clone(),
+                reason: ConflictReason::NotLocal,
+            });
+        }
+        if origin.is_some_and(|o| o != &*route.origin) {
+            return Err(IpcError::Conflict {
+                route_id: id.clone(),
+                reason: ConflictReason::OtherOrigin,
+            });
+        }
+        Ok(route)
+    }
+
+    fn register(
+        &mut self,
+        reg: Registration,
+        now: Millis,
+    ) -> (Result<ResponseBody, IpcError>, Changes) {
+        match self.try_register(reg, now) {
+            Ok((grant, route)) => (
+                Ok(ResponseBody::Lease(grant)),
+                route
+                    .into_iter()
+                    .map(|r| FibChange::Upsert(Box::new(r)))
+                    .collect(),
+            ),
+            Err(e) => (Err(e), Vec::new()),
+        }
+    }
+
+    fn try_register(
+        &mut self,
+        reg: Registration,
+        now: Millis,
+    ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
+        reg.validate()?;
+        let id = match &reg.route_id {
+            Some(id) => id.clone(),
+            None => derived_route_id(&reg),
+        };
+        if id.as_str().starts_with(STATIC_ID_PREFIX) && self.table.get(&id).is_none() {
+            return Err(IpcError::invalid(
+                "route_id",
+                format_args!("prefix {STATIC_ID_PREFIX} is reserved"),
+            ));
+        }
+        if let Some(existing) = self.table.get(&id) {
+            let reason = if existing.source != RouteSource::Local {
+                Some(ConflictReason::NotLocal)
+            } else if existing.tenant != reg.tenant {
+                Some(ConflictReason::OtherTenant)
+            } else if existing.origin != reg.origin {
+                Some(ConflictReason::OtherOrigin)
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(IpcError::Conflict {
+                    route_id: id,
+                    reason,
+                });
+            }
+        }
+        let secs = self.grant(reg.lease_seconds)?;
+        let expires_at = now.saturating_add_ms(u64::from(secs) * 1000);
+        let route = Route {
+            id: id.clone(),
+            capability: reg.capability,
+            version: reg.version,
+            origin: reg.origin,
+            endpoint: reg.endpoint,
+            tenant: reg.tenant,
+            region: reg.region,
+            attrs: reg.attrs,
+            access: reg.access,
+            contract: reg.contract,
+            source: RouteSource::Local,
+            path: Vec::new(),
+            next_hop: None,
+            lease: Lease::Until(expires_at),
+            healthy: self.health.is_healthy(&id),
+        };
+        let outcome = self.table.upsert(route.clone()).map_err(table_error)?;
+        self.lease_len.insert(id.clone(), secs);
+        let grant = LeaseGrant {
+            route_id: id,
+            generation: self.generation,
+            lease_seconds: secs,
+            expires_at,
+        };
+        Ok((
+            grant,
+            (outcome != UpsertOutcome::Unchanged).then_some(route),
+        ))
+    }
+
+    fn renew(&mut self, r: Renewal, now: Millis) -> (Result<ResponseBody, IpcError>, Changes) {
+        match self.try_renew(r, now) {
+            Ok((grant, route)) => (
+                Ok(ResponseBody::Lease(grant)),
+                route
+                    .into_iter()
+                    .map(|r| FibChange::Upsert(Box::new(r)))
+                    .collect(),
+            ),
+            Err(e) => (Err(e), Vec::new()),
+        }
+    }
+
+    fn try_renew(
+        &mut self,
+        r: Renewal,
+        now: Millis,
+    ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
+        let mut route = self.owned(&r.route_id, r.origin.as_deref())?.clone();
+        if let Some(endpoint) = &r.endpoint {
+            crate::ipc::message::check_endpoint(endpoint)
+                .map_err(|reason| IpcError::invalid("endpoint", reason))?;
+            route.endpoint = endpoint.clone();
+        }
+        let secs = match r.lease_seconds {
+            Some(s) => self.grant(Some(s))?,
+            None => match self.lease_len.get(&r.route_id) {
+                Some(&s) => s,
+                None => self.grant(None)?,
+            },
+        };
+        let expires_at = now.saturating_add_ms(u64::from(secs) * 1000);
+        route.lease = Lease::Until(expires_at);
+        if let Some(l) = r.latency_ms {
+            route.attrs.latency_ms = l;
+        }
+        if let Some(l) = r.load_permille {
+            route.attrs.load_permille = l;
+        }
+        if let Some(h) = r.healthy {
+            route.healthy = h;
+        }
+        let outcome = self.table.upsert(route.clone()).map_err(table_error)?;
+        self.lease_len.insert(r.route_id.clone(), secs);
+        let grant = LeaseGrant {
+            route_id: r.route_id,
+            generation: self.generation,
+            lease_seconds: secs,
+            expires_at,
+        };
+        Ok((
+            grant,
+            (outcome != UpsertOutcome::Unchanged).then_some(route),
+        ))
+    }
+
+    fn unregister(
+        &mut self,
+        id: &RouteId,
+        origin: Option<&str>,
+    ) -> (Result<ResponseBody, IpcError>, Changes) {
+        if let Err(e) = self.owned(id, origin) {
+            return (Err(e), Vec::new());
+        }
+        self.table.remove(id);
+        self.lease_len.remove(id);
+        self.health.forget(id);
+        (
+            Ok(ResponseBody::Unregistered {
+                route_id: id.clone(),
+            }),
+            vec![FibChange::Remove(id.clone())],
+        )
+    }
+
+    // ===== timers and health =====
+
+    /// Removes every route whose lease ended at or before `now`.
+    pub fn expire(&mut self, now: Millis) -> Changes {
+        let gone = self.table.expire(now);
+        let changes: Changes = gone
+            .into_iter()
+            .map(|r| {
+                self.lease_len.remove(&r.id);
+                self.health.forget(&r.id);
+                FibChange::Remove(r.id)
+            })
+            .collect();
+        for _ in &changes {
+            self.count("leases.expired");
+        }
+        self.bump(&changes);
+        changes
+    }
+
+    /// Endpoints the health driver should probe: our own routes (peer
+    /// routes are judged by their session, not by us).
+    pub fn probe_targets(&self) -> Vec<(RouteId, Box<str>)> {
+        self.table
+            .iter()
+            .filter(|r| matches!(r.source, RouteSource::Local | RouteSource::Static))
+            .map(|r| (r.id.clone(), r.endpoint.clone()))
+            .collect()
+    }
+
+    /// Feeds one probe result; a verdict change updates the route.
+    pub fn health_result(&mut self, id: &RouteId, ok: bool) -> Changes {
+        if self.table.get(id).is_none() {
+            return Vec::new();
+        }
+        let healthy = match self.health.observe(id, ok) {
+            Some(Transition::Down) => false,
+            Some(Transition::Up) => true,
+            None => return Vec::new(),
+        };
+        self.count(if healthy { "health.up" } else { "health.down" });
+        if self.table.set_health(id, healthy).is_err() {
+            return Vec::new();
+        }
+        let changes: Changes = self
+            .table
+            .get(id)
+            .map(|r| FibChange::Upsert(Box::new(r.clone())))
+            .into_iter()
+            .collect();
+        self.bump(&changes);
+        changes
+    }
+
+    // ===== views =====
+
+    pub fn status(&self, now: Millis) -> StatusView {
+        let mut by = [0u64; 4];
+        for r in self.table.iter() {
+            by[r.source as usize] += 1;
+        }
+        StatusView {
+            router_id: self.runtime.router_id.clone(),
+            software: self.software.clone(),
+            uptime_s: now.saturating_sub(self.started) / 1000,
+            generation: self.generation,
+            routes: self.table.len() as u64,
+            local_routes: by[RouteSource::Local as usize],
+            static_routes: by[RouteSource::Static as usize],
+            peer_routes: by[RouteSource::Peer as usize] + by[RouteSource::Relay as usize],
+            fib_subscribers: 0,
+            config_error: self.config_error.clone().or_else(|| {
+                self.runtime
+                    .policy
+                    .invalid
+                    .as_ref()
+                    .map(|r| format!("policy invalid: {r}").into())
+            }),
+        }
+    }
+
+    pub fn routes(&self, q: &RoutesQuery, now: Millis) -> RoutePage {
+        let limit = page_limit(q.limit);
+        let mut rows: Vec<&Route> = self
+            .table
+            .iter()
+            .filter(|r| q.capability.as_ref().is_none_or(|c| *c == r.capability))
+            .filter(|r| q.after.as_ref().is_none_or(|a| r.id > *a))
+            .collect();
+        rows.sort_by(|a, b| a.id.cmp(&b.id));
+        let next = (rows.len() > limit).then(|| rows[limit - 1].id.clone());
+        rows.truncate(limit);
+        RoutePage {
+            routes: rows.into_iter().map(|r| RouteView::of(r, now)).collect(),
+            next,
+        }
+    }
+
+    pub fn agents(&self, q: &AgentsQuery) -> AgentPage {
+        let limit = page_limit(q.limit);
+        let mut by_origin: BTreeMap<&str, (AgentView, BTreeSet<&str>)> = BTreeMap::new();
+        for r in self.table.iter() {
+            if q.after.as_ref().is_some_and(|a| *r.origin <= **a) {
+                continue;
+            }
+            let (view, caps) = by_origin.entry(&r.origin).or_insert_with(|| {
+                (
+                    AgentView {
+                        origin: r.origin.clone(),
+                        tenant: r.tenant.clone(),
+                        routes: 0,
+                        capabilities: Vec::new(),
+                        healthy_routes: 0,
+                    },
+                    BTreeSet::new(),
+                )
+            });
+            view.routes += 1;
+            view.healthy_routes += u64::from(r.healthy);
+            caps.insert(&r.capability);
+        }
+        let more = by_origin.len() > limit;
+        let agents: Vec<AgentView> = by_origin
+            .into_values()
+            .take(limit)
+            .map(|(mut v, caps)| {
+                v.capabilities = caps.into_iter().map(Into::into).collect();
+                v
+            })
+            .collect();
+        let next = if more {
+            agents.last().map(|a| a.origin.clone())
+        } else {
+            None
+        };
+        AgentPage { agents, next }
+    }
+
+    pub fn stats(&self) -> StatsView {
+        let mut counters = self.counters.clone();
+        counters.insert("routes".into(), self.table.len() as u64);
+        counters.insert("generation".into(), self.generation);
+        StatsView { counters }
+    }
+}
+
+fn page_limit(limit: u32) -> usize {
+    (if limit == 0 {
+        MAX_PAGE
+    } else {
+        limit.min(MAX_PAGE)
+    }) as usize
+}
+
+fn table_error(e: TableError) -> IpcError {
+    match e {
+        TableError::Conflict { route_id, .. } => IpcError::Conflict {
+            route_id,
+            reason: ConflictReason::OtherOrigin,
+        },
+        TableError::Full { max_routes } => IpcError::Full {
+            max_routes: max_routes as u64,
+        },
+        TableError::NotFound(route_id) => IpcError::NotFound { route_id },
+        TableError::VersionZero(_) => IpcError::invalid("version", "must be at least 1"),
+        TableError::LeasedStatic(id) => {
+            IpcError::internal(format_args!("static route {id} with a lease"))
+        }
+    }
+}
+
+/// Why a configuration's routes do not fit into a table.
+#[derive(Debug)]
+enum BuildError {
+    Static {
+        section: String,
+        error: TableError,
+    },
+    TooSmall {
+        max_routes: usize,
+        error: TableError,
+    },
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::Static { section, error } => {
+                write!(f, "route section '{section}': {error}")
+            }
+            BuildError::TooSmall { max_routes, error } => {
+                write!(
+                    f,
+                    "max_routes {max_routes} cannot hold the routes already registered ({error})"
+                )
+            }
+        }
+    }
+}
+
+/// A table holding `rt`'s static routes plus `dynamic` (the local and peer
+/// routes that survive a reload). Nothing live is touched.
+fn build_table<'a>(
+    rt: &Runtime,
+    dynamic: impl Iterator<Item = &'a Route>,
+) -> Result<RouteTable, BuildError> {
+    let mut table = RouteTable::new(rt.max_routes);
+    for r in &rt.static_routes {
+        table
+            .upsert(r.clone())
+            .map_err(|error| BuildError::Static {
+                section: r
+                    .id
+                    .as_str()
+                    .strip_prefix(STATIC_ID_PREFIX)
+                    .unwrap_or(r.id.as_str())
+                    .to_string(),
+                error,
+            })?;
+    }
+    for r in dynamic {
+        table
+            .upsert(r.clone())
+            .map_err(|error| BuildError::TooSmall {
+                max_routes: rt.max_routes,
+                error,
+            })?;
+    }
+    Ok(table)
+}
+
+/// A stable id for a registration that did not name one: the same agent
+/// registering the same capability at the same endpoint gets the same id
+/// back (FNV-1a; deterministic across restarts, unlike std's hasher).
+pub fn derived_route_id(reg: &Registration) -> RouteId {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in [
+        &*reg.tenant,
+        &*reg.origin,
+        &*reg.capability,
+        &reg.version.to_string(),
+        &*reg.endpoint,
+    ] {
+        for b in part.bytes().chain(std::iter::once(0xff)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    // Hex digits are always a valid route id.
+    RouteId::new(&format!("r-{h:016x}")).unwrap_or_else(|_| unreachable!("hex route ids are valid"))
+}
