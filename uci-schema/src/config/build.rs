@@ -292,7 +292,7 @@ fn rule(r: &mut Reader) -> Rule {
             max_hops: r.u64("max_hops"),
             sources: r.choices("sources"),
             required_peer: r.text("required_peer"),
-            denied_peer: r.list("denied_peer"),
+            denied_peer: r.text("denied_peer"),
             endpoint_prefix: r.text("endpoint_prefix"),
         },
         weights: Weights {
@@ -301,9 +301,9 @@ fn rule(r: &mut Reader) -> Rule {
             w_load: r.u64("w_load"),
             w_trust: r.u64("w_trust"),
             w_hops: r.u64("w_hops"),
-            nonpreferred_penalty: r.u64("nonpreferred_penalty"),
         },
         preferred_peer: r.text("preferred_peer"),
+        nonpreferred_penalty: r.u64("nonpreferred_penalty"),
     }
 }
 

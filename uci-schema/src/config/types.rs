@@ -128,7 +128,7 @@ pub struct Rule {
     pub enabled: bool,
     pub priority: u32,
     pub action: Action,
-    /// Patterns: `*`, exact, or a prefix ending in `*`.
+    /// Patterns: `*`, exact, or `prefix.*`.
     pub tenant: String,
     pub source: String,
     pub capability: String,
@@ -136,6 +136,8 @@ pub struct Rule {
     pub weights: Weights,
     /// Empty: no preferred peer (no penalty applies).
     pub preferred_peer: String,
+    /// Added to the score of routes not via `preferred_peer` (when set).
+    pub nonpreferred_penalty: u64,
 }
 
 /// Eligibility constraints of an allow rule. `Default` is "no constraint"
@@ -152,7 +154,8 @@ pub struct Constraints {
     pub sources: Vec<RouteSource>,
     /// Empty: any peer.
     pub required_peer: String,
-    pub denied_peer: Vec<String>,
+    /// Empty: none.
+    pub denied_peer: String,
     /// Empty: any endpoint.
     pub endpoint_prefix: String,
 }
@@ -166,7 +169,6 @@ pub struct Weights {
     pub w_load: u64,
     pub w_trust: u64,
     pub w_hops: u64,
-    pub nonpreferred_penalty: u64,
 }
 
 /// `config route`: a static route.

@@ -191,7 +191,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
                 .u64("max_hops", k.max_hops)
                 .choices("sources", &k.sources)
                 .text("required_peer", &k.required_peer)
-                .list("denied_peer", &k.denied_peer)
+                .text("denied_peer", &k.denied_peer)
                 .text("endpoint_prefix", &k.endpoint_prefix)
                 .u64("w_latency", w.w_latency)
                 .u64("d_cost", w.d_cost)
@@ -199,7 +199,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
                 .u64("w_trust", w.w_trust)
                 .u64("w_hops", w.w_hops)
                 .text("preferred_peer", &r.preferred_peer)
-                .u64("nonpreferred_penalty", w.nonpreferred_penalty)
+                .u64("nonpreferred_penalty", r.nonpreferred_penalty)
                 .done(),
         );
     }

@@ -108,14 +108,18 @@ fn ipv6_prefix(s: &str) -> bool {
     }
 }
 
-/// `*`, or a value whose only `*` is its last character.
+/// `*`, an exact value, or `prefix.*` (the dot belongs to the prefix, so
+/// `admin.*` does not match `administrator`) — agentd's `Pattern::parse`.
 fn pattern(s: &str) -> bool {
     if s.is_empty() || s.len() > 2 * MAX_ID_LEN || !s.bytes().all(|b| (33..=126).contains(&b)) {
         return false;
     }
-    match s.find('*') {
-        None => true,
-        Some(i) => i == s.len() - 1,
+    if s == "*" {
+        return true;
+    }
+    match s.strip_suffix(".*") {
+        Some(prefix) => !prefix.is_empty() && !prefix.contains('*'),
+        None => !s.contains('*'),
     }
 }
 
@@ -233,7 +237,10 @@ mod tests {
         assert!(!check_value(Kind::DomainName, "lab..example"));
         assert!(check_value(Kind::Pattern, "*"));
         assert!(check_value(Kind::Pattern, "admin.*"));
-        assert!(check_value(Kind::Pattern, "agent://lab/*"));
+        assert!(check_value(Kind::Pattern, "agent://lab/printer"));
+        assert!(!check_value(Kind::Pattern, "agent://lab/*"));
+        assert!(!check_value(Kind::Pattern, "admin*"));
+        assert!(!check_value(Kind::Pattern, ".*"));
         assert!(!check_value(Kind::Pattern, "a*b"));
         assert!(check_value(Kind::RouteId, "static:printer"));
         assert!(!check_value(Kind::Name, "static:printer"));

@@ -93,8 +93,7 @@ pub enum Kind {
     Name,
     /// Route id `[A-Za-z0-9._:-]{1,128}`.
     RouteId,
-    /// `*`, an exact value, or a prefix ending in `*` (`admin.*`,
-    /// `agent://lab/*`).
+    /// `*`, an exact value, or `prefix.*` (`admin.*`).
     Pattern,
     /// Agent URI `agent://tenant/name`.
     AgentUri,
@@ -134,7 +133,7 @@ impl fmt::Display for Kind {
             Kind::Ipv6Prefix => f.write_str("an IPv6 prefix 'addr/len'"),
             Kind::Name => f.write_str("a name of letters, digits, '.', '_' and '-'"),
             Kind::RouteId => f.write_str("an id of letters, digits, '.', '_', ':' and '-'"),
-            Kind::Pattern => f.write_str("'*', a name, or a prefix ending in '*'"),
+            Kind::Pattern => f.write_str("'*', an exact name, or 'prefix.*'"),
             Kind::AgentUri => f.write_str("an agent URI 'agent://tenant/name'"),
             Kind::Url => f.write_str("an http:// or https:// URL"),
             Kind::JwtKey => f.write_str("'ed25519:' followed by a base64 32-byte public key"),

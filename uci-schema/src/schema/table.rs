@@ -100,546 +100,146 @@ impl OptionSpec {
     }
 }
 
+#[rustfmt::skip]
 const AGENTD: &[OptionSpec] = &[
     boolean("enabled", "1", "Run the routing service."),
-    text(
-        "router_id",
-        Kind::DnsLabel,
-        "",
-        "This router's name in the mesh.",
-    )
-    .or_empty("the system host name"),
-    text(
-        "domain",
-        Kind::DomainName,
-        "",
-        "Domain this router belongs to.",
-    )
-    .or_empty("no domain"),
-    text(
-        "identity",
-        Kind::Path,
-        "/etc/agentd/identity.key",
-        "Ed25519 identity key (created on first start, mode 0600).",
-    ),
-    text("domain_ca", Kind::Path, "", "Domain CA certificate (PEM).")
-        .or_empty("none: peers must be pinned"),
-    text(
-        "router_cert",
-        Kind::Path,
-        "",
-        "This router's certificate signed by the domain CA (PEM).",
-    )
-    .or_empty("none"),
-    text(
-        "ipc_socket",
-        Kind::Path,
-        "/var/run/agentd/agentd.sock",
-        "Unix socket for agent-gw and agentctl.",
-    ),
-    text(
-        "state_dir",
-        Kind::Path,
-        "/var/run/agentd",
-        "Directory for runtime state.",
-    ),
-    uint(
-        "default_lease",
-        "30",
-        1,
-        86400,
-        "Lease (s) granted when a registration asks for none.",
-    ),
-    uint(
-        "min_lease",
-        "5",
-        1,
-        86400,
-        "Shortest lease (s) granted; must be <= default_lease.",
-    ),
-    uint(
-        "max_lease",
-        "3600",
-        1,
-        86400,
-        "Longest lease (s) granted; must be >= default_lease.",
-    ),
-    uint(
-        "max_routes",
-        "10000",
-        1,
-        1_000_000,
-        "Most routes in the RIB (all sources).",
-    ),
-    one_of(
-        "default_action",
-        Action::NAMES,
-        "allow",
-        "Verdict when no rule matches.",
-    ),
+    text("router_id", Kind::DnsLabel, "", "This router's name in the mesh.").or_empty("the system host name"),
+    text("domain", Kind::DomainName, "", "Domain this router belongs to.").or_empty("no domain"),
+    text("identity", Kind::Path, "/etc/agentd/identity.key", "Ed25519 identity key (created on first start, mode 0600)."),
+    text("domain_ca", Kind::Path, "", "Domain CA certificate (PEM).").or_empty("none: peers must be pinned"),
+    text("router_cert", Kind::Path, "", "This router's certificate signed by the domain CA (PEM).").or_empty("none"),
+    text("ipc_socket", Kind::Path, "/var/run/agentd/agentd.sock", "Unix socket for agent-gw and agentctl."),
+    text("state_dir", Kind::Path, "/var/run/agentd", "Directory for runtime state."),
+    uint("default_lease", "30", 1, 86400, "Lease (s) granted when a registration asks for none."),
+    uint("min_lease", "5", 1, 86400, "Shortest lease (s) granted; must be <= default_lease."),
+    uint("max_lease", "3600", 1, 86400, "Longest lease (s) granted; must be >= default_lease."),
+    uint("max_routes", "10000", 1, 1_000_000, "Most routes in the RIB (all sources)."),
+    one_of("default_action", Action::NAMES, "allow", "Verdict when no rule matches."),
     one_of("log_level", LogLevel::NAMES, "info", "Log verbosity."),
-    one_of(
-        "health_check",
-        HealthCheck::NAMES,
-        "tcp",
-        "Endpoint probe: TCP connect, HTTP GET /healthz, or none.",
-    ),
-    uint(
-        "health_interval",
-        "5",
-        1,
-        3600,
-        "Seconds between probes of one endpoint.",
-    ),
-    uint(
-        "health_timeout_ms",
-        "1000",
-        1,
-        60_000,
-        "Probe timeout (ms).",
-    ),
-    uint(
-        "health_fail_threshold",
-        "3",
-        1,
-        100,
-        "Consecutive failed probes that mark an endpoint unhealthy.",
-    ),
-    uint(
-        "health_recover_threshold",
-        "2",
-        1,
-        100,
-        "Consecutive good probes that mark it healthy again.",
-    ),
+    one_of("health_check", HealthCheck::NAMES, "tcp", "Endpoint probe: TCP connect, HTTP GET /healthz, or none."),
+    uint("health_interval", "5", 1, 3600, "Seconds between probes of one endpoint."),
+    uint("health_timeout_ms", "1000", 1, 60_000, "Probe timeout (ms)."),
+    uint("health_fail_threshold", "3", 1, 100, "Consecutive failed probes that mark an endpoint unhealthy."),
+    uint("health_recover_threshold", "2", 1, 100, "Consecutive good probes that mark it healthy again."),
 ];
 
+#[rustfmt::skip]
 const GATEWAY: &[OptionSpec] = &[
-    text(
-        "sdk_listen",
-        Kind::SocketAddr,
-        "0.0.0.0:7446",
-        "LAN SDK API listener (HTTP/1.1).",
-    ),
-    text(
-        "public_listen",
-        Kind::SocketAddr,
-        "[::]:7443",
-        "Public HTTPS ingress.",
-    )
-    .or_empty("disabled"),
-    text(
-        "peer_listen",
-        Kind::SocketAddr,
-        "[::]:7447",
-        "Peer/relay data plane (h2 over mTLS).",
-    )
-    .or_empty("disabled"),
-    text(
-        "admin_listen",
-        Kind::SocketAddr,
-        "",
-        "Admin listener (Prometheus metrics).",
-    )
-    .or_empty("disabled"),
-    one_of(
-        "auth",
-        Auth::NAMES,
-        "jwt",
-        "Caller authentication; 'none' is for labs only.",
-    ),
-    text(
-        "issuer_key",
-        Kind::Path,
-        "",
-        "Key that signs trusted-LAN bootstrap tokens.",
-    )
-    .or_empty("the router identity key"),
-    boolean(
-        "bootstrap",
-        "1",
-        "Serve POST /agent/v1/bootstrap (short-lived tokens for LAN agents).",
-    ),
-    uint(
-        "bootstrap_ttl",
-        "300",
-        1,
-        300,
-        "Lifetime (s) of bootstrap tokens.",
-    ),
-    uint(
-        "max_token_lifetime",
-        "3600",
-        1,
-        86400,
-        "Longest accepted JWT lifetime exp-iat (s).",
-    ),
-    uint(
-        "clock_skew",
-        "30",
-        0,
-        300,
-        "Tolerated clock skew (s) when checking iat/exp.",
-    ),
-    uint(
-        "max_request_bytes",
-        "65536",
-        1024,
-        64 * 1024 * 1024,
-        "Largest buffered request body.",
-    ),
-    uint(
-        "rate_per_second",
-        "200",
-        1,
-        1_000_000,
-        "Request rate limit per caller (token bucket refill).",
-    ),
+    text("sdk_listen", Kind::SocketAddr, "0.0.0.0:7446", "LAN SDK API listener (HTTP/1.1)."),
+    text("public_listen", Kind::SocketAddr, "[::]:7443", "Public HTTPS ingress.").or_empty("disabled"),
+    text("peer_listen", Kind::SocketAddr, "[::]:7447", "Peer/relay data plane (h2 over mTLS).").or_empty("disabled"),
+    text("admin_listen", Kind::SocketAddr, "", "Admin listener (Prometheus metrics).").or_empty("disabled"),
+    one_of("auth", Auth::NAMES, "jwt", "Caller authentication; 'none' is for labs only."),
+    text("issuer_key", Kind::Path, "", "Key that signs trusted-LAN bootstrap tokens.").or_empty("the router identity key"),
+    boolean("bootstrap", "1", "Serve POST /agent/v1/bootstrap (short-lived tokens for LAN agents)."),
+    uint("bootstrap_ttl", "300", 1, 300, "Lifetime (s) of bootstrap tokens."),
+    uint("max_token_lifetime", "3600", 1, 86400, "Longest accepted JWT lifetime exp-iat (s)."),
+    uint("clock_skew", "30", 0, 300, "Tolerated clock skew (s) when checking iat/exp."),
+    uint("max_request_bytes", "65536", 1024, 64 * 1024 * 1024, "Largest buffered request body."),
+    uint("rate_per_second", "200", 1, 1_000_000, "Request rate limit per caller (token bucket refill)."),
     uint("rate_burst", "400", 1, 1_000_000, "Token bucket size."),
     uint("max_inflight", "256", 1, 65535, "Most concurrent requests."),
-    uint(
-        "default_timeout_ms",
-        "30000",
-        1,
-        3_600_000,
-        "Deadline of a call that names none.",
-    ),
-    uint(
-        "task_capacity",
-        "512",
-        1,
-        65536,
-        "Most async tasks; when full new async work is refused.",
-    ),
-    uint(
-        "task_ttl",
-        "300",
-        1,
-        86400,
-        "Seconds a finished task stays readable.",
-    ),
-    uint(
-        "stream_history_events",
-        "64",
-        0,
-        65536,
-        "Stream events kept per task for resume.",
-    ),
-    uint(
-        "stream_history_bytes",
-        "1048576",
-        0,
-        64 * 1024 * 1024,
-        "Stream bytes kept per task for resume.",
-    ),
+    uint("default_timeout_ms", "30000", 1, 3_600_000, "Deadline of a call that names none."),
+    uint("task_capacity", "512", 1, 65536, "Most async tasks; when full new async work is refused."),
+    uint("task_ttl", "300", 1, 86400, "Seconds a finished task stays readable."),
+    uint("stream_history_events", "64", 0, 65536, "Stream events kept per task for resume."),
+    uint("stream_history_bytes", "1048576", 0, 64 * 1024 * 1024, "Stream bytes kept per task for resume."),
     uint("hop_limit", "8", 1, 64, "Router hops a call may take."),
-    uint(
-        "assertion_ttl",
-        "30",
-        1,
-        300,
-        "Lifetime (s) of forwarding assertions.",
-    ),
-    uint(
-        "replay_cache",
-        "65536",
-        1,
-        1_000_000,
-        "Assertion nonces remembered; when full, new ones are refused.",
-    ),
+    uint("assertion_ttl", "30", 1, 300, "Lifetime (s) of forwarding assertions."),
+    uint("replay_cache", "65536", 1, 1_000_000, "Assertion nonces remembered; when full, new ones are refused."),
 ];
 
+#[rustfmt::skip]
 const ARPX: &[OptionSpec] = &[
-    text(
-        "listen",
-        Kind::SocketAddr,
-        "[::]:7444",
-        "ARPX listener (TLS 1.3 mTLS).",
-    )
-    .or_empty("no inbound sessions"),
-    uint(
-        "heartbeat_ms",
-        "1000",
-        50,
-        60_000,
-        "Heartbeat interval (ms).",
-    ),
-    uint(
-        "miss_limit",
-        "3",
-        1,
-        100,
-        "Missed heartbeats that end a session.",
-    ),
-    uint(
-        "graceful_s",
-        "10",
-        0,
-        3600,
-        "Seconds a lost peer's routes are retained (ineligible).",
-    ),
-    boolean(
-        "reflector",
-        "0",
-        "Re-advertise routes learned from one peer to the others.",
-    ),
-    uint(
-        "max_frame_bytes",
-        "65536",
-        1024,
-        16 * 1024 * 1024,
-        "Largest ARPX frame.",
-    ),
+    text("listen", Kind::SocketAddr, "[::]:7444", "ARPX listener (TLS 1.3 mTLS).").or_empty("no inbound sessions"),
+    uint("heartbeat_ms", "1000", 50, 60_000, "Heartbeat interval (ms)."),
+    uint("miss_limit", "3", 1, 100, "Missed heartbeats that end a session."),
+    uint("graceful_s", "10", 0, 3600, "Seconds a lost peer's routes are retained (ineligible)."),
+    boolean("reflector", "0", "Re-advertise routes learned from one peer to the others."),
+    uint("max_frame_bytes", "65536", 1024, 16 * 1024 * 1024, "Largest ARPX frame."),
 ];
 
+#[rustfmt::skip]
 const DISCOVERY: &[OptionSpec] = &[
     boolean("enabled", "1", "Announce and browse via mDNS/DNS-SD."),
-    list(
-        "interface",
-        Kind::Ifname,
-        &["br-lan"],
-        "Interfaces to announce and browse on.",
-    ),
-    one_of(
-        "admission",
-        Admission::NAMES,
-        "manual",
-        "How discovered routers become peers.",
-    ),
-    uint(
-        "candidate_lifetime_s",
-        "5",
-        1,
-        3600,
-        "Seconds a candidate lives after its last announcement.",
-    ),
-    list(
-        "allow_fingerprint",
-        Kind::Token,
-        &[],
-        "Key fingerprints admitted in allowlist mode.",
-    ),
-    text(
-        "resolver",
-        Kind::Resolver,
-        "",
-        "Unicast DNS-SD resolver for cross-domain lookups.",
-    )
-    .or_empty("off"),
-    text(
-        "search_domain",
-        Kind::DomainName,
-        "",
-        "Domain browsed with unicast DNS-SD.",
-    )
-    .or_empty("off"),
+    list("interface", Kind::Ifname, &["br-lan"], "Interfaces to announce and browse on."),
+    one_of("admission", Admission::NAMES, "manual", "How discovered routers become peers."),
+    uint("candidate_lifetime_s", "5", 1, 3600, "Seconds a candidate lives after its last announcement."),
+    list("allow_fingerprint", Kind::Token, &[], "Key fingerprints admitted in allowlist mode."),
+    text("resolver", Kind::Resolver, "", "Unicast DNS-SD resolver for cross-domain lookups.").or_empty("off"),
+    text("search_domain", Kind::DomainName, "", "Domain browsed with unicast DNS-SD.").or_empty("off"),
 ];
 
+#[rustfmt::skip]
 const PEER: &[OptionSpec] = &[
     boolean("enabled", "1", "Keep a session with this peer."),
     required("router_id", Kind::DnsLabel, "The peer's router_id."),
     required("address", Kind::Host, "The peer's host name or IP address."),
     uint("port", "7444", 1, 65535, "The peer's ARPX port."),
     uint("data_port", "7447", 1, 65535, "The peer's data-plane port."),
-    text(
-        "key_fingerprint",
-        Kind::Token,
-        "",
-        "Pinned key fingerprint.",
-    )
-    .or_empty("rely on domain_ca"),
-    boolean(
-        "reflector_client",
-        "0",
-        "Reflect other peers' routes to this peer.",
-    ),
+    text("key_fingerprint", Kind::Token, "", "Pinned key fingerprint.").or_empty("rely on domain_ca"),
+    boolean("reflector_client", "0", "Reflect other peers' routes to this peer."),
 ];
 
+#[rustfmt::skip]
 const TENANT: &[OptionSpec] = &[
     section_name("name", Kind::Name, "Tenant name (JWT claim 'tenant')."),
-    list(
-        "jwt_key",
-        Kind::JwtKey,
-        &[],
-        "Public keys that sign this tenant's tokens.",
-    ),
-    uint(
-        "rate_per_second",
-        "100",
-        0,
-        1_000_000,
-        "Request rate limit of the tenant (0 blocks it).",
-    ),
-    uint(
-        "rate_burst",
-        "200",
-        0,
-        1_000_000,
-        "Token bucket size of the tenant.",
-    ),
+    list("jwt_key", Kind::JwtKey, &[], "Public keys that sign this tenant's tokens."),
+    uint("rate_per_second", "100", 0, 1_000_000, "Request rate limit of the tenant (0 blocks it)."),
+    uint("rate_burst", "200", 0, 1_000_000, "Token bucket size of the tenant."),
 ];
 
+#[rustfmt::skip]
 const RULE: &[OptionSpec] = &[
-    section_name(
-        "id",
-        Kind::RouteId,
-        "Rule id; ties of priority go to the smaller id.",
-    ),
+    section_name("id", Kind::RouteId, "Rule id; ties of priority go to the smaller id."),
     boolean("enabled", "1", "Apply this rule."),
     uint("priority", "0", 0, 65535, "Highest matching priority wins."),
-    one_of(
-        "action",
-        Action::NAMES,
-        "allow",
-        "Verdict; a selected deny is final.",
-    ),
+    one_of("action", Action::NAMES, "allow", "Verdict; a selected deny is final."),
     text("tenant", Kind::Pattern, "*", "Caller tenant pattern."),
     text("source", Kind::Pattern, "*", "Source agent URI pattern."),
-    text(
-        "capability",
-        Kind::Pattern,
-        "*",
-        "Capability pattern ('prefix.*' or exact).",
-    ),
+    text("capability", Kind::Pattern, "*", "Capability pattern ('prefix.*' or exact)."),
     text("region", Kind::Name, "", "Only routes in this region.").or_empty("any region"),
-    uint(
-        "max_latency_ms",
-        "18446744073709551615",
-        0,
-        MAX,
-        "Only routes with latency_ms <= this.",
-    ),
-    uint(
-        "max_cost",
-        "18446744073709551615",
-        0,
-        MAX,
-        "Only routes with cost (millionths) <= this.",
-    ),
-    uint(
-        "max_load",
-        "1000",
-        0,
-        1000,
-        "Only routes with load (permille) <= this.",
-    ),
+    uint("max_latency_ms", "18446744073709551615", 0, MAX, "Only routes with latency_ms <= this."),
+    uint("max_cost", "18446744073709551615", 0, MAX, "Only routes with cost (millionths) <= this."),
+    uint("max_load", "18446744073709551615", 0, MAX, "Only routes with load (permille) <= this."),
     uint("min_trust", "0", 0, 100, "Only routes with trust >= this."),
-    uint(
-        "max_hops",
-        "18446744073709551615",
-        0,
-        MAX,
-        "Only routes at most this many routers away.",
-    ),
-    list(
-        "sources",
-        Kind::Enum(RouteSource::NAMES),
-        &["local", "static", "peer", "relay"],
-        "Permitted route sources.",
-    ),
-    text(
-        "required_peer",
-        Kind::DnsLabel,
-        "",
-        "Only routes via this peer.",
-    )
-    .or_empty("any peer"),
-    list(
-        "denied_peer",
-        Kind::DnsLabel,
-        &[],
-        "Never routes via these peers.",
-    ),
-    text(
-        "endpoint_prefix",
-        Kind::Text,
-        "",
-        "Only endpoints starting with this.",
-    )
-    .or_empty("any endpoint"),
+    uint("max_hops", "18446744073709551615", 0, MAX, "Only routes at most this many routers away."),
+    list("sources", Kind::Enum(RouteSource::NAMES), &["local", "static", "peer", "relay"], "Permitted route sources."),
+    text("required_peer", Kind::DnsLabel, "", "Only routes via this peer.").or_empty("any peer"),
+    text("denied_peer", Kind::DnsLabel, "", "Never routes via this peer.").or_empty("none"),
+    text("endpoint_prefix", Kind::Text, "", "Only endpoints starting with this.").or_empty("any endpoint"),
     uint("w_latency", "1000", 0, MAX, "Score weight of latency (ms)."),
     uint("d_cost", "100", 1, MAX, "Cost divisor of the score."),
     uint("w_load", "100", 0, MAX, "Score weight of load (permille)."),
-    uint(
-        "w_trust",
-        "5000",
-        0,
-        MAX,
-        "Score weight of distrust (100 - trust).",
-    ),
+    uint("w_trust", "5000", 0, MAX, "Score weight of distrust (100 - trust)."),
     uint("w_hops", "10000", 0, MAX, "Score weight of hop count."),
-    text(
-        "preferred_peer",
-        Kind::DnsLabel,
-        "",
-        "Peer whose routes avoid the penalty.",
-    )
-    .or_empty("none"),
-    uint(
-        "nonpreferred_penalty",
-        "50000",
-        0,
-        MAX,
-        "Score added to routes not via preferred_peer (when set).",
-    ),
+    text("preferred_peer", Kind::DnsLabel, "", "Peer whose routes avoid the penalty.").or_empty("none"),
+    uint("nonpreferred_penalty", "50000", 0, MAX, "Score added to routes not via preferred_peer (when set)."),
 ];
 
+#[rustfmt::skip]
 const ROUTE: &[OptionSpec] = &[
     section_name("id", Kind::RouteId, "Stable route_id."),
     boolean("enabled", "1", "Install this route."),
-    required(
-        "capability",
-        Kind::Name,
-        "Capability name, e.g. 'office.print'.",
-    ),
-    spec(
-        "version",
-        Kind::UInt { min: 1, max: U32 },
-        DefaultValue::Required,
-        "Interface version (>= 1).",
-    ),
+    required("capability", Kind::Name, "Capability name, e.g. 'office.print'."),
+    spec("version", Kind::UInt { min: 1, max: U32 }, DefaultValue::Required, "Interface version (>= 1)."),
     required("origin", Kind::AgentUri, "Agent URI 'agent://tenant/name'."),
     required("endpoint", Kind::Url, "Handler URL."),
-    text(
-        "tenant",
-        Kind::Name,
-        "",
-        "Owning tenant; must match origin.",
-    )
-    .or_empty("the tenant of origin"),
+    text("tenant", Kind::Name, "", "Owning tenant; must match origin.").or_empty("the tenant of origin"),
     text("region", Kind::Name, "", "Region label.").or_empty("none"),
     uint("latency_ms", "0", 0, MAX, "Advertised latency (ms)."),
     uint("cost", "0", 0, MAX, "Cost in millionths of a unit."),
     uint("load", "0", 0, 1000, "Load (permille)."),
     uint("trust", "50", 0, 100, "Trust 0-100."),
-    list(
-        "allowed_tenants",
-        Kind::Name,
-        &[],
-        "Other tenants that may call it (none: only its own).",
-    ),
-    list(
-        "allowed_sources",
-        Kind::Pattern,
-        &[],
-        "Source agent patterns that may call it (none: any).",
-    ),
+    list("allowed_tenants", Kind::Name, &[], "Other tenants that may call it (none: only its own)."),
+    list("allowed_sources", Kind::Pattern, &[], "Source agent patterns that may call it (none: any)."),
     one_of("effect", Effect::NAMES, "", "Contract effect class.").or_empty("no contract"),
-    boolean(
-        "idempotent",
-        "0",
-        "Contract: safe to retry after possible delivery.",
-    ),
+    boolean("idempotent", "0", "Contract: safe to retry after possible delivery."),
     text("description", Kind::Text, "", "Contract description.").or_empty("none"),
-    text(
-        "input_schema",
-        Kind::JsonObject,
-        "",
-        "Contract input JSON Schema.",
-    )
-    .or_empty("none"),
+    text("input_schema", Kind::JsonObject, "", "Contract input JSON Schema.").or_empty("none"),
 ];
 
+#[rustfmt::skip]
 const MAPPING: &[OptionSpec] = &[
     boolean("enabled", "1", "Expose this mapping."),
     one_of("protocol", Protocol::NAMES, "mcp", "MCP tool or A2A skill."),
@@ -647,64 +247,27 @@ const MAPPING: &[OptionSpec] = &[
     required("capability", Kind::Name, "Capability invoked."),
     uint("version", "1", 1, U32, "Capability version invoked."),
     text("description", Kind::Text, "", "Shown to MCP/A2A clients.").or_empty("none"),
-    text(
-        "input_schema",
-        Kind::JsonObject,
-        "",
-        "Input JSON Schema shown to clients.",
-    )
-    .or_empty("none"),
+    text("input_schema", Kind::JsonObject, "", "Input JSON Schema shown to clients.").or_empty("none"),
 ];
 
+#[rustfmt::skip]
 const IPV6: &[OptionSpec] = &[
     one_of("mode", Ipv6Mode::NAMES, "off", "Per-agent /128 addresses."),
-    text(
-        "prefix",
-        Kind::Ipv6Prefix,
-        "",
-        "Prefix /128s are taken from.",
-    )
-    .or_empty("none (required unless mode is off)"),
-    text(
-        "interface",
-        Kind::Ifname,
-        "agent0",
-        "Dummy interface holding the /128s.",
-    ),
-    text(
-        "upstream_interface",
-        Kind::Ifname,
-        "wan",
-        "Interface for proxy NDP entries (ndp-proxy).",
-    ),
+    text("prefix", Kind::Ipv6Prefix, "", "Prefix /128s are taken from.").or_empty("none (required unless mode is off)"),
+    text("interface", Kind::Ifname, "agent0", "Dummy interface holding the /128s."),
+    text("upstream_interface", Kind::Ifname, "wan", "Interface for proxy NDP entries (ndp-proxy)."),
     uint("max_addresses", "256", 1, 65536, "Most /128s at once."),
 ];
 
+#[rustfmt::skip]
 const RELAY: &[OptionSpec] = &[
     one_of("mode", RelayMode::NAMES, "off", "NAT relay role."),
-    text(
-        "server",
-        Kind::HostPort,
-        "",
-        "Relay 'host:port' (client mode).",
-    )
-    .or_empty("none (required in client mode)"),
-    uint(
-        "reconnect_min_ms",
-        "1000",
-        100,
-        600_000,
-        "First reconnect backoff (ms).",
-    ),
-    uint(
-        "reconnect_max_ms",
-        "30000",
-        100,
-        3_600_000,
-        "Largest reconnect backoff (ms); >= reconnect_min_ms.",
-    ),
+    text("server", Kind::HostPort, "", "Relay 'host:port' (client mode).").or_empty("none (required in client mode)"),
+    uint("reconnect_min_ms", "1000", 100, 600_000, "First reconnect backoff (ms)."),
+    uint("reconnect_max_ms", "30000", 100, 3_600_000, "Largest reconnect backoff (ms); >= reconnect_min_ms."),
 ];
 
+#[rustfmt::skip]
 const CLOUD: &[OptionSpec] = &[
     boolean("enabled", "0", "Run the cloud connector."),
     text("url", Kind::Url, "", "Cloud endpoint.").or_empty("none (required when enabled)"),
@@ -712,89 +275,18 @@ const CLOUD: &[OptionSpec] = &[
 ];
 
 /// Every section type of `/etc/config/agentd`, in documentation order.
+#[rustfmt::skip]
 pub static SECTIONS: &[SectionSpec] = &[
-    SectionSpec {
-        ty: "agentd",
-        many: false,
-        canonical_name: "main",
-        doc: "Routing service: identity, leases, limits, health checks.",
-        options: AGENTD,
-    },
-    SectionSpec {
-        ty: "gateway",
-        many: false,
-        canonical_name: "gateway",
-        doc: "agent-gw: listeners, authentication, limits, tasks and streams.",
-        options: GATEWAY,
-    },
-    SectionSpec {
-        ty: "arpx",
-        many: false,
-        canonical_name: "arpx",
-        doc: "Inter-router route exchange.",
-        options: ARPX,
-    },
-    SectionSpec {
-        ty: "discovery",
-        many: false,
-        canonical_name: "discovery",
-        doc: "mDNS/DNS-SD discovery and admission of routers.",
-        options: DISCOVERY,
-    },
-    SectionSpec {
-        ty: "peer",
-        many: true,
-        canonical_name: "",
-        doc: "A static peer router.",
-        options: PEER,
-    },
-    SectionSpec {
-        ty: "tenant",
-        many: true,
-        canonical_name: "",
-        doc: "A tenant: JWT keys and rate limits.",
-        options: TENANT,
-    },
-    SectionSpec {
-        ty: "rule",
-        many: true,
-        canonical_name: "",
-        doc: "A policy rule: match, verdict, constraints, score weights.",
-        options: RULE,
-    },
-    SectionSpec {
-        ty: "route",
-        many: true,
-        canonical_name: "",
-        doc: "A static route (never expires).",
-        options: ROUTE,
-    },
-    SectionSpec {
-        ty: "mapping",
-        many: true,
-        canonical_name: "",
-        doc: "An MCP tool or A2A skill backed by a capability.",
-        options: MAPPING,
-    },
-    SectionSpec {
-        ty: "ipv6",
-        many: false,
-        canonical_name: "ipv6",
-        doc: "Per-agent IPv6 /128 addresses.",
-        options: IPV6,
-    },
-    SectionSpec {
-        ty: "relay",
-        many: false,
-        canonical_name: "relay",
-        doc: "NAT relay.",
-        options: RELAY,
-    },
-    SectionSpec {
-        ty: "cloud",
-        many: false,
-        canonical_name: "cloud",
-        doc: "Optional cloud connector.",
-        options: CLOUD,
-    },
+    SectionSpec { ty: "agentd", many: false, canonical_name: "main", doc: "Routing service: identity, leases, limits, health checks.", options: AGENTD },
+    SectionSpec { ty: "gateway", many: false, canonical_name: "gateway", doc: "agent-gw: listeners, authentication, limits, tasks and streams.", options: GATEWAY },
+    SectionSpec { ty: "arpx", many: false, canonical_name: "arpx", doc: "Inter-router route exchange.", options: ARPX },
+    SectionSpec { ty: "discovery", many: false, canonical_name: "discovery", doc: "mDNS/DNS-SD discovery and admission of routers.", options: DISCOVERY },
+    SectionSpec { ty: "peer", many: true, canonical_name: "", doc: "A static peer router.", options: PEER },
+    SectionSpec { ty: "tenant", many: true, canonical_name: "", doc: "A tenant: JWT keys and rate limits.", options: TENANT },
+    SectionSpec { ty: "rule", many: true, canonical_name: "", doc: "A policy rule: match, verdict, constraints, score weights.", options: RULE },
+    SectionSpec { ty: "route", many: true, canonical_name: "", doc: "A static route (never expires).", options: ROUTE },
+    SectionSpec { ty: "mapping", many: true, canonical_name: "", doc: "An MCP tool or A2A skill backed by a capability.", options: MAPPING },
+    SectionSpec { ty: "ipv6", many: false, canonical_name: "ipv6", doc: "Per-agent IPv6 /128 addresses.", options: IPV6 },
+    SectionSpec { ty: "relay", many: false, canonical_name: "relay", doc: "NAT relay.", options: RELAY },
+    SectionSpec { ty: "cloud", many: false, canonical_name: "cloud", doc: "Optional cloud connector.", options: CLOUD },
 ];
