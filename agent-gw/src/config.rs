@@ -38,6 +38,9 @@ pub struct GatewayConfig {
     pub max_connections: usize,
     /// Most routes the FIB replica holds.
     pub max_routes: usize,
+    /// Lease bounds (`agentd.min_lease` / `max_lease`), seconds.
+    pub lease_min_s: u64,
+    pub lease_max_s: u64,
 }
 
 impl Default for GatewayConfig {
@@ -62,6 +65,8 @@ impl Default for GatewayConfig {
             default_timeout_ms: 30_000,
             max_connections: 1024,
             max_routes: 10_000,
+            lease_min_s: 5,
+            lease_max_s: 3600,
         }
     }
 }

@@ -7,19 +7,28 @@
 //! ineligible at its deadline even when agentd is gone; `expire_due` only
 //! reclaims the memory, driven by the table's next deadline.
 
-use agentd::policy::Policy;
+use std::future::pending;
+use std::rc::Rc;
+use std::time::Duration;
+
+use agentd::fib::replica::{Applied, FibReplica, ReplicaError};
+use agentd::fib::FibEvent;
+use agentd::ipc::client::Client;
 use agentd::select::{self, Denial, Query, Refusal, Reject};
-use agentd::table::RouteTable;
 use agentd::time::Millis;
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::forward::target::Target;
 use crate::forward::Candidate;
+use crate::state::AppState;
+
+/// First and longest wait between reconnection attempts to agentd.
+pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 pub struct Fib {
-    table: RouteTable,
-    policy: Policy,
+    replica: FibReplica,
 }
 
 /// A candidate plus its score, for `/agent/v1/route`.
@@ -36,41 +45,59 @@ pub struct Ranked {
 impl Fib {
     pub fn new(max_routes: usize) -> Fib {
         Fib {
-            table: RouteTable::new(max_routes),
-            policy: Policy::default(),
+            replica: FibReplica::new(max_routes),
         }
     }
 
-    pub fn table(&self) -> &RouteTable {
-        &self.table
+    pub fn replica(&self) -> &FibReplica {
+        &self.replica
     }
 
-    pub fn table_mut(&mut self) -> &mut RouteTable {
-        &mut self.table
+    /// Applies one event of agentd's FIB stream.
+    pub fn apply(&mut self, event: FibEvent, now: Millis) -> Result<Applied, ReplicaError> {
+        self.replica.apply(event, now)
     }
 
-    pub fn set_policy(&mut self, policy: Policy) {
-        self.policy = policy;
+    /// The subscription ended; keep serving the last complete state.
+    pub fn disconnected(&mut self) {
+        self.replica.disconnected();
     }
 
-    pub fn generation(&self) -> u64 {
-        self.table.generation()
+    /// Generation of the served state; `None` before the first snapshot.
+    pub fn generation(&self) -> Option<u64> {
+        self.replica.generation()
+    }
+
+    pub fn routes(&self) -> usize {
+        self.replica.table().len()
     }
 
     /// Drops routes whose lease ended by `now`; returns how many.
     pub fn expire_due(&mut self, now: Millis) -> usize {
-        self.table.expire(now).len()
+        self.replica.expire(now).len()
     }
 
     pub fn next_deadline(&self) -> Option<Millis> {
-        self.table.next_deadline()
+        self.replica.next_deadline()
     }
 
     /// The ordered candidates for `q` at `now` — one snapshot the whole
     /// retry sequence of a call walks down — or a typed refusal.
     pub fn decide(&self, q: &Query<'_>, now: Millis) -> Result<Vec<Ranked>, ApiError> {
-        let ranked =
-            select::select_ordered(&self.table, &self.policy, q, now).map_err(|r| refusal(q, r))?;
+        if self.replica.generation().is_none() {
+            return Err(ApiError::new(
+                ErrorCode::ControlPlaneUnavailable,
+                format!(
+                    "cannot route {} v{}: no FIB received from agentd yet",
+                    q.capability, q.version
+                ),
+            )
+            .rejected()
+            .capability(q.capability)
+            .retry_after_ms(1000));
+        }
+        let ranked = select::select_ordered(self.replica.table(), self.replica.policy(), q, now)
+            .map_err(|r| refusal(q, r))?;
         let mut out = Vec::with_capacity(ranked.len());
         let mut unusable = 0usize;
         for s in ranked {
@@ -155,4 +182,96 @@ fn refusal(q: &Query<'_>, r: Refusal<'_>) -> ApiError {
     }
     .rejected()
     .capability(cap)
+}
+
+/// Sleeps until the replica's next lease deadline (forever if none).
+async fn next_expiry(state: &AppState) {
+    let due = state.fib.borrow().next_deadline();
+    match due {
+        Some(at) => {
+            let wait = at.saturating_sub(Millis::now());
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+        }
+        None => pending::<()>().await,
+    }
+}
+
+fn expire(state: &AppState) {
+    let n = state.fib.borrow_mut().expire_due(Millis::now());
+    if n > 0 {
+        eprintln!("agent-gw: {n} route(s) expired");
+    }
+}
+
+/// Waits `d` while still expiring leases on time.
+async fn wait_expiring(state: &AppState, d: Duration) {
+    let until = tokio::time::Instant::now() + d;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => return,
+            () = next_expiry(state) => expire(state),
+        }
+    }
+}
+
+/// Follows agentd's FIB for as long as the gateway runs: connect,
+/// subscribe, apply snapshot and deltas, expire leases at their deadlines;
+/// on any break keep the last state and reconnect with backoff. Also hands
+/// the live IPC connection to `Control` for registrations.
+pub async fn run(state: Rc<AppState>) {
+    let mut backoff = MIN_BACKOFF;
+    let mut was_up = true;
+    loop {
+        match subscribe(&state).await {
+            Ok(mut stream) => {
+                eprintln!(
+                    "agent-gw: following agentd FIB at {}",
+                    state.cfg.ipc_socket.display()
+                );
+                was_up = true;
+                backoff = MIN_BACKOFF;
+                let why = loop {
+                    let ev = tokio::select! {
+                        ev = stream.next() => ev,
+                        () = next_expiry(&state) => { expire(&state); continue; }
+                    };
+                    match ev {
+                        Some(Ok(ev)) => {
+                            if let Err(e) = state.fib.borrow_mut().apply(ev, Millis::now()) {
+                                break e.to_string();
+                            }
+                        }
+                        Some(Err(e)) => break e.to_string(),
+                        None => break "agentd closed the FIB stream".to_string(),
+                    }
+                };
+                state.control.set_link(None);
+                state.fib.borrow_mut().disconnected();
+                eprintln!(
+                    "agent-gw: lost agentd FIB ({why}); forwarding on the last FIB, resubscribing"
+                );
+            }
+            Err(e) => {
+                if was_up {
+                    eprintln!("agent-gw: agentd unreachable ({e}); retrying with backoff");
+                    was_up = false;
+                }
+            }
+        }
+        wait_expiring(&state, backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+async fn subscribe(
+    state: &AppState,
+) -> Result<agentd::ipc::client::FibStream, agentd::ipc::client::ClientError> {
+    let client = Client::connect(
+        &state.cfg.ipc_socket,
+        concat!("agent-gw ", env!("CARGO_PKG_VERSION")),
+    )
+    .await?;
+    let stream = client.subscribe_fib().await?;
+    state.control.set_link(Some(client));
+    Ok(stream)
 }

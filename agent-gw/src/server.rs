@@ -123,10 +123,12 @@ pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
     result.unwrap_or_else(ApiError::into_response)
 }
 
-/// Convenience for the binary and tests: bind, log the address, serve.
+/// The whole gateway: bind, log the address, follow agentd's FIB and
+/// serve. Must run inside a `LocalSet`.
 pub async fn run(state: Rc<AppState>) -> io::Result<()> {
     let listener = bind(state.cfg.sdk_listen).await?;
     eprintln!("agent-gw: listening sdk={}", listener.local_addr()?);
+    tokio::task::spawn_local(crate::fib_sync::run(state.clone()));
     serve(listener, state).await;
     Ok(())
 }

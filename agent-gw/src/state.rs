@@ -27,7 +27,7 @@ impl AppState {
         let limiter = RateLimiter::new(cfg.rate, cfg.tenant_rates.clone());
         Rc::new(AppState {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
-            control: Control::default(),
+            control: Control::new(cfg.lease_min_s, cfg.lease_max_s),
             forwarder: Forwarder::new(Pool::new(PoolConfig::default())),
             limiter: RefCell::new(limiter),
             inflight: Inflight::new(cfg.max_inflight),

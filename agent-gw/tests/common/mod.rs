@@ -1,0 +1,335 @@
+//! Test harness: a real gateway on 127.0.0.1:0, real backend handlers
+//! (small hyper servers), a raw HTTP client, and FIB loading through the
+//! replica's own snapshot events.
+#![allow(dead_code)]
+
+use std::cell::{Cell, RefCell};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+use agent_gw::config::{AuthMode, GatewayConfig};
+use agent_gw::state::AppState;
+use agentd::fib::FibEvent;
+use agentd::policy::Policy;
+use agentd::route::{Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource};
+use agentd::time::Millis;
+
+pub fn lab_config() -> GatewayConfig {
+    GatewayConfig {
+        sdk_listen: "127.0.0.1:0".parse().unwrap(),
+        auth: AuthMode::None,
+        ipc_socket: "/nonexistent/agentd.sock".into(),
+        ..GatewayConfig::default()
+    }
+}
+
+/// Starts a gateway (no agentd) and returns its address.
+pub async fn start_gateway(cfg: GatewayConfig) -> (SocketAddr, Rc<AppState>) {
+    let state = AppState::new(cfg);
+    let listener = agent_gw::server::bind(state.cfg.sdk_listen).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::task::spawn_local(agent_gw::server::serve(listener, state.clone()));
+    (addr, state)
+}
+
+/// A local route to `endpoint` with a live lease.
+pub fn route(
+    id: &str,
+    capability: &str,
+    endpoint: &str,
+    latency_ms: u64,
+    idempotent: bool,
+) -> Route {
+    Route {
+        id: RouteId::new(id).unwrap(),
+        capability: capability.into(),
+        version: 1,
+        origin: format!("agent://lab/{id}").into(),
+        endpoint: endpoint.into(),
+        tenant: "lab".into(),
+        region: "local".into(),
+        attrs: Attributes {
+            latency_ms,
+            cost_micros: 0,
+            load_permille: 0,
+            trust: 50,
+        },
+        access: Access {
+            allowed_tenants: vec!["other".into()],
+            allowed_sources: vec![],
+        },
+        contract: idempotent.then_some(Contract {
+            effect: Effect::Read,
+            idempotent: true,
+            input_schema: None,
+            description: None,
+        }),
+        source: RouteSource::Local,
+        path: vec![],
+        next_hop: None,
+        lease: Lease::Until(Millis::now().saturating_add_ms(600_000)),
+        healthy: true,
+    }
+}
+
+/// Replaces the gateway's FIB with `routes` (default allow policy) the way
+/// agentd's stream does: a complete snapshot.
+pub fn load_fib(state: &AppState, generation: u64, routes: Vec<Route>) {
+    let mut fib = state.fib.borrow_mut();
+    let now = Millis::now();
+    fib.apply(FibEvent::SnapshotBegin { generation }, now)
+        .unwrap();
+    fib.apply(FibEvent::SnapshotChunk(routes), now).unwrap();
+    fib.apply(
+        FibEvent::SnapshotEnd {
+            generation,
+            policy: Box::new(Policy::default()),
+            peers_down: vec![],
+        },
+        now,
+    )
+    .unwrap();
+}
+
+/// What a backend saw of one request.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// How a backend answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `{"echo": <request body>, "backend": name}` with status 200.
+    Echo,
+    /// Waits for `release` before answering (holds the call in flight).
+    Hold,
+}
+
+/// A real HTTP/1.1 handler endpoint.
+pub struct Backend {
+    pub addr: SocketAddr,
+    pub seen: Rc<RefCell<Vec<Seen>>>,
+    pub connections: Rc<Cell<usize>>,
+    pub release: Rc<Notify>,
+    /// Notified (one stored permit) whenever a request arrives.
+    pub arrived: Rc<Notify>,
+}
+
+impl Backend {
+    pub fn endpoint(&self) -> String {
+        format!("http://{}/invoke", self.addr)
+    }
+
+    pub fn count(&self) -> usize {
+        self.seen.borrow().len()
+    }
+}
+
+pub async fn backend(name: &'static str, mode: Mode) -> Backend {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let connections = Rc::new(Cell::new(0));
+    let release = Rc::new(Notify::new());
+    let arrived = Rc::new(Notify::new());
+    let (s, c, r, a) = (
+        seen.clone(),
+        connections.clone(),
+        release.clone(),
+        arrived.clone(),
+    );
+    tokio::task::spawn_local(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            c.set(c.get() + 1);
+            let (s, r, a) = (s.clone(), r.clone(), a.clone());
+            tokio::task::spawn_local(async move {
+                let svc = service_fn(move |req: Request<Incoming>| {
+                    let (s, r, a) = (s.clone(), r.clone(), a.clone());
+                    async move {
+                        let (parts, body) = req.into_parts();
+                        let body = body.collect().await.unwrap().to_bytes();
+                        s.borrow_mut().push(Seen {
+                            headers: parts.headers,
+                            body: body.clone(),
+                        });
+                        a.notify_one();
+                        if mode == Mode::Hold {
+                            r.notified().await;
+                        }
+                        let echo: serde_json::Value =
+                            serde_json::from_slice(&body).unwrap_or_default();
+                        let out = serde_json::json!({"echo": echo, "backend": name});
+                        let mut resp = Response::new(Full::new(Bytes::from(out.to_string())));
+                        resp.headers_mut()
+                            .insert("content-type", "application/json".parse().unwrap());
+                        Ok::<_, Infallible>(resp)
+                    }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    Backend {
+        addr,
+        seen,
+        connections,
+        release,
+        arrived,
+    }
+}
+
+/// A backend that reads each request completely and then closes the
+/// connection without answering: the request was delivered, no response.
+pub async fn swallowing_backend() -> (SocketAddr, Rc<Cell<usize>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let got = Rc::new(Cell::new(0));
+    let g = got.clone();
+    tokio::task::spawn_local(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let g = g.clone();
+            tokio::task::spawn_local(async move {
+                if read_request(&mut stream).await.is_some() {
+                    g.set(g.get() + 1);
+                }
+                drop(stream);
+            });
+        }
+    });
+    (addr, got)
+}
+
+/// Reads one HTTP/1.1 request with a Content-Length body from a raw socket.
+async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                return Some(buf);
+            }
+        }
+    }
+}
+
+/// A port nothing listens on (bound, then released).
+pub async fn closed_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    drop(l);
+    a
+}
+
+/// One response as the client saw it.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
+    }
+
+    pub fn error_code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+/// Sends one request on a fresh connection.
+pub async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::task::spawn_local(conn);
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string());
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(Bytes::copy_from_slice(body))).unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+pub async fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    send(addr, "POST", path, headers, body.as_bytes()).await
+}
+
+/// A nexilume-shaped envelope.
+pub fn envelope(intent: &str, tenant: &str, payload: &str) -> String {
+    format!(
+        r#"{{"version":"1.0","intent":"{intent}","intent_version":1,"task_id":"t-1","source_agent":"agent://{tenant}/caller","tenant":"{tenant}","hop_limit":8,"constraints":{{}},"payload":{payload}}}"#
+    )
+}
+
+/// Writes raw bytes and reads until the peer closes or `max` bytes.
+pub async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    // The peer may answer and close before we finish writing: that is
+    // what an early 413 does. Ignore write errors, read what came back.
+    let _ = s.write_all(request).await;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Runs a test body on a current-thread runtime inside a `LocalSet`, as
+/// the daemon does.
+pub fn run<F: std::future::Future>(f: F) -> F::Output {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    tokio::task::LocalSet::new().block_on(&rt, f)
+}

@@ -1,0 +1,358 @@
+//! Invocation through a real gateway to real handler endpoints: headers
+//! the handler receives, typed refusals, keep-alive reuse, retry rules
+//! (DESIGN §7) and deadlines.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn invoke_reaches_the_handler_with_route_and_deadline_headers() {
+    run(async {
+        let b = backend("a", Mode::Echo).await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
+        );
+        let env = envelope("demo.echo", "lab", r#"{"text":"hi"}"#);
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[("x-agentd-timeout-ms", "5000"), ("idempotency-key", "k1")],
+            &env,
+        )
+        .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.headers["x-agentd-route-id"], "r-a");
+        // The handler's JSON comes back unchanged; the envelope went through
+        // byte for byte (auth off).
+        assert_eq!(r.json()["backend"], "a");
+        let seen = b.seen.borrow()[0].clone();
+        assert_eq!(seen.body, env.as_bytes());
+        assert_eq!(seen.headers["x-agentd-route-id"], "r-a");
+        assert_eq!(seen.headers["x-nexus-route-id"], "r-a");
+        assert_eq!(seen.headers["idempotency-key"], "k1");
+        assert_eq!(
+            seen.headers["content-length"],
+            env.len().to_string().as_str()
+        );
+        assert!(seen.headers.get("transfer-encoding").is_none());
+        let left: u64 = seen.headers["x-agentd-deadline-ms"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(left > 0 && left <= 5000, "deadline header {left}");
+    });
+}
+
+#[test]
+fn nothing_eligible_is_an_immediate_typed_refusal_naming_the_capability() {
+    run(async {
+        let b = backend("a", Mode::Echo).await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        let mut expired = route("r-old", "demo.old", &b.endpoint(), 1, false);
+        expired.lease = agentd::route::Lease::Until(agentd::time::Millis(1));
+        load_fib(
+            &state,
+            1,
+            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false), expired],
+        );
+
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.missing", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.status, 404);
+        let e = &r.json()["error"];
+        assert_eq!(e["code"], "no_route");
+        assert_eq!(e["capability"], "demo.missing");
+        assert_eq!(e["reason"], "capability_version");
+        assert_eq!(e["outcome"], "rejected");
+
+        // A tenant the route is not open to.
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.echo", "stranger", "{}"),
+        )
+        .await;
+        assert_eq!(
+            (r.status.as_u16(), r.json()["error"]["reason"].as_str()),
+            (404, Some("tenant_access"))
+        );
+        // A route whose lease already ended never enters the replica.
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.old", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.json()["error"]["reason"], "capability_version");
+        assert_eq!(state.fib.borrow().routes(), 1);
+        assert_eq!(b.count(), 0);
+    });
+}
+
+#[test]
+fn before_the_first_fib_invocations_are_refused_as_unavailable() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.echo", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.status, 503);
+        assert_eq!(r.error_code(), "control_plane_unavailable");
+    });
+}
+
+#[test]
+fn keep_alive_pool_reuses_one_connection_for_sequential_calls() {
+    run(async {
+        let b = backend("a", Mode::Echo).await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
+        );
+        for i in 0..5 {
+            let r = post(
+                gw,
+                "/agent/v1/invoke",
+                &[],
+                &envelope("demo.echo", "lab", &i.to_string()),
+            )
+            .await;
+            assert_eq!(r.status, 200);
+        }
+        assert_eq!(b.count(), 5);
+        assert_eq!(
+            b.connections.get(),
+            1,
+            "calls should share one pooled connection"
+        );
+    });
+}
+
+#[test]
+fn connection_refused_moves_to_the_next_candidate() {
+    run(async {
+        let dead = closed_port().await;
+        let b = backend("second", Mode::Echo).await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        // The dead endpoint ranks first (lower latency).
+        load_fib(
+            &state,
+            1,
+            vec![
+                route(
+                    "r-dead",
+                    "demo.echo",
+                    &format!("http://{dead}/invoke"),
+                    1,
+                    false,
+                ),
+                route("r-live", "demo.echo", &b.endpoint(), 50, false),
+            ],
+        );
+        // Not idempotent, no key: moving is still safe, nothing was delivered.
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.echo", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.headers["x-agentd-route-id"], "r-live");
+        assert_eq!(b.count(), 1);
+    });
+}
+
+#[test]
+fn all_candidates_refusing_is_not_delivered() {
+    run(async {
+        let (d1, d2) = (closed_port().await, closed_port().await);
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![
+                route("r-1", "demo.echo", &format!("http://{d1}/invoke"), 1, false),
+                route("r-2", "demo.echo", &format!("http://{d2}/invoke"), 2, false),
+            ],
+        );
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.echo", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.status, 502);
+        assert_eq!(r.error_code(), "not_delivered");
+        assert_eq!(r.json()["error"]["outcome"], "not_delivered");
+        assert_eq!(r.headers["x-agentd-outcome"], "not_delivered");
+    });
+}
+
+#[test]
+fn non_idempotent_call_is_not_retried_after_possible_delivery() {
+    run(async {
+        let (swallow, got) = swallowing_backend().await;
+        let b = backend("second", Mode::Echo).await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![
+                route(
+                    "r-swallow",
+                    "demo.write",
+                    &format!("http://{swallow}/invoke"),
+                    1,
+                    false,
+                ),
+                route("r-live", "demo.write", &b.endpoint(), 50, false),
+            ],
+        );
+        // Even with a key: the route's contract is not idempotent.
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[("idempotency-key", "k")],
+            &envelope("demo.write", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.status, 502, "{:?}", r.body);
+        assert_eq!(r.error_code(), "upstream_unknown");
+        assert_eq!(r.json()["error"]["outcome"], "unknown");
+        assert_eq!(got.get(), 1, "the first handler received the request");
+        assert_eq!(b.count(), 0, "the request must not be sent twice");
+    });
+}
+
+#[test]
+fn idempotent_call_with_key_moves_on_after_possible_delivery() {
+    run(async {
+        let (swallow, got) = swallowing_backend().await;
+        let b = backend("second", Mode::Echo).await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![
+                route(
+                    "r-swallow",
+                    "kv.get",
+                    &format!("http://{swallow}/invoke"),
+                    1,
+                    true,
+                ),
+                route("r-live", "kv.get", &b.endpoint(), 50, true),
+            ],
+        );
+        // Idempotent by contract but no key: not moved.
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("kv.get", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.error_code(), "upstream_unknown");
+        assert_eq!(b.count(), 0);
+        // With a key: moved to the next candidate of the same snapshot.
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[("idempotency-key", "k2")],
+            &envelope("kv.get", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.headers["x-agentd-route-id"], "r-live");
+        assert_eq!(got.get(), 2);
+        assert_eq!(b.count(), 1);
+        // Async work never moves once possibly delivered.
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[("idempotency-key", "k3"), ("prefer", "respond-async")],
+            &envelope("kv.get", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.error_code(), "upstream_unknown");
+        assert_eq!(b.count(), 1);
+    });
+}
+
+#[test]
+fn caller_deadline_bounds_the_whole_call() {
+    run(async {
+        let b = backend("slow", Mode::Hold).await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-slow", "demo.slow", &b.endpoint(), 1, false)],
+        );
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[("x-agentd-timeout-ms", "200")],
+            &envelope("demo.slow", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.status, 504);
+        assert_eq!(r.error_code(), "deadline_exceeded");
+        assert_eq!(r.json()["error"]["outcome"], "unknown");
+        assert_eq!(b.count(), 1);
+        let left: u64 = b.seen.borrow()[0].headers["x-agentd-deadline-ms"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(left <= 200);
+        b.release.notify_waiters();
+    });
+}
+
+#[test]
+fn route_lookup_lists_the_ordered_candidates() {
+    run(async {
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![
+                route("r-slow", "demo.echo", "http://192.0.2.1:80/x", 90, false),
+                route("r-fast", "demo.echo", "http://192.0.2.2:80/x", 5, false),
+            ],
+        );
+        let r = post(
+            gw,
+            "/agent/v1/route",
+            &[],
+            &envelope("demo.echo", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        let v = r.json();
+        assert_eq!(v["route"]["route_id"], "r-fast");
+        assert_eq!(v["candidates"][1]["route_id"], "r-slow");
+        assert!(v["candidates"][0]["score"].as_u64() < v["candidates"][1]["score"].as_u64());
+    });
+}

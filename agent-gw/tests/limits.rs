@@ -1,0 +1,259 @@
+//! Admission limits and bad input against a real gateway: oversized bodies,
+//! per-tenant rate limits, the in-flight cap, malformed and duplicate-key
+//! JSON. Each refusal is typed and leaves other calls untouched.
+
+mod common;
+
+use agent_gw::limits::Rate;
+use common::*;
+
+#[test]
+fn oversized_body_gets_413_while_concurrent_calls_succeed() {
+    run(async {
+        let b = backend("a", Mode::Echo).await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
+        );
+
+        // 200 KiB declared and sent: refused from the header, unread.
+        let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(200 * 1024));
+        let raw = format!(
+            "POST /agent/v1/invoke HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
+            big.len(),
+            big
+        );
+        let oversized =
+            tokio::task::spawn_local(async move { raw_exchange(gw, raw.as_bytes()).await });
+        let normal: Vec<_> = (0..8)
+            .map(|i| {
+                tokio::task::spawn_local(async move {
+                    post(
+                        gw,
+                        "/agent/v1/invoke",
+                        &[],
+                        &envelope("demo.echo", "lab", &i.to_string()),
+                    )
+                    .await
+                })
+            })
+            .collect();
+        let answer = oversized.await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer:.200}");
+        assert!(
+            answer.contains(r#""code":"payload_too_large""#),
+            "{answer:.400}"
+        );
+        for n in normal {
+            assert_eq!(n.await.unwrap().status, 200);
+        }
+        assert_eq!(b.count(), 8);
+
+        // Chunked, no length: refused once the limit is crossed.
+        let mut chunked = String::from(
+            "POST /agent/v1/invoke HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+        );
+        for _ in 0..20 {
+            chunked.push_str(&format!("{:x}\r\n{}\r\n", 8192, "y".repeat(8192)));
+        }
+        chunked.push_str("0\r\n\r\n");
+        let answer = raw_exchange(gw, chunked.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer:.200}");
+        // The gateway still serves.
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.echo", "lab", "1"),
+        )
+        .await;
+        assert_eq!(r.status, 200);
+    });
+}
+
+#[test]
+fn configured_size_limit_applies() {
+    run(async {
+        let b = backend("a", Mode::Echo).await;
+        let cfg = agent_gw::config::GatewayConfig {
+            max_request_bytes: 512,
+            ..lab_config()
+        };
+        let (gw, state) = start_gateway(cfg).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
+        );
+        let fits = envelope("demo.echo", "lab", &format!(r#""{}""#, "a".repeat(200)));
+        assert_eq!(post(gw, "/agent/v1/invoke", &[], &fits).await.status, 200);
+        let too_big = envelope("demo.echo", "lab", &format!(r#""{}""#, "a".repeat(600)));
+        let r = post(gw, "/agent/v1/invoke", &[], &too_big).await;
+        assert_eq!(r.status, 413);
+        assert_eq!(r.error_code(), "payload_too_large");
+        assert_eq!(r.json()["error"]["outcome"], "rejected");
+    });
+}
+
+#[test]
+fn tenant_over_its_rate_gets_429_and_others_are_unaffected() {
+    run(async {
+        let b = backend("a", Mode::Echo).await;
+        let mut cfg = lab_config();
+        cfg.rate = Rate {
+            per_second: 1,
+            burst: 2,
+        };
+        cfg.tenant_rates.insert(
+            "other".into(),
+            Rate {
+                per_second: 1,
+                burst: 5,
+            },
+        );
+        let (gw, state) = start_gateway(cfg).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
+        );
+        let env = envelope("demo.echo", "lab", "{}");
+        assert_eq!(post(gw, "/agent/v1/invoke", &[], &env).await.status, 200);
+        assert_eq!(post(gw, "/agent/v1/invoke", &[], &env).await.status, 200);
+        let r = post(gw, "/agent/v1/invoke", &[], &env).await;
+        assert_eq!(r.status, 429);
+        assert_eq!(r.error_code(), "rate_limited");
+        assert!(r.headers.contains_key("retry-after"));
+        assert_eq!(b.count(), 2, "the refused call never reached the handler");
+        // Another tenant has its own (overridden) bucket.
+        let other = envelope("demo.echo", "other", "{}");
+        for _ in 0..5 {
+            assert_eq!(post(gw, "/agent/v1/invoke", &[], &other).await.status, 200);
+        }
+        assert_eq!(post(gw, "/agent/v1/invoke", &[], &other).await.status, 429);
+    });
+}
+
+#[test]
+fn in_flight_cap_refuses_with_503_until_a_slot_frees() {
+    run(async {
+        let b = backend("hold", Mode::Hold).await;
+        let cfg = agent_gw::config::GatewayConfig {
+            max_inflight: 1,
+            ..lab_config()
+        };
+        let (gw, state) = start_gateway(cfg).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-h", "demo.hold", &b.endpoint(), 1, false)],
+        );
+        let env = envelope("demo.hold", "lab", "{}");
+        let held = {
+            let env = env.clone();
+            tokio::task::spawn_local(async move { post(gw, "/agent/v1/invoke", &[], &env).await })
+        };
+        // The first call is inside the handler once it has arrived there.
+        b.arrived.notified().await;
+        assert_eq!(b.count(), 1);
+        let r = post(gw, "/agent/v1/invoke", &[], &env).await;
+        assert_eq!(r.status, 503);
+        assert_eq!(r.error_code(), "overloaded");
+        b.release.notify_waiters();
+        assert_eq!(held.await.unwrap().status, 200);
+        assert_eq!(state.inflight.current(), 0);
+    });
+}
+
+#[test]
+fn bad_json_is_typed_and_leaves_other_calls_alone() {
+    run(async {
+        let b = backend("a", Mode::Echo).await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
+        );
+        let cases = [
+            (r#"{"version":"1.0","#.to_string(), "invalid_json"),
+            ("[1,2]".to_string(), "invalid_json"),
+            (
+                envelope("demo.echo", "lab", r#"{"a":1,"a":2}"#),
+                "duplicate_key",
+            ),
+            (
+                envelope("demo.echo", "lab", "{}").replacen(
+                    r#""tenant":"lab""#,
+                    r#""tenant":"lab","tenant":"x""#,
+                    1,
+                ),
+                "duplicate_key",
+            ),
+            (envelope("demo.echo", "lab", "null"), "invalid_field"),
+            (
+                envelope("demo.echo", "lab", "{}")
+                    .replace(r#""hop_limit":8"#, r#""hop_limit":"8""#),
+                "invalid_field",
+            ),
+        ];
+        for (body, code) in &cases {
+            let r = post(gw, "/agent/v1/invoke", &[], body).await;
+            assert_eq!(r.status, 400, "{body}");
+            assert_eq!(&r.error_code(), code, "{body}");
+        }
+        let r = post(
+            gw,
+            "/agent/v1/invoke-stream",
+            &[("last-event-id", "abc")],
+            &envelope("demo.echo", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.error_code(), "invalid_cursor");
+        let r = post(
+            gw,
+            "/agent/v1/register",
+            &[],
+            r#"{"intent":"x","intent":"y"}"#,
+        )
+        .await;
+        assert_eq!(r.error_code(), "duplicate_key");
+        assert_eq!(b.count(), 0);
+        assert_eq!(
+            post(
+                gw,
+                "/agent/v1/invoke",
+                &[],
+                &envelope("demo.echo", "lab", "{}")
+            )
+            .await
+            .status,
+            200
+        );
+    });
+}
+
+#[test]
+fn unknown_paths_and_methods_are_typed() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        let r = send(gw, "GET", "/agent/v1/nothing", &[], b"").await;
+        assert_eq!(
+            (r.status.as_u16(), r.error_code().as_str()),
+            (404, "not_found")
+        );
+        let r = send(gw, "GET", "/agent/v1/invoke", &[], b"").await;
+        assert_eq!(
+            (r.status.as_u16(), r.error_code().as_str()),
+            (405, "method_not_allowed")
+        );
+        assert_eq!(r.headers["allow"], "POST");
+        let r = send(gw, "GET", "/healthz", &[], b"").await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.json()["control_plane"], "down");
+        let r = send(gw, "GET", "/agent/v1/authentication", &[], b"").await;
+        assert_eq!(r.json()["authentication"]["required"], false);
+    });
+}
