@@ -10,6 +10,7 @@
 //! (pool, deadline, retry, typed outcomes).
 
 pub mod api;
+pub mod auth;
 pub mod body;
 pub mod config;
 pub mod control;
@@ -20,3 +21,4 @@ pub mod limits;
 pub mod router;
 pub mod server;
 pub mod state;
+pub mod task;

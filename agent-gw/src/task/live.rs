@@ -1,0 +1,253 @@
+//! The async edges of the task table: producers that run an upstream
+//! request for a task, and followers that turn a task's history into the
+//! SSE bytes a caller receives.
+//!
+//! Cancellation is by dropping: a producer races its upstream future
+//! against the task's [`CancelSignal`], and when the signal wins the
+//! future — with the hyper request and its connection inside — is dropped,
+//! which closes the connection the handler is serving. Followers hold no
+//! producer handle at all, so a caller that disconnects from a resumable
+//! stream leaves the producer running and the history filling, ready for
+//! the reconnect.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use agentd::time::Millis;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Body;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::sse::{self, SseItem, SseParser};
+use super::table::{CancelSignal, TaskFailure, TaskResult, TaskTable};
+use super::{TaskError, TaskId};
+
+/// The table as shared by connection tasks. Critical sections are short
+/// and never span an await.
+#[derive(Debug, Clone)]
+pub struct SharedTasks(Arc<Mutex<TaskTable>>);
+
+impl SharedTasks {
+    pub fn new(table: TaskTable) -> SharedTasks {
+        SharedTasks(Arc::new(Mutex::new(table)))
+    }
+
+    /// Locks the table. A panic while holding the lock cannot leave it
+    /// half-updated in a way later readers would misread (each method
+    /// completes its own invariants), so poisoning is ignored.
+    pub fn lock(&self) -> MutexGuard<'_, TaskTable> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Runs one async task: marks it running, awaits `work` unless the task is
+/// cancelled first, and records the outcome.
+pub async fn run_async<F, N>(
+    tasks: SharedTasks,
+    id: TaskId,
+    mut cancel: CancelSignal,
+    work: F,
+    now: N,
+) where
+    F: Future<Output = Result<TaskResult, TaskFailure>>,
+    N: Fn() -> Millis,
+{
+    tasks.lock().start(&id);
+    let work = pin!(work);
+    let cancelled = pin!(cancel.cancelled());
+    match first(work, cancelled).await {
+        // The cancel call already moved the task to Cancelled; dropping
+        // `work` on return is what reaches the handler.
+        Either::Right(()) => {}
+        Either::Left(Ok(result)) => tasks.lock().complete(&id, Some(result), now()),
+        Either::Left(Err(failure)) => tasks.lock().fail(&id, failure, now()),
+    }
+}
+
+/// Bounds applied to an upstream event stream.
+#[derive(Debug, Clone, Copy)]
+pub struct SseLimits {
+    pub max_line: usize,
+    pub max_event: usize,
+}
+
+impl Default for SseLimits {
+    fn default() -> Self {
+        SseLimits {
+            max_line: 64 * 1024,
+            max_event: 256 * 1024,
+        }
+    }
+}
+
+/// Produces a stream task: awaits the upstream response `upstream`, parses
+/// its SSE body and appends each event to the task's history under our own
+/// numeric ids, until the body ends, fails or the task is cancelled.
+pub async fn produce_stream<U, B, N>(
+    tasks: SharedTasks,
+    id: TaskId,
+    mut cancel: CancelSignal,
+    upstream: U,
+    limits: SseLimits,
+    now: N,
+) where
+    U: Future<Output = Result<B, TaskFailure>>,
+    B: Body<Data = Bytes>,
+    B::Error: Display,
+    N: Fn() -> Millis,
+{
+    tasks.lock().start(&id);
+    let pump = pin!(pump(&tasks, &id, upstream, limits));
+    let cancelled = pin!(cancel.cancelled());
+    match first(pump, cancelled).await {
+        Either::Right(()) => {}
+        Either::Left(Ok(())) => tasks.lock().complete(&id, None, now()),
+        Either::Left(Err(failure)) => tasks.lock().fail(&id, failure, now()),
+    }
+}
+
+async fn pump<U, B>(
+    tasks: &SharedTasks,
+    id: &TaskId,
+    upstream: U,
+    limits: SseLimits,
+) -> Result<(), TaskFailure>
+where
+    U: Future<Output = Result<B, TaskFailure>>,
+    B: Body<Data = Bytes>,
+    B::Error: Display,
+{
+    let mut body = pin!(upstream.await?);
+    let mut parser = SseParser::new(limits.max_line, limits.max_event);
+    loop {
+        let frame = match body.frame().await {
+            None => return Ok(()),
+            Some(Err(e)) => {
+                return Err(TaskFailure::new(
+                    "unknown",
+                    format!("upstream stream broke: {e}"),
+                ))
+            }
+            Some(Ok(frame)) => frame,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        parser.push(&data);
+        loop {
+            match parser.next_item() {
+                Ok(None) => break,
+                Ok(Some(SseItem::Complete)) => return Ok(()),
+                Ok(Some(SseItem::Event { event, data, .. })) => {
+                    if tasks
+                        .lock()
+                        .push_event(id, event.as_deref(), &data)
+                        .is_none()
+                    {
+                        // Cancelled or gone meanwhile: stop reading.
+                        return Ok(());
+                    }
+                }
+                Err(e) => return Err(TaskFailure::new("error", format!("{e}"))),
+            }
+        }
+    }
+}
+
+enum Either<L, R> {
+    Left(L),
+    Right(R),
+}
+
+/// Polls both futures; returns whichever finishes first (left preferred).
+async fn first<L: Future + Unpin, R: Future + Unpin>(
+    mut l: L,
+    mut r: R,
+) -> Either<L::Output, R::Output> {
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(v) = std::pin::Pin::new(&mut l).poll(cx) {
+            return std::task::Poll::Ready(Either::Left(v));
+        }
+        std::pin::Pin::new(&mut r).poll(cx).map(Either::Right)
+    })
+    .await
+}
+
+/// Most events encoded into one chunk.
+const BATCH: usize = 16;
+
+/// Reads a task's events after a cursor as SSE, waiting for new ones.
+#[derive(Debug)]
+pub struct Follower {
+    tasks: SharedTasks,
+    id: TaskId,
+    cursor: u64,
+    rx: watch::Receiver<u64>,
+    done: bool,
+}
+
+impl Follower {
+    /// Follows task `id` from `cursor` (0 = from the first event).
+    pub fn new(tasks: &SharedTasks, id: TaskId, cursor: u64) -> Result<Follower, TaskError> {
+        let rx = tasks
+            .lock()
+            .task(&id)
+            .ok_or(TaskError::NotFound)?
+            .subscribe();
+        Ok(Follower {
+            tasks: tasks.clone(),
+            id,
+            cursor,
+            rx,
+            done: false,
+        })
+    }
+
+    /// Id of the last event handed out.
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// The next chunk of SSE bytes; `None` once the stream has ended. A
+    /// finished task ends with the completion comment, so Nexus clients
+    /// do not reconnect; a follower that fell behind the retained history
+    /// gets an `error` event (`history_lost`) and the stream ends.
+    pub async fn next_chunk(&mut self) -> Option<Vec<u8>> {
+        while !self.done {
+            self.rx.borrow_and_update();
+            let batch = self.tasks.lock().batch(&self.id, self.cursor, BATCH);
+            let mut out = Vec::new();
+            match batch {
+                Ok(b) => {
+                    for e in &b.events {
+                        sse::encode_event(&mut out, e.id, e.event.as_deref(), &e.data);
+                        self.cursor = e.id;
+                    }
+                    // Failed and cancelled tasks end with their own
+                    // `error` / `cancelled` event already in the history.
+                    if b.finished.is_some() {
+                        self.done = true;
+                        sse::encode_comment(&mut out, sse::COMPLETE_COMMENT);
+                    }
+                }
+                Err(e) => {
+                    self.done = true;
+                    let doc = json!({"error": {"code": e.code(), "message": e.to_string()}});
+                    out.extend_from_slice(format!("event: error\ndata: {doc}\n\n").as_bytes());
+                }
+            }
+            if !out.is_empty() {
+                return Some(out);
+            }
+            if self.rx.changed().await.is_err() {
+                // The task was removed (expired) while we waited.
+                self.done = true;
+            }
+        }
+        None
+    }
+}

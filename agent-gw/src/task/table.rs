@@ -1,0 +1,502 @@
+//! The bounded task table (DESIGN §8): async invocations and resumable
+//! streams, their state machine, results, event history and expiry.
+//!
+//! Sans-IO: every method that depends on time takes `now: Millis`, expiry
+//! is a deadline-ordered set drained by [`TaskTable::expire`], and the only
+//! async-adjacent pieces are `tokio::sync::watch` senders that wake
+//! followers and cancel producers (no runtime needed to use the table).
+//!
+//! Admission is the only place a task can be refused: when the table holds
+//! `capacity` tasks, [`TaskTable::try_insert`] fails *before* anything is
+//! dispatched. Accepted tasks are never evicted to make room; a task leaves
+//! the table only `ttl` after it reached a terminal state.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use agentd::route::RouteId;
+use agentd::time::Millis;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::digest::StreamKey;
+use super::history::{CursorError, Event, History};
+use super::id::{TaskId, TaskToken};
+use super::TaskError;
+
+/// Table and history bounds (from the `gateway` section).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskConfig {
+    /// `task_capacity`: most tasks held at once.
+    pub capacity: usize,
+    /// `task_ttl`: how long a finished task stays readable, ms.
+    pub ttl_ms: u64,
+    /// `stream_history_events`.
+    pub history_events: usize,
+    /// `stream_history_bytes`.
+    pub history_bytes: usize,
+}
+
+impl Default for TaskConfig {
+    fn default() -> Self {
+        TaskConfig {
+            capacity: 512,
+            ttl_ms: 300_000,
+            history_events: 64,
+            history_bytes: 1 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskKind {
+    /// `Prefer: respond-async` invoke: result fetched later.
+    Async,
+    /// `invoke-stream`: events delivered live and resumable by cursor.
+    Stream,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Pending => "pending",
+            TaskState::Running => "running",
+            TaskState::Completed => "completed",
+            TaskState::Failed => "failed",
+            TaskState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::Cancelled
+        )
+    }
+}
+
+/// The handler's answer to a completed async task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskResult {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+}
+
+/// Why a task failed: a typed outcome code (`unknown`, `not_delivered`,
+/// `error`, …) and a message for humans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskFailure {
+    pub code: Box<str>,
+    pub message: Box<str>,
+}
+
+impl TaskFailure {
+    pub fn new(code: &str, message: impl Into<Box<str>>) -> TaskFailure {
+        TaskFailure {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// What the caller knows about a task at admission.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    pub kind: TaskKind,
+    /// Verified tenant and source agent (or the body's, in lab mode).
+    pub tenant: String,
+    pub subject: String,
+    pub capability: String,
+    /// The route the task is pinned to; it never moves.
+    pub route_id: Option<RouteId>,
+    /// [`request_digest`](super::request_digest) of the original request.
+    pub request_digest: [u8; 32],
+    /// Set for resumable streams.
+    pub stream_key: Option<StreamKey>,
+}
+
+/// Producer-side view of cancellation: resolves once the task is cancelled
+/// (or removed). The producer reacts by dropping its upstream request,
+/// which closes the connection to the handler.
+#[derive(Debug)]
+pub struct CancelSignal(watch::Receiver<bool>);
+
+impl CancelSignal {
+    pub async fn cancelled(&mut self) {
+        // Err means the task is gone: as good as cancelled.
+        let _ = self.0.wait_for(|c| *c).await;
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
+/// A task accepted into the table.
+#[derive(Debug)]
+pub struct Admitted {
+    pub id: TaskId,
+    pub token: TaskToken,
+    pub cancel: CancelSignal,
+}
+
+/// One task.
+#[derive(Debug)]
+pub struct Task {
+    id: TaskId,
+    token: TaskToken,
+    pub kind: TaskKind,
+    state: TaskState,
+    pub tenant: String,
+    pub subject: String,
+    pub capability: String,
+    pub route_id: Option<RouteId>,
+    pub request_digest: [u8; 32],
+    stream_key: Option<StreamKey>,
+    created: Millis,
+    finished: Option<Millis>,
+    result: Option<TaskResult>,
+    failure: Option<TaskFailure>,
+    history: History,
+    cancel: watch::Sender<bool>,
+    /// Bumped on every change a follower may want to see.
+    changed: watch::Sender<u64>,
+}
+
+impl Task {
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+
+    pub fn state(&self) -> TaskState {
+        self.state
+    }
+
+    pub fn result(&self) -> Option<&TaskResult> {
+        self.result.as_ref()
+    }
+
+    pub fn failure(&self) -> Option<&TaskFailure> {
+        self.failure.as_ref()
+    }
+
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// A receiver that wakes on every change of this task.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// The status document of `GET /agent/v1/tasks/{id}` (Nexus
+    /// `public_status` shape plus our fields).
+    pub fn status_json(&self, now: Millis) -> Value {
+        let mut v = json!({
+            "task_id": self.id.to_string(),
+            "status": self.state.as_str(),
+            "kind": match self.kind { TaskKind::Async => "async", TaskKind::Stream => "stream" },
+            "capability": self.capability,
+            "route_id": self.route_id.as_ref().map(|r| r.as_str()),
+            "age_ms": now.saturating_sub(self.created),
+            "last_seq": self.history.last_id(),
+        });
+        if let Some(r) = &self.result {
+            v["result"] = serde_json::from_slice(&r.body)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&r.body).into_owned()));
+            v["result_status"] = json!(r.status);
+        }
+        if let Some(f) = &self.failure {
+            v["error"] = json!({"code": &*f.code, "message": &*f.message});
+        }
+        v
+    }
+}
+
+/// Events after a cursor, and whether the task has finished producing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    pub events: Vec<Event>,
+    /// `Some` once the task is terminal and `events` reaches its last event.
+    pub finished: Option<TaskState>,
+}
+
+#[derive(Debug)]
+pub struct TaskTable {
+    cfg: TaskConfig,
+    tasks: HashMap<TaskId, Task>,
+    streams: HashMap<StreamKey, TaskId>,
+    /// (deadline, id) of terminal tasks: the expiry timer.
+    expiry: BTreeSet<(Millis, TaskId)>,
+    /// Recently expired ids and stream keys, so a late caller learns
+    /// "expired" rather than "never existed". Bounded by `capacity`.
+    tombstones: VecDeque<(TaskId, Option<StreamKey>)>,
+}
+
+impl TaskTable {
+    pub fn new(cfg: TaskConfig) -> TaskTable {
+        TaskTable {
+            cfg,
+            tasks: HashMap::new(),
+            streams: HashMap::new(),
+            expiry: BTreeSet::new(),
+            tombstones: VecDeque::new(),
+        }
+    }
+
+    pub fn config(&self) -> TaskConfig {
+        self.cfg
+    }
+
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// Admits a task, or refuses with [`TaskError::Full`] — the caller must
+    /// not dispatch anything then. Due expiries are applied first so a full
+    /// table never refuses work it could have made room for.
+    pub fn try_insert(&mut self, new: NewTask, now: Millis) -> Result<Admitted, TaskError> {
+        self.expire(now);
+        if self.tasks.len() >= self.cfg.capacity {
+            return Err(TaskError::Full {
+                capacity: self.cfg.capacity,
+            });
+        }
+        if let Some(key) = &new.stream_key {
+            if self.streams.contains_key(key) {
+                return Err(TaskError::Duplicate);
+            }
+        }
+        let id = loop {
+            let id = TaskId::random().map_err(|_| TaskError::Random)?;
+            if !self.tasks.contains_key(&id) {
+                break id;
+            }
+        };
+        let token = TaskToken::random().map_err(|_| TaskError::Random)?;
+        let (cancel, cancel_rx) = watch::channel(false);
+        let (changed, _) = watch::channel(0);
+        if let Some(key) = new.stream_key {
+            self.streams.insert(key, id);
+        }
+        self.tasks.insert(
+            id,
+            Task {
+                id,
+                token: token.clone(),
+                kind: new.kind,
+                state: TaskState::Pending,
+                tenant: new.tenant,
+                subject: new.subject,
+                capability: new.capability,
+                route_id: new.route_id,
+                request_digest: new.request_digest,
+                stream_key: new.stream_key,
+                created: now,
+                finished: None,
+                result: None,
+                failure: None,
+                history: History::new(self.cfg.history_events, self.cfg.history_bytes),
+                cancel,
+                changed,
+            },
+        );
+        Ok(Admitted {
+            id,
+            token,
+            cancel: CancelSignal(cancel_rx),
+        })
+    }
+
+    fn gone(&self, id: &TaskId) -> TaskError {
+        if self.tombstones.iter().any(|(t, _)| t == id) {
+            TaskError::Expired
+        } else {
+            TaskError::NotFound
+        }
+    }
+
+    /// A task for a caller holding its token. A wrong token or another
+    /// tenant reads as "not found", so ids cannot be probed.
+    pub fn get(&self, id: &TaskId, token: &[u8], tenant: Option<&str>) -> Result<&Task, TaskError> {
+        let task = self.tasks.get(id).ok_or_else(|| self.gone(id))?;
+        if !task.token.matches(token) || tenant.is_some_and(|t| t != task.tenant) {
+            return Err(TaskError::NotFound);
+        }
+        Ok(task)
+    }
+
+    /// A task by id, without access checks (for the producer side).
+    pub fn task(&self, id: &TaskId) -> Option<&Task> {
+        self.tasks.get(id)
+    }
+
+    /// Finds the stream a reconnect names and checks it may resume from
+    /// `cursor` with a request of digest `digest`.
+    pub fn resume(
+        &self,
+        key: &StreamKey,
+        digest: &[u8; 32],
+        cursor: u64,
+    ) -> Result<TaskId, TaskError> {
+        let Some(id) = self.streams.get(key) else {
+            return Err(
+                if self.tombstones.iter().any(|(_, k)| k.as_ref() == Some(key)) {
+                    TaskError::Expired
+                } else {
+                    TaskError::NotFound
+                },
+            );
+        };
+        let task = &self.tasks[id];
+        if &task.request_digest != digest {
+            return Err(TaskError::RequestMismatch);
+        }
+        task.history.after(cursor).map(|_| ())?;
+        Ok(*id)
+    }
+
+    /// Pending → Running. No effect in any other state.
+    pub fn start(&mut self, id: &TaskId) {
+        if let Some(t) = self.tasks.get_mut(id) {
+            if t.state == TaskState::Pending {
+                t.state = TaskState::Running;
+                if t.kind == TaskKind::Async {
+                    t.history.push(
+                        Some("task_started"),
+                        &json!({"task_id": id.to_string(), "status": "running"}).to_string(),
+                    );
+                }
+                t.bump();
+            }
+        }
+    }
+
+    /// Appends a stream event; returns its id, or `None` if the task is
+    /// gone or already terminal (a cancelled stream accepts nothing more).
+    pub fn push_event(&mut self, id: &TaskId, event: Option<&str>, data: &str) -> Option<u64> {
+        let t = self.tasks.get_mut(id)?;
+        if t.state.is_terminal() {
+            return None;
+        }
+        t.state = TaskState::Running;
+        let n = t.history.push(event, data);
+        t.bump();
+        Some(n)
+    }
+
+    fn finish(&mut self, id: &TaskId, state: TaskState, now: Millis) -> Option<&mut Task> {
+        let t = self.tasks.get_mut(id)?;
+        if t.state.is_terminal() {
+            return None;
+        }
+        t.state = state;
+        t.finished = Some(now);
+        self.expiry
+            .insert((now.saturating_add_ms(self.cfg.ttl_ms), *id));
+        Some(t)
+    }
+
+    /// Records the handler's answer. Ignored if the task already ended
+    /// (e.g. it was cancelled while the answer was in flight).
+    pub fn complete(&mut self, id: &TaskId, result: Option<TaskResult>, now: Millis) {
+        if let Some(t) = self.finish(id, TaskState::Completed, now) {
+            if t.kind == TaskKind::Async {
+                t.history.push(
+                    Some("result"),
+                    &json!({"task_id": id.to_string(), "status": "completed"}).to_string(),
+                );
+            }
+            t.result = result;
+            t.bump();
+        }
+    }
+
+    pub fn fail(&mut self, id: &TaskId, failure: TaskFailure, now: Millis) {
+        if let Some(t) = self.finish(id, TaskState::Failed, now) {
+            let data = json!({"task_id": id.to_string(), "code": &*failure.code, "message": &*failure.message});
+            t.history.push(Some("error"), &data.to_string());
+            t.failure = Some(failure);
+            t.bump();
+        }
+    }
+
+    /// Cancels a running task: marks it, signals the producer (which drops
+    /// the upstream request) and wakes followers. Returns the state the
+    /// task ends up in — a task that already finished keeps its outcome.
+    pub fn cancel(&mut self, id: &TaskId, now: Millis) -> Option<TaskState> {
+        if let Some(t) = self.finish(id, TaskState::Cancelled, now) {
+            t.history.push(
+                Some("cancelled"),
+                &json!({"task_id": id.to_string(), "status": "cancelled"}).to_string(),
+            );
+            t.cancel.send_replace(true);
+            t.bump();
+        }
+        self.tasks.get(id).map(|t| t.state)
+    }
+
+    /// Events after `cursor` (at most `max`).
+    pub fn batch(&self, id: &TaskId, cursor: u64, max: usize) -> Result<Batch, TaskError> {
+        let t = self.tasks.get(id).ok_or_else(|| self.gone(id))?;
+        let events: Vec<Event> = t.history.after(cursor)?.take(max).cloned().collect();
+        let reached = events.last().map_or(cursor, |e| e.id) == t.history.last_id();
+        let finished = (t.state.is_terminal() && reached).then_some(t.state);
+        Ok(Batch { events, finished })
+    }
+
+    /// Removes tasks whose expiry is due; returns how many.
+    pub fn expire(&mut self, now: Millis) -> usize {
+        let mut n = 0;
+        while let Some(&(at, id)) = self.expiry.first() {
+            if at > now {
+                break;
+            }
+            self.expiry.pop_first();
+            if let Some(t) = self.tasks.remove(&id) {
+                if let Some(k) = &t.stream_key {
+                    self.streams.remove(k);
+                }
+                if self.tombstones.len() == self.cfg.capacity.max(1) {
+                    self.tombstones.pop_front();
+                }
+                self.tombstones.push_back((id, t.stream_key));
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// When [`expire`](TaskTable::expire) next has work, for the driver's timer.
+    pub fn next_expiry(&self) -> Option<Millis> {
+        self.expiry.first().map(|(at, _)| *at)
+    }
+}
+
+impl From<CursorError> for TaskError {
+    fn from(e: CursorError) -> Self {
+        match e {
+            CursorError::HistoryLost { cursor, oldest } => {
+                TaskError::HistoryLost { cursor, oldest }
+            }
+            CursorError::Ahead { cursor, last } => TaskError::BadCursor { cursor, last },
+        }
+    }
+}
