@@ -56,22 +56,20 @@ pub enum BootstrapError {
 impl BootstrapError {
     pub fn status(&self) -> u16 {
         match self {
-            BootstrapError::Disabled => 404,
+            BootstrapError::Disabled => 403,
             BootstrapError::TooLarge { .. } => 413,
             BootstrapError::Random => 500,
             _ => 400,
         }
     }
 
+    /// Stable code (docs/sdk-api.md).
     pub fn code(&self) -> &'static str {
         match self {
-            BootstrapError::Disabled => "bootstrap_disabled",
-            BootstrapError::TooLarge { .. } => "request_too_large",
-            BootstrapError::Json => "invalid_request",
-            BootstrapError::BadTenant => "invalid_tenant",
-            BootstrapError::BadOrigin => "invalid_origin",
-            BootstrapError::UnknownScope => "invalid_scope",
-            BootstrapError::Random => "internal_error",
+            BootstrapError::Disabled => "forbidden",
+            BootstrapError::TooLarge { .. } => "payload_too_large",
+            BootstrapError::Random => "internal",
+            _ => "invalid_field",
         }
     }
 }

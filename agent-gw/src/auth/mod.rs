@@ -142,13 +142,20 @@ pub struct AuthConfig {
 }
 
 impl AuthConfig {
-    /// Defaults for a router named `router_id`: JWT mode, 60 s skew,
-    /// one-day maximum lifetime, bootstrap on with 300 s tokens.
-    pub fn new(router_id: &str) -> AuthConfig {
+    /// Defaults for router `router_id` of `domain` (may be empty): JWT
+    /// mode, issuer `https://<router_id>.<domain>/agentd`, audience
+    /// `agentd:<router_id>`, 60 s skew, one-day maximum lifetime,
+    /// bootstrap on with 300 s tokens.
+    pub fn new(router_id: &str, domain: &str) -> AuthConfig {
+        let host = if domain.is_empty() {
+            router_id.to_string()
+        } else {
+            format!("{router_id}.{domain}")
+        };
         AuthConfig {
             mode: AuthMode::Jwt,
-            issuer: format!("https://{router_id}.agentd.invalid"),
-            audience: "agentd".into(),
+            issuer: format!("https://{host}/agentd"),
+            audience: format!("agentd:{router_id}"),
             clock_skew_s: 60,
             max_lifetime_s: 86_400,
             bootstrap: true,
@@ -261,10 +268,20 @@ impl AuthError {
         }
     }
 
-    /// Stable error code for `{"error":{"code",…}}`.
+    /// Stable error code for `{"error":{"code",…}}` (docs/sdk-api.md):
+    /// `unauthenticated` or `forbidden`; [`reason`](AuthError::reason)
+    /// says which check failed.
     pub fn code(&self) -> &'static str {
         match self {
-            AuthError::MissingToken => "authentication_required",
+            AuthError::MissingScope(_) => "forbidden",
+            _ => "unauthenticated",
+        }
+    }
+
+    /// The specific failed check, sent as the error's `reason` field.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AuthError::MissingToken => "token_required",
             AuthError::Malformed(_) => "token_malformed",
             AuthError::BadAlgorithm(_) => "token_bad_algorithm",
             AuthError::UnknownKey => "token_unknown_key",

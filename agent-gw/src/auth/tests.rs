@@ -18,7 +18,7 @@ fn other_key() -> SigningKey {
 }
 
 fn auth_with(mode: AuthMode) -> Authenticator {
-    let mut cfg = AuthConfig::new("router-a");
+    let mut cfg = AuthConfig::new("router-a", "lab.example");
     cfg.mode = mode;
     cfg.clock_skew_s = 30;
     cfg.max_lifetime_s = 3600;
@@ -39,7 +39,7 @@ fn claims() -> Claims {
         sub: Some("agent://lab/caller".into()),
         tenant: Some("lab".into()),
         scope: Some("agent.invoke agent.route".into()),
-        aud: Some(Audience::One("agentd".into())),
+        aud: Some(Audience::One("agentd:router-a".into())),
         iat: Some(NOW.0 - 10),
         exp: Some(NOW.0 + 600),
         nbf: None,
@@ -206,7 +206,10 @@ fn missing_scope_is_403_not_401() {
     let t = mint(&tenant_key(), None, &claims());
     let e = check(&t, Scope::Register).unwrap_err();
     assert_eq!(e, AuthError::MissingScope(Scope::Register));
-    assert_eq!((e.status(), e.code()), (403, "insufficient_scope"));
+    assert_eq!(
+        (e.status(), e.code(), e.reason()),
+        (403, "forbidden", "insufficient_scope")
+    );
 }
 
 #[test]
@@ -217,7 +220,10 @@ fn wrong_audience_and_missing_claims_are_refused() {
         check(&mint(&tenant_key(), None, &c), Scope::Invoke).unwrap_err(),
         AuthError::WrongAudience
     );
-    c.aud = Some(Audience::Many(vec!["other".into(), "agentd".into()]));
+    c.aud = Some(Audience::Many(vec![
+        "other".into(),
+        "agentd:router-a".into(),
+    ]));
     assert!(check(&mint(&tenant_key(), None, &c), Scope::Invoke).is_ok());
     c.exp = None;
     assert_eq!(
@@ -362,7 +368,7 @@ fn bootstrap_requests_are_validated() {
     );
     assert_eq!(d(r#"{"tenant":"lab","origin":"agent://lab/x"}"#), Ok(()));
     let off = {
-        let mut cfg = AuthConfig::new("r");
+        let mut cfg = AuthConfig::new("r", "");
         cfg.bootstrap = false;
         Authenticator::new(cfg, SigningKey::from_bytes(&[1; 32]), []).unwrap()
     };
@@ -397,7 +403,7 @@ fn config_with_too_many_keys_for_a_tenant_is_refused() {
         )
     });
     let e = Authenticator::new(
-        AuthConfig::new("r"),
+        AuthConfig::new("r", ""),
         SigningKey::from_bytes(&[0xee; 32]),
         keys,
     )

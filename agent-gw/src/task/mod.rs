@@ -57,6 +57,8 @@ pub enum TaskError {
     RequestMismatch,
     /// A new stream with the `task_id` of a running one and a different request.
     Duplicate,
+    /// A result asked for before the task finished.
+    NotFinished,
     /// The kernel random source failed.
     Random,
 }
@@ -71,20 +73,22 @@ impl TaskError {
             TaskError::BadCursor { .. } => 400,
             TaskError::RequestMismatch => 409,
             TaskError::Duplicate => 409,
+            TaskError::NotFinished => 409,
             TaskError::Random => 500,
         }
     }
 
+    /// Stable code (docs/sdk-api.md).
     pub fn code(&self) -> &'static str {
         match self {
             TaskError::Full { .. } => "task_table_full",
-            TaskError::NotFound => "task_not_found",
+            TaskError::NotFound => "not_found",
             TaskError::Expired => "task_expired",
             TaskError::HistoryLost { .. } => "history_lost",
             TaskError::BadCursor { .. } => "invalid_cursor",
-            TaskError::RequestMismatch => "request_mismatch",
-            TaskError::Duplicate => "task_id_in_use",
-            TaskError::Random => "internal_error",
+            TaskError::RequestMismatch | TaskError::Duplicate => "stream_changed",
+            TaskError::NotFinished => "task_not_finished",
+            TaskError::Random => "internal",
         }
     }
 }
@@ -110,6 +114,7 @@ impl fmt::Display for TaskError {
                 f.write_str("resume request differs from the original request")
             }
             TaskError::Duplicate => f.write_str("a stream with this task_id is already running"),
+            TaskError::NotFinished => f.write_str("task has not finished yet"),
             TaskError::Random => f.write_str("random source unavailable"),
         }
     }
