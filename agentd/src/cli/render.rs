@@ -24,8 +24,16 @@ pub fn status_json(s: &StatusView) -> Value {
         "generation": s.generation,
         "routes": { "total": s.routes, "local": s.local_routes, "static": s.static_routes, "peer": s.peer_routes },
         "fib_subscribers": s.fib_subscribers,
-        "config_ok": s.config_error.is_none(),
-        "config_error": s.config_error.as_deref(),
+        "config": {
+            "source": &*s.config_source,
+            "generation": s.config_generation,
+            "ok": s.config_error.is_none(),
+            "error": s.config_error.as_deref(),
+        },
+        "policy": {
+            "ok": s.policy_error.is_none(),
+            "error": s.policy_error.as_deref(),
+        },
     })
 }
 
@@ -44,11 +52,20 @@ pub fn status_text(s: &StatusView) -> String {
         ),
     );
     kv("fib_subscribers", s.fib_subscribers.to_string());
+    kv("config", s.config_source.to_string());
+    kv("config_generation", s.config_generation.to_string());
     kv(
-        "config",
+        "config_status",
         match &s.config_error {
             None => "ok".to_string(),
-            Some(e) => format!("ERROR: {e}"),
+            Some(e) => format!("ERROR (running on the last valid state): {e}"),
+        },
+    );
+    kv(
+        "policy",
+        match &s.policy_error {
+            None => "ok".to_string(),
+            Some(e) => format!("INVALID, denying every request: {e}"),
         },
     );
     // Without the header: status is a key/value list.
@@ -200,6 +217,7 @@ pub fn lookup_json(capability: &str, version: u32, v: &LookupView) -> Value {
         "version": version,
         "rule": v.rule.as_deref(),
         "denied": v.denied,
+        "refusal": v.refusal.as_deref(),
         "winner": v.candidates.first().map(|c| c.route_id.as_str()),
         "candidates": candidates,
         "rejections": rejections,
@@ -208,24 +226,28 @@ pub fn lookup_json(capability: &str, version: u32, v: &LookupView) -> Value {
 
 pub fn lookup_text(capability: &str, version: u32, v: &LookupView, explain: bool) -> String {
     let rule = v.rule.as_deref().unwrap_or("(default action)");
+    let refusal = v.refusal.as_deref().unwrap_or("unknown");
     let mut out = String::new();
-    if v.denied {
-        out.push_str(&format!(
+    match (v.denied, v.candidates.first()) {
+        (true, _) if refusal == "policy_invalid" => out.push_str(&format!(
+            "{capability} v{version}: denied: the policy is invalid (see agentctl status)\n"
+        )),
+        (true, _) if v.rule.is_none() => out.push_str(&format!(
+            "{capability} v{version}: denied by the default action\n"
+        )),
+        (true, _) => out.push_str(&format!(
             "{capability} v{version}: denied by policy rule {rule}\n"
-        ));
-    } else {
-        match v.candidates.first() {
-            Some(w) => out.push_str(&format!(
-                "{capability} v{version}: winner {} ({} via {}, score {}), rule {rule}\n",
-                w.route_id,
-                w.endpoint,
-                w.source.as_str(),
-                w.score
-            )),
-            None => out.push_str(&format!(
-                "{capability} v{version}: no eligible route, rule {rule}\n"
-            )),
-        }
+        )),
+        (false, Some(w)) => out.push_str(&format!(
+            "{capability} v{version}: winner {} ({} via {}, score {}), rule {rule}\n",
+            w.route_id,
+            w.endpoint,
+            w.source.as_str(),
+            w.score
+        )),
+        (false, None) => out.push_str(&format!(
+            "{capability} v{version}: no eligible route ({refusal}), rule {rule}\n"
+        )),
     }
     if !explain {
         return out;

@@ -181,10 +181,9 @@ impl Instance {
             RequestBody::SubscribeFib => {
                 let sink = reply.fib_sink();
                 reply.send(Ok(ResponseBody::Subscribed));
-                let generation = self.state.generation();
                 match self
                     .exporter
-                    .subscribe(sink, generation, self.state.table().iter())
+                    .subscribe(sink, self.state.table(), self.state.policy())
                 {
                     Some(id) => {
                         if let Some(old) = self.subscribers.insert(conn, id) {

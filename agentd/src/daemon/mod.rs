@@ -124,7 +124,7 @@ fn instant_at(deadline: Millis) -> Instant {
 
 async fn serve(opts: RunOptions) -> ExitCode {
     let loaded = instance::load_config(&opts.config);
-    let state = State::start(loaded, SOFTWARE, Millis::now());
+    let state = State::start(loaded, &opts.config.describe(), SOFTWARE, Millis::now());
     log::set_level(state.runtime().log_level);
     match state.config_error() {
         None => log_notice!(

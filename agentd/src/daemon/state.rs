@@ -19,7 +19,6 @@ use crate::ipc::message::{
     AgentPage, AgentView, AgentsQuery, ConflictReason, IpcError, LeaseGrant, Registration, Renewal,
     RequestBody, ResponseBody, RoutePage, RouteView, RoutesQuery, StatsView, StatusView, MAX_PAGE,
 };
-use crate::lease::LeaseError;
 use crate::policy::Policy;
 use crate::route::{Lease, Route, RouteId, RouteSource};
 use crate::table::{RouteTable, TableError, UpsertOutcome};
@@ -44,9 +43,9 @@ pub struct State {
     /// Granted lease length of each local route, so a renewal without a
     /// length keeps the one the agent asked for.
     lease_len: HashMap<RouteId, u32>,
-    /// Bumped once per change batch (request, expiry, reload); FIB deltas
-    /// and lease grants carry it.
-    generation: u64,
+    /// Successful configuration loads; a refused reload keeps it.
+    config_generation: u64,
+    config_source: Box<str>,
     /// Why the last load or reload was refused; `None` once one succeeds.
     config_error: Option<Box<str>>,
     started: Millis,
@@ -57,13 +56,19 @@ pub struct State {
 impl State {
     /// State at startup. An unusable configuration leaves the tables empty
     /// and the policy denying everything, with the reason in `status`.
-    pub fn start(loaded: Result<Runtime, LoadError>, software: &str, now: Millis) -> State {
+    pub fn start(
+        loaded: Result<Runtime, LoadError>,
+        source: &str,
+        software: &str,
+        now: Millis,
+    ) -> State {
         let mut state = State {
             table: RouteTable::new(0),
             runtime: Runtime::default(),
             health: HealthTracker::default(),
             lease_len: HashMap::new(),
-            generation: 1,
+            config_generation: 0,
+            config_source: source.into(),
             config_error: None,
             started: now,
             software: software.into(),
@@ -75,6 +80,7 @@ impl State {
                     state.health = HealthTracker::new(rt.health.thresholds);
                     state.table = table;
                     state.runtime = rt;
+                    state.config_generation = 1;
                     None
                 }
                 Err(e) => Some((e.to_string(), rt)),
@@ -107,8 +113,13 @@ impl State {
         &self.runtime.policy
     }
 
+    /// The table generation: FIB snapshots and deltas carry it.
     pub fn generation(&self) -> u64 {
-        self.generation
+        self.table.generation()
+    }
+
+    pub fn config_generation(&self) -> u64 {
+        self.config_generation
     }
 
     pub fn config_error(&self) -> Option<&str> {
@@ -124,31 +135,31 @@ impl State {
         *self.counters.entry(name.into()).or_insert(0) += 1;
     }
 
-    fn bump(&mut self, changes: &Changes) {
-        if !changes.is_empty() {
-            self.generation += 1;
-        }
-    }
-
     // ===== reload =====
 
     /// Replaces static routes, policy and settings with `loaded`, or keeps
-    /// everything and records why not. Returns the new generation.
+    /// everything and records why not. Returns the table generation after
+    /// the change and the FIB changes to publish.
+    ///
+    /// The new static routes are first checked against a scratch table
+    /// holding everything that will survive (capacity, id conflicts); only
+    /// then is the live table edited, so a refusal changes nothing and the
+    /// FIB generation stays continuous for subscribers.
     pub fn reload(
         &mut self,
         loaded: Result<Runtime, LoadError>,
     ) -> Result<(u64, Changes), IpcError> {
-        let result = loaded.map_err(|e| e.to_string()).and_then(|rt| {
+        let checked = loaded.map_err(|e| e.to_string()).and_then(|rt| {
             let dynamic = self
                 .table
                 .iter()
                 .filter(|r| r.source != RouteSource::Static);
             build_table(&rt, dynamic)
-                .map(|t| (rt, t))
+                .map(|_| rt)
                 .map_err(|e| e.to_string())
         });
-        let (rt, mut table) = match result {
-            Ok(ok) => ok,
+        let rt = match checked {
+            Ok(rt) => rt,
             Err(reason) => {
                 self.count("reloads.failed");
                 self.config_error = Some(reason.as_str().into());
@@ -158,44 +169,56 @@ impl State {
                 });
             }
         };
-        // Static routes keep their health verdict across a reload.
-        let kept: Vec<(RouteId, bool)> = self
+        let mut changes: Changes = Vec::new();
+        let stale: Vec<RouteId> = self
             .table
             .iter()
-            .filter(|r| r.source == RouteSource::Static)
-            .map(|r| (r.id.clone(), r.healthy))
+            .filter(|r| {
+                r.source == RouteSource::Static && !rt.static_routes.iter().any(|n| n.id == r.id)
+            })
+            .map(|r| r.id.clone())
             .collect();
-        for (id, healthy) in kept {
-            if table.get(&id).is_some() {
-                let _ = table.set_health(&id, healthy);
+        for id in stale {
+            self.table.remove(&id);
+            self.health.forget(&id);
+            changes.push(FibChange::Remove(id));
+        }
+        self.table.set_max_routes(rt.max_routes);
+        for new in &rt.static_routes {
+            // A static route keeps its health verdict across a reload.
+            let healthy = self
+                .table
+                .get(&new.id)
+                .map_or(new.healthy, |old| old.healthy);
+            let route = Route {
+                healthy,
+                ..new.clone()
+            };
+            match self.table.upsert(route.clone()) {
+                Ok(UpsertOutcome::Unchanged) => {}
+                Ok(_) => changes.push(FibChange::Upsert(Box::new(route))),
+                // The scratch table accepted the same routes, so this means
+                // the check and the edit disagree: say so loudly.
+                Err(e) => {
+                    self.count("reloads.inconsistent");
+                    self.config_error =
+                        Some(format!("static route {} not applied: {e}", new.id).into());
+                }
             }
         }
-        let mut changes: Changes = Vec::new();
-        for old in self.table.iter() {
-            if table.get(&old.id).is_none() {
-                changes.push(FibChange::Remove(old.id.clone()));
-            }
-        }
-        for new in table.iter() {
-            if self.table.get(&new.id) != Some(new) {
-                changes.push(FibChange::Upsert(Box::new(new.clone())));
-            }
-        }
-        for change in &changes {
-            if let FibChange::Remove(id) = change {
-                self.health.forget(id);
-                self.lease_len.remove(id);
-            }
+        if rt.policy != self.runtime.policy {
+            changes.push(FibChange::Policy(Box::new(rt.policy.clone())));
         }
         if rt.health.thresholds != self.runtime.health.thresholds {
             self.health = HealthTracker::new(rt.health.thresholds);
         }
-        self.table = table;
         self.runtime = rt;
-        self.config_error = None;
-        self.generation += 1;
+        if !matches!(self.counters.get("reloads.inconsistent"), Some(n) if *n > 0) {
+            self.config_error = None;
+        }
+        self.config_generation += 1;
         self.count("reloads.ok");
-        Ok((self.generation, changes))
+        Ok((self.table.generation(), changes))
     }
 
     // ===== requests =====
@@ -230,36 +253,12 @@ impl State {
         if let Err(e) = &reply {
             self.count(&format!("errors.{}", e.code()));
         }
-        self.bump(&changes);
-        if let Ok(ResponseBody::Lease(grant)) = &reply {
-            // Report the generation that includes this change.
-            let grant = LeaseGrant {
-                generation: self.generation,
-                ..grant.clone()
-            };
-            return Handled {
-                reply: Ok(ResponseBody::Lease(grant)),
-                changes,
-            };
-        }
         Handled { reply, changes }
     }
 
     fn grant(&self, requested_s: Option<u32>) -> Result<u32, IpcError> {
-        let policy = self.runtime.lease;
-        match policy.grant_s(requested_s.map(u64::from)) {
-            Ok(s) => Ok(u32::try_from(s).unwrap_or(u32::MAX)),
-            Err(LeaseError::OutOfRange {
-                requested_s,
-                min_s,
-                max_s,
-            }) => Err(IpcError::LeaseOutOfRange {
-                requested: u32::try_from(requested_s).unwrap_or(u32::MAX),
-                min: u32::try_from(min_s).unwrap_or(u32::MAX),
-                max: u32::try_from(max_s).unwrap_or(u32::MAX),
-            }),
-            Err(e) => Err(IpcError::internal(e)),
-        }
+        let secs = self.runtime.lease.grant_s(requested_s.map(u64::from))?;
+        Ok(u32::try_from(secs).unwrap_or(u32::MAX))
     }
 
     /// The route `id` if `origin` (when given) may change it.
@@ -351,11 +350,15 @@ impl State {
             lease: Lease::Until(expires_at),
             healthy: self.health.is_healthy(&id),
         };
-        let outcome = self.table.upsert(route.clone()).map_err(table_error)?;
+        let tenant = route.tenant.clone();
+        let outcome = self
+            .table
+            .upsert(route.clone())
+            .map_err(|e| IpcError::from_table(e, &tenant))?;
         self.lease_len.insert(id.clone(), secs);
         let grant = LeaseGrant {
             route_id: id,
-            generation: self.generation,
+            generation: self.table.generation(),
             lease_seconds: secs,
             expires_at,
         };
@@ -407,11 +410,15 @@ impl State {
         if let Some(h) = r.healthy {
             route.healthy = h;
         }
-        let outcome = self.table.upsert(route.clone()).map_err(table_error)?;
+        let tenant = route.tenant.clone();
+        let outcome = self
+            .table
+            .upsert(route.clone())
+            .map_err(|e| IpcError::from_table(e, &tenant))?;
         self.lease_len.insert(r.route_id.clone(), secs);
         let grant = LeaseGrant {
             route_id: r.route_id,
-            generation: self.generation,
+            generation: self.table.generation(),
             lease_seconds: secs,
             expires_at,
         };
@@ -456,7 +463,6 @@ impl State {
         for _ in &changes {
             self.count("leases.expired");
         }
-        self.bump(&changes);
         changes
     }
 
@@ -490,7 +496,6 @@ impl State {
             .map(|r| FibChange::Upsert(Box::new(r.clone())))
             .into_iter()
             .collect();
-        self.bump(&changes);
         changes
     }
 
@@ -505,19 +510,16 @@ impl State {
             router_id: self.runtime.router_id.clone(),
             software: self.software.clone(),
             uptime_s: now.saturating_sub(self.started) / 1000,
-            generation: self.generation,
+            generation: self.table.generation(),
             routes: self.table.len() as u64,
             local_routes: by[RouteSource::Local as usize],
             static_routes: by[RouteSource::Static as usize],
             peer_routes: by[RouteSource::Peer as usize] + by[RouteSource::Relay as usize],
             fib_subscribers: 0,
-            config_error: self.config_error.clone().or_else(|| {
-                self.runtime
-                    .policy
-                    .invalid
-                    .as_ref()
-                    .map(|r| format!("policy invalid: {r}").into())
-            }),
+            config_error: self.config_error.clone(),
+            config_source: self.config_source.clone(),
+            config_generation: self.config_generation,
+            policy_error: self.runtime.policy.invalid.clone(),
         }
     }
 
@@ -581,7 +583,8 @@ impl State {
     pub fn stats(&self) -> StatsView {
         let mut counters = self.counters.clone();
         counters.insert("routes".into(), self.table.len() as u64);
-        counters.insert("generation".into(), self.generation);
+        counters.insert("generation".into(), self.table.generation());
+        counters.insert("config_generation".into(), self.config_generation);
         StatsView { counters }
     }
 }
@@ -592,23 +595,6 @@ fn page_limit(limit: u32) -> usize {
     } else {
         limit.min(MAX_PAGE)
     }) as usize
-}
-
-fn table_error(e: TableError) -> IpcError {
-    match e {
-        TableError::Conflict { route_id, .. } => IpcError::Conflict {
-            route_id,
-            reason: ConflictReason::OtherOrigin,
-        },
-        TableError::Full { max_routes } => IpcError::Full {
-            max_routes: max_routes as u64,
-        },
-        TableError::NotFound(route_id) => IpcError::NotFound { route_id },
-        TableError::VersionZero(_) => IpcError::invalid("version", "must be at least 1"),
-        TableError::LeasedStatic(id) => {
-            IpcError::internal(format_args!("static route {id} with a lease"))
-        }
-    }
 }
 
 /// Why a configuration's routes do not fit into a table.

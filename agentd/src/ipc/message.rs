@@ -359,6 +359,14 @@ pub struct StatusView {
     /// `None` when the running configuration is valid; otherwise why the
     /// last load or reload was refused.
     pub config_error: Option<Box<str>>,
+    /// Where the configuration comes from (file path or the demo config).
+    pub config_source: Box<str>,
+    /// Successful configuration loads (startup counts as the first);
+    /// a refused reload leaves it unchanged.
+    pub config_generation: u64,
+    /// Set while the policy is unusable: every request is denied for this
+    /// reason until a reload repairs it.
+    pub policy_error: Option<Box<str>>,
 }
 
 /// One row of `agentctl routes`.
@@ -455,10 +463,6 @@ pub struct LookupView {
     /// Rejections per eligibility reason, non-zero ones only; filled only
     /// with `explain`.
     pub rejections: BTreeMap<Box<str>, u64>,
-    /// Why nothing was selected (deny rule, default deny, invalid policy
-    /// with its error, or the most specific rejection); `None` when a
-    /// route was found.
-    pub reason: Option<Box<str>>,
 }
 
 /// `agentctl stats`: named counters.

@@ -165,6 +165,12 @@ impl RouteTable {
         self.max_routes
     }
 
+    /// Changes the bound (configuration reload). Routes already held stay
+    /// even above a lowered bound; only new routes are refused.
+    pub fn set_max_routes(&mut self, max_routes: usize) {
+        self.max_routes = max_routes.min(u32::MAX as usize);
+    }
+
     /// Bumped by every change of routes, leases, health or peer state.
     pub fn generation(&self) -> u64 {
         self.generation
