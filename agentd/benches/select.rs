@@ -70,10 +70,18 @@ fn cells() -> Vec<Cell> {
     let mut v = Vec::new();
     for routes in SIZES {
         for candidates in [1, 10, 100] {
-            v.push(Cell { routes, candidates, mix: Mix::Uniform });
+            v.push(Cell {
+                routes,
+                candidates,
+                mix: Mix::Uniform,
+            });
         }
         for mix in [Mix::HalfMissing, Mix::AllExpired, Mix::Skewed] {
-            v.push(Cell { routes, candidates: 10, mix });
+            v.push(Cell {
+                routes,
+                candidates: 10,
+                mix,
+            });
         }
     }
     v
@@ -144,7 +152,11 @@ fn build(cell: Cell) -> Fixture {
             endpoint: format!("http://192.0.2.{}:8080/invoke", i % 250).into(),
             // A few routes belong to another tenant, a few are unhealthy:
             // filters do real work.
-            tenant: if rng.below(10) == 0 { "ops".into() } else { "lab".into() },
+            tenant: if rng.below(10) == 0 {
+                "ops".into()
+            } else {
+                "lab".into()
+            },
             region: "local".into(),
             attrs: Attributes {
                 latency_ms: rng.below(200),
@@ -154,7 +166,11 @@ fn build(cell: Cell) -> Fixture {
             },
             access: Access::default(),
             contract: None,
-            source: if peer { RouteSource::Peer } else { RouteSource::Local },
+            source: if peer {
+                RouteSource::Peer
+            } else {
+                RouteSource::Local
+            },
             path: next_hop.iter().cloned().collect(),
             next_hop,
             lease,
@@ -169,25 +185,39 @@ fn build(cell: Cell) -> Fixture {
     lab.constraints.max_latency_ms = Some(180);
     lab.preferred_peer = Some("router-1".into());
     lab.nonpreferred_penalty = 50_000;
-    let deny = Rule { capability: Pattern::parse("admin.*").unwrap(), ..Rule::new("10-deny", 100, Action::Deny) };
+    let deny = Rule {
+        capability: Pattern::parse("admin.*").unwrap(),
+        ..Rule::new("10-deny", 100, Action::Deny)
+    };
     let policy = Policy::new(vec![deny, lab], Action::Allow, Weights::default()).unwrap();
 
     let mut queries = Vec::with_capacity(QUERIES);
     for _ in 0..QUERIES {
         let capability = match cell.mix {
-            Mix::HalfMissing if rng.below(2) == 0 => format!("absent{}.op", rng.below(caps as u64 * 4)),
+            Mix::HalfMissing if rng.below(2) == 0 => {
+                format!("absent{}.op", rng.below(caps as u64 * 4))
+            }
             // Cubing a uniform variate puts most mass on low ranks.
             Mix::Skewed => capability_name(((rng.unit().powi(3)) * caps as f64) as usize % caps),
             _ => capability_name(rng.below(caps as u64) as usize),
         };
         queries.push(OwnedQuery { capability });
     }
-    Fixture { table, policy, queries }
+    Fixture {
+        table,
+        policy,
+        queries,
+    }
 }
 
 fn fixture(cell: Cell) -> &'static Fixture {
     static FIXTURES: OnceLock<Vec<(String, OnceLock<Fixture>)>> = OnceLock::new();
-    let all = FIXTURES.get_or_init(|| cells().into_iter().map(|c| (c.to_string(), OnceLock::new())).collect());
+    let all = FIXTURES.get_or_init(|| {
+        cells()
+            .into_iter()
+            .map(|c| (c.to_string(), OnceLock::new()))
+            .collect()
+    });
     let name = cell.to_string();
     let slot = &all.iter().find(|(n, _)| *n == name).expect("known cell").1;
     slot.get_or_init(|| build(cell))
@@ -223,11 +253,16 @@ fn verify(cell: Cell, fx: &Fixture) -> usize {
         let q = fx.query(i);
         let a = select(&fx.table, &fx.policy, &q, NOW);
         let b = scan::select(&fx.table, &fx.policy, &q, NOW);
-        let summary = |r: &Result<agentd::select::Selected<'_>, agentd::select::Refusal<'_>>| match r {
-            Ok(s) => Ok((s.route.id.clone(), s.score)),
-            Err(e) => Err(format!("{e:?}")),
-        };
-        assert_eq!(summary(&a), summary(&b), "cell {cell}: index and scan disagree on {q:?}");
+        let summary =
+            |r: &Result<agentd::select::Selected<'_>, agentd::select::Refusal<'_>>| match r {
+                Ok(s) => Ok((s.route.id.clone(), s.score)),
+                Err(e) => Err(format!("{e:?}")),
+            };
+        assert_eq!(
+            summary(&a),
+            summary(&b),
+            "cell {cell}: index and scan disagree on {q:?}"
+        );
         found += usize::from(a.is_ok());
     }
     found
@@ -264,12 +299,19 @@ fn measure(fx: &Fixture, batches: usize, batch: usize, scan_impl: bool) -> Measu
     }
     let mean = per_lookup.iter().sum::<f64>() / per_lookup.len() as f64;
     per_lookup.sort_by(f64::total_cmp);
-    Measured { p50: percentile(&per_lookup, 0.5), p95: percentile(&per_lookup, 0.95), mean }
+    Measured {
+        p50: percentile(&per_lookup, 0.5),
+        p95: percentile(&per_lookup, 0.95),
+        mean,
+    }
 }
 
 fn measurement_pass() {
     let mut rows = Vec::new();
-    println!("{:<24} {:>8} {:>8} {:>9} {:>8} {:>8} {:>10}", "cell", "p50 ns", "p95 ns", "idx B/rt", "tmr B/rt", "found", "scan/idx");
+    println!(
+        "{:<24} {:>8} {:>8} {:>9} {:>8} {:>8} {:>10}",
+        "cell", "p50 ns", "p95 ns", "idx B/rt", "tmr B/rt", "found", "scan/idx"
+    );
     for cell in cells() {
         let fx = fixture(cell);
         let found = verify(cell, fx);
@@ -326,7 +368,8 @@ fn measurement_pass() {
         .join("bench");
     std::fs::create_dir_all(&dir).expect("create target/bench");
     let path = dir.join("select.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("json")).expect("write select.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("json"))
+        .expect("write select.json");
     println!("wrote {}", path.display());
 }
 
@@ -337,5 +380,8 @@ fn main() {
     if args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--list") {
         measurement_pass();
     }
-    divan::Divan::default().max_time(Duration::from_millis(400)).config_with_args().main();
+    divan::Divan::default()
+        .max_time(Duration::from_millis(400))
+        .config_with_args()
+        .main();
 }

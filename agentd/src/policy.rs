@@ -129,6 +129,10 @@ impl SourceSet {
     pub fn contains(self, s: RouteSource) -> bool {
         self.0 & Self::bit(s) != 0
     }
+
+    pub fn intersects(self, other: SourceSet) -> bool {
+        self.0 & other.0 != 0
+    }
 }
 
 impl Default for SourceSet {

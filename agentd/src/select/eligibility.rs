@@ -39,7 +39,7 @@ pub(crate) fn decide<'a>(policy: &'a Policy, q: &Query<'_>) -> Result<Ctx<'a>, D
 /// (or `*`) in its allowed tenants; a non-empty allowed-sources list must
 /// name the calling agent (or be `*`), and an anonymous caller fails it.
 #[inline]
-fn admits(route: &Route, q: &Query<'_>) -> bool {
+pub(crate) fn admits(route: &Route, q: &Query<'_>) -> bool {
     let tenant_ok = *route.tenant == *q.tenant
         || route
             .access

@@ -15,6 +15,7 @@
 //! unhealthy" says more than "wrong version" for a fourth one.
 
 mod eligibility;
+mod fast;
 #[doc(hidden)]
 pub mod scan;
 #[cfg(test)]
@@ -192,24 +193,36 @@ pub fn select<'a>(
     now: Millis,
 ) -> Result<Selected<'a>, Refusal<'a>> {
     let ctx = decide(policy, q).map_err(Refusal::Denied)?;
-    let run = table.run(q.capability, q.version);
-    let mut best: Option<Selected<'a>> = None;
+    let res = fast::Resolved::new(table, ctx, q);
+    let slots = table.run(q.capability, q.version).slots;
+    let mut best: Option<(u32, u64)> = None;
     let mut furthest = Reject::CapabilityVersion;
-    for &s in run.slots {
-        let Some((slot, route, peer_up)) = table.cell(s) else {
-            continue;
-        };
-        match evaluate(route, peer_up, q, &ctx, now) {
+    for &s in slots {
+        match fast::evaluate(table, s, table.hot(s), q, &res, now) {
             Ok(score) => {
-                let cand = Selected { slot, route, score };
-                if best.as_ref().is_none_or(|b| cand.ranks_before(b)) {
-                    best = Some(cand);
+                let better = match best {
+                    None => true,
+                    Some((b, b_score)) => {
+                        score < b_score
+                            || (score == b_score
+                                && table.route_in(s).map(|r| &r.id)
+                                    < table.route_in(b).map(|r| &r.id))
+                    }
+                };
+                if better {
+                    best = Some((s, score));
                 }
             }
             Err(r) => furthest = furthest.max(r),
         }
     }
-    best.ok_or(Refusal::NoRoute(furthest))
+    best.and_then(|(s, score)| {
+        let slot = table.slot_id(s);
+        table
+            .route_in(s)
+            .map(|route| Selected { slot, route, score })
+    })
+    .ok_or(Refusal::NoRoute(furthest))
 }
 
 /// Every eligible route, best first (never empty on `Ok`). The gateway
@@ -221,14 +234,21 @@ pub fn select_ordered<'a>(
     now: Millis,
 ) -> Result<Vec<Selected<'a>>, Refusal<'a>> {
     let ctx = decide(policy, q).map_err(Refusal::Denied)?;
+    let res = fast::Resolved::new(table, ctx, q);
     let mut furthest = Reject::CapabilityVersion;
     let mut ranked = Vec::new();
-    for &s in table.run(q.capability, q.version).slots {
-        let Some((slot, route, peer_up)) = table.cell(s) else {
-            continue;
-        };
-        match evaluate(route, peer_up, q, &ctx, now) {
-            Ok(score) => ranked.push(Selected { slot, route, score }),
+    let slots = table.run(q.capability, q.version).slots;
+    for &s in slots {
+        match fast::evaluate(table, s, table.hot(s), q, &res, now) {
+            Ok(score) => {
+                if let Some(route) = table.route_in(s) {
+                    ranked.push(Selected {
+                        slot: table.slot_id(s),
+                        route,
+                        score,
+                    });
+                }
+            }
             Err(r) => furthest = furthest.max(r),
         }
     }

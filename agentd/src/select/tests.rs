@@ -379,30 +379,105 @@ impl Rng {
     }
 }
 
+fn pick<'a>(rng: &mut Rng, items: &[&'a str]) -> &'a str {
+    items[rng.below(items.len() as u64) as usize]
+}
+
 fn random_route(rng: &mut Rng, i: usize) -> Route {
     let mut r = route(
         &format!("r{:03}", rng.below(400)),
         &format!("cap{}", rng.below(6)),
         1 + rng.below(2) as u32,
     );
-    r.tenant = ["lab", "ops"][rng.below(2) as usize].into();
+    r.tenant = pick(rng, &["lab", "ops"]).into();
     r.origin = format!("agent://{}/a{}", r.tenant, i % 3).into();
+    r.region = pick(rng, &["local", "eu"]).into();
+    if rng.below(4) == 0 {
+        r.endpoint = format!("https://192.0.2.{}/x", rng.below(9)).into();
+    }
     r.attrs.latency_ms = rng.below(4) * 10;
+    r.attrs.cost_micros = rng.below(3) * 1000;
     r.attrs.trust = 80 + rng.below(30);
     r.attrs.load_permille = if rng.below(10) == 0 {
         u64::MAX
     } else {
         rng.below(3) * 100
     };
-    r.lease = Lease::Until(Millis(rng.below(2_000)));
+    r.lease = if rng.below(10) == 0 {
+        Lease::Permanent
+    } else {
+        Lease::Until(Millis(rng.below(2_000)))
+    };
+    if r.lease == Lease::Permanent {
+        r.source = RouteSource::Static;
+    }
     r.healthy = rng.below(8) != 0;
     if rng.below(3) == 0 {
-        r.source = RouteSource::Peer;
-        r.next_hop = Some(["router-b", "router-c"][rng.below(2) as usize].into());
-        r.path = vec![r.next_hop.clone().unwrap()];
+        r.source = pick_source(rng);
+        r.next_hop = Some(pick(rng, &["router-b", "router-c", "router-d"]).into());
+        r.path = (0..1 + rng.below(3))
+            .map(|_| r.next_hop.clone().unwrap())
+            .collect();
+        r.lease = Lease::Until(Millis(rng.below(2_000)));
     }
-    if rng.below(6) == 0 {
-        r.access.allowed_tenants = vec!["*".into()];
+    match rng.below(8) {
+        0 => r.access.allowed_tenants = vec!["*".into()],
+        1 => r.access.allowed_tenants = vec!["guest".into(), "ops".into()],
+        2 => r.access.allowed_sources = vec!["agent://lab/c1".into()],
+        3 => r.access.allowed_sources = vec!["*".into()],
+        _ => {}
+    }
+    r
+}
+
+fn pick_source(rng: &mut Rng) -> RouteSource {
+    [RouteSource::Peer, RouteSource::Relay][rng.below(2) as usize]
+}
+
+/// An allow rule with each constraint present at random.
+fn random_rule(rng: &mut Rng, id: &str, priority: i64) -> Rule {
+    let mut r = Rule::new(id, priority, Action::Allow);
+    r.tenant = Pattern::parse(pick(rng, &["*", "lab", "ops"])).unwrap();
+    r.capability = Pattern::parse(pick(rng, &["*", "cap1", "cap2", "cap3"])).unwrap();
+    r.source = Pattern::parse(pick(rng, &["*", "*", "agent://lab/c1"])).unwrap();
+    let maybe = |rng: &mut Rng| rng.below(3) == 0;
+    let c = &mut r.constraints;
+    if maybe(rng) {
+        c.region = Some(pick(rng, &["local", "eu", "nowhere"]).into());
+    }
+    if maybe(rng) {
+        c.max_latency_ms = Some(rng.below(4) * 10);
+    }
+    if maybe(rng) {
+        c.max_cost = Some(rng.below(3) * 1000);
+    }
+    if maybe(rng) {
+        c.max_load = Some(rng.below(3) * 100);
+    }
+    if maybe(rng) {
+        c.min_trust = Some(85 + rng.below(20));
+    }
+    if maybe(rng) {
+        c.max_hops = Some(rng.below(3));
+    }
+    if maybe(rng) {
+        c.sources = [RouteSource::Local, pick_source(rng)].into_iter().collect();
+    }
+    if maybe(rng) {
+        c.required_peer = Some(pick(rng, &["router-b", "router-c", "router-x"]).into());
+    }
+    if maybe(rng) {
+        c.denied_peer = Some(pick(rng, &["router-b", "router-c", "router-x"]).into());
+    }
+    if maybe(rng) {
+        c.endpoint_prefix = Some(pick(rng, &["http://", "https://"]).into());
+    }
+    if maybe(rng) {
+        r.preferred_peer = Some(pick(rng, &["router-b", "router-c", "router-x"]).into());
+        r.nonpreferred_penalty = rng.below(3) * 7_000;
+    }
+    if maybe(rng) {
+        r.weights.w_latency = u64::MAX / 2;
     }
     r
 }
@@ -410,25 +485,23 @@ fn random_route(rng: &mut Rng, i: usize) -> Route {
 #[test]
 fn indexed_selection_equals_the_full_scan_on_random_tables() {
     let mut rng = Rng(7);
-    let mut rules = vec![Rule::new("base", 0, Action::Allow)];
-    let mut strict = Rule {
-        tenant: Pattern::parse("ops").unwrap(),
-        ..Rule::new("ops", 5, Action::Allow)
-    };
-    strict.constraints.max_latency_ms = Some(20);
-    strict.preferred_peer = Some("router-c".into());
-    strict.nonpreferred_penalty = 7_000;
-    rules.push(strict);
-    rules.push(Rule {
-        capability: Pattern::parse("cap5").unwrap(),
-        ..Rule::new("deny5", 9, Action::Deny)
-    });
-    let p = policy(rules);
     // (routes, no route, denied): the comparison must see all three.
     let mut seen = [0u32; 3];
-    for round in 0..40 {
+    let mut reasons = RejectionCounts::default();
+    for round in 0..60 {
+        let mut rules: Vec<Rule> = (0..1 + rng.below(4))
+            .map(|k| {
+                let priority = rng.below(5) as i64;
+                random_rule(&mut rng, &format!("rule{k}"), priority)
+            })
+            .collect();
+        rules.push(Rule {
+            capability: Pattern::parse("cap5").unwrap(),
+            ..Rule::new("deny5", 9, Action::Deny)
+        });
+        let p = policy(rules);
         let mut t = RouteTable::new(10_000);
-        for i in 0..(round * 10) {
+        for i in 0..(round * 8) {
             // Conflicts (same id, other origin) are expected and skipped.
             let _ = t.upsert(random_route(&mut rng, i));
         }
@@ -437,10 +510,16 @@ fn indexed_selection_equals_the_full_scan_on_random_tables() {
         }
         t.expire(Millis(rng.below(500)));
         t.set_peer_up("router-b", rng.below(2) == 0);
-        for _ in 0..60 {
+        t.set_peer_up("router-d", rng.below(2) == 0);
+        for _ in 0..80 {
             let cap = format!("cap{}", rng.below(7));
-            let tenant = ["lab", "ops", "guest"][rng.below(3) as usize];
-            let query = Query::new(&cap, 1 + rng.below(3) as u32, tenant);
+            let tenant = pick(&mut rng, &["lab", "ops", "guest"]);
+            let mut query = Query::new(&cap, 1 + rng.below(3) as u32, tenant);
+            query.source =
+                [None, Some("agent://lab/c1"), Some("agent://lab/c2")][rng.below(3) as usize];
+            if rng.below(5) == 0 {
+                query.target_agent = Some(pick(&mut rng, &["agent://lab/a1", "agent://ops/a2"]));
+            }
             let now = Millis(rng.below(2_100));
             let fast = select(&t, &p, &query, now);
             seen[match fast {
@@ -470,7 +549,16 @@ fn indexed_selection_equals_the_full_scan_on_random_tables() {
                     .count() as u64;
                 assert_eq!(e.rejections.total() + e.ranked.len() as u64, same_name);
             }
+            for (r, n) in e.rejections.iter() {
+                reasons.add(r, n);
+            }
         }
     }
     assert!(seen.iter().all(|&n| n > 100), "{seen:?}");
+    let missing: Vec<Reject> = reasons
+        .iter()
+        .filter(|(_, n)| *n == 0)
+        .map(|(r, _)| r)
+        .collect();
+    assert!(missing.is_empty(), "reasons never exercised: {missing:?}");
 }

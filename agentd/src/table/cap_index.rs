@@ -1,42 +1,100 @@
 //! The (capability, version) index.
 //!
-//! One hash-table bucket per capability *name*, holding the slab slots of
-//! all its routes in one exact-size boxed slice sorted by version. A lookup
-//! hashes the name once, then binary-searches the version run inside the
-//! group, so its cost depends only on that capability's routes. Keeping the
-//! versions of one name together also yields, for free, how many routes
-//! were rejected for carrying the right name but another version (the
-//! first rejection reason of `lookup --explain`).
+//! One hash-table bucket per capability *name*. Its group is a single
+//! exact-size `Box<[u32]>` holding the slab slots of all routes of that
+//! name, sorted by version, followed by the name itself packed into words:
 //!
-//! The name itself is not stored: the group's first slot points at a route
-//! that carries it. That keeps the index at 4 bytes per route plus one
-//! 16-byte bucket per capability name (see `RouteTable::memory`).
+//! ```text
+//!   [ n_slots | name_len | slot … slot | name bytes, 4 per word, 0-padded ]
+//! ```
+//!
+//! A lookup hashes the name, checks it against the group's own copy (same
+//! allocation as the slots: no extra cache miss), then binary-searches the
+//! version run, so its cost depends only on that capability's routes.
+//! Keeping the versions of one name together also yields, for free, how
+//! many routes carry the right name with another version (the first
+//! rejection reason of `lookup --explain`).
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
-use super::Slot;
-use crate::route::Route;
+use super::Hot;
+
+const HEAD: usize = 2;
+
+/// Packs `name` into little-endian words, zero-padded.
+fn words(name: &str) -> impl Iterator<Item = u32> + '_ {
+    name.as_bytes().chunks(4).map(|c| {
+        let mut w = [0u8; 4];
+        w[..c.len()].copy_from_slice(c);
+        u32::from_le_bytes(w)
+    })
+}
+
+fn hash_name(hasher: &DefaultHashBuilder, len: usize, words: impl Iterator<Item = u32>) -> u64 {
+    let mut h = hasher.build_hasher();
+    h.write_usize(len);
+    for w in words {
+        h.write_u32(w);
+    }
+    h.finish()
+}
+
+#[derive(Debug)]
+struct Group(Box<[u32]>);
+
+impl Group {
+    fn build(slots: &[u32], name: &str) -> Group {
+        let mut v = Vec::with_capacity(HEAD + slots.len() + name.len().div_ceil(4));
+        v.push(slots.len() as u32);
+        v.push(name.len() as u32);
+        v.extend_from_slice(slots);
+        v.extend(words(name));
+        Group(v.into_boxed_slice())
+    }
+
+    #[inline]
+    fn slots(&self) -> &[u32] {
+        &self.0[HEAD..HEAD + self.0[0] as usize]
+    }
+
+    #[inline]
+    fn name_words(&self) -> &[u32] {
+        &self.0[HEAD + self.0[0] as usize..]
+    }
+
+    #[inline]
+    fn is(&self, name: &str) -> bool {
+        self.0[1] as usize == name.len() && self.name_words().iter().copied().eq(words(name))
+    }
+
+    fn hash(&self, hasher: &DefaultHashBuilder) -> u64 {
+        hash_name(
+            hasher,
+            self.0[1] as usize,
+            self.name_words().iter().copied(),
+        )
+    }
+
+    /// Rebuilds the group with `slots` and the same name.
+    fn with_slots(&self, slots: &[u32]) -> Group {
+        let mut v = Vec::with_capacity(HEAD + slots.len() + self.name_words().len());
+        v.push(slots.len() as u32);
+        v.push(self.0[1]);
+        v.extend_from_slice(slots);
+        v.extend_from_slice(self.name_words());
+        Group(v.into_boxed_slice())
+    }
+}
 
 #[derive(Debug, Default)]
 pub(crate) struct CapIndex {
-    groups: HashTable<Box<[u32]>>,
+    groups: HashTable<Group>,
 }
 
-fn route(slab: &[Slot], slot: u32) -> Option<&Route> {
-    slab.get(slot as usize).and_then(|s| s.route.as_ref())
-}
-
-fn name_of<'a>(slab: &'a [Slot], group: &[u32]) -> &'a str {
-    group
-        .first()
-        .and_then(|&s| route(slab, s))
-        .map_or("", |r| &r.capability)
-}
-
-fn version_of(slab: &[Slot], slot: u32) -> u32 {
-    route(slab, slot).map_or(0, |r| r.version)
+fn version_of(hot: &[Hot], slot: u32) -> u32 {
+    hot.get(slot as usize).map_or(0, |h| h.version)
 }
 
 /// The candidates of one (capability, version) and the number of routes
@@ -48,75 +106,80 @@ pub(crate) struct Run<'a> {
 }
 
 impl CapIndex {
-    pub fn run<'a>(
-        &'a self,
-        slab: &[Slot],
-        hasher: &DefaultHashBuilder,
-        name: &str,
-        version: u32,
-    ) -> Run<'a> {
-        let Some(group) = self
-            .groups
-            .find(hasher.hash_one(name), |g| name_of(slab, g) == name)
-        else {
+    /// The group's slots: every route of the capability name, any version.
+    #[inline]
+    pub fn group<'a>(&'a self, hasher: &DefaultHashBuilder, name: &str) -> &'a [u32] {
+        let hash = hash_name(hasher, name.len(), words(name));
+        self.groups
+            .find(hash, |g| g.is(name))
+            .map_or(&[], |g| g.slots())
+    }
+
+    /// Narrows a group to one version (the group is sorted by version).
+    #[inline]
+    pub fn run<'a>(hot: &[Hot], group: &'a [u32], version: u32) -> Run<'a> {
+        let all_same = |v: u32| group.first().is_some_and(|&s| version_of(hot, s) == v);
+        if all_same(version) && group.last().is_some_and(|&s| version_of(hot, s) == version) {
             return Run {
-                slots: &[],
+                slots: group,
                 other_versions: 0,
             };
-        };
-        let start = group.partition_point(|&s| version_of(slab, s) < version);
-        let end = start + group[start..].partition_point(|&s| version_of(slab, s) <= version);
+        }
+        let start = group.partition_point(|&s| version_of(hot, s) < version);
+        let end = start + group[start..].partition_point(|&s| version_of(hot, s) <= version);
         Run {
             slots: &group[start..end],
             other_versions: group.len() - (end - start),
         }
     }
 
-    /// Adds `slot`, whose route is already in the slab.
-    pub fn insert(&mut self, slab: &[Slot], hasher: &DefaultHashBuilder, slot: u32) {
-        let Some(r) = route(slab, slot) else { return };
-        let (name, version) = (&*r.capability, r.version);
-        let hash = hasher.hash_one(name);
-        match self.groups.find_mut(hash, |g| name_of(slab, g) == name) {
+    /// Adds `slot` (its hot record already holds the version).
+    pub fn insert(&mut self, hot: &[Hot], hasher: &DefaultHashBuilder, name: &str, slot: u32) {
+        let version = version_of(hot, slot);
+        let hash = hash_name(hasher, name.len(), words(name));
+        match self.groups.find_mut(hash, |g| g.is(name)) {
             Some(group) => {
-                let at = group.partition_point(|&s| version_of(slab, s) <= version);
-                let mut grown = Vec::with_capacity(group.len() + 1);
-                grown.extend_from_slice(&group[..at]);
-                grown.push(slot);
-                grown.extend_from_slice(&group[at..]);
-                *group = grown.into_boxed_slice();
+                let old = group.slots();
+                let at = old.partition_point(|&s| version_of(hot, s) <= version);
+                let mut slots = Vec::with_capacity(old.len() + 1);
+                slots.extend_from_slice(&old[..at]);
+                slots.push(slot);
+                slots.extend_from_slice(&old[at..]);
+                *group = group.with_slots(&slots);
             }
             None => {
-                self.groups.insert_unique(hash, Box::new([slot]), |g| {
-                    hasher.hash_one(name_of(slab, g))
-                });
+                self.groups
+                    .insert_unique(hash, Group::build(&[slot], name), |g| g.hash(hasher));
             }
         }
     }
 
-    /// Removes `slot`, whose route is still in the slab.
-    pub fn remove(&mut self, slab: &[Slot], hasher: &DefaultHashBuilder, slot: u32) {
-        let Some(r) = route(slab, slot) else { return };
-        let name = &*r.capability;
-        let Ok(entry) = self
-            .groups
-            .find_entry(hasher.hash_one(name), |g| name_of(slab, g) == name)
+    /// Removes `slot` (its hot record still holds the version).
+    pub fn remove(&mut self, hot: &[Hot], hasher: &DefaultHashBuilder, name: &str, slot: u32) {
+        let hash = hash_name(hasher, name.len(), words(name));
+        let Ok(entry) = self.groups.find_entry(hash, |g| g.is(name)) else {
+            return;
+        };
+        let old = entry.get().slots();
+        // Search only the run of the slot's version.
+        let version = version_of(hot, slot);
+        let start = old.partition_point(|&s| version_of(hot, s) < version);
+        let Some(at) = old[start..]
+            .iter()
+            .position(|&s| s == slot)
+            .map(|p| start + p)
         else {
             return;
         };
-        if entry.get().len() == 1 {
-            if entry.get()[0] == slot {
-                entry.remove();
-            }
+        if old.len() == 1 {
+            entry.remove();
             return;
         }
+        let mut slots = Vec::with_capacity(old.len() - 1);
+        slots.extend_from_slice(&old[..at]);
+        slots.extend_from_slice(&old[at + 1..]);
         let group = entry.into_mut();
-        if let Some(at) = group.iter().position(|&s| s == slot) {
-            let mut shrunk = Vec::with_capacity(group.len() - 1);
-            shrunk.extend_from_slice(&group[..at]);
-            shrunk.extend_from_slice(&group[at + 1..]);
-            *group = shrunk.into_boxed_slice();
-        }
+        *group = group.with_slots(&slots);
     }
 
     /// Bytes allocated by the index: the hash table plus every group.
@@ -125,11 +188,29 @@ impl CapIndex {
             + self
                 .groups
                 .iter()
-                .map(|g| std::mem::size_of_val(&**g))
+                .map(|g| std::mem::size_of_val(&*g.0))
                 .sum::<usize>()
     }
 
     pub fn names(&self) -> usize {
         self.groups.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_keeps_slots_and_name_apart() {
+        let h = DefaultHashBuilder::default();
+        for name in ["a", "demo", "demo.echo", "x".repeat(128).as_str()] {
+            let g = Group::build(&[7, 9], name);
+            assert_eq!(g.slots(), &[7, 9]);
+            assert!(g.is(name));
+            assert!(!g.is(&format!("{name}\0")), "padding must not alias");
+            assert_eq!(g.hash(&h), hash_name(&h, name.len(), words(name)));
+            assert!(g.with_slots(&[1]).is(name));
+        }
     }
 }

@@ -5,15 +5,21 @@
 //!
 //! ```text
 //!   by_id   HashTable<u32>  ── hash(route_id) ──┐
-//!   by_cap  name → [slot] sorted by version ────┼──▶ slab[slot] = Route + peer_up
-//!   timers  min-heap (deadline, slot, gen) ─────┘
+//!   by_cap  name → [slot] sorted by version ────┼──▶  slab[slot] = generation + Route
+//!   timers  min-heap (deadline, slot, gen) ─────┘     hot[slot]  = 64-byte selection record
 //! ```
+//!
+//! `hot` mirrors what selection reads per candidate (see `hot.rs`); every
+//! mutation below updates both, and the randomized tests compare selection
+//! on `hot` with the plain definition on `Route`.
 //!
 //! The table is plain data driven by its owner: time is an argument
 //! (`expire(now)`), nothing reads a clock, nothing runs in the background.
 //! Every change bumps `generation`, which FIB export uses to order deltas.
 
 mod cap_index;
+mod hot;
+mod interner;
 mod timer;
 
 use std::fmt;
@@ -25,6 +31,9 @@ use crate::route::{Lease, Route, RouteId, RouteSource};
 use crate::time::Millis;
 use cap_index::CapIndex;
 pub(crate) use cap_index::Run;
+pub(crate) use hot::{Hot, HEALTHY, PEER_UP, SHARED, SOURCES};
+use interner::Interner;
+use interner::UNKNOWN;
 use timer::{Timer, Timers};
 
 /// One slab cell. `gen` changes whenever the cell is freed, so handles and
@@ -32,8 +41,6 @@ use timer::{Timer, Timers};
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub(crate) gen: u32,
-    /// False while the session to the route's next-hop peer is down.
-    pub(crate) peer_up: bool,
     pub(crate) route: Option<Route>,
 }
 
@@ -102,15 +109,18 @@ pub struct MemoryUse {
     pub index_bytes: usize,
     /// The lease timer heap.
     pub timer_bytes: usize,
-    /// The slab cells (inline route structs) and its free list; the routes'
-    /// own heap strings are not counted.
+    /// The slab cells (inline route structs), the hot selection records,
+    /// the free list and the symbol interner; the routes' own heap strings
+    /// are not counted.
     pub slab_bytes: usize,
 }
 
 #[derive(Debug)]
 pub struct RouteTable {
     slab: Vec<Slot>,
+    hot: Vec<Hot>,
     free: Vec<u32>,
+    symbols: Interner,
     by_id: HashTable<u32>,
     by_cap: CapIndex,
     timers: Timers,
@@ -141,7 +151,9 @@ impl RouteTable {
     pub fn new(max_routes: usize) -> RouteTable {
         RouteTable {
             slab: Vec::new(),
+            hot: Vec::new(),
             free: Vec::new(),
+            symbols: Interner::default(),
             by_id: HashTable::new(),
             by_cap: CapIndex::default(),
             timers: Timers::default(),
@@ -207,9 +219,7 @@ impl RouteTable {
 
     /// False while the session to the route's next-hop peer is down.
     pub fn is_peer_up(&self, slot: SlotId) -> bool {
-        self.slab
-            .get(slot.index as usize)
-            .is_some_and(|s| s.gen == slot.gen && s.peer_up)
+        self.get_slot(slot).is_some() && self.hot[slot.index as usize].has(PEER_UP)
     }
 
     fn peer_up_for(&self, route: &Route) -> bool {
@@ -254,19 +264,26 @@ impl RouteTable {
                 existing_origin: old.origin.clone(),
             });
         }
-        if *old == route && self.slab[i].peer_up == peer_up {
+        if *old == route && self.hot[i].has(PEER_UP) == peer_up {
             return Ok(UpsertOutcome::Unchanged);
         }
         let moved = old.capability != route.capability || old.version != route.version;
         let lease_changed = old.lease != route.lease;
         if moved {
-            self.by_cap.remove(&self.slab, &self.hasher, slot);
+            self.by_cap
+                .remove(&self.hot, &self.hasher, &old.capability, slot);
         }
         let new_lease = route.lease;
+        let old_hot = self.hot[i];
+        self.hot[i] = self.hot_record(&route, peer_up);
+        self.symbols.release(&self.hasher, old_hot.tenant);
+        self.symbols.release(&self.hasher, old_hot.next_hop);
         self.slab[i].route = Some(route);
-        self.slab[i].peer_up = peer_up;
         if moved {
-            self.by_cap.insert(&self.slab, &self.hasher, slot);
+            if let Some(r) = self.slab[slot as usize].route.as_ref() {
+                self.by_cap
+                    .insert(&self.hot, &self.hasher, &r.capability, slot);
+            }
         }
         if lease_changed {
             self.arm(slot, new_lease);
@@ -283,18 +300,19 @@ impl RouteTable {
         }
         let hash = self.hasher.hash_one(route.id.as_str());
         let lease = route.lease;
+        let hot = self.hot_record(&route, peer_up);
         let slot = match self.free.pop() {
             Some(s) => {
                 self.slab[s as usize].route = Some(route);
-                self.slab[s as usize].peer_up = peer_up;
+                self.hot[s as usize] = hot;
                 s
             }
             None => {
                 self.slab.push(Slot {
                     gen: 0,
-                    peer_up,
                     route: Some(route),
                 });
+                self.hot.push(hot);
                 (self.slab.len() - 1) as u32
             }
         };
@@ -302,11 +320,24 @@ impl RouteTable {
         self.by_id.insert_unique(hash, slot, |&s| {
             slot_route(slab, s).map_or(0, |r| hasher.hash_one(r.id.as_str()))
         });
-        self.by_cap.insert(&self.slab, &self.hasher, slot);
+        if let Some(r) = self.slab[slot as usize].route.as_ref() {
+            self.by_cap
+                .insert(&self.hot, &self.hasher, &r.capability, slot);
+        }
         self.arm(slot, lease);
         self.len += 1;
         self.generation += 1;
         Ok(slot)
+    }
+
+    /// Builds the hot record of a route, taking symbol references that
+    /// `free_slot` (or the next update) releases.
+    fn hot_record(&mut self, route: &Route, peer_up: bool) -> Hot {
+        let tenant = self.symbols.acquire(&self.hasher, &route.tenant);
+        let next_hop = self
+            .symbols
+            .acquire_opt(&self.hasher, route.next_hop.as_deref());
+        Hot::new(route, tenant, next_hop, peer_up)
     }
 
     /// Schedules expiry for a leased route and keeps the timer heap tidy.
@@ -352,6 +383,7 @@ impl RouteTable {
         }
         if r.lease != lease {
             r.lease = lease;
+            self.hot[slot as usize].set_lease(lease);
             self.arm(slot, lease);
             self.generation += 1;
         }
@@ -366,6 +398,7 @@ impl RouteTable {
         if let Some(r) = self.slab[slot as usize].route.as_mut() {
             if r.healthy != healthy {
                 r.healthy = healthy;
+                self.hot[slot as usize].set(HEALTHY, healthy);
                 self.generation += 1;
             }
         }
@@ -389,14 +422,13 @@ impl RouteTable {
             }
             _ => false,
         };
-        for s in &mut self.slab {
-            if s.peer_up != up
-                && s.route
-                    .as_ref()
-                    .is_some_and(|r| r.next_hop.as_deref() == Some(router_id))
-            {
-                s.peer_up = up;
-                changed = true;
+        let sym = self.symbols.lookup(&self.hasher, router_id);
+        if sym != UNKNOWN {
+            for (h, s) in self.hot.iter_mut().zip(&self.slab) {
+                if h.next_hop == sym && h.has(PEER_UP) != up && s.route.is_some() {
+                    h.set(PEER_UP, up);
+                    changed = true;
+                }
             }
         }
         if changed {
@@ -422,10 +454,15 @@ impl RouteTable {
         if let Ok(e) = self.by_id.find_entry(hasher.hash_one(id), |&s| s == slot) {
             e.remove();
         }
-        self.by_cap.remove(&self.slab, &self.hasher, slot);
+        if let Some(r) = self.slab[slot as usize].route.as_ref() {
+            self.by_cap
+                .remove(&self.hot, &self.hasher, &r.capability, slot);
+        }
+        let hot = std::mem::replace(&mut self.hot[slot as usize], Hot::VACANT);
+        self.symbols.release(&self.hasher, hot.tenant);
+        self.symbols.release(&self.hasher, hot.next_hop);
         let cell = &mut self.slab[slot as usize];
         cell.gen = cell.gen.wrapping_add(1);
-        cell.peer_up = true;
         let route = cell.route.take();
         self.free.push(slot);
         self.len -= 1;
@@ -462,23 +499,75 @@ impl RouteTable {
         capability: &str,
         version: u32,
     ) -> impl Iterator<Item = &'a Route> + 'a {
-        let run = self
-            .by_cap
-            .run(&self.slab, &self.hasher, capability, version);
+        let run = CapIndex::run(
+            &self.hot,
+            self.by_cap.group(&self.hasher, capability),
+            version,
+        );
         run.slots
             .iter()
             .filter_map(move |&s| slot_route(&self.slab, s))
     }
 
     pub(crate) fn run(&self, capability: &str, version: u32) -> Run<'_> {
-        self.by_cap
-            .run(&self.slab, &self.hasher, capability, version)
+        let group = self.by_cap.group(&self.hasher, capability);
+        self.prefetch(group);
+        CapIndex::run(&self.hot, group, version)
+    }
+
+    /// The symbol selection compares for `s`, `UNKNOWN` if no route has it.
+    #[inline]
+    pub(crate) fn symbol(&self, s: &str) -> u32 {
+        self.symbols.lookup(&self.hasher, s)
+    }
+
+    /// The hot record of an index-held slot.
+    #[inline]
+    pub(crate) fn hot(&self, slot: u32) -> &Hot {
+        &self.hot[slot as usize]
+    }
+
+    /// Warms the cache lines of the hot records selection is about to
+    /// read, so their misses overlap instead of queueing one by one (a
+    /// lookup's candidates sit at unrelated slab positions).
+    #[inline]
+    fn prefetch(&self, slots: &[u32]) {
+        #[cfg(target_arch = "x86_64")]
+        for &s in slots {
+            if let Some(h) = self.hot.get(s as usize) {
+                // SAFETY: prefetching is a hint with no effect on memory
+                // semantics; the pointer comes from a live reference.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                        (h as *const Hot).cast::<i8>(),
+                    )
+                };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = slots;
+    }
+
+    /// The route in an index-held slot (always occupied).
+    #[inline]
+    pub(crate) fn route_in(&self, slot: u32) -> Option<&Route> {
+        self.slab.get(slot as usize).and_then(|s| s.route.as_ref())
+    }
+
+    /// A handle for an index-held slot.
+    #[inline]
+    pub(crate) fn slot_id(&self, slot: u32) -> SlotId {
+        SlotId {
+            index: slot,
+            gen: self.slab.get(slot as usize).map_or(0, |s| s.gen),
+        }
     }
 
     /// Slab access for selection: the cell behind an index-held slot.
     #[inline]
     pub(crate) fn cell(&self, slot: u32) -> Option<(SlotId, &Route, bool)> {
         let s = self.slab.get(slot as usize)?;
+        let peer_up = self.hot[slot as usize].has(PEER_UP);
         s.route.as_ref().map(|r| {
             (
                 SlotId {
@@ -486,25 +575,24 @@ impl RouteTable {
                     gen: s.gen,
                 },
                 r,
-                s.peer_up,
+                peer_up,
             )
         })
     }
 
     /// Every occupied cell, in slab order (full-scan reference, export).
     pub(crate) fn cells(&self) -> impl Iterator<Item = (SlotId, &Route, bool)> {
-        self.slab.iter().enumerate().filter_map(|(i, s)| {
-            s.route.as_ref().map(|r| {
-                (
-                    SlotId {
-                        index: i as u32,
-                        gen: s.gen,
-                    },
-                    r,
-                    s.peer_up,
-                )
+        self.slab
+            .iter()
+            .zip(&self.hot)
+            .enumerate()
+            .filter_map(|(i, (s, h))| {
+                let id = SlotId {
+                    index: i as u32,
+                    gen: s.gen,
+                };
+                s.route.as_ref().map(|r| (id, r, h.has(PEER_UP)))
             })
-        })
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Route> {
@@ -517,7 +605,9 @@ impl RouteTable {
             index_bytes: self.by_id.allocation_size() + self.by_cap.allocated_bytes(),
             timer_bytes: self.timers.allocated_bytes(),
             slab_bytes: self.slab.capacity() * std::mem::size_of::<Slot>()
-                + self.free.capacity() * 4,
+                + self.hot.capacity() * std::mem::size_of::<Hot>()
+                + self.free.capacity() * 4
+                + self.symbols.allocated_bytes(),
         }
     }
 
