@@ -427,8 +427,13 @@ impl Lexer<'_> {
 
     /// Appends the (possibly multi-byte) character at the cursor.
     fn take_char(&mut self, text: &mut String, line: u32, col: u32) -> Result<(), ParseError> {
-        let Some(ch) = self.src.get(self.pos..).and_then(|s| s.chars().next()) else {
-            return Ok(());
+        let ch = match self.peek() {
+            None => return Ok(()),
+            Some(b) if b.is_ascii() => char::from(b),
+            Some(_) => match self.src.get(self.pos..).and_then(|s| s.chars().next()) {
+                Some(ch) => ch,
+                None => return Ok(()),
+            },
         };
         if text.len() + ch.len_utf8() > MAX_VALUE_BYTES {
             return Err(self.err(
