@@ -41,6 +41,20 @@ pub struct GatewayConfig {
     /// Lease bounds (`agentd.min_lease` / `max_lease`), seconds.
     pub lease_min_s: u64,
     pub lease_max_s: u64,
+    /// `agentd.domain`, part of the advertised JWT issuer.
+    pub domain: Box<str>,
+    /// The router issuer key (gateway `issuer_key` file, else agentd's
+    /// `identity`), loaded by the binary with `auth::load_or_create_key`.
+    /// `None`: a fresh key per start (tests, lab).
+    pub issuer_key: Option<ed25519_dalek::SigningKey>,
+    /// `jwt_key` values of the `tenant` sections, parsed.
+    pub tenant_keys: Vec<(Box<str>, ed25519_dalek::VerifyingKey)>,
+    /// Tolerated clock difference for token times, seconds.
+    pub jwt_clock_skew_s: u64,
+    /// Longest accepted token lifetime (`exp - iat`), seconds.
+    pub jwt_max_lifetime_s: u64,
+    /// Trusted-LAN bootstrap on `/agent/v1/bootstrap`.
+    pub bootstrap: bool,
 }
 
 impl Default for GatewayConfig {
@@ -67,6 +81,12 @@ impl Default for GatewayConfig {
             max_routes: 10_000,
             lease_min_s: 5,
             lease_max_s: 3600,
+            domain: "".into(),
+            issuer_key: None,
+            tenant_keys: Vec::new(),
+            jwt_clock_skew_s: 60,
+            jwt_max_lifetime_s: 86_400,
+            bootstrap: true,
         }
     }
 }

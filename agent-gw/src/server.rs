@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
-use crate::endpoints::{self, health, invoke, lease, tasks, Ctx};
+use crate::endpoints::{self, auth, health, invoke, lease, tasks, Ctx};
 use crate::router::{self, Endpoint, NoEndpoint};
 use crate::state::AppState;
 
@@ -104,8 +104,8 @@ pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
     };
     let result = match ep {
         Endpoint::Healthz => Ok(health::healthz(cx)),
-        Endpoint::Authentication => health::authentication(cx),
-        Endpoint::Bootstrap => health::bootstrap(cx),
+        Endpoint::Authentication => Ok(auth::authentication(cx)),
+        Endpoint::Bootstrap => auth::bootstrap(cx, &parts, body).await,
         Endpoint::Register => lease::register(cx, &parts, body).await,
         Endpoint::Renew => lease::renew(cx, &parts, body).await,
         Endpoint::Unregister => lease::unregister(cx, &parts, body).await,
@@ -128,6 +128,7 @@ pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
 pub async fn run(state: Rc<AppState>) -> io::Result<()> {
     let listener = bind(state.cfg.sdk_listen).await?;
     eprintln!("agent-gw: listening sdk={}", listener.local_addr()?);
+    endpoints::auth::warn_if_lab_mode(&state);
     tokio::task::spawn_local(crate::fib_sync::run(state.clone()));
     serve(listener, state).await;
     Ok(())

@@ -5,12 +5,16 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::config::GatewayConfig;
+use agentd::time::Millis;
+
+use crate::auth::{AuthConfig, Authenticator};
+use crate::config::{AuthMode, GatewayConfig};
 use crate::control::Control;
 use crate::fib_sync::Fib;
 use crate::forward::pool::{Pool, PoolConfig};
 use crate::forward::Forwarder;
 use crate::limits::{Inflight, RateLimiter};
+use crate::task::{SharedTasks, TaskConfig, TaskTable};
 
 #[derive(Debug)]
 pub struct AppState {
@@ -20,18 +24,69 @@ pub struct AppState {
     pub forwarder: Forwarder,
     pub limiter: RefCell<RateLimiter>,
     pub inflight: Inflight,
+    pub auth: Authenticator,
+    pub tasks: SharedTasks,
 }
 
 impl AppState {
     pub fn new(cfg: GatewayConfig) -> Rc<AppState> {
         let limiter = RateLimiter::new(cfg.rate, cfg.tenant_rates.clone());
+        let auth = authenticator(&cfg);
+        let tasks = SharedTasks::new(TaskTable::new(TaskConfig {
+            capacity: cfg.task_capacity,
+            ttl_ms: cfg.task_ttl_s.saturating_mul(1000),
+            history_events: cfg.stream_history_events,
+            history_bytes: cfg.stream_history_bytes,
+        }));
         Rc::new(AppState {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
             control: Control::new(cfg.lease_min_s, cfg.lease_max_s),
             forwarder: Forwarder::new(Pool::new(PoolConfig::default())),
             limiter: RefCell::new(limiter),
             inflight: Inflight::new(cfg.max_inflight),
+            auth,
+            tasks,
             cfg,
         })
+    }
+}
+
+/// The authenticator of `cfg`. Without a configured issuer key a fresh one
+/// is drawn (its tokens die with the process, which is what tests and lab
+/// setups want); tenant keys were validated when the config was read, so
+/// a refusal here (too many keys for a tenant) drops that tenant's extra
+/// keys rather than the gateway.
+fn authenticator(cfg: &GatewayConfig) -> Authenticator {
+    let mut ac = AuthConfig::new(&cfg.router_id, &cfg.domain);
+    ac.mode = match cfg.auth {
+        AuthMode::Jwt => crate::auth::AuthMode::Jwt,
+        AuthMode::None => crate::auth::AuthMode::None,
+    };
+    ac.clock_skew_s = cfg.jwt_clock_skew_s;
+    ac.max_lifetime_s = cfg.jwt_max_lifetime_s;
+    ac.bootstrap = cfg.bootstrap;
+    let key = cfg.issuer_key.clone().unwrap_or_else(|| {
+        let mut seed = [0u8; 32];
+        if crate::auth::fill_random(&mut seed).is_err() {
+            // No entropy at all: derive from the clock rather than abort;
+            // such a key only signs bootstrap tokens of this process.
+            seed[..8].copy_from_slice(&Millis::now().0.to_le_bytes());
+        }
+        ed25519_dalek::SigningKey::from_bytes(&seed)
+    });
+    let mut per_tenant: std::collections::HashMap<&str, usize> = Default::default();
+    let keys: Vec<_> = cfg
+        .tenant_keys
+        .iter()
+        .filter(|(t, _)| {
+            let n = per_tenant.entry(t).or_default();
+            *n += 1;
+            *n <= crate::auth::MAX_KEYS_PER_TENANT && agentd::route::check_tenant(t).is_ok()
+        })
+        .map(|(t, k)| (t.to_string(), *k))
+        .collect();
+    match Authenticator::new(ac.clone(), key.clone(), keys) {
+        Ok(a) => a,
+        Err(_) => Authenticator::new(ac, key, []).expect("no tenant keys cannot be refused"),
     }
 }

@@ -286,7 +286,8 @@ fn idempotent_call_with_key_moves_on_after_possible_delivery() {
         assert_eq!(r.headers["x-agentd-route-id"], "r-live");
         assert_eq!(got.get(), 2);
         assert_eq!(b.count(), 1);
-        // Async work never moves once possibly delivered.
+        // Async work never moves once possibly delivered: the task fails
+        // with the typed outcome instead.
         let r = post(
             gw,
             "/agent/v1/invoke",
@@ -294,7 +295,19 @@ fn idempotent_call_with_key_moves_on_after_possible_delivery() {
             &envelope("kv.get", "lab", "{}"),
         )
         .await;
-        assert_eq!(r.error_code(), "upstream_unknown");
+        assert_eq!(r.status, 202, "{:?}", r.body);
+        let path = format!("/agent/v1/tasks/{}", r.headers["x-nexus-task-id"].to_str().unwrap());
+        let token = r.headers["x-nexus-task-token"].to_str().unwrap().to_string();
+        let mut status = serde_json::Value::Null;
+        for _ in 0..500 {
+            status = send(gw, "GET", &path, &[("x-nexus-task-token", &token)], b"").await.json();
+            if status["status"] != "running" && status["status"] != "pending" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(status["status"], "failed", "{status}");
+        assert_eq!(status["error"]["code"], "upstream_unknown");
         assert_eq!(b.count(), 1);
     });
 }

@@ -1,11 +1,9 @@
-//! `GET /healthz` and `GET /agent/v1/authentication` (auth discovery).
+//! `GET /healthz`.
 
 use http::{Response, StatusCode};
 use serde_json::json;
 
-use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
-use crate::config::AuthMode;
 use crate::endpoints::{json, Ctx};
 
 pub fn healthz(cx: &Ctx) -> Response<Body> {
@@ -20,35 +18,4 @@ pub fn healthz(cx: &Ctx) -> Response<Body> {
             "inflight": s.inflight.current(),
         }),
     )
-}
-
-/// Nexus auth discovery (schema 2). In lab mode the SDK learns that no
-/// token is needed and never asks for one.
-pub fn authentication(cx: &Ctx) -> Result<Response<Body>, ApiError> {
-    match cx.state.cfg.auth {
-        AuthMode::None => Ok(json(
-            StatusCode::OK,
-            &json!({
-                "schema_version": 2,
-                "authentication": {"required": false, "type": "none"},
-                "required_scopes": {
-                    "register": ["agent.register"],
-                    "route": ["agent.route"],
-                    "invoke": ["agent.invoke"],
-                },
-            }),
-        )),
-        AuthMode::Jwt => Err(ApiError::new(
-            ErrorCode::NotFound,
-            "JWT auth discovery is not available on this gateway",
-        )),
-    }
-}
-
-/// `POST /agent/v1/bootstrap`.
-pub fn bootstrap(_cx: &Ctx) -> Result<Response<Body>, ApiError> {
-    Err(ApiError::new(
-        ErrorCode::NotFound,
-        "trusted-LAN bootstrap is not available on this gateway",
-    ))
 }

@@ -18,7 +18,8 @@ use agentd::time::Millis;
 use crate::api::envelope::{Envelope, MAX_CURSOR};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::{guarded, Body};
-use crate::endpoints::{authenticate, json, read_body, Ctx, Need};
+use crate::endpoints::streams::{self, Dispatch, Plan};
+use crate::endpoints::{authenticate, json, read_body, tasks, Ctx, Need};
 use crate::fib_sync::Ranked;
 use crate::forward::deadline::{budget_ms, Deadline};
 use crate::forward::retry::CallKind;
@@ -160,8 +161,38 @@ pub async fn route(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<B
 pub async fn invoke(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<Body>, ApiError> {
     let start = Instant::now();
     let a = admit(cx, parts, body, Need::Invoke).await?;
-    let kind = call_kind(&parts.headers, !wants_async(&parts.headers), false)?;
+    if let Some(answer) = tasks::direct_control(cx, &a.env)? {
+        return Ok(answer);
+    }
+    let is_async = wants_async(&parts.headers);
+    let kind = call_kind(&parts.headers, !is_async, false)?;
+    if is_async {
+        let d = dispatch(cx, parts, &a.env, kind, start)?;
+        return tasks::invoke_async(cx, parts, &a.env, d.candidates, d.kind, d.deadline);
+    }
     forward(cx, parts, a, kind, start, None).await
+}
+
+/// Deadline and ordered candidates of a call, fixed once at ingress.
+fn dispatch(
+    cx: &Ctx,
+    parts: &Parts,
+    env: &Envelope,
+    kind: CallKind,
+    start: Instant,
+) -> Result<Dispatch, ApiError> {
+    let budget = budget_ms(
+        &parts.headers,
+        env.timeout_ms,
+        cx.state.cfg.default_timeout_ms,
+    )?;
+    let deadline = Deadline::after_ms(start, budget);
+    let candidates = decide(cx, env)?.into_iter().map(|r| r.candidate).collect();
+    Ok(Dispatch {
+        candidates,
+        kind,
+        deadline,
+    })
 }
 
 pub async fn invoke_stream(
@@ -174,7 +205,13 @@ pub async fn invoke_stream(
     let a = admit(cx, parts, body, Need::Invoke).await?;
     let cursor = header_cursor.max(a.env.resume_from).unwrap_or(0);
     let kind = call_kind(&parts.headers, false, cursor > 0)?;
-    forward(cx, parts, a, kind, start, Some("text/event-stream")).await
+    match streams::plan(cx, &a.env, cursor)? {
+        Plan::Resume(id) => streams::follow(cx, id, cursor, a.guard),
+        Plan::Start(key, digest) => {
+            let d = dispatch(cx, parts, &a.env, kind, start)?;
+            streams::start(cx, parts, &a.env, (key, digest), d, a.guard).await
+        }
+    }
 }
 
 async fn forward(

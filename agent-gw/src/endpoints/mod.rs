@@ -2,9 +2,11 @@
 //! request head and its (unread) body, and answers a response or a typed
 //! `ApiError`; `server` turns errors into `{"error":{...}}` answers.
 
+pub mod auth;
 pub mod health;
 pub mod invoke;
 pub mod lease;
+pub mod streams;
 pub mod tasks;
 
 use std::net::SocketAddr;
@@ -16,8 +18,8 @@ use http::{header, HeaderValue, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::api::error::{ApiError, ErrorCode};
+use crate::auth::{Caller, Scope, UnixSeconds};
 use crate::body::{full, read_limited, Body};
-use crate::config::AuthMode;
 use crate::state::AppState;
 
 /// Per-request context.
@@ -45,16 +47,30 @@ pub struct Verified {
 
 /// Authenticates the request for `need`. `Ok(None)` is lab mode (auth
 /// `none`): the body's identity is used as sent.
-pub fn authenticate(cx: &Ctx, _parts: &Parts, need: Need) -> Result<Option<Verified>, ApiError> {
-    match cx.state.cfg.auth {
-        AuthMode::None => Ok(None),
-        AuthMode::Jwt => Err(ApiError::new(
-            ErrorCode::Other {
-                code: "authentication_required",
-                status: 401,
-            },
-            format!("a bearer token with the {need:?} scope is required"),
-        )),
+pub fn authenticate(cx: &Ctx, parts: &Parts, need: Need) -> Result<Option<Verified>, ApiError> {
+    let scope = match need {
+        Need::Register => Scope::Register,
+        Need::Route => Scope::Route,
+        Need::Invoke => Scope::Invoke,
+    };
+    match cx
+        .state
+        .auth
+        .authenticate(&parts.headers, cx.peer.ip(), UnixSeconds::now(), scope)
+    {
+        Ok(Caller::Unauthenticated) => Ok(None),
+        Ok(Caller::Verified(v)) => Ok(Some(Verified {
+            tenant: v.tenant.into(),
+            subject: v.subject.into(),
+        })),
+        Err(e) => {
+            let code = if e.status() == 403 {
+                ErrorCode::Forbidden
+            } else {
+                ErrorCode::Unauthenticated
+            };
+            Err(ApiError::new(code, e.to_string()).reason(e.reason()))
+        }
     }
 }
 

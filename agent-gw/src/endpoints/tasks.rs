@@ -1,17 +1,270 @@
-//! `/agent/v1/tasks/{id}[/events|/result]`: status, events, result,
-//! cancel of asynchronous tasks held by this gateway.
+//! Asynchronous tasks held by this gateway: `Prefer: respond-async`
+//! admission and dispatch, `/agent/v1/tasks/{id}[/events|/result]`
+//! status/events/result/cancel, and the nexilume routed task control
+//! (`payload.nexus_direct_task_control`) for tasks this gateway owns.
 
+use agentd::time::Millis;
+use bytes::Bytes;
 use http::request::Parts;
-use http::Response;
+use http::{header, HeaderValue, Response, StatusCode};
+use serde_json::{json, Value};
 
+use crate::api::envelope::Envelope;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::body::Body;
-use crate::endpoints::Ctx;
+use crate::body::{read_limited, Body};
+use crate::endpoints::{authenticate, json, Ctx, Need};
+use crate::forward::deadline::Deadline;
+use crate::forward::retry::CallKind;
+use crate::forward::{Candidate, Outgoing};
 use crate::router::TaskOp;
+use crate::task::live::run_async;
+use crate::task::{
+    object_digest, parse_cursor, Batch, NewTask, TaskError, TaskFailure, TaskId, TaskKind,
+    TaskResult, TaskState, TaskTable, TASK_ID_HEADER, TASK_TOKEN_HEADER,
+};
 
-pub fn task(_cx: &Ctx, _parts: &Parts, id: &str, _op: TaskOp) -> Result<Response<Body>, ApiError> {
-    Err(ApiError::new(
-        ErrorCode::NotFound,
-        format!("task {id} is not known to this gateway"),
-    ))
+/// Largest handler answer kept as an async task result.
+pub const MAX_RESULT_BYTES: usize = 1 << 20;
+/// Most events returned by one `/events` call.
+const MAX_EVENTS_PER_CALL: usize = 256;
+
+/// A task-module refusal as an API error with the contract's code.
+pub fn task_error(e: TaskError) -> ApiError {
+    let code = match e {
+        TaskError::Full { .. } => ErrorCode::TaskTableFull,
+        TaskError::NotFound => ErrorCode::NotFound,
+        TaskError::Expired => ErrorCode::TaskExpired,
+        TaskError::HistoryLost { .. } => ErrorCode::HistoryLost,
+        TaskError::BadCursor { .. } => ErrorCode::InvalidCursor,
+        TaskError::RequestMismatch | TaskError::Duplicate => ErrorCode::StreamChanged,
+        TaskError::NotFinished => ErrorCode::TaskNotFinished,
+        TaskError::Random => ErrorCode::Internal,
+    };
+    let mut err = ApiError::new(code, e.to_string());
+    if let TaskError::Full { .. } = e {
+        err = err.rejected().retry_after_ms(1000);
+    }
+    err
+}
+
+/// `/agent/v1/tasks/{id}…`. Needs `agent.invoke` and the task token; a
+/// wrong token, an unknown id or another tenant's task read as 404.
+pub fn task(cx: &Ctx, parts: &Parts, id: &str, op: TaskOp) -> Result<Response<Body>, ApiError> {
+    let who = authenticate(cx, parts, Need::Invoke)?;
+    let tenant = who.as_ref().map(|v| &*v.tenant);
+    let token = parts
+        .headers
+        .get(TASK_TOKEN_HEADER)
+        .map_or(&b""[..], |v| v.as_bytes());
+    let id = TaskId::parse(id).ok_or_else(|| task_error(TaskError::NotFound))?;
+    let after = match op {
+        TaskOp::Events => query_after(parts.uri.query())?,
+        _ => 0,
+    };
+    let now = Millis::now();
+    let mut t = cx.state.tasks.lock();
+    t.expire(now);
+    let task = t.get(&id, token, tenant).map_err(task_error)?;
+    let doc = match op {
+        TaskOp::Status => task.status_json(now),
+        TaskOp::Result => match task.state() {
+            TaskState::Pending | TaskState::Running => {
+                return Err(task_error(TaskError::NotFinished))
+            }
+            _ => task.status_json(now),
+        },
+        TaskOp::Events => {
+            let state = task.state();
+            events_doc(
+                &id,
+                state,
+                &t.batch(&id, after, MAX_EVENTS_PER_CALL)
+                    .map_err(task_error)?,
+            )
+        }
+        TaskOp::Cancel => {
+            t.cancel(&id, now);
+            t.task(&id)
+                .map_or(Value::Null, |task| task.status_json(now))
+        }
+    };
+    Ok(json(StatusCode::OK, &doc))
+}
+
+/// `after=N` of the events query; absent means 0.
+fn query_after(query: Option<&str>) -> Result<u64, ApiError> {
+    let Some(v) = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("after="))
+    else {
+        return Ok(0);
+    };
+    parse_cursor(v.as_bytes()).map_err(|_| {
+        ApiError::new(
+            ErrorCode::InvalidCursor,
+            "after must be a non-negative integer",
+        )
+    })
+}
+
+/// The nexilume `events` shape: `{task_id, status, events: [{seq, event, data}]}`.
+fn events_doc(id: &TaskId, state: TaskState, batch: &Batch) -> Value {
+    let events: Vec<Value> = batch
+        .events
+        .iter()
+        .map(|e| {
+            let data = serde_json::from_str::<Value>(&e.data)
+                .unwrap_or_else(|_| Value::String(e.data.to_string()));
+            json!({"seq": e.id, "event": e.event.as_deref().unwrap_or("message"), "data": data})
+        })
+        .collect();
+    json!({"task_id": id.to_string(), "status": state.as_str(), "events": events})
+}
+
+/// Admits an async invocation (refusing before dispatch when the table is
+/// full), answers 202 with the task handle and runs the call in the
+/// background, pinned to whichever route accepts it.
+pub fn invoke_async(
+    cx: &Ctx,
+    parts: &Parts,
+    env: &Envelope,
+    candidates: Vec<Candidate>,
+    kind: CallKind,
+    deadline: Deadline,
+) -> Result<Response<Body>, ApiError> {
+    let new = NewTask {
+        kind: TaskKind::Async,
+        tenant: env.tenant.to_string(),
+        subject: env.source_agent.to_string(),
+        capability: env.intent.to_string(),
+        route_id: None,
+        request_digest: object_digest(env.doc()),
+        stream_key: None,
+    };
+    let admitted = cx
+        .state
+        .tasks
+        .lock()
+        .try_insert(new, Millis::now())
+        .map_err(task_error)?;
+    let id = admitted.id;
+    let mut out = Outgoing::new(env.to_bytes(), &parts.headers);
+    // The gateway holds the task; the handler answers synchronously.
+    out.relay.remove("prefer");
+    let state = cx.state.clone();
+    let capability = env.intent.to_string();
+    let work = async move {
+        let fwd = state
+            .forwarder
+            .forward(&capability, &candidates, &out, kind, deadline)
+            .await
+            .map_err(|e| TaskFailure::new(e.code.as_str(), e.message))?;
+        state.tasks.lock().pin_route(&id, fwd.route_id.clone());
+        let (head, body) = fwd.response.into_parts();
+        let content_type = head
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let bytes: Bytes = read_limited(&head.headers, body, MAX_RESULT_BYTES)
+            .await
+            .map_err(|e| TaskFailure::new(ErrorCode::UpstreamError.as_str(), e.message))?;
+        if head.status.is_client_error() || head.status.is_server_error() {
+            let text: String = String::from_utf8_lossy(&bytes).chars().take(512).collect();
+            return Err(TaskFailure::new(
+                "handler_rejected",
+                format!("handler answered {}: {text}", head.status),
+            ));
+        }
+        Ok(TaskResult {
+            status: head.status.as_u16(),
+            content_type,
+            body: bytes.to_vec(),
+        })
+    };
+    tokio::task::spawn_local(run_async(
+        cx.state.tasks.clone(),
+        id,
+        admitted.cancel,
+        work,
+        Millis::now,
+    ));
+    let mut r = json(
+        StatusCode::ACCEPTED,
+        &json!({"task_id": id.to_string(), "status": "running"}),
+    );
+    let h = r.headers_mut();
+    for (name, value) in [
+        (TASK_ID_HEADER, id.to_string()),
+        (TASK_TOKEN_HEADER, admitted.token.to_hex()),
+        (header::LOCATION.as_str(), format!("/agent/v1/tasks/{id}")),
+    ] {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(header::HeaderName::from_static(name), v);
+        }
+    }
+    Ok(r)
+}
+
+/// nexilume's `NexusDirectTask` controls a task by invoking the same intent
+/// with `payload.nexus_direct_task_control`. When the named task is one of
+/// ours, answer it here in nexilume's shapes; otherwise `None` and the call
+/// is forwarded like any other.
+pub fn direct_control(cx: &Ctx, env: &Envelope) -> Result<Option<Response<Body>>, ApiError> {
+    let Some(ctl) = env
+        .doc()
+        .get("payload")
+        .and_then(|p| p.get("nexus_direct_task_control"))
+    else {
+        return Ok(None);
+    };
+    let Some(id) = ctl
+        .get("direct_task_id")
+        .and_then(Value::as_str)
+        .and_then(TaskId::parse)
+    else {
+        return Ok(None);
+    };
+    let token = ctl
+        .get("direct_task_token")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let now = Millis::now();
+    let mut t = cx.state.tasks.lock();
+    t.expire(now);
+    if t.task(&id).is_none() {
+        return Ok(None);
+    }
+    let task = t
+        .get(&id, token.as_bytes(), Some(&env.tenant))
+        .map_err(task_error)?;
+    let action = ctl.get("action").and_then(Value::as_str).unwrap_or("");
+    let doc =
+        match action {
+            "status" => task.status_json(now),
+            "events" => {
+                let after = ctl.get("after").and_then(Value::as_u64).unwrap_or(0);
+                let state = task.state();
+                events_doc(
+                    &id,
+                    state,
+                    &t.batch(&id, after, MAX_EVENTS_PER_CALL)
+                        .map_err(task_error)?,
+                )
+            }
+            "cancel" => cancel_doc(&mut t, &id, now),
+            other => return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                format!(
+                    "nexus_direct_task_control.action {other:?} is not supported by this gateway"
+                ),
+            )),
+        };
+    Ok(Some(json(StatusCode::OK, &doc)))
+}
+
+fn cancel_doc(t: &mut TaskTable, id: &TaskId, now: Millis) -> Value {
+    t.cancel(id, now);
+    t.task(id).map_or(Value::Null, |task| task.status_json(now))
 }

@@ -38,23 +38,32 @@ pub fn request_digest(envelope: &Value) -> [u8; 32] {
     h.finalize().into()
 }
 
+/// [`request_digest`] of an already decoded JSON object.
+pub fn object_digest(map: &serde_json::Map<String, Value>) -> [u8; 32] {
+    let mut h = Sha256::new();
+    write_object(&mut h, map, Some(RESUME_FIELD));
+    h.finalize().into()
+}
+
+fn write_object(h: &mut Sha256, map: &serde_json::Map<String, Value>, skip: Option<&str>) {
+    let mut keys: Vec<&String> = map.keys().filter(|k| Some(k.as_str()) != skip).collect();
+    keys.sort();
+    h.update(b"{");
+    for (i, k) in keys.into_iter().enumerate() {
+        if i > 0 {
+            h.update(b",");
+        }
+        h.update(Value::String(k.clone()).to_string().as_bytes());
+        h.update(b":");
+        write_canonical(h, &map[k], None);
+    }
+    h.update(b"}");
+}
+
 /// Feeds the canonical text of `v` to `h`, leaving out top-level key `skip`.
 fn write_canonical(h: &mut Sha256, v: &Value, skip: Option<&str>) {
     match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().filter(|k| Some(k.as_str()) != skip).collect();
-            keys.sort();
-            h.update(b"{");
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    h.update(b",");
-                }
-                h.update(Value::String(k.clone()).to_string().as_bytes());
-                h.update(b":");
-                write_canonical(h, &map[k], None);
-            }
-            h.update(b"}");
-        }
+        Value::Object(map) => write_object(h, map, skip),
         Value::Array(items) => {
             h.update(b"[");
             for (i, item) in items.iter().enumerate() {

@@ -26,7 +26,7 @@ pub mod table;
 
 use std::fmt;
 
-pub use digest::{request_digest, StreamKey, RESUME_FIELD};
+pub use digest::{object_digest, request_digest, StreamKey, RESUME_FIELD};
 pub use history::{CursorError, Event, History};
 pub use id::{hex, TaskId, TaskToken};
 pub use live::{Follower, SharedTasks};

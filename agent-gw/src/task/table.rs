@@ -373,6 +373,26 @@ impl TaskTable {
         Ok(*id)
     }
 
+    /// Records the route that accepted the task (known once dispatched).
+    pub fn pin_route(&mut self, id: &TaskId, route: RouteId) {
+        if let Some(t) = self.tasks.get_mut(id) {
+            t.route_id = Some(route);
+        }
+    }
+
+    /// Forgets a task that never started producing (its dispatch failed),
+    /// so the caller may retry with the same stream `task_id`.
+    pub fn remove(&mut self, id: &TaskId) {
+        if let Some(t) = self.tasks.remove(id) {
+            if let Some(k) = &t.stream_key {
+                self.streams.remove(k);
+            }
+            if let Some(at) = t.finished.map(|f| f.saturating_add_ms(self.cfg.ttl_ms)) {
+                self.expiry.remove(&(at, *id));
+            }
+        }
+    }
+
     /// Pending → Running. No effect in any other state.
     pub fn start(&mut self, id: &TaskId) {
         if let Some(t) = self.tasks.get_mut(id) {

@@ -1,0 +1,226 @@
+//! `POST /agent/v1/invoke-stream`: resumable SSE streams held as tasks.
+//!
+//! A stream is identified by (verified tenant, source agent, intent,
+//! envelope `task_id`). The first request dispatches the handler once and
+//! a producer copies its events into the task's bounded history under our
+//! own ids 1, 2, 3…; the caller's response is a follower of that history.
+//! A reconnect with the same envelope and `Last-Event-ID: N` (or
+//! `resume_from_event_id`) follows the same history from N — the handler
+//! is never called again. A caller that disconnects leaves the producer
+//! running; `DELETE /agent/v1/tasks/{id}` (id and token in the
+//! `X-Nexus-Task-*` response headers) cancels it, which closes the
+//! connection to the handler.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use agentd::time::Millis;
+use bytes::Bytes;
+use http::request::Parts;
+use http::{header, HeaderValue, Response};
+use hyper::body::Frame;
+use tokio::sync::mpsc;
+
+use crate::api::envelope::Envelope;
+use crate::api::error::ApiError;
+use crate::body::{guarded, Body};
+use crate::endpoints::tasks::task_error;
+use crate::endpoints::Ctx;
+use crate::forward::deadline::Deadline;
+use crate::forward::retry::CallKind;
+use crate::forward::{relay_response, Candidate, Outgoing, ROUTE_ID_HEADER};
+use crate::limits::InflightGuard;
+use crate::task::live::{produce_stream, SseLimits};
+use crate::task::{
+    object_digest, Follower, NewTask, StreamKey, TaskError, TaskFailure, TaskId, TaskKind,
+    TaskToken, TASK_ID_HEADER, TASK_TOKEN_HEADER,
+};
+
+/// Where and how a call is sent: one ordered FIB snapshot, the retry
+/// class, and the caller's one deadline.
+#[derive(Debug)]
+pub struct Dispatch {
+    pub candidates: Vec<Candidate>,
+    pub kind: CallKind,
+    pub deadline: Deadline,
+}
+
+/// How a stream request is to be served.
+#[derive(Debug)]
+pub enum Plan {
+    /// Follow an existing stream from the cursor; nothing is dispatched.
+    Resume(TaskId),
+    /// Start the stream: dispatch once.
+    Start(StreamKey, [u8; 32]),
+}
+
+/// Decides between resuming and starting, or refuses with a typed error
+/// (unknown/expired stream with a cursor, changed request, lost history).
+pub fn plan(cx: &Ctx, env: &Envelope, cursor: u64) -> Result<Plan, ApiError> {
+    let key = StreamKey::new(&env.tenant, &env.source_agent, &env.intent, &env.task_id);
+    let digest = object_digest(env.doc());
+    let mut t = cx.state.tasks.lock();
+    t.expire(Millis::now());
+    match t.resume(&key, &digest, cursor) {
+        Ok(id) => Ok(Plan::Resume(id)),
+        Err(TaskError::NotFound | TaskError::Expired) if cursor == 0 => {
+            Ok(Plan::Start(key, digest))
+        }
+        Err(e) => Err(task_error(e)),
+    }
+}
+
+/// Serves a follower of `id` from `cursor` as the SSE response.
+pub fn follow(
+    cx: &Ctx,
+    id: TaskId,
+    cursor: u64,
+    guard: InflightGuard,
+) -> Result<Response<Body>, ApiError> {
+    let follower = Follower::new(&cx.state.tasks, id, cursor).map_err(task_error)?;
+    let (tx, rx) = mpsc::channel::<Bytes>(4);
+    tokio::task::spawn_local(pump(follower, tx));
+    let mut r = Response::new(guarded(Body::new(ChannelBody(rx)), guard));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Some(task) = cx.state.tasks.lock().task(&id) {
+        if let Some(route) = task
+            .route_id
+            .as_ref()
+            .and_then(|r| HeaderValue::from_str(r.as_str()).ok())
+        {
+            h.insert(ROUTE_ID_HEADER, route);
+        }
+    }
+    if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
+        h.insert(TASK_ID_HEADER, v);
+    }
+    Ok(r)
+}
+
+/// Moves follower chunks to the response until the stream ends or the
+/// caller goes away (the receiver is dropped with the response body).
+async fn pump(mut follower: Follower, tx: mpsc::Sender<Bytes>) {
+    loop {
+        tokio::select! {
+            chunk = follower.next_chunk() => match chunk {
+                Some(c) => {
+                    if tx.send(Bytes::from(c)).await.is_err() {
+                        return;
+                    }
+                }
+                None => return,
+            },
+            _ = tx.closed() => return,
+        }
+    }
+}
+
+struct ChannelBody(mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// Starts a stream: admits the task (refusing when the table is full),
+/// dispatches once, and — if the handler answers with an event stream —
+/// hands its body to a producer and answers as a follower from 0. A
+/// handler that answers anything else is relayed unchanged and the task is
+/// forgotten, as is a dispatch that failed, so the caller may retry.
+pub async fn start(
+    cx: &Ctx,
+    parts: &Parts,
+    env: &Envelope,
+    (key, digest): (StreamKey, [u8; 32]),
+    dispatch: Dispatch,
+    guard: InflightGuard,
+) -> Result<Response<Body>, ApiError> {
+    let Dispatch {
+        candidates,
+        kind,
+        deadline,
+    } = dispatch;
+    let new = NewTask {
+        kind: TaskKind::Stream,
+        tenant: env.tenant.to_string(),
+        subject: env.source_agent.to_string(),
+        capability: env.intent.to_string(),
+        route_id: None,
+        request_digest: digest,
+        stream_key: Some(key),
+    };
+    let admitted = cx
+        .state
+        .tasks
+        .lock()
+        .try_insert(new, Millis::now())
+        .map_err(task_error)?;
+    let id = admitted.id;
+    let mut out = Outgoing::new(env.to_bytes(), &parts.headers);
+    out.relay.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    out.relay.remove("last-event-id");
+    let fwd = match cx
+        .state
+        .forwarder
+        .forward(&env.intent, &candidates, &out, kind, deadline)
+        .await
+    {
+        Ok(f) => f,
+        Err(e) => {
+            cx.state.tasks.lock().remove(&id);
+            return Err(e);
+        }
+    };
+    let is_sse = fwd.response.status().is_success()
+        && fwd
+            .response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("text/event-stream")
+            });
+    if !is_sse {
+        cx.state.tasks.lock().remove(&id);
+        let resp = relay_response(fwd);
+        let (head, body) = resp.into_parts();
+        return Ok(Response::from_parts(head, guarded(body, guard)));
+    }
+    cx.state.tasks.lock().pin_route(&id, fwd.route_id.clone());
+    let body = fwd.response.into_body();
+    tokio::task::spawn_local(produce_stream(
+        cx.state.tasks.clone(),
+        id,
+        admitted.cancel,
+        async move { Ok::<_, TaskFailure>(body) },
+        SseLimits::default(),
+        Millis::now,
+    ));
+    let mut r = follow(cx, id, 0, guard)?;
+    insert_token(&mut r, &admitted.token);
+    Ok(r)
+}
+
+fn insert_token(r: &mut Response<Body>, token: &TaskToken) {
+    if let Ok(v) = HeaderValue::from_str(&token.to_hex()) {
+        r.headers_mut().insert(TASK_TOKEN_HEADER, v);
+    }
+}
