@@ -296,11 +296,19 @@ fn idempotent_call_with_key_moves_on_after_possible_delivery() {
         )
         .await;
         assert_eq!(r.status, 202, "{:?}", r.body);
-        let path = format!("/agent/v1/tasks/{}", r.headers["x-nexus-task-id"].to_str().unwrap());
-        let token = r.headers["x-nexus-task-token"].to_str().unwrap().to_string();
+        let path = format!(
+            "/agent/v1/tasks/{}",
+            r.headers["x-nexus-task-id"].to_str().unwrap()
+        );
+        let token = r.headers["x-nexus-task-token"]
+            .to_str()
+            .unwrap()
+            .to_string();
         let mut status = serde_json::Value::Null;
         for _ in 0..500 {
-            status = send(gw, "GET", &path, &[("x-nexus-task-token", &token)], b"").await.json();
+            status = send(gw, "GET", &path, &[("x-nexus-task-token", &token)], b"")
+                .await
+                .json();
             if status["status"] != "running" && status["status"] != "pending" {
                 break;
             }

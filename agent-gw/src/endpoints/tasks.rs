@@ -240,27 +240,28 @@ pub fn direct_control(cx: &Ctx, env: &Envelope) -> Result<Option<Response<Body>>
         .get(&id, token.as_bytes(), Some(&env.tenant))
         .map_err(task_error)?;
     let action = ctl.get("action").and_then(Value::as_str).unwrap_or("");
-    let doc =
-        match action {
-            "status" => task.status_json(now),
-            "events" => {
-                let after = ctl.get("after").and_then(Value::as_u64).unwrap_or(0);
-                let state = task.state();
-                events_doc(
-                    &id,
-                    state,
-                    &t.batch(&id, after, MAX_EVENTS_PER_CALL)
-                        .map_err(task_error)?,
-                )
-            }
-            "cancel" => cancel_doc(&mut t, &id, now),
-            other => return Err(ApiError::new(
+    let doc = match action {
+        "status" => task.status_json(now),
+        "events" => {
+            let after = ctl.get("after").and_then(Value::as_u64).unwrap_or(0);
+            let state = task.state();
+            events_doc(
+                &id,
+                state,
+                &t.batch(&id, after, MAX_EVENTS_PER_CALL)
+                    .map_err(task_error)?,
+            )
+        }
+        "cancel" => cancel_doc(&mut t, &id, now),
+        other => {
+            return Err(ApiError::new(
                 ErrorCode::InvalidField,
                 format!(
                     "nexus_direct_task_control.action {other:?} is not supported by this gateway"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     Ok(Some(json(StatusCode::OK, &doc)))
 }
 
