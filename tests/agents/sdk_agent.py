@@ -1,0 +1,28 @@
+"""An echo agent written with our Python SDK (`agentd_sdk`).
+
+usage: sdk_agent.py ROUTER_URL TENANT AGENT_ID LEASE_SECONDS
+Prints `{"ready": true, ...}` once registered, runs until stdin closes,
+then stops (withdrawing its routes) and prints `{"closed": true}`.
+"""
+
+import json
+import sys
+
+from agentd_sdk import Agent
+
+router, tenant, agent_id, lease = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+agent = Agent(router=router, tenant=tenant, agent_id=agent_id, lease_seconds=lease)
+
+
+@agent.capability("sdk.echo", version=1, idempotent=True)
+def echo(payload):
+    """Echo the payload back."""
+    return {"echo": payload, "via": "agentd_sdk"}
+
+
+handle = agent.start()
+print(json.dumps({"ready": True}), flush=True)
+sys.stdin.read()
+handle.close()
+print(json.dumps({"closed": True}), flush=True)

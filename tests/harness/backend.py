@@ -1,0 +1,197 @@
+"""A plain-HTTP agent handler endpoint (no SDK) that the gateway forwards
+to. It records every request it receives, so tests can check what reached
+the handler (identity overwrite, relayed headers, how often a stream
+producer ran), and it behaves by intent suffix:
+
+- `*.echo`   200 `{"echo": payload, "tenant", "source_agent", "route_id"}`
+- `*.stream` SSE: `payload.count` events (`id: n`, `data: {"n": n}`), then
+             `: nexus-stream-complete`, connection closed
+- `*.slow`   blocks until the test calls `release()` (bounded by
+             `payload.max_s`, default 10 s), then answers like echo; if the
+             caller closes the connection first (a propagated cancel), it
+             records the call in `peer_closed` and answers nothing
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, List, Optional
+
+
+@dataclass
+class Received:
+    path: str
+    headers: Dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class Backend:
+    def __init__(self, host: str = "127.0.0.1", path: str = "/invoke") -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self.received: List[Received] = []
+        self.answered: List[Received] = []
+        self.peer_closed: List[Received] = []
+        self._release = threading.Event()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, fmt: str, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path == "/healthz":
+                    owner._send_json(self, 200, {"status": "ok"})
+                else:
+                    owner._send_json(self, 404, {"code": "NOT_FOUND", "message": "no such path"})
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                rec = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                with owner._lock:
+                    owner.received.append(rec)
+                owner._dispatch(self, rec)
+
+        self._server = ThreadingHTTPServer((host, 0), Handler)
+        self._server.daemon_threads = True
+        self.host, self.port = self._server.server_address[:2]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="backend", daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}{self.path}"
+
+    def release(self) -> None:
+        """Let every blocked `*.slow` call answer."""
+        self._release.set()
+
+    def calls(self, intent: Optional[str] = None) -> List[Received]:
+        with self._lock:
+            items = list(self.received)
+        if intent is None:
+            return items
+        out = []
+        for rec in items:
+            try:
+                if rec.json().get("intent") == intent:
+                    out.append(rec)
+            except ValueError:
+                pass
+        return out
+
+    def close(self) -> None:
+        self._release.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    # ---- behaviour ---------------------------------------------------------
+    @staticmethod
+    def _send_json(req: BaseHTTPRequestHandler, status: int, value: Any, close: bool = False) -> None:
+        data = json.dumps(value).encode()
+        req.send_response(status)
+        req.send_header("Content-Type", "application/json")
+        req.send_header("Content-Length", str(len(data)))
+        if close:
+            req.send_header("Connection", "close")
+        req.end_headers()
+        req.wfile.write(data)
+
+    def _dispatch(self, req: BaseHTTPRequestHandler, rec: Received) -> None:
+        try:
+            env = rec.json()
+        except ValueError:
+            self._send_json(req, 400, {"code": "INVALID_JSON", "message": "handler got invalid JSON"})
+            return
+        intent = str(env.get("intent", ""))
+        payload = env.get("payload")
+        answer = {
+            "echo": payload,
+            "intent": intent,
+            "tenant": env.get("tenant"),
+            "source_agent": env.get("source_agent"),
+            "route_id": rec.headers.get("x-agentd-route-id"),
+        }
+        if intent.endswith(".stream"):
+            count = int(payload.get("count", 3)) if isinstance(payload, dict) else 3
+            req.send_response(200)
+            req.send_header("Content-Type", "text/event-stream")
+            req.send_header("Cache-Control", "no-store")
+            req.send_header("Connection", "close")
+            req.end_headers()
+            # One write for the whole stream: the producer finishes at once.
+            chunks = [f"id: {n}\nevent: message\ndata: {json.dumps({'n': n})}\n\n" for n in range(1, count + 1)]
+            chunks.append(": nexus-stream-complete\n\n")
+            try:
+                req.wfile.write("".join(chunks).encode())
+                req.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            req.close_connection = True
+            return
+        if intent.endswith(".slow"):
+            max_s = float(payload.get("max_s", 10)) if isinstance(payload, dict) else 10.0
+            if not self._wait_or_peer_close(req, max_s):
+                with self._lock:
+                    self.peer_closed.append(rec)
+                return
+        self._send_json(req, 200, answer)
+        with self._lock:
+            self.answered.append(rec)
+
+    def _wait_or_peer_close(self, req: BaseHTTPRequestHandler, max_s: float) -> bool:
+        """Wait for `release()` (True) or for the caller to close the
+        connection (False: a cancel that reached the handler)."""
+        conn = req.connection
+        deadline = time.monotonic() + max_s
+        while not self._release.is_set() and time.monotonic() < deadline:
+            readable, _, _ = select.select([conn], [], [], 0.05)
+            if readable:
+                try:
+                    if conn.recv(1, socket.MSG_PEEK) == b"":
+                        return False
+                except OSError:
+                    return False
+        return True
+
+
+def registration(
+    intent: str,
+    endpoint: str,
+    *,
+    tenant: str = "lab",
+    name: str = "echo",
+    version: int = 1,
+    lease_seconds: Optional[int] = None,
+    **extra: Any,
+) -> Dict[str, Any]:
+    """A registration body in the nexilume `CapabilityRegistration` shape."""
+    body: Dict[str, Any] = {
+        "intent": intent,
+        "origin": f"agent://{tenant}/{name}",
+        "endpoint": endpoint,
+        "tenant": tenant,
+        "version": version,
+        "region": "local",
+        "cost_microunits": 0,
+        "latency_ms": 0,
+        "trust": 50,
+        "load_permille": 0,
+        "hop_count": 0,
+    }
+    if lease_seconds is not None:
+        body["lease_seconds"] = lease_seconds
+    body.update(extra)
+    return body

@@ -1,0 +1,127 @@
+"""Bearer-token authentication (EdDSA JWTs signed by tenant keys from the
+UCI `tenant` sections), with tokens minted independently in Python."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from harness.backend import registration
+from harness.http import envelope
+from harness.jwt import TenantKey, bearer, sign, tamper_payload
+
+
+@pytest.fixture
+def auth_env(make_stack, backend):
+    lab, other, stranger = TenantKey.generate(), TenantKey.generate(), TenantKey.generate()
+    stack = make_stack(
+        auth="jwt",
+        tenants=[
+            ("lab", {"name": "lab", "jwt_key": [lab.uci_value]}),
+            ("other", {"name": "other", "jwt_key": [other.uci_value]}),
+        ],
+    )
+    disc = stack.http.get("/agent/v1/authentication")
+    assert disc.status == 200, disc.describe()
+    meta = disc.json()
+    assert meta["authentication"]["required"] is True, meta
+    aud = meta["authentication"]["audience"]
+
+    def token(key=lab, tenant="lab", sub="agent://lab/echo", scopes=("agent.register", "agent.route", "agent.invoke"), **kw):
+        return key.mint(tenant=tenant, sub=sub, scopes=scopes, aud=aud, **kw)
+
+    agent_tok = token()
+    info = stack.register(registration("auth.echo", backend.endpoint, lease_seconds=60), headers=bearer(agent_tok))
+    caller_tok = token(sub="agent://lab/caller", scopes=("agent.invoke", "agent.route"))
+    stack.wait_routable(envelope("auth.echo", {}), headers=bearer(caller_tok))
+    return stack, backend, token, caller_tok, info, stranger, aud, other
+
+
+def _unauth(r):
+    assert r.status == 401, r.describe()
+    assert r.error_code() == "unauthenticated", r.describe()
+
+
+def test_valid_token_identity_overwrites_body_claims(auth_env):
+    """Proves that with auth `jwt` a valid tenant token is accepted and the
+    verified identity wins: the body claims tenant `other` and source
+    `agent://other/evil`, the handler receives tenant `lab` and source
+    `agent://lab/caller` from the token."""
+    stack, backend, token, caller_tok, info, *_ = auth_env
+    body = envelope("auth.echo", {"n": 1}, tenant="other", source_agent="agent://other/evil")
+    r = stack.http.post("/agent/v1/invoke", body, headers=bearer(caller_tok))
+    assert r.status == 200, r.describe()
+    got = backend.calls("auth.echo")[-1].json()
+    assert got["tenant"] == "lab" and got["source_agent"] == "agent://lab/caller", got
+
+
+def test_expired_and_forged_tokens_get_401(auth_env):
+    """Proves that missing, expired (beyond the clock-skew bound), forged
+    (claims changed under the old signature, signed by a key no tenant
+    has, `alg: none`), wrong-audience and garbage tokens all get 401
+    `unauthenticated` on invoke and register, that the handler sees none of
+    those calls and no route is created, and that the valid token still
+    works afterwards."""
+    stack, backend, token, caller_tok, info, stranger, aud, _ = auth_env
+    now = int(time.time())
+    expired = token(sub="agent://lab/caller", iat=now - 4000, lifetime=600)  # exp = now - 3400
+    forged_claims = tamper_payload(caller_tok, tenant="other")
+    forged_scope = tamper_payload(token(scopes=("agent.route",)), scope="agent.register agent.invoke")
+    strange = token(key=stranger)
+    alg_none = sign(stranger.private, {"sub": "agent://lab/caller", "tenant": "lab", "aud": aud,
+                                       "scope": "agent.invoke", "iat": now, "exp": now + 60},
+                    header={"alg": "none", "typ": "JWT"})
+    alg_none = alg_none.rsplit(".", 1)[0] + "."
+    wrong_aud = token(sub="agent://lab/caller", extra={"aud": "agentd:someone-else"})
+    bad_tokens = {
+        "expired": expired,
+        "forged claims": forged_claims,
+        "forged scope": forged_scope,
+        "unknown key": strange,
+        "alg none": alg_none,
+        "wrong audience": wrong_aud,
+        "garbage": "not.a.jwt",
+    }
+    routes_before = sorted(stack.route_ids())
+    calls_before = len(backend.calls())
+    _unauth(stack.http.post("/agent/v1/invoke", envelope("auth.echo", {})))
+    for name, tok in bad_tokens.items():
+        r = stack.http.post("/agent/v1/invoke", envelope("auth.echo", {"bad": name}), headers=bearer(tok))
+        assert r.status == 401 and r.error_code() == "unauthenticated", (name, r.describe())
+        r = stack.http.post(
+            "/agent/v1/register",
+            registration("auth.evil", "http://127.0.0.1:9/invoke", lease_seconds=60),
+            headers=bearer(tok),
+        )
+        assert r.status == 401 and r.error_code() == "unauthenticated", (name, r.describe())
+    assert len(backend.calls()) == calls_before
+    assert sorted(stack.route_ids()) == routes_before
+    ok = stack.http.post("/agent/v1/invoke", envelope("auth.echo", {"still": "ok"}), headers=bearer(caller_tok))
+    assert ok.status == 200 and ok.json()["echo"] == {"still": "ok"}, ok.describe()
+
+
+def test_scope_and_origin_are_enforced(auth_env):
+    """Proves that a valid token without `agent.register` gets 403
+    `forbidden` on register, one without `agent.invoke` gets 403
+    `forbidden` on invoke, that registering an origin other than the
+    token's subject gets 403 `origin_mismatch` (nobody registers routes for
+    someone else's agent), and that another tenant's valid token cannot
+    reach `lab`'s route (no_route)."""
+    stack, backend, token, caller_tok, info, *_ = auth_env
+    r = stack.http.post("/agent/v1/register", registration("auth.x", "http://127.0.0.1:9/x", lease_seconds=60),
+                        headers=bearer(caller_tok))
+    assert r.status == 403 and r.error_code() == "forbidden", r.describe()
+    route_only = token(sub="agent://lab/caller", scopes=("agent.route",))
+    r = stack.http.post("/agent/v1/invoke", envelope("auth.echo", {}), headers=bearer(route_only))
+    assert r.status == 403 and r.error_code() == "forbidden", r.describe()
+    r = stack.http.post("/agent/v1/register",
+                        registration("auth.x", "http://127.0.0.1:9/x", lease_seconds=60, name="victim"),
+                        headers=bearer(token()))
+    assert r.status == 403 and r.error_code() == "origin_mismatch", r.describe()
+    other_key = auth_env[7]
+    other_tok = token(key=other_key, tenant="other", sub="agent://other/c", scopes=("agent.invoke",))
+    r = stack.http.post("/agent/v1/invoke", envelope("auth.echo", {}, tenant="lab", source_agent="agent://lab/c"),
+                        headers=bearer(other_tok))
+    assert r.status == 404 and r.error_code() == "no_route", r.describe()
+    assert r.json()["error"].get("reason") == "tenant_mismatch", r.describe()

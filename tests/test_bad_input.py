@@ -1,0 +1,154 @@
+"""Every bad input gets a typed error (`{"error":{"code","message"}}` with
+the code of docs/sdk-api.md) and leaves other calls and state untouched."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from harness.backend import registration
+from harness.http import envelope
+
+
+def _good_call(stack):
+    r = stack.http.post("/agent/v1/invoke", envelope("bad.echo", {"ok": True}))
+    assert r.status == 200 and r.json()["echo"] == {"ok": True}, r.describe()
+
+
+def _typed(r, status, code):
+    assert r.status == status, f"expected {status} {code}, got {r.describe()}"
+    body = r.json()
+    assert set(body) >= {"error"}, body
+    assert body["error"]["code"] == code, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"], body
+
+
+def test_malformed_requests_get_typed_errors_and_leave_state_alone(stack, backend):
+    """Proves, for invoke, route and register: invalid JSON, a non-object
+    body, trailing data, a duplicated key (top level and nested, never
+    "last one wins"), a wrong-typed field, an unknown path and a wrong
+    method each get their documented status and code; none of them reaches
+    the handler, creates or changes a route; a good call right after each
+    succeeds."""
+    info = stack.register(registration("bad.echo", backend.endpoint, lease_seconds=60))
+    stack.wait_routable(envelope("bad.echo", {}))
+    routes_before = sorted(stack.route_ids())
+    good = json.dumps(envelope("bad.echo", {"x": 1}))
+    dup_top = good[:-1] + ',"intent":"other.cap"}'
+    dup_nested = json.dumps(envelope("bad.echo", {"x": 1})).replace('"payload": {"x": 1}', '"payload": {"x": 1, "x": 2}')
+    assert '"x": 1, "x": 2' in dup_nested
+    # A payload nested 100 levels deep (the limit is 64).
+    deep = good.replace('{"x": 1}', '{"a":' * 100 + "1" + "}" * 100)
+    assert deep != good
+    cases = [
+        ("/agent/v1/invoke", b"{not json", 400, "invalid_json"),
+        ("/agent/v1/invoke", b"[1,2,3]", 400, "invalid_json"),
+        ("/agent/v1/invoke", good.encode() + b" {}", 400, "invalid_json"),
+        ("/agent/v1/invoke", b"\xff\xfe{}", 400, "invalid_json"),
+        ("/agent/v1/invoke", deep.encode(), 400, "invalid_json"),
+        ("/agent/v1/invoke", dup_top.encode(), 400, "duplicate_key"),
+        ("/agent/v1/invoke", dup_nested.encode(), 400, "duplicate_key"),
+        ("/agent/v1/invoke", json.dumps({**envelope("bad.echo", {}), "hop_limit": "8"}).encode(), 400, "invalid_field"),
+        ("/agent/v1/invoke", json.dumps({k: v for k, v in envelope("bad.echo", {}).items() if k != "intent"}).encode(), 400, "invalid_field"),
+        ("/agent/v1/route", dup_top.encode(), 400, "duplicate_key"),
+        ("/agent/v1/register", b'{"intent":"bad.echo","intent":"evil.cap"}', 400, "duplicate_key"),
+        (
+            "/agent/v1/register",
+            json.dumps(registration("bad.new", backend.endpoint, version=0)).encode(),
+            400,
+            "invalid_field",
+        ),
+    ]
+    for path, body, status, code in cases:
+        _typed(stack.http.post(path, body), status, code)
+        _good_call(stack)
+
+    _typed(stack.http.get("/agent/v1/no-such-endpoint"), 404, "not_found")
+    r = stack.http.get("/agent/v1/invoke")
+    _typed(r, 405, "method_not_allowed")
+    assert "POST" in (r.header("allow") or ""), r.headers
+
+    # Nothing above reached the handler or touched the RIB.
+    intents = [c.json()["intent"] for c in backend.calls()]
+    assert set(intents) == {"bad.echo"}, intents
+    payloads = [c.json()["payload"] for c in backend.calls()]
+    assert all(p == {"ok": True} for p in payloads), payloads
+    assert sorted(stack.route_ids()) == routes_before
+    r = stack.http.post("/agent/v1/renew", {"route_id": info["route_id"]})
+    assert r.status == 200, r.describe()
+
+
+def test_bad_cursor_and_unknown_task_are_typed(stack, backend):
+    """Proves that a non-numeric or negative `Last-Event-ID` /
+    `resume_from_event_id` and a bad `after` query get 400 `invalid_cursor`,
+    that an unknown task id (and a wrong task token) get 404 `not_found`,
+    and that a stream and an invoke made right after still work."""
+    stack.register(registration("bad.stream", backend.endpoint, lease_seconds=60))
+    stack.register(registration("bad.echo", backend.endpoint, lease_seconds=60))
+    stack.wait_routable(envelope("bad.stream", {}))
+    stack.wait_routable(envelope("bad.echo", {}))
+
+    env = envelope("bad.stream", {"count": 2})
+    for headers, body in [
+        ({"Last-Event-ID": "abc"}, env),
+        ({"Last-Event-ID": "-1"}, env),
+        ({}, {**env, "resume_from_event_id": "7"}),
+        ({}, {**env, "resume_from_event_id": -3}),
+    ]:
+        r = stack.http.stream("/agent/v1/invoke-stream", body, headers=headers)
+        assert r.status == 400, (r.status, r.error_body)
+        assert json.loads(r.error_body)["error"]["code"] == "invalid_cursor", r.error_body
+
+    _typed(stack.http.get("/agent/v1/tasks/t-unknown", headers={"X-Nexus-Task-Token": "nope"}), 404, "not_found")
+    _typed(stack.http.get("/agent/v1/tasks/t-unknown/result", headers={"X-Nexus-Task-Token": "nope"}), 404, "not_found")
+    _typed(stack.http.request("DELETE", "/agent/v1/tasks/t-unknown", headers={"X-Nexus-Task-Token": "x"}), 404, "not_found")
+
+    # A real task: wrong token is indistinguishable from unknown; bad `after` is a cursor error.
+    r = stack.http.post("/agent/v1/invoke", envelope("bad.echo", {"t": 1}), headers={"Prefer": "respond-async"})
+    assert r.status == 202, r.describe()
+    task_id, token = r.header("x-nexus-task-id"), r.header("x-nexus-task-token")
+    assert task_id and token, r.headers
+    _typed(stack.http.get(f"/agent/v1/tasks/{task_id}", headers={"X-Nexus-Task-Token": token + "x"}), 404, "not_found")
+    _typed(stack.http.get(f"/agent/v1/tasks/{task_id}", headers={}), 404, "not_found")
+    _typed(
+        stack.http.get(f"/agent/v1/tasks/{task_id}/events?after=xyz", headers={"X-Nexus-Task-Token": token}),
+        400,
+        "invalid_cursor",
+    )
+    ok = stack.http.get(f"/agent/v1/tasks/{task_id}", headers={"X-Nexus-Task-Token": token})
+    assert ok.status == 200 and ok.json()["task_id"] == task_id, ok.describe()
+
+    good = stack.http.stream("/agent/v1/invoke-stream", envelope("bad.stream", {"count": 2}))
+    assert good.status == 200 and good.complete and [e.json() for e in good.events] == [{"n": 1}, {"n": 2}]
+    _good_call(stack)
+
+
+def test_concurrent_garbage_does_not_disturb_good_calls(stack, backend):
+    """Proves isolation under concurrency: 4 threads sending 25 malformed
+    bodies each while 4 threads make 25 good invocations each; every good
+    call returns its own payload, every bad one a 400 with a typed code."""
+    stack.register(registration("bad.echo", backend.endpoint, lease_seconds=60))
+    stack.wait_routable(envelope("bad.echo", {}))
+    failures = []
+    bad_bodies = [b"{", b'{"a":1,"a":2}', b"null", b'{"version":"1.0"}']
+
+    def good_worker(w):
+        for i in range(25):
+            r = stack.http.post("/agent/v1/invoke", envelope("bad.echo", {"w": w, "i": i}))
+            if r.status != 200 or r.json()["echo"] != {"w": w, "i": i}:
+                failures.append(("good", w, i, r.describe()))
+
+    def bad_worker(w):
+        for i in range(25):
+            r = stack.http.post("/agent/v1/invoke", bad_bodies[(w + i) % len(bad_bodies)])
+            if r.status != 400 or r.error_code() not in ("invalid_json", "duplicate_key", "invalid_field"):
+                failures.append(("bad", w, i, r.describe()))
+
+    threads = [threading.Thread(target=good_worker, args=(w,)) for w in range(4)]
+    threads += [threading.Thread(target=bad_worker, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "workers did not finish in 60 s"
+    assert not failures, failures[:5]
