@@ -3,6 +3,7 @@
 #   make demo    build and run agentd on its embedded demo config, query it
 #   make test    build, lint, format check and every test (what CI runs)
 #   make bench   selection benchmarks (divan)
+#   make bench-local  direct vs through agent-gw latency/throughput, JSON out
 #   make fuzz    every cargo-fuzz target for a bounded time (nightly)
 
 CARGO      ?= cargo
@@ -10,7 +11,7 @@ FUZZ_SECS  ?= 30
 # Where `make demo` finds the binaries (dev profile: fast to build).
 BIN_DIR    ?= target/debug
 
-.PHONY: all demo test toolchain build clippy fmt-check test-rust test-python bench fuzz
+.PHONY: all demo test toolchain build clippy fmt-check test-rust test-python venv bench bench-local fuzz
 
 all: test
 
@@ -43,18 +44,38 @@ test-rust: build
 	  echo "$(CARGO) test --workspace"; $(CARGO) test --workspace; \
 	fi
 
-# ---- test-python: reserved for the gateway / SDK work -------------------
-# The Python SDK and the system tests with real MCP/A2A clients hook in
-# here (pip install ./sdk-python-bindings, pytest tests/). Until they
-# exist this target does nothing, and says so.
-test-python:
-	@echo "test-python: no Python tests in the repository yet"
+# ---- test-python: system tests (tests/, pytest) ---------------------------
+# A venv in $(VENV) with tests/requirements.txt and our SDK
+# (pip install ./sdk-python-bindings), then pytest against the real agentd,
+# agentctl and agent-gw debug binaries. Root is needed for the network
+# namespaces of the nexilume tests (CI runs as root).
+VENV        ?= .venv
+PYTHON      ?= python3
+PYTEST_ARGS ?=
+
+$(VENV)/.requirements: tests/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+venv: $(VENV)/.requirements
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check ./sdk-python-bindings
+
+test-python: toolchain venv
+	$(CARGO) build -p agentd -p agent-gw --bins
+	AGENTD_TEST_NO_BUILD=1 $(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
 
 test: build clippy fmt-check test-rust test-python
 
-demo: toolchain
-	$(CARGO) build -p agentd --bins
+demo: toolchain venv
+	$(CARGO) build -p agentd -p agent-gw --bins
 	BIN_DIR=$(BIN_DIR) scripts/demo.sh
+	BIN_DIR=$(BIN_DIR) $(VENV)/bin/python scripts/demo_gateway.py
+
+# Direct HTTP vs through agent-gw, same backend and load generator, release
+# build; JSON in target/bench/local.json.
+bench-local: toolchain
+	$(PYTHON) scripts/bench_local.py
 
 bench: toolchain
 	$(CARGO) bench -p agentd --bench select

@@ -1,8 +1,10 @@
 """Our Python SDK (`agentd_sdk`) against the real gateway: an agent
-registers a capability, a caller invokes it synchronously, asynchronously
+registers capabilities, a caller invokes them synchronously, asynchronously
 (task handle) and as a stream."""
 
 from __future__ import annotations
+
+import threading
 
 import agentd_sdk
 
@@ -10,36 +12,94 @@ from harness.http import envelope
 from harness.poll import wait_for
 
 
-def test_sdk_agent_registers_and_is_invoked(stack):
+def _agent(stack, agent_id="sdk-echo", **kw):
+    # The router runs on this host: the SDK refuses loopback unless told.
+    return agentd_sdk.Agent(
+        router=stack.http.base_url, tenant="lab", agent_id=agent_id, host="127.0.0.1", allow_loopback=True, **kw
+    )
+
+
+def test_sdk_agent_registers_invokes_streams_and_withdraws(stack):
     """Proves that an `agentd_sdk.Agent` started against agent-gw registers
-    its capability (visible in agentctl routes with the agent's origin),
-    that `invoke` through the gateway returns the handler's answer, that a
-    plain HTTP caller gets the same answer with X-Agentd-Route-Id, that
-    `invoke_async` returns a task handle whose result is the handler's
-    answer, and that closing the agent withdraws the route."""
-    agent = agentd_sdk.Agent(router=stack.http.base_url, tenant="lab", agent_id="sdk-echo")
+    its capabilities (agentctl routes shows the agent's origin and handler
+    endpoint), that `Client.invoke` through the gateway returns the
+    handler's answer and a plain HTTP caller gets the same answer with
+    X-Agentd-Route-Id, that a generator capability streams through the
+    gateway as increasing numbered events (SDK `stream` and raw SSE with
+    the completion marker), that `invoke_async` returns a task handle whose
+    result is the handler's answer, and that closing the agent withdraws
+    its routes (immediate no_route)."""
+    agent = _agent(stack)
 
     @agent.capability("sdk.echo", version=1, idempotent=True)
     def echo(payload):
         return {"echo": payload, "via": "agentd_sdk"}
 
+    @agent.capability("sdk.count")
+    def count(payload):
+        for i in range(int(payload["n"])):
+            yield {"i": i}
+
     handle = agent.start()
     try:
-        wait_for(
-            "the SDK agent's route in agentd",
-            lambda: any(str(r.get("origin")) == "agent://lab/sdk-echo" for r in stack.routes()),
+        routes = wait_for(
+            "the SDK agent's two routes in agentd",
+            lambda: (lambda rs: rs if len(rs) == 2 else None)(
+                [r for r in stack.routes() if str(r.get("origin")) == "agent://lab/sdk-echo"]
+            ),
         )
+        assert {str(r.get("endpoint")) for r in routes} == {handle.endpoint}, (routes, handle.endpoint)
         stack.wait_routable(envelope("sdk.echo", {}))
-        assert agent.invoke("sdk.echo", {"a": 1}) == {"echo": {"a": 1}, "via": "agentd_sdk"}
+        caller = agentd_sdk.Client(router=stack.http.base_url, tenant="lab", agent_id="caller")
+        assert caller.invoke("sdk.echo", {"a": 1}) == {"echo": {"a": 1}, "via": "agentd_sdk"}
 
         r = stack.http.post("/agent/v1/invoke", envelope("sdk.echo", {"b": 2}))
         assert r.status == 200, r.describe()
         assert r.json() == {"echo": {"b": 2}, "via": "agentd_sdk"}
-        assert r.header("x-agentd-route-id"), r.headers
+        assert r.header("x-agentd-route-id") in {str(x.get("route_id")) for x in routes}, r.headers
 
-        task = agent.invoke_async("sdk.echo", {"c": 3})
+        events = list(caller.stream("sdk.count", {"n": 5}))
+        assert [e.json() for e in events] == [{"i": i} for i in range(5)]
+        ids = [e.id for e in events]
+        assert ids == sorted(set(ids)) and ids[0] >= 1, ids
+        raw = stack.http.stream("/agent/v1/invoke-stream", envelope("sdk.count", {"n": 3}))
+        assert raw.status == 200 and raw.complete, raw.error_body
+        assert [e.json() for e in raw.events] == [{"i": 0}, {"i": 1}, {"i": 2}]
+
+        task = caller.invoke_async("sdk.echo", {"c": 3})
         assert task.result(timeout=10) == {"echo": {"c": 3}, "via": "agentd_sdk"}
+        assert task.status()["status"] == "completed"
     finally:
         handle.close()
     gone = stack.http.post("/agent/v1/route", envelope("sdk.echo", {}))
     assert gone.status == 404 and gone.error_code() == "no_route", gone.describe()
+
+
+def test_sdk_async_task_cancel_reaches_the_handler(stack):
+    """Proves SDK task control end to end: `invoke_async` on a handler that
+    waits for cancellation reports `running`, `Task.cancel()` answers
+    `cancelled`, and the cancellation reaches the Python handler (its
+    Context reports cancelled within the deadline)."""
+    agent = _agent(stack, agent_id="sdk-slow")
+    saw_cancel = threading.Event()
+    started = threading.Event()
+
+    @agent.capability("sdk.slow")
+    def slow(payload, ctx):
+        started.set()
+        if ctx.wait_cancelled(timeout=20):
+            saw_cancel.set()
+        return {"done": True}
+
+    handle = agent.start()
+    try:
+        stack.wait_routable(envelope("sdk.slow", {}))
+        caller = agentd_sdk.Client(router=stack.http.base_url, tenant="lab", agent_id="caller")
+        task = caller.invoke_async("sdk.slow", {})
+        assert started.wait(10), "handler did not start"
+        assert task.status()["status"] == "running"
+        assert task.cancel()["status"] == "cancelled"
+        assert saw_cancel.wait(10), "cancellation did not reach the handler"
+        assert task.status()["status"] == "cancelled"
+    finally:
+        handle.close()

@@ -12,6 +12,8 @@ from agentd_sdk import Agent
 
 router, tenant, agent_id, lease = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
+# Runs inside a network namespace: listens there, advertises the address
+# the kernel uses to reach the router (a veth address, not loopback).
 agent = Agent(router=router, tenant=tenant, agent_id=agent_id, lease_seconds=lease)
 
 

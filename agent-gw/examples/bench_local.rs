@@ -1,0 +1,210 @@
+//! Helpers for `scripts/bench_local.py` (`make bench-local`): the same fast
+//! backend and the same load generator measure the direct path and the
+//! path through agent-gw, so the difference is the gateway.
+//!
+//! ```text
+//! bench_local backend            # echo server on 127.0.0.1:<free>; prints "listening ADDR"
+//! bench_local load URL BODY_FILE CONCURRENCY REQUESTS WARMUP
+//!                                # prints one JSON object with latencies and throughput
+//! ```
+//!
+//! Both run on a tokio current-thread runtime, like the daemons: one core
+//! each, no work-stealing noise. The load generator keeps one keep-alive
+//! HTTP/1.1 connection per concurrent worker and sends requests back to
+//! back; every response must be 200 or it counts as an error.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let local = tokio::task::LocalSet::new();
+    match args.first().map(String::as_str) {
+        Some("backend") => local.block_on(&rt, backend()),
+        Some("load") if args.len() == 6 => {
+            let load = Load {
+                url: args[1].clone(),
+                body: Bytes::from(std::fs::read(&args[2])?),
+                concurrency: args[3].parse()?,
+                requests: args[4].parse()?,
+                warmup: args[5].parse()?,
+            };
+            local.block_on(&rt, load.run())
+        }
+        _ => Err("usage: bench_local backend | load URL BODY_FILE CONCURRENCY REQUESTS WARMUP".into()),
+    }
+}
+
+/// Echo server: answers every request with its body as JSON, 200.
+async fn backend() -> Result<(), BoxError> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    println!("listening {}", listener.local_addr()?);
+    loop {
+        let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        tokio::task::spawn_local(async move {
+            let service = hyper::service::service_fn(echo);
+            // A client closing its connection is the normal end.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn echo(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let mut resp = Response::new(Full::new(body));
+    resp.headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    Ok(resp)
+}
+
+struct Load {
+    url: String,
+    body: Bytes,
+    concurrency: usize,
+    requests: usize,
+    warmup: usize,
+}
+
+impl Load {
+    async fn run(self) -> Result<(), BoxError> {
+        let uri: hyper::Uri = self.url.parse()?;
+        let authority = uri.authority().ok_or("URL without host:port")?.clone();
+        let addr: SocketAddr = authority.as_str().parse()?;
+        let path = uri.path().to_string();
+        let per_worker = self.requests.div_ceil(self.concurrency);
+        let started = Instant::now();
+        let mut workers = Vec::new();
+        for _ in 0..self.concurrency {
+            let body = self.body.clone();
+            let path = path.clone();
+            let host = authority.to_string();
+            let warmup = self.warmup;
+            workers.push(tokio::task::spawn_local(async move {
+                worker(addr, host, path, body, warmup, per_worker).await
+            }));
+        }
+        let mut lat: Vec<Duration> = Vec::with_capacity(self.requests);
+        let mut errors = 0u64;
+        let mut first_error = String::new();
+        let mut measured_from = None::<Instant>;
+        let mut measured_to = started;
+        for w in workers {
+            let r = w.await?;
+            errors += r.errors;
+            if first_error.is_empty() {
+                first_error = r.first_error;
+            }
+            lat.extend(r.latencies);
+            measured_from = Some(measured_from.map_or(r.measured_from, |m: Instant| m.min(r.measured_from)));
+            measured_to = measured_to.max(r.measured_to);
+        }
+        lat.sort_unstable();
+        let wall = measured_to.duration_since(measured_from.unwrap_or(started));
+        let pct = |p: f64| -> f64 {
+            if lat.is_empty() {
+                return 0.0;
+            }
+            let i = ((lat.len() as f64 - 1.0) * p).round() as usize;
+            lat[i].as_secs_f64() * 1e6
+        };
+        let out = serde_json::json!({
+            "requests": lat.len(),
+            "errors": errors,
+            "first_error": first_error,
+            "concurrency": self.concurrency,
+            "body_bytes": self.body.len(),
+            "p50_us": pct(0.50),
+            "p90_us": pct(0.90),
+            "p99_us": pct(0.99),
+            "max_us": pct(1.0),
+            "wall_s": wall.as_secs_f64(),
+            "throughput_rps": if wall.as_secs_f64() > 0.0 { lat.len() as f64 / wall.as_secs_f64() } else { 0.0 },
+        });
+        println!("{out}");
+        Ok(())
+    }
+}
+
+struct WorkerResult {
+    latencies: Vec<Duration>,
+    errors: u64,
+    first_error: String,
+    measured_from: Instant,
+    measured_to: Instant,
+}
+
+async fn worker(
+    addr: SocketAddr,
+    host: String,
+    path: String,
+    body: Bytes,
+    warmup: usize,
+    count: usize,
+) -> Result<WorkerResult, BoxError> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::task::spawn_local(async move {
+        let _ = conn.await;
+    });
+    let mut result = WorkerResult {
+        latencies: Vec::with_capacity(count),
+        errors: 0,
+        first_error: String::new(),
+        measured_from: Instant::now(),
+        measured_to: Instant::now(),
+    };
+    for i in 0..warmup + count {
+        if i == warmup {
+            result.measured_from = Instant::now();
+        }
+        let req = Request::post(path.as_str())
+            .header(hyper::header::HOST, host.as_str())
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(body.clone()))?;
+        let t0 = Instant::now();
+        sender.ready().await?;
+        let outcome = match sender.send_request(req).await {
+            Ok(resp) => {
+                let status = resp.status();
+                match resp.into_body().collect().await {
+                    Ok(_) if status == hyper::StatusCode::OK => Ok(()),
+                    Ok(b) => Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&b.to_bytes()))),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        let dt = t0.elapsed();
+        if i >= warmup {
+            match outcome {
+                Ok(()) => result.latencies.push(dt),
+                Err(e) => {
+                    result.errors += 1;
+                    if result.first_error.is_empty() {
+                        result.first_error = e;
+                    }
+                }
+            }
+        }
+    }
+    result.measured_to = Instant::now();
+    Ok(result)
+}

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""`make demo`, part 2: one router end to end.
+
+Starts agentd and agent-gw on a demo config (auth 'none' — LAB MODE, for
+this demo only), a Python echo agent written with our SDK that registers
+`demo.echo` and `demo.count`, then a caller that invokes `demo.echo`,
+streams `demo.count` and starts an async task, printing what comes back.
+Everything it started is stopped by PID on exit, and its temp dir removed.
+
+Environment: BIN_DIR (default target/debug) holds agentd, agentctl,
+agent-gw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, List
+
+REPO = Path(__file__).resolve().parent.parent
+BIN_DIR = Path(os.environ.get("BIN_DIR", REPO / "target" / "debug"))
+if not BIN_DIR.is_absolute():
+    BIN_DIR = REPO / BIN_DIR
+
+CONFIG = """\
+config agentd 'main'
+\toption router_id 'demo'
+\toption domain 'lab.example'
+\toption identity '{work}/identity.key'
+\toption ipc_socket '{work}/agentd.sock'
+\toption state_dir '{work}'
+\toption health_check 'none'
+
+# !!! LAB MODE: auth 'none' — no bearer tokens. For this local demo only;
+# !!! the default (and the only sane setting on a real LAN) is auth 'jwt'.
+config gateway 'main'
+\toption sdk_listen '127.0.0.1:{port}'
+\toption public_listen ''
+\toption peer_listen ''
+\toption auth 'none'
+
+config arpx 'main'
+\toption listen ''
+
+config discovery 'main'
+\toption enabled '0'
+"""
+
+
+def say(msg: str = "") -> None:
+    print(msg, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - still starting
+            last = exc
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out waiting for {what} ({last!r})")
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=3) as r:
+        return json.loads(r.read())
+
+
+class Proc:
+    def __init__(self, name: str, argv: List[str], log: Path) -> None:
+        self.name, self.log = name, log
+        self._f = open(log, "ab")
+        self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._f, stderr=self._f)
+        say(f"   started {name} (pid {self.p.pid})")
+
+    def alive(self) -> bool:
+        return self.p.poll() is None
+
+    def stop(self) -> None:
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(timeout=5)
+        self._f.close()
+
+
+def main() -> int:
+    import agentd_sdk  # installed by `make demo` (make venv)
+
+    for b in ("agentd", "agentctl", "agent-gw"):
+        if not (BIN_DIR / b).is_file():
+            say(f"demo: {BIN_DIR / b} is not built (run: cargo build -p agentd -p agent-gw --bins)")
+            return 1
+    work = Path(tempfile.mkdtemp(prefix="agentd-demo-gw."))
+    port = free_port()
+    conf = work / "agentd.conf"
+    conf.write_text(CONFIG.format(work=work, port=port))
+    router = f"http://127.0.0.1:{port}"
+    procs: List[Proc] = []
+    try:
+        say()
+        say("== one router end to end: agentd + agent-gw + an SDK agent + a caller")
+        say("   !!! gateway auth is 'none' (LAB MODE, demo only) — see the config below")
+        say()
+        say(conf.read_text())
+        agentd = Proc("agentd", [str(BIN_DIR / "agentd"), "--config", str(conf), "-f"], work / "agentd.log")
+        procs.append(agentd)
+        wait_for("agentd's socket", lambda: (work / "agentd.sock").exists())
+        gw = Proc("agent-gw", [str(BIN_DIR / "agent-gw"), "--config", str(conf), "-f"], work / "agent-gw.log")
+        procs.append(gw)
+        health = wait_for("agent-gw", lambda: (h := get_json(router + "/healthz")) and h.get("control_plane") == "up" and h)
+        say(f"   agent-gw on {router}: /healthz {json.dumps(health)}")
+
+        say()
+        say("== the echo agent (scripts/demo_echo_agent.py, agentd_sdk) registers")
+        agent = Proc(
+            "echo agent",
+            [sys.executable, str(REPO / "scripts" / "demo_echo_agent.py"), router],
+            work / "agent.log",
+        )
+        procs.append(agent)
+        caller = agentd_sdk.Client(router=router, tenant="lab", agent_id="demo-caller")
+        route = wait_for("demo.echo to be routable", lambda: caller.route("demo.echo"))
+        wait_for("demo.count to be routable", lambda: caller.route("demo.count"))
+        say(f"   route for demo.echo: {json.dumps(route['route'])}")
+        out = subprocess.run(
+            [str(BIN_DIR / "agentctl"), "--socket", str(work / "agentd.sock"), "routes"],
+            capture_output=True, text=True, timeout=10,
+        )
+        say("   $ agentctl routes")
+        for line in out.stdout.splitlines():
+            say(f"   {line}")
+
+        say()
+        say("== the caller invokes demo.echo")
+        result = caller.invoke("demo.echo", {"text": "hello, router"})
+        say(f"   invoke demo.echo {{'text': 'hello, router'}} -> {json.dumps(result)}")
+
+        say()
+        say("== the caller streams demo.count (SSE through agent-gw)")
+        for ev in caller.stream("demo.count", {"to": 5}):
+            say(f"   event id={ev.id} data={ev.data}")
+
+        say()
+        say("== the caller runs demo.echo as an async task")
+        task = caller.invoke_async("demo.echo", {"job": 42})
+        say(f"   started {task!r}; result -> {json.dumps(task.result(timeout=10))}")
+
+        say()
+        say("== a capability nobody serves is refused at once, with the reason")
+        try:
+            caller.invoke("demo.nothing", {})
+        except agentd_sdk.AgentdError as exc:
+            say(f"   invoke demo.nothing -> {type(exc).__name__}: {exc}")
+
+        say()
+        say("== stopping the agent withdraws its routes")
+        agent.stop()
+        gone = wait_for("demo.echo to be withdrawn", lambda: _refused(caller))
+        say(f"   invoke demo.echo now -> {gone}")
+        say()
+        say("demo finished")
+        return 0
+    except BaseException:
+        for p in procs:
+            say(f"---- {p.name} log")
+            say(p.log.read_bytes()[-3000:].decode(errors="replace"))
+        raise
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _refused(caller: Any) -> str:
+    import agentd_sdk
+
+    try:
+        caller.invoke("demo.echo", {})
+    except agentd_sdk.NoRouteError as exc:
+        return f"NoRouteError: {exc}"
+    return ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
