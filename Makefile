@@ -4,6 +4,7 @@
 #   make test    build, lint, format check and every test (what CI runs)
 #   make bench   selection benchmarks (divan)
 #   make bench-local  direct vs through agent-gw latency/throughput, JSON out
+#   make test-python  system tests (tests/, pytest, real binaries; needs root)
 #   make fuzz    every cargo-fuzz target for a bounded time (nightly)
 
 CARGO      ?= cargo
@@ -49,6 +50,9 @@ test-rust: build
 # (pip install ./sdk-python-bindings), then pytest against the real agentd,
 # agentctl and agent-gw debug binaries. Root is needed for the network
 # namespaces of the nexilume tests (CI runs as root).
+# Not yet a prerequisite of `test`: until agentd and agent-gw read their
+# UCI file (both still run on built-in defaults), every system test fails
+# at setup. Add test-python to `test:` when config loading lands.
 VENV        ?= .venv
 PYTHON      ?= python3
 PYTEST_ARGS ?=

@@ -28,7 +28,9 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let local = tokio::task::LocalSet::new();
     match args.first().map(String::as_str) {
         Some("backend") => local.block_on(&rt, backend()),
@@ -42,7 +44,9 @@ fn main() -> Result<(), BoxError> {
             };
             local.block_on(&rt, load.run())
         }
-        _ => Err("usage: bench_local backend | load URL BODY_FILE CONCURRENCY REQUESTS WARMUP".into()),
+        _ => Err(
+            "usage: bench_local backend | load URL BODY_FILE CONCURRENCY REQUESTS WARMUP".into(),
+        ),
     }
 }
 
@@ -69,8 +73,10 @@ async fn echo(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallibl
         Err(_) => Bytes::new(),
     };
     let mut resp = Response::new(Full::new(body));
-    resp.headers_mut()
-        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
     Ok(resp)
 }
 
@@ -106,13 +112,14 @@ impl Load {
         let mut measured_from = None::<Instant>;
         let mut measured_to = started;
         for w in workers {
-            let r = w.await?;
+            let r = w.await??;
             errors += r.errors;
             if first_error.is_empty() {
                 first_error = r.first_error;
             }
             lat.extend(r.latencies);
-            measured_from = Some(measured_from.map_or(r.measured_from, |m: Instant| m.min(r.measured_from)));
+            measured_from =
+                Some(measured_from.map_or(r.measured_from, |m: Instant| m.min(r.measured_from)));
             measured_to = measured_to.max(r.measured_to);
         }
         lat.sort_unstable();
@@ -186,7 +193,10 @@ async fn worker(
                 let status = resp.status();
                 match resp.into_body().collect().await {
                     Ok(_) if status == hyper::StatusCode::OK => Ok(()),
-                    Ok(b) => Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&b.to_bytes()))),
+                    Ok(b) => Err(format!(
+                        "HTTP {status}: {}",
+                        String::from_utf8_lossy(&b.to_bytes())
+                    )),
                     Err(e) => Err(e.to_string()),
                 }
             }

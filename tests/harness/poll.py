@@ -13,6 +13,11 @@ class PollTimeout(AssertionError):
     """The condition did not hold before the deadline."""
 
 
+class Fatal(AssertionError):
+    """Raised by a check when waiting longer cannot help (the process being
+    waited for has exited); `wait_for` lets it through at once."""
+
+
 def wait_for(
     what: str,
     check: Callable[[], Optional[T]],
@@ -32,6 +37,8 @@ def wait_for(
             last_value = check()
             if last_value:
                 return last_value
+        except Fatal:
+            raise
         except Exception as exc:  # noqa: BLE001 - reported below
             last_error = exc
         if time.monotonic() >= deadline:

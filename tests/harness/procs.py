@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from .config import Config
 from .http import Http
-from .poll import wait_for
+from .poll import Fatal, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -124,8 +124,15 @@ class Stack:
         self.bins = bins
         self.cfg = cfg
         cfg.write()
-        self.agentd = Daemon("agentd", [str(bins.agentd), "--config", str(cfg.path), "-f"], cfg.dir / "agentd.log")
-        self.gw = Daemon("agent-gw", [str(bins.agent_gw), "--config", str(cfg.path), "-f"], cfg.dir / "agent-gw.log")
+        # The config names the socket and listener; the command-line
+        # overrides say the same (both daemons accept them).
+        sock = ["--socket", str(cfg.socket)]
+        self.agentd = Daemon("agentd", [str(bins.agentd), "--config", str(cfg.path), "-f", *sock], cfg.dir / "agentd.log")
+        self.gw = Daemon(
+            "agent-gw",
+            [str(bins.agent_gw), "--config", str(cfg.path), "-f", *sock, "--listen", f"{cfg.sdk_host}:{cfg.sdk_port}"],
+            cfg.dir / "agent-gw.log",
+        )
         self.http = Http(cfg.sdk_host, cfg.sdk_port)
 
     # ---- lifecycle -------------------------------------------------------
@@ -139,7 +146,7 @@ class Stack:
 
         def ready() -> bool:
             if not self.agentd.alive():
-                raise AssertionError(f"agentd exited ({self.agentd.proc.returncode}):\n{self.agentd.log_text()}")
+                raise Fatal(f"agentd exited ({self.agentd.proc.returncode}):\n{self.agentd.log_text()}")
             return self.cfg.socket.exists() and self.ctl_ok("status")
 
         wait_for("agentd to answer agentctl status", ready, timeout=timeout, interval=0.05)
@@ -151,7 +158,7 @@ class Stack:
     def wait_gw_ready(self, timeout: float = 15.0, control_plane: str = "up") -> Dict[str, Any]:
         def ready() -> Optional[Dict[str, Any]]:
             if not self.gw.alive():
-                raise AssertionError(f"agent-gw exited ({self.gw.proc.returncode}):\n{self.gw.log_text()}")
+                raise Fatal(f"agent-gw exited ({self.gw.proc.returncode}):\n{self.gw.log_text()}")
             h = self.http.healthz()
             return h if h.get("control_plane") == control_plane else None
 
