@@ -1,0 +1,92 @@
+//! PyO3 glue: the `agentd_sdk._native` module.
+//!
+//! Thin by intent. Every blocking call releases the GIL (`py.detach`);
+//! the served endpoint's threads take the GIL only for the handler call
+//! itself; the lease keeper never takes it. Errors cross as
+//! `_native.CallError(kind, status, code, message, not_delivered)` and
+//! `_native.StreamError(message)`; the Python package maps them onto its
+//! exception hierarchy.
+
+mod router;
+mod serve;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+
+use crate::call::CallError as RustCallError;
+use crate::router_url;
+
+create_exception!(
+    _native,
+    CallError,
+    PyException,
+    "A router call failed (args: kind, status, code, message, not_delivered)."
+);
+create_exception!(
+    _native,
+    StreamError,
+    PyException,
+    "A stream broke and could not be resumed."
+);
+
+/// Converts a router call failure into `_native.CallError`.
+pub(crate) fn call_err(e: RustCallError) -> PyErr {
+    match e {
+        RustCallError::Transport {
+            not_delivered,
+            timeout,
+            message,
+        } => {
+            let kind = if timeout { "timeout" } else { "transport" };
+            CallError::new_err((kind, 0u16, String::new(), message, not_delivered))
+        }
+        RustCallError::Status {
+            status,
+            code,
+            message,
+        } => CallError::new_err(("status", status, code, message, false)),
+        RustCallError::Decode(message) => {
+            CallError::new_err(("decode", 0u16, String::new(), message, false))
+        }
+    }
+}
+
+/// Resolves `"auto"` or a URL to the router's base URL: an explicit URL,
+/// then `AGENTD_ROUTER_URL`, then the IPv4 default gateway on :7446.
+#[pyfunction]
+fn resolve_router(router: &str) -> PyResult<String> {
+    let env = std::env::var("AGENTD_ROUTER_URL").ok();
+    let routes = std::fs::read_to_string("/proc/net/route").ok();
+    router_url::resolve_router(router, env.as_deref(), routes.as_deref())
+        .map(|(url, _)| url.to_string())
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Returns the canonical advertise host or raises ValueError (loopback is
+/// refused unless `allow_loopback`).
+#[pyfunction]
+fn check_advertise(host: &str, allow_loopback: bool) -> PyResult<String> {
+    router_url::check_advertise(host, allow_loopback)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// `http://host:port/path`, bracketing IPv6 literals.
+#[pyfunction]
+fn endpoint_url(host: &str, port: u16, path: &str) -> String {
+    router_url::endpoint_url(host, port, path)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("CallError", m.py().get_type::<CallError>())?;
+    m.add("StreamError", m.py().get_type::<StreamError>())?;
+    m.add_function(wrap_pyfunction!(resolve_router, m)?)?;
+    m.add_function(wrap_pyfunction!(check_advertise, m)?)?;
+    m.add_function(wrap_pyfunction!(endpoint_url, m)?)?;
+    m.add_class::<serve::Server>()?;
+    m.add_class::<router::RouterClient>()?;
+    m.add_class::<router::LeaseKeeper>()?;
+    m.add_class::<router::EventStream>()?;
+    Ok(())
+}
