@@ -1,0 +1,83 @@
+"""agentd SDK: make a Python function callable by capability through an
+agentd router, and call capabilities served by others.
+
+Serve::
+
+    from agentd_sdk import Agent
+
+    agent = Agent(router="auto", tenant="lab", agent_id="echo")
+
+    @agent.capability("demo.echo", version=1, idempotent=True)
+    def echo(payload):
+        return {"echo": payload}
+
+    agent.run()
+
+Call::
+
+    from agentd_sdk import Client
+
+    client = Client(router="auto", tenant="lab", agent_id="caller")
+    client.invoke("demo.echo", {"text": "hi"})
+    for event in client.stream("demo.count", {"to": 3}):
+        print(event.id, event.data)
+
+Router discovery: an explicit URL, then ``AGENTD_ROUTER_URL``, then the
+IPv4 default gateway on port 7446. Auth: ``token=`` or ``AGENTD_TOKEN``
+(bearer), else the router's trusted-LAN bootstrap when offered.
+"""
+
+from .agent import Agent, AgentHandle, Capability, Context, Event
+from .client import Client, Stream, StreamEvent, Task
+from .errors import (
+    AgentdError,
+    AuthError,
+    BadRequestError,
+    ConflictError,
+    DeadlineExceededError,
+    DeliveryError,
+    ForbiddenError,
+    HandlerError,
+    NoRouteError,
+    NotFoundError,
+    PayloadTooLargeError,
+    ProtocolError,
+    RateLimitedError,
+    RouterUnavailableError,
+    StreamError,
+    TaskCancelledError,
+    TaskFailedError,
+    UnavailableError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgentHandle",
+    "AgentdError",
+    "AuthError",
+    "BadRequestError",
+    "Capability",
+    "Client",
+    "ConflictError",
+    "Context",
+    "DeadlineExceededError",
+    "DeliveryError",
+    "Event",
+    "ForbiddenError",
+    "HandlerError",
+    "NoRouteError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "ProtocolError",
+    "RateLimitedError",
+    "RouterUnavailableError",
+    "Stream",
+    "StreamError",
+    "StreamEvent",
+    "Task",
+    "TaskCancelledError",
+    "TaskFailedError",
+    "UnavailableError",
+]

@@ -1,0 +1,136 @@
+"""A tiny HTTP peer that records what the SDK client sends.
+
+Run as a separate process (``python router_recorder.py [port]``) so it
+keeps answering while the test process holds the GIL. It prints
+``{"listening": port}`` and then one JSON line per request received
+(method, path, headers, body). It keeps an in-memory route table so renew
+of a route it does not know answers 404 — which is what a restarted router
+does — and scripts a few invoke/stream/task answers for client tests.
+
+This is a recording peer for SDK client unit tests, not a model of the
+agentd router; the system tests run the SDK against the real agent-gw.
+"""
+
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ROUTES = {}
+COUNTER = {"route": 0, "stream_connections": 0}
+TASK = {"id": "task-1", "token": "tok-123", "polls": 0}
+
+
+def emit(record):
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw) if raw else None
+
+    def _send(self, status, body, headers=()):
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _record(self, body):
+        emit({
+            "method": self.command,
+            "path": self.path,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+            "body": body,
+        })
+
+    def do_GET(self):
+        self._record(None)
+        if self.path == "/agent/v1/authentication":
+            return self._send(404, {"error": {"code": "NOT_FOUND", "message": "no auth metadata"}})
+        if self.path == f"/agent/v1/tasks/{TASK['id']}":
+            if self.headers.get("X-Nexus-Task-Token") != TASK["token"]:
+                return self._send(404, {"error": {"code": "TASK_NOT_FOUND", "message": "no such task"}})
+            TASK["polls"] += 1
+            if TASK["polls"] < 2:
+                return self._send(200, {"task_id": TASK["id"], "status": "running"})
+            return self._send(200, {"task_id": TASK["id"], "status": "completed", "result": {"done": True}})
+        return self._send(404, {"error": {"code": "NOT_FOUND", "message": self.path}})
+
+    def do_DELETE(self):
+        self._record(None)
+        return self._send(200, {"task_id": TASK["id"], "status": "cancelled"})
+
+    def do_POST(self):
+        body = self._body()
+        self._record(body)
+        if self.path == "/agent/v1/register":
+            COUNTER["route"] += 1
+            rid = f"r{COUNTER['route']}"
+            ROUTES[rid] = body
+            return self._send(200, {"route_id": rid, "generation": COUNTER["route"],
+                                    "lease_seconds": body.get("lease_seconds", 30)})
+        if self.path == "/agent/v1/renew":
+            rid = body.get("route_id")
+            if rid not in ROUTES:
+                return self._send(404, {"error": {"code": "UNKNOWN_ROUTE", "message": f"no route {rid}"}})
+            return self._send(200, {"route_id": rid, "generation": 1, "lease_seconds": body.get("lease_seconds", 30)})
+        if self.path == "/agent/v1/unregister":
+            ROUTES.pop(body.get("route_id"), None)
+            return self._send(200, {"route_id": body.get("route_id"), "generation": 1, "lease_seconds": 0,
+                                    "removed": True})
+        if self.path == "/agent/v1/invoke":
+            intent = body.get("intent")
+            if intent == "missing":
+                return self._send(404, {"error": {"code": "NO_ROUTE", "message": "no route for missing v1"}})
+            if intent == "limited":
+                return self._send(429, {"error": {"code": "RATE_LIMITED", "message": "tenant over its rate"}})
+            if "respond-async" in (self.headers.get("Prefer") or ""):
+                return self._send(202, {"task_id": TASK["id"], "status": "running"},
+                                  [("X-Nexus-Task-Id", TASK["id"]), ("X-Nexus-Task-Token", TASK["token"])])
+            return self._send(200, {"echo": body.get("payload")})
+        if self.path == "/agent/v1/invoke-stream":
+            return self._stream(body)
+        return self._send(404, {"error": {"code": "NOT_FOUND", "message": self.path}})
+
+    def _stream(self, body):
+        COUNTER["stream_connections"] += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.send_header("X-Nexus-Task-Id", body.get("task_id", ""))
+        self.end_headers()
+        if COUNTER["stream_connections"] == 1:
+            # Two events, then the connection drops without the marker.
+            self.wfile.write(b"id: 1\ndata: one\n\nid: 2\nevent: tick\ndata: two\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        # The resume replays from the cursor inclusive (an overlap the
+        # client must drop), then finishes.
+        self.wfile.write(b"id: 2\nevent: tick\ndata: two\n\nid: 3\ndata: three\n\n"
+                         b"id: 4\ndata: four\n\n: nexus-stream-complete\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def main():
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    ThreadingHTTPServer.allow_reuse_address = True
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    emit({"listening": server.server_address[1]})
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
