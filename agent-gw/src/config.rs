@@ -90,3 +90,97 @@ impl Default for GatewayConfig {
         }
     }
 }
+
+/// Why the shared config cannot drive the gateway.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn usize_of(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+impl GatewayConfig {
+    /// The gateway's view of a validated `/etc/config/agentd`.
+    pub fn from_uci(c: &uci_schema::Config) -> Result<GatewayConfig, ConfigError> {
+        let g = &c.gateway;
+        let sdk_listen = g.sdk_listen.parse().map_err(|_| {
+            ConfigError(format!("gateway: option 'sdk_listen': {:?} is not a socket address", g.sdk_listen))
+        })?;
+        let router_id = if c.agentd.router_id.is_empty() {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "router".into())
+        } else {
+            c.agentd.router_id.clone()
+        };
+        let tenant_rates = c
+            .tenants
+            .iter()
+            .map(|t| (t.name.as_str().into(), Rate { per_second: t.rate_per_second, burst: t.rate_burst }))
+            .collect();
+        Ok(GatewayConfig {
+            router_id: router_id.into(),
+            sdk_listen,
+            auth: match g.auth {
+                uci_schema::enums::Auth::Jwt => AuthMode::Jwt,
+                uci_schema::enums::Auth::None => AuthMode::None,
+            },
+            ipc_socket: PathBuf::from(&c.agentd.ipc_socket),
+            max_request_bytes: usize_of(g.max_request_bytes),
+            rate: Rate { per_second: g.rate_per_second, burst: g.rate_burst },
+            tenant_rates,
+            max_inflight: usize_of(g.max_inflight),
+            task_capacity: usize_of(g.task_capacity),
+            task_ttl_s: g.task_ttl,
+            stream_history_events: usize_of(g.stream_history_events),
+            stream_history_bytes: usize_of(g.stream_history_bytes),
+            hop_limit: u8::try_from(g.hop_limit).unwrap_or(u8::MAX),
+            default_timeout_ms: g.default_timeout_ms,
+            max_connections: GatewayConfig::default().max_connections,
+            max_routes: usize_of(c.agentd.max_routes),
+            lease_min_s: c.agentd.min_lease,
+            lease_max_s: c.agentd.max_lease,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_gateway_tenant_and_lease_options_from_uci() {
+        let text = "config agentd 'main'\n\toption router_id 'router-a'\n\toption ipc_socket '/tmp/x.sock'\n\
+            \toption min_lease '10'\n\toption max_lease '600'\n\
+            config gateway 'gateway'\n\toption sdk_listen '127.0.0.1:7999'\n\toption auth 'none'\n\
+            \toption max_request_bytes '1024'\n\toption rate_per_second '7'\n\toption rate_burst '9'\n\
+            config tenant 'lab'\n\toption rate_per_second '3'\n\toption rate_burst '4'\n";
+        let c = uci_schema::Config::from_str(text, "test").unwrap();
+        let g = GatewayConfig::from_uci(&c).unwrap();
+        assert_eq!(g.sdk_listen, "127.0.0.1:7999".parse().unwrap());
+        assert_eq!(g.auth, AuthMode::None);
+        assert_eq!(g.ipc_socket, PathBuf::from("/tmp/x.sock"));
+        assert_eq!(g.max_request_bytes, 1024);
+        assert_eq!(g.rate, Rate { per_second: 7, burst: 9 });
+        assert_eq!(g.tenant_rates["lab"], Rate { per_second: 3, burst: 4 });
+        assert_eq!((g.lease_min_s, g.lease_max_s), (10, 600));
+        assert_eq!(&*g.router_id, "router-a");
+    }
+
+    #[test]
+    fn defaults_match_the_design() {
+        let c = uci_schema::Config::from_str("", "empty").unwrap();
+        let g = GatewayConfig::from_uci(&c).unwrap();
+        assert_eq!(g.auth, AuthMode::Jwt);
+        assert_eq!(g.max_request_bytes, 65_536);
+        assert_eq!(g.sdk_listen.port(), 7446);
+    }
+}

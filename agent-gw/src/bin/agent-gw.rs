@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agent_gw::config::GatewayConfig;
+use agent_gw::config::{AuthMode, GatewayConfig};
 use agent_gw::state::AppState;
 
 const USAGE: &str = "usage: agent-gw [--config FILE] [-f] [--socket PATH] [--listen ADDR]";
@@ -64,7 +64,15 @@ fn main() -> ExitCode {
     if let Some(l) = args.listen {
         cfg.sdk_listen = l;
     }
+    // Logging goes to stderr either way (procd captures it into logd);
+    // -f is accepted for the init script's and humans' sake.
     let _ = args.foreground;
+    if cfg.auth == AuthMode::None {
+        eprintln!(
+            "agent-gw: WARNING: auth 'none' (lab mode): callers are NOT authenticated; tenant and source are taken \
+             from request bodies"
+        );
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
