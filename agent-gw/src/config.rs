@@ -112,7 +112,10 @@ impl GatewayConfig {
     pub fn from_uci(c: &uci_schema::Config) -> Result<GatewayConfig, ConfigError> {
         let g = &c.gateway;
         let sdk_listen = g.sdk_listen.parse().map_err(|_| {
-            ConfigError(format!("gateway: option 'sdk_listen': {:?} is not a socket address", g.sdk_listen))
+            ConfigError(format!(
+                "gateway: option 'sdk_listen': {:?} is not a socket address",
+                g.sdk_listen
+            ))
         })?;
         let router_id = if c.agentd.router_id.is_empty() {
             std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -124,8 +127,25 @@ impl GatewayConfig {
         let tenant_rates = c
             .tenants
             .iter()
-            .map(|t| (t.name.as_str().into(), Rate { per_second: t.rate_per_second, burst: t.rate_burst }))
+            .map(|t| {
+                (
+                    t.name.as_str().into(),
+                    Rate {
+                        per_second: t.rate_per_second,
+                        burst: t.rate_burst,
+                    },
+                )
+            })
             .collect();
+        let mut tenant_keys = Vec::new();
+        for t in &c.tenants {
+            for k in &t.jwt_key {
+                let key = crate::auth::parse_public_key(k).map_err(|e| {
+                    ConfigError(format!("tenant '{}': option 'jwt_key': {e}", t.name))
+                })?;
+                tenant_keys.push((t.name.as_str().into(), key));
+            }
+        }
         Ok(GatewayConfig {
             router_id: router_id.into(),
             sdk_listen,
@@ -135,7 +155,10 @@ impl GatewayConfig {
             },
             ipc_socket: PathBuf::from(&c.agentd.ipc_socket),
             max_request_bytes: usize_of(g.max_request_bytes),
-            rate: Rate { per_second: g.rate_per_second, burst: g.rate_burst },
+            rate: Rate {
+                per_second: g.rate_per_second,
+                burst: g.rate_burst,
+            },
             tenant_rates,
             max_inflight: usize_of(g.max_inflight),
             task_capacity: usize_of(g.task_capacity),
@@ -148,7 +171,24 @@ impl GatewayConfig {
             max_routes: usize_of(c.agentd.max_routes),
             lease_min_s: c.agentd.min_lease,
             lease_max_s: c.agentd.max_lease,
+            domain: c.agentd.domain.as_str().into(),
+            // I/O: the binary loads it (see `issuer_key_path`).
+            issuer_key: None,
+            tenant_keys,
+            jwt_clock_skew_s: g.clock_skew,
+            jwt_max_lifetime_s: g.max_token_lifetime,
+            bootstrap: g.bootstrap,
         })
+    }
+
+    /// The file holding the router's token-issuer key: the gateway's
+    /// `issuer_key`, else the router identity key.
+    pub fn issuer_key_path(c: &uci_schema::Config) -> PathBuf {
+        if c.gateway.issuer_key.is_empty() {
+            PathBuf::from(&c.agentd.identity)
+        } else {
+            PathBuf::from(&c.gateway.issuer_key)
+        }
     }
 }
 
@@ -169,8 +209,20 @@ mod tests {
         assert_eq!(g.auth, AuthMode::None);
         assert_eq!(g.ipc_socket, PathBuf::from("/tmp/x.sock"));
         assert_eq!(g.max_request_bytes, 1024);
-        assert_eq!(g.rate, Rate { per_second: 7, burst: 9 });
-        assert_eq!(g.tenant_rates["lab"], Rate { per_second: 3, burst: 4 });
+        assert_eq!(
+            g.rate,
+            Rate {
+                per_second: 7,
+                burst: 9
+            }
+        );
+        assert_eq!(
+            g.tenant_rates["lab"],
+            Rate {
+                per_second: 3,
+                burst: 4
+            }
+        );
         assert_eq!((g.lease_min_s, g.lease_max_s), (10, 600));
         assert_eq!(&*g.router_id, "router-a");
     }

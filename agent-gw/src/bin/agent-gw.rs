@@ -51,12 +51,32 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut cfg = GatewayConfig::default();
-    if let Some(path) = &args.config {
-        eprintln!(
-            "agent-gw: note: reading {} is not wired yet; using built-in defaults",
-            path.display()
-        );
+    let path = args
+        .config
+        .unwrap_or_else(|| PathBuf::from(uci_schema::config::DEFAULT_PATH));
+    let uci = match uci_schema::Config::load(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("agent-gw: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut cfg = match GatewayConfig::from_uci(&uci) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("agent-gw: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    if cfg.auth == AuthMode::Jwt {
+        let key_path = GatewayConfig::issuer_key_path(&uci);
+        match agent_gw::auth::load_or_create_key(&key_path) {
+            Ok(k) => cfg.issuer_key = Some(k),
+            Err(e) => {
+                eprintln!("agent-gw: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
     }
     if let Some(s) = args.socket {
         cfg.ipc_socket = s;
@@ -69,8 +89,8 @@ fn main() -> ExitCode {
     let _ = args.foreground;
     if cfg.auth == AuthMode::None {
         eprintln!(
-            "agent-gw: WARNING: auth 'none' (lab mode): callers are NOT authenticated; tenant and source are taken \
-             from request bodies"
+            "agent-gw: WARNING: auth 'none' (lab mode): callers are NOT authenticated; tenant and source \
+             are taken from request bodies"
         );
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
