@@ -1,0 +1,836 @@
+//! Tasks, streams and auth through a real gateway on loopback: async task
+//! status/result/cancel (the handler sees its connection close), a full
+//! task table, stream resume after a client disconnect, typed resume
+//! errors, and bearer-token checks including the trusted-LAN bootstrap.
+
+mod common;
+
+use std::cell::{Cell, RefCell};
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use ed25519_dalek::SigningKey;
+use http::Request;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{mpsc, Notify};
+use tokio::time::timeout;
+
+use agent_gw::auth::jwt::{mint, Audience, Claims};
+use agent_gw::auth::UnixSeconds;
+use agent_gw::config::{AuthMode, GatewayConfig};
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// Reads one request (head + Content-Length body) from a raw socket.
+async fn read_request(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                return Some(buf);
+            }
+        }
+    }
+}
+
+/// A handler that takes the request and never answers; it reports when the
+/// gateway closes the connection.
+struct Holding {
+    addr: SocketAddr,
+    arrived: Rc<Notify>,
+    closed: Rc<Notify>,
+    requests: Rc<Cell<usize>>,
+}
+
+async fn holding_backend() -> Holding {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (arrived, closed, requests) = (
+        Rc::new(Notify::new()),
+        Rc::new(Notify::new()),
+        Rc::new(Cell::new(0)),
+    );
+    let (a, c, r) = (arrived.clone(), closed.clone(), requests.clone());
+    tokio::task::spawn_local(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let (a, c, r) = (a.clone(), c.clone(), r.clone());
+            tokio::task::spawn_local(async move {
+                if read_request(&mut s).await.is_some() {
+                    r.set(r.get() + 1);
+                    a.notify_one();
+                    let mut b = [0u8; 64];
+                    // Any EOF or error: the gateway let go of the call.
+                    while matches!(s.read(&mut b).await, Ok(n) if n > 0) {}
+                    c.notify_one();
+                }
+            });
+        }
+    });
+    Holding {
+        addr,
+        arrived,
+        closed,
+        requests,
+    }
+}
+
+/// An SSE handler whose events the test writes, one connection at a time.
+struct SseBackend {
+    addr: SocketAddr,
+    events: mpsc::UnboundedSender<Option<&'static str>>,
+    requests: Rc<Cell<usize>>,
+}
+
+async fn sse_backend() -> SseBackend {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = mpsc::unbounded_channel::<Option<&'static str>>();
+    let rx = Rc::new(RefCell::new(Some(rx)));
+    let requests = Rc::new(Cell::new(0));
+    let r = requests.clone();
+    tokio::task::spawn_local(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let (rx, r) = (rx.clone(), r.clone());
+            tokio::task::spawn_local(async move {
+                if read_request(&mut s).await.is_none() {
+                    return;
+                }
+                r.set(r.get() + 1);
+                let Some(mut rx) = rx.borrow_mut().take() else {
+                    return;
+                };
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                s.write_all(head.as_bytes()).await.unwrap();
+                // `None` ends the stream (connection closed after it).
+                while let Some(Some(ev)) = rx.recv().await {
+                    if s.write_all(ev.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    SseBackend {
+        addr,
+        events: tx,
+        requests,
+    }
+}
+
+/// Writes a POST on a fresh connection (closed by the server after the
+/// answer) and returns the socket to read the answer from.
+async fn open_post(gw: SocketAddr, path: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
+    let mut s = TcpStream::connect(gw).await.unwrap();
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nhost: gw\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).await.unwrap();
+    s
+}
+
+/// Reads until `done(text)` holds or the peer closes (bounded by `WAIT`).
+async fn read_until(s: &mut TcpStream, done: impl Fn(&str) -> bool) -> String {
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    timeout(WAIT, async {
+        loop {
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+            }
+            if done(&String::from_utf8_lossy(&out)) {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("stream read timed out");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The `id:` lines of an SSE text (chunk-size lines never start with "id: ").
+fn event_ids(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|n| n.trim().parse().unwrap())
+        .collect()
+}
+
+fn stream_envelope(task_id: &str, payload: &str) -> String {
+    envelope("demo.stream", "lab", payload)
+        .replace(r#""task_id":"t-1""#, &format!(r#""task_id":"{task_id}""#))
+}
+
+/// Polls a task until it leaves pending/running (bounded).
+async fn settle(
+    gw: SocketAddr,
+    id: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+) -> serde_json::Value {
+    let path = format!("/agent/v1/tasks/{id}");
+    let mut h = headers.to_vec();
+    h.push(("x-nexus-task-token", token));
+    for _ in 0..1000 {
+        let doc = send(gw, "GET", &path, &h, b"").await.json();
+        if doc["status"] != "running" && doc["status"] != "pending" {
+            return doc;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("task {id} did not finish");
+}
+
+fn task_handle(r: &Reply) -> (String, String) {
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let id = r.headers["x-nexus-task-id"].to_str().unwrap().to_string();
+    let token = r.headers["x-nexus-task-token"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        r.headers["location"].to_str().unwrap(),
+        format!("/agent/v1/tasks/{id}")
+    );
+    (id, token)
+}
+
+#[test]
+fn async_task_reports_status_result_and_events_only_to_its_token_holder() {
+    run(async {
+        let b = backend("a", Mode::Echo).await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
+        );
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[("prefer", "respond-async")],
+            &envelope("demo.echo", "lab", r#"{"n":7}"#),
+        )
+        .await;
+        assert_eq!(r.json()["status"], "running");
+        let (id, token) = task_handle(&r);
+        let doc = settle(gw, &id, &token, &[]).await;
+        assert_eq!(doc["status"], "completed", "{doc}");
+        assert_eq!(doc["result"]["echo"]["payload"]["n"], 7);
+        assert_eq!(doc["route_id"], "r-a");
+        // The handler got a plain synchronous call (no Prefer relayed).
+        assert!(b.seen.borrow()[0].headers.get("prefer").is_none());
+        let res = send(
+            gw,
+            "GET",
+            &format!("/agent/v1/tasks/{id}/result"),
+            &[("x-nexus-task-token", &token)],
+            b"",
+        )
+        .await;
+        assert_eq!(res.json()["result"]["backend"], "a");
+        let ev = send(
+            gw,
+            "GET",
+            &format!("/agent/v1/tasks/{id}/events?after=1"),
+            &[("x-nexus-task-token", &token)],
+            b"",
+        )
+        .await;
+        let events = ev.json()["events"].as_array().unwrap().clone();
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            (events[0]["seq"].as_u64(), events[0]["event"].as_str()),
+            (Some(2), Some("result"))
+        );
+        let bad = send(
+            gw,
+            "GET",
+            &format!("/agent/v1/tasks/{id}/events?after=x"),
+            &[("x-nexus-task-token", &token)],
+            b"",
+        )
+        .await;
+        assert_eq!(
+            (bad.status.as_u16(), bad.error_code()),
+            (400, "invalid_cursor".into())
+        );
+        // Wrong token and unknown id look the same.
+        let wrong = send(
+            gw,
+            "GET",
+            &format!("/agent/v1/tasks/{id}"),
+            &[("x-nexus-task-token", &"0".repeat(64))],
+            b"",
+        )
+        .await;
+        assert_eq!(
+            (wrong.status.as_u16(), wrong.error_code()),
+            (404, "not_found".into())
+        );
+        let unknown = send(
+            gw,
+            "GET",
+            &format!("/agent/v1/tasks/{}", "ab".repeat(16)),
+            &[("x-nexus-task-token", &token)],
+            b"",
+        )
+        .await;
+        assert_eq!(
+            (unknown.status.as_u16(), unknown.error_code()),
+            (404, "not_found".into())
+        );
+    });
+}
+
+#[test]
+fn cancelling_an_async_task_closes_the_handlers_connection() {
+    run(async {
+        let h = holding_backend().await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route(
+                "r-h",
+                "demo.slow",
+                &format!("http://{}/invoke", h.addr),
+                1,
+                false,
+            )],
+        );
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[("prefer", "respond-async")],
+            &envelope("demo.slow", "lab", "{}"),
+        )
+        .await;
+        let (id, token) = task_handle(&r);
+        timeout(WAIT, h.arrived.notified())
+            .await
+            .expect("handler never got the call");
+        let running = send(
+            gw,
+            "GET",
+            &format!("/agent/v1/tasks/{id}"),
+            &[("x-nexus-task-token", &token)],
+            b"",
+        )
+        .await;
+        assert_eq!(running.json()["status"], "running");
+        let c = send(
+            gw,
+            "DELETE",
+            &format!("/agent/v1/tasks/{id}"),
+            &[("x-nexus-task-token", &token)],
+            b"",
+        )
+        .await;
+        assert_eq!(
+            (c.status.as_u16(), c.json()["status"].as_str()),
+            (200, Some("cancelled"))
+        );
+        timeout(WAIT, h.closed.notified())
+            .await
+            .expect("cancel did not reach the handler");
+        // A result request for a cancelled task answers its final status.
+        let res = send(
+            gw,
+            "GET",
+            &format!("/agent/v1/tasks/{id}/result"),
+            &[("x-nexus-task-token", &token)],
+            b"",
+        )
+        .await;
+        assert_eq!(res.json()["status"], "cancelled");
+    });
+}
+
+#[test]
+fn full_task_table_refuses_before_dispatch_and_keeps_existing_tasks_readable() {
+    run(async {
+        let h = holding_backend().await;
+        let (gw, state) = start_gateway(GatewayConfig {
+            task_capacity: 1,
+            ..lab_config()
+        })
+        .await;
+        load_fib(
+            &state,
+            1,
+            vec![route(
+                "r-h",
+                "demo.slow",
+                &format!("http://{}/invoke", h.addr),
+                1,
+                false,
+            )],
+        );
+        let env = envelope("demo.slow", "lab", "{}");
+        let (id, token) =
+            task_handle(&post(gw, "/agent/v1/invoke", &[("prefer", "respond-async")], &env).await);
+        timeout(WAIT, h.arrived.notified()).await.unwrap();
+        let full = post(gw, "/agent/v1/invoke", &[("prefer", "respond-async")], &env).await;
+        assert_eq!(
+            (full.status.as_u16(), full.error_code()),
+            (503, "task_table_full".into())
+        );
+        assert_eq!(full.json()["error"]["outcome"], "rejected");
+        // Streams share the table.
+        let s_env = stream_envelope("s-full", "{}").replace("demo.stream", "demo.slow");
+        let s = post(gw, "/agent/v1/invoke-stream", &[], &s_env).await;
+        assert_eq!(s.error_code(), "task_table_full");
+        assert_eq!(h.requests.get(), 1, "refused work was dispatched");
+        let st = send(
+            gw,
+            "GET",
+            &format!("/agent/v1/tasks/{id}"),
+            &[("x-nexus-task-token", &token)],
+            b"",
+        )
+        .await;
+        assert_eq!(st.json()["status"], "running");
+    });
+}
+
+#[test]
+fn stream_resume_after_disconnect_delivers_no_duplicate_and_no_missed_events() {
+    run(async {
+        let b = sse_backend().await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route(
+                "r-s",
+                "demo.stream",
+                &format!("http://{}/invoke", b.addr),
+                1,
+                false,
+            )],
+        );
+        let env = stream_envelope("s-1", r#"{"q":"x"}"#);
+        let mut s = open_post(
+            gw,
+            "/agent/v1/invoke-stream",
+            &[("accept", "text/event-stream")],
+            &env,
+        )
+        .await;
+        b.events.send(Some("id: 41\ndata: one\n\n")).unwrap();
+        b.events
+            .send(Some("event: progress\ndata: two\ndata: lines\n\n"))
+            .unwrap();
+        let first = read_until(&mut s, |t| event_ids(t).len() >= 2).await;
+        assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+        assert!(first
+            .to_ascii_lowercase()
+            .contains("content-type: text/event-stream"));
+        assert!(first.contains("data: two\ndata: lines\n"), "{first}");
+        let task_id = first
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("x-nexus-task-id: ")
+                    .map(str::to_string)
+            })
+            .expect("stream names its task");
+        assert_eq!(event_ids(&first), [1, 2]);
+        // The caller goes away; the handler keeps producing.
+        drop(s);
+        b.events.send(Some("data: three\n\n")).unwrap();
+        b.events
+            .send(Some("data: four\n\n: nexus-stream-complete\n\n"))
+            .unwrap();
+        // Wait until the gateway has the complete stream.
+        let id = agent_gw::task::TaskId::parse(&task_id).unwrap();
+        for _ in 0..1000 {
+            let done = state
+                .tasks
+                .lock()
+                .task(&id)
+                .is_some_and(|t| t.state().is_terminal());
+            if done {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut s = open_post(
+            gw,
+            "/agent/v1/invoke-stream",
+            &[("last-event-id", "2")],
+            &env,
+        )
+        .await;
+        let rest = read_until(&mut s, |t| t.contains(": nexus-stream-complete")).await;
+        assert!(rest.starts_with("HTTP/1.1 200"), "{rest}");
+        assert_eq!(event_ids(&rest), [3, 4]);
+        assert!(rest.contains("data: three") && rest.contains("data: four"));
+        // The body field works as the cursor too (nexilume sends both).
+        let resumed = format!(r#"{},"resume_from_event_id":3}}"#, &env[..env.len() - 1]);
+        let mut s = open_post(gw, "/agent/v1/invoke-stream", &[], &resumed).await;
+        let tail = read_until(&mut s, |t| t.contains(": nexus-stream-complete")).await;
+        assert_eq!(event_ids(&tail), [4]);
+        assert_eq!(b.requests.get(), 1, "the producer was restarted");
+    });
+}
+
+#[test]
+fn stream_resume_errors_are_typed_and_never_restart_the_producer() {
+    run(async {
+        let b = sse_backend().await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route(
+                "r-s",
+                "demo.stream",
+                &format!("http://{}/invoke", b.addr),
+                1,
+                false,
+            )],
+        );
+        let env = stream_envelope("s-2", r#"{"q":"x"}"#);
+        let mut s = open_post(gw, "/agent/v1/invoke-stream", &[], &env).await;
+        b.events.send(Some("data: a\n\n")).unwrap();
+        read_until(&mut s, |t| event_ids(t).len() == 1).await;
+        let code = |r: &Reply| (r.status.as_u16(), r.error_code());
+        let r = post(
+            gw,
+            "/agent/v1/invoke-stream",
+            &[("last-event-id", "abc")],
+            &env,
+        )
+        .await;
+        assert_eq!(code(&r), (400, "invalid_cursor".into()));
+        let r = post(
+            gw,
+            "/agent/v1/invoke-stream",
+            &[("last-event-id", "9")],
+            &env,
+        )
+        .await;
+        assert_eq!(code(&r), (400, "invalid_cursor".into()));
+        let changed = stream_envelope("s-2", r#"{"q":"y"}"#);
+        let r = post(
+            gw,
+            "/agent/v1/invoke-stream",
+            &[("last-event-id", "1")],
+            &changed,
+        )
+        .await;
+        assert_eq!(code(&r), (409, "stream_changed".into()));
+        // Same task_id, different content, no cursor: refused, not restarted.
+        let r = post(gw, "/agent/v1/invoke-stream", &[], &changed).await;
+        assert_eq!(code(&r), (409, "stream_changed".into()));
+        let r = post(
+            gw,
+            "/agent/v1/invoke-stream",
+            &[("last-event-id", "1")],
+            &stream_envelope("s-none", "{}"),
+        )
+        .await;
+        assert_eq!(code(&r), (404, "not_found".into()));
+        assert_eq!(b.requests.get(), 1);
+    });
+}
+
+#[test]
+fn stream_history_lost_is_reported() {
+    run(async {
+        let b = sse_backend().await;
+        let cfg = GatewayConfig {
+            stream_history_events: 2,
+            ..lab_config()
+        };
+        let (gw, state) = start_gateway(cfg).await;
+        load_fib(
+            &state,
+            1,
+            vec![route(
+                "r-s",
+                "demo.stream",
+                &format!("http://{}/invoke", b.addr),
+                1,
+                false,
+            )],
+        );
+        let env = stream_envelope("s-3", "{}");
+        let mut s = open_post(gw, "/agent/v1/invoke-stream", &[], &env).await;
+        for ev in ["data: 1\n\n", "data: 2\n\n", "data: 3\n\n", "data: 4\n\n"] {
+            b.events.send(Some(ev)).unwrap();
+        }
+        read_until(&mut s, |t| event_ids(t).contains(&4)).await;
+        let r = post(
+            gw,
+            "/agent/v1/invoke-stream",
+            &[("last-event-id", "1")],
+            &env,
+        )
+        .await;
+        assert_eq!(
+            (r.status.as_u16(), r.error_code()),
+            (409, "history_lost".into())
+        );
+        b.events.send(None).unwrap();
+    });
+}
+
+// ===== auth =====
+
+fn tenant_key() -> SigningKey {
+    SigningKey::from_bytes(&[0x5a; 32])
+}
+
+fn jwt_config() -> GatewayConfig {
+    GatewayConfig {
+        auth: AuthMode::Jwt,
+        tenant_keys: vec![("lab".into(), tenant_key().verifying_key())],
+        ..lab_config()
+    }
+}
+
+fn token(iat: u64, exp: u64, scope: &str) -> String {
+    let claims = Claims {
+        iss: Some("lab-idp".into()),
+        sub: Some("agent://lab/caller".into()),
+        tenant: Some("lab".into()),
+        scope: Some(scope.into()),
+        aud: Some(Audience::One("agentd:router".into())),
+        iat: Some(iat),
+        exp: Some(exp),
+        nbf: None,
+        jti: None,
+        src: None,
+    };
+    mint(&tenant_key(), None, &claims)
+}
+
+#[test]
+fn bearer_tokens_are_checked_and_their_identity_overwrites_the_body() {
+    run(async {
+        let b = backend("a", Mode::Echo).await;
+        let (gw, state) = start_gateway(jwt_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
+        );
+        let now = UnixSeconds::now().0;
+        // The body claims tenant "other" (the route is open to it too).
+        let env = envelope("demo.echo", "other", "{}");
+        let r = post(gw, "/agent/v1/invoke", &[], &env).await;
+        assert_eq!(
+            (r.status.as_u16(), r.error_code()),
+            (401, "unauthenticated".into())
+        );
+        let expired = format!("Bearer {}", token(now - 4000, now - 3600, "agent.invoke"));
+        let r = post(gw, "/agent/v1/invoke", &[("authorization", &expired)], &env).await;
+        assert_eq!(
+            (r.status.as_u16(), r.json()["error"]["reason"].as_str()),
+            (401, Some("token_expired"))
+        );
+        let good = token(now - 10, now + 600, "agent.invoke");
+        let forged = format!("Bearer {}x", &good[..good.len() - 1]);
+        let r = post(gw, "/agent/v1/invoke", &[("authorization", &forged)], &env).await;
+        assert_eq!(r.status, 401);
+        let other_key = SigningKey::from_bytes(&[0x77; 32]);
+        let claims = Claims {
+            tenant: Some("lab".into()),
+            sub: Some("agent://lab/caller".into()),
+            aud: Some(Audience::One("agentd:router".into())),
+            iat: Some(now),
+            exp: Some(now + 60),
+            scope: Some("agent.invoke".into()),
+            iss: None,
+            nbf: None,
+            jti: None,
+            src: None,
+        };
+        let wrong_key = format!("Bearer {}", mint(&other_key, None, &claims));
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[("authorization", &wrong_key)],
+            &env,
+        )
+        .await;
+        assert_eq!(
+            (r.status.as_u16(), r.json()["error"]["reason"].as_str()),
+            (401, Some("token_bad_signature"))
+        );
+        let route_only = format!("Bearer {}", token(now, now + 60, "agent.route"));
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[("authorization", &route_only)],
+            &env,
+        )
+        .await;
+        assert_eq!(
+            (r.status.as_u16(), r.error_code()),
+            (403, "forbidden".into())
+        );
+        assert_eq!(b.count(), 0);
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[("authorization", &format!("Bearer {good}"))],
+            &env,
+        )
+        .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        let seen: serde_json::Value = serde_json::from_slice(&b.seen.borrow()[0].body).unwrap();
+        assert_eq!(
+            (seen["tenant"].as_str(), seen["source_agent"].as_str()),
+            (Some("lab"), Some("agent://lab/caller"))
+        );
+        // Task endpoints need a token too.
+        let t = send(
+            gw,
+            "GET",
+            &format!("/agent/v1/tasks/{}", "ab".repeat(16)),
+            &[],
+            b"",
+        )
+        .await;
+        assert_eq!(t.status, 401);
+    });
+}
+
+/// Sends a request from a chosen loopback source address.
+async fn send_from(
+    src: IpAddr,
+    gw: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::new(src, 0)).unwrap();
+    let stream = sock.connect(gw).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::task::spawn_local(conn);
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "gw");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = sender
+        .send_request(req.body(Full::new(Bytes::copy_from_slice(body))).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = resp.into_parts();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body: body.collect().await.unwrap().to_bytes(),
+    }
+}
+
+#[test]
+fn bootstrap_tokens_work_only_from_the_address_they_were_issued_to() {
+    run(async {
+        let b = backend("a", Mode::Echo).await;
+        let (gw, state) = start_gateway(jwt_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
+        );
+        let meta = send(gw, "GET", "/agent/v1/authentication", &[], b"")
+            .await
+            .json();
+        assert_eq!(meta["bootstrap"]["endpoint"], "/agent/v1/bootstrap");
+        assert_eq!(meta["authentication"]["audience"], "agentd:router");
+        let lan: IpAddr = "127.0.0.1".parse().unwrap();
+        let other: IpAddr = "127.0.0.2".parse().unwrap();
+        let req = br#"{"tenant":"lab","origin":"agent://lab/echo","scopes":["agent.invoke"]}"#;
+        let issued = send_from(lan, gw, "POST", "/agent/v1/bootstrap", &[], req).await;
+        assert_eq!(issued.status, 200, "{:?}", issued.body);
+        let doc = issued.json();
+        assert!(doc["expires_in"].as_u64().unwrap() <= 300);
+        let bearer = format!("Bearer {}", doc["access_token"].as_str().unwrap());
+        let env = envelope("demo.echo", "lab", "{}");
+        let ok = send_from(
+            lan,
+            gw,
+            "POST",
+            "/agent/v1/invoke",
+            &[("authorization", &bearer)],
+            env.as_bytes(),
+        )
+        .await;
+        assert_eq!(ok.status, 200, "{:?}", ok.body);
+        let seen: serde_json::Value = serde_json::from_slice(&b.seen.borrow()[0].body).unwrap();
+        assert_eq!(seen["source_agent"], "agent://lab/echo");
+        let stolen = send_from(
+            other,
+            gw,
+            "POST",
+            "/agent/v1/invoke",
+            &[("authorization", &bearer)],
+            env.as_bytes(),
+        )
+        .await;
+        assert_eq!(
+            (
+                stolen.status.as_u16(),
+                stolen.json()["error"]["reason"].as_str()
+            ),
+            (401, Some("token_source_mismatch"))
+        );
+        let bad = send_from(
+            lan,
+            gw,
+            "POST",
+            "/agent/v1/bootstrap",
+            &[],
+            br#"{"tenant":"lab","origin":"agent://ops/x"}"#,
+        )
+        .await;
+        assert_eq!(
+            (bad.status.as_u16(), bad.error_code()),
+            (400, "invalid_field".into())
+        );
+        let dup = br#"{"tenant":"lab","tenant":"ops","origin":"agent://lab/x"}"#;
+        let bad = send_from(lan, gw, "POST", "/agent/v1/bootstrap", &[], dup).await;
+        assert_eq!(
+            (bad.status.as_u16(), bad.error_code()),
+            (400, "duplicate_key".into())
+        );
+    });
+}
