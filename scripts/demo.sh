@@ -44,8 +44,11 @@ fi
 run() { echo; echo "\$ agentctl $*"; "$AGENTCTL" --socket "$SOCK" "$@"; }
 run status
 run routes
-run lookup demo.echo --explain
-run --json lookup demo.echo --explain
+# The demo routes belong to tenant "lab" (agent://lab/...).
+run lookup demo.echo --tenant lab --explain
+run --json lookup demo.echo --tenant lab --explain
+# Another tenant sees no eligible route, and says why.
+run lookup demo.echo --tenant guest --explain
 echo
 echo "== agentd log"
 cat "$LOG"

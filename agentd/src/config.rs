@@ -14,11 +14,14 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use uci_schema::{HealthCheck, LogLevel};
+
 use crate::daemon::log::Level;
 use crate::health::Thresholds;
 use crate::lease::LeasePolicy;
-use crate::policy::Policy;
-use crate::route::Route;
+use crate::policy::{Action, Constraints, Pattern, Policy, Rule};
+use crate::route::{Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource};
+use crate::score::Weights;
 
 /// Where the IPC socket lives unless the config or `--socket` says otherwise.
 pub const DEFAULT_SOCKET: &str = "/var/run/agentd/agentd.sock";
@@ -32,6 +35,8 @@ pub const STATIC_ID_PREFIX: &str = "static:";
 pub struct HealthSettings {
     /// Probe every checked endpoint this often; `None` disables probing.
     pub interval: Option<Duration>,
+    /// `health_check 'tcp'`: connect only, even to http:// endpoints.
+    pub tcp_only: bool,
     /// One probe's time budget.
     pub timeout: Duration,
     pub thresholds: Thresholds,
@@ -40,8 +45,9 @@ pub struct HealthSettings {
 impl Default for HealthSettings {
     fn default() -> Self {
         HealthSettings {
-            interval: Some(Duration::from_secs(10)),
-            timeout: Duration::from_secs(2),
+            interval: Some(Duration::from_secs(5)),
+            tcp_only: true,
+            timeout: Duration::from_secs(1),
             thresholds: Thresholds::default(),
         }
     }
@@ -114,20 +120,232 @@ impl LoadError {
 
 /// Reads and converts `path`.
 pub fn load_file(path: &Path) -> Result<Runtime, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LoadError::Read {
-        path: path.into(),
-        kind: e.kind(),
-    })?;
-    load_str(&text, &path.display().to_string())
+    if let Err(e) = std::fs::metadata(path) {
+        return Err(LoadError::Read {
+            path: path.into(),
+            kind: e.kind(),
+        });
+    }
+    let config = uci_schema::Config::load(path).map_err(invalid)?;
+    from_config(&config, &path.display().to_string())
 }
 
 /// Converts configuration text; `file` names it in errors.
 pub fn load_str(text: &str, file: &str) -> Result<Runtime, LoadError> {
-    let _ = (text, file);
-    Ok(Runtime::default())
+    let config = uci_schema::Config::from_str(text, file).map_err(invalid)?;
+    from_config(&config, file)
 }
 
 /// The embedded demo configuration (`agentd --demo`).
 pub fn load_demo() -> Result<Runtime, LoadError> {
-    Ok(Runtime::default())
+    load_str(uci_schema::demo::DEMO_CONFIG, "<demo config>")
+}
+
+fn invalid(errors: uci_schema::ConfigErrors) -> LoadError {
+    LoadError::Invalid(errors.0.iter().map(|e| e.to_string()).collect())
+}
+
+/// How a section is named in conversion errors, like `uci-schema` does.
+fn section_name(ty: &str, name: Option<&str>, index: usize) -> String {
+    match name {
+        Some(n) => format!("{ty} '{n}'"),
+        None => format!("@{ty}[{index}]"),
+    }
+}
+
+/// The running configuration from a validated file.
+pub fn from_config(c: &uci_schema::Config, file: &str) -> Result<Runtime, LoadError> {
+    let mut errors = Vec::new();
+    let main = &c.agentd;
+    let lease = LeasePolicy::new(main.min_lease, main.default_lease, main.max_lease)
+        .unwrap_or_else(|e| {
+            errors.push(format!("{file}: agentd 'main': {e}"));
+            LeasePolicy::default()
+        });
+    let thresholds = Thresholds::new(
+        u32::try_from(main.health_fail_threshold).unwrap_or(u32::MAX),
+        u32::try_from(main.health_recover_threshold).unwrap_or(u32::MAX),
+    )
+    .unwrap_or_else(|e| {
+        errors.push(format!("{file}: agentd 'main': {e}"));
+        Thresholds::default()
+    });
+    let health = HealthSettings {
+        interval: match main.health_check {
+            HealthCheck::Off => None,
+            _ => Some(Duration::from_secs(main.health_interval)),
+        },
+        tcp_only: main.health_check == HealthCheck::Tcp,
+        timeout: Duration::from_millis(main.health_timeout_ms),
+        thresholds,
+    };
+    let mut static_routes = Vec::new();
+    for (i, r) in c.routes.iter().enumerate().filter(|(_, r)| r.enabled) {
+        match static_route(r) {
+            Ok(route) => static_routes.push(route),
+            Err(e) => errors.push(format!(
+                "{file}: {}: {e}",
+                section_name("route", r.section.as_deref(), i)
+            )),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(LoadError::Invalid(errors));
+    }
+    let router_id: Box<str> = if main.router_id.is_empty() {
+        hostname().into()
+    } else {
+        main.router_id.as_str().into()
+    };
+    let socket = if main.ipc_socket.is_empty() {
+        PathBuf::from(DEFAULT_SOCKET)
+    } else {
+        PathBuf::from(&main.ipc_socket)
+    };
+    Ok(Runtime {
+        router_id,
+        socket,
+        lease,
+        max_routes: usize::try_from(main.max_routes).unwrap_or(usize::MAX),
+        static_routes,
+        policy: policy(c, file),
+        health,
+        log_level: match main.log_level {
+            LogLevel::Error => Level::Error,
+            LogLevel::Warn => Level::Warn,
+            LogLevel::Info => Level::Info,
+            LogLevel::Debug | LogLevel::Trace => Level::Debug,
+        },
+    })
+}
+
+fn non_empty(s: &str) -> Option<Box<str>> {
+    (!s.is_empty()).then(|| s.into())
+}
+
+/// A `route` section as a static route with id `static:<id>`.
+fn static_route(r: &uci_schema::StaticRoute) -> Result<Route, String> {
+    let id = RouteId::new(&format!("{STATIC_ID_PREFIX}{}", r.id))
+        .map_err(|e| format!("option 'id': {e}"))?;
+    let contract = r.effect.map(|effect| Contract {
+        effect: match effect {
+            uci_schema::Effect::Read => Effect::Read,
+            uci_schema::Effect::Write => Effect::Write,
+            uci_schema::Effect::External => Effect::External,
+        },
+        idempotent: r.idempotent,
+        input_schema: non_empty(&r.input_schema),
+        description: non_empty(&r.description),
+    });
+    Ok(Route {
+        id,
+        capability: r.capability.as_str().into(),
+        version: r.version,
+        origin: r.origin.as_str().into(),
+        endpoint: r.endpoint.as_str().into(),
+        tenant: r.tenant.as_str().into(),
+        region: r.region.as_str().into(),
+        attrs: Attributes {
+            latency_ms: r.latency_ms,
+            cost_micros: r.cost,
+            load_permille: r.load,
+            trust: r.trust,
+        },
+        access: Access {
+            allowed_tenants: r
+                .allowed_tenants
+                .iter()
+                .map(|t| t.as_str().into())
+                .collect(),
+            allowed_sources: r
+                .allowed_sources
+                .iter()
+                .map(|t| t.as_str().into())
+                .collect(),
+        },
+        contract,
+        source: RouteSource::Static,
+        path: Vec::new(),
+        next_hop: None,
+        lease: Lease::Permanent,
+        healthy: true,
+    })
+}
+
+/// The policy, or a policy that denies everything and says why.
+fn policy(c: &uci_schema::Config, file: &str) -> Policy {
+    let mut rules = Vec::new();
+    for (i, r) in c.rules.iter().enumerate().filter(|(_, r)| r.enabled) {
+        match rule(r) {
+            Ok(rule) => rules.push(rule),
+            Err(e) => {
+                let at = section_name("rule", r.section.as_deref(), i);
+                return Policy::invalid(&format!("{file}: {at}: {e}"));
+            }
+        }
+    }
+    let action = match c.agentd.default_action {
+        uci_schema::Action::Allow => Action::Allow,
+        uci_schema::Action::Deny => Action::Deny,
+    };
+    match Policy::new(rules, action, Weights::default()) {
+        Ok(p) => p,
+        Err(e) => Policy::invalid(&format!("{file}: {e}")),
+    }
+}
+
+fn rule(r: &uci_schema::Rule) -> Result<Rule, String> {
+    let pattern =
+        |opt: &str, v: &str| Pattern::parse(v).map_err(|e| format!("option '{opt}': {e}"));
+    let k = &r.constraints;
+    let w = &r.weights;
+    let weights = Weights::new(w.w_latency, w.d_cost, w.w_load, w.w_trust, w.w_hops)
+        .map_err(|e| e.to_string())?;
+    let action = match r.action {
+        uci_schema::Action::Allow => Action::Allow,
+        uci_schema::Action::Deny => Action::Deny,
+    };
+    Ok(Rule {
+        tenant: pattern("tenant", &r.tenant)?,
+        source: pattern("source", &r.source)?,
+        capability: pattern("capability", &r.capability)?,
+        constraints: Constraints {
+            region: non_empty(&k.region),
+            max_latency_ms: Some(k.max_latency_ms),
+            max_cost: Some(k.max_cost),
+            max_load: Some(k.max_load),
+            min_trust: Some(k.min_trust),
+            max_hops: Some(k.max_hops),
+            sources: k
+                .sources
+                .iter()
+                .map(|s| match s {
+                    uci_schema::RouteSource::Local => RouteSource::Local,
+                    uci_schema::RouteSource::Static => RouteSource::Static,
+                    uci_schema::RouteSource::Peer => RouteSource::Peer,
+                    uci_schema::RouteSource::Relay => RouteSource::Relay,
+                })
+                .collect(),
+            required_peer: non_empty(&k.required_peer),
+            denied_peer: non_empty(&k.denied_peer),
+            endpoint_prefix: non_empty(&k.endpoint_prefix),
+        },
+        weights,
+        preferred_peer: non_empty(&r.preferred_peer),
+        nonpreferred_penalty: r.nonpreferred_penalty,
+        ..Rule::new(&r.id, i64::from(r.priority), action)
+    })
+}
+
+/// The system host name, for an empty `router_id`.
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
+    // within it on success (we also cap at the buffer end).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "agentd".to_string();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }

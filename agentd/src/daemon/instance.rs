@@ -272,11 +272,15 @@ impl Instance {
         if self.health_running {
             return;
         }
+        let tcp_only = self.state.runtime().health.tcp_only;
         let targets: Vec<(RouteId, ProbeTarget)> = self
             .state
             .probe_targets()
             .into_iter()
-            .filter_map(|(id, endpoint)| ProbeTarget::for_endpoint(&endpoint).ok().map(|t| (id, t)))
+            .filter_map(|(id, endpoint)| {
+                let target = ProbeTarget::for_endpoint(&endpoint).ok()?;
+                Some((id, if tcp_only { target.tcp_only() } else { target }))
+            })
             .collect();
         if targets.is_empty() {
             return;

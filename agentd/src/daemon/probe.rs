@@ -81,6 +81,15 @@ impl ProbeTarget {
         })
     }
 
+    /// The same endpoint probed by TCP connect only (`health_check 'tcp'`).
+    pub fn tcp_only(self) -> ProbeTarget {
+        match self {
+            ProbeTarget::Http { authority } | ProbeTarget::Tcp { authority } => {
+                ProbeTarget::Tcp { authority }
+            }
+        }
+    }
+
     pub fn authority(&self) -> &str {
         match self {
             ProbeTarget::Http { authority } | ProbeTarget::Tcp { authority } => authority,
