@@ -1,0 +1,284 @@
+//! The gateway against a real agentd process (`target/debug/agentd`, built
+//! by `make test` / `cargo build --workspace`): registration over IPC, the
+//! FIB replica following agentd, invocation without IPC, and agentd dying
+//! and coming back.
+//!
+//! Input: a UCI file shared by both daemons (auth 'none'), an echo handler.
+//! Output: register/renew/unregister answers, invocations that keep
+//! working on the last FIB while agentd is down, typed 503s for
+//! registrations meanwhile, and a resync when agentd returns.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::rc::Rc;
+use std::time::Duration;
+
+use agent_gw::config::GatewayConfig;
+use agent_gw::state::AppState;
+use common::*;
+
+/// The agentd binary of this workspace.
+fn agentd_bin() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from);
+    let bin = target.join("debug").join("agentd");
+    assert!(
+        bin.exists(),
+        "{} is missing: build the workspace first (cargo build --workspace)",
+        bin.display()
+    );
+    bin
+}
+
+/// A child process killed (by PID) when the test ends, however it ends.
+struct Daemon(Child);
+
+impl Daemon {
+    fn start(config: &Path, socket: &Path) -> Daemon {
+        let child = Command::new(agentd_bin())
+            .arg("--config")
+            .arg(config)
+            .arg("--socket")
+            .arg(socket)
+            .arg("-f")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start agentd");
+        Daemon(child)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("agent-gw-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Polls `cond` every 10 ms for at most `secs` seconds.
+async fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    for _ in 0..secs * 100 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn registration(endpoint: &str, route_id: Option<&str>) -> String {
+    let rid = route_id
+        .map(|r| format!(r#","route_id":"{r}""#))
+        .unwrap_or_default();
+    format!(
+        r#"{{"intent":"demo.echo","origin":"agent://lab/echo","endpoint":"{endpoint}","tenant":"lab","version":1,
+        "region":"local","cost_microunits":0,"latency_ms":1,"trust":50,"load_permille":0,"hop_count":0,
+        "lease_seconds":300,"public_ipv6":"auto"{rid}}}"#
+    )
+}
+
+#[test]
+fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
+    run(async {
+        let dir = TempDir::new("e2e");
+        let socket = dir.0.join("agentd.sock");
+        let config = dir.0.join("agentd");
+        std::fs::write(
+            &config,
+            format!(
+                "config agentd 'main'\n\toption router_id 'router-t'\n\toption ipc_socket '{}'\n\
+                 \toption health_check 'off'\n\
+                 config gateway 'gateway'\n\toption sdk_listen '127.0.0.1:0'\n\toption auth 'none'\n",
+                socket.display()
+            ),
+        )
+        .unwrap();
+        let uci = uci_schema::Config::load(&config).unwrap();
+        let cfg = GatewayConfig::from_uci(&uci).unwrap();
+        assert_eq!(cfg.ipc_socket, socket);
+
+        let mut agentd = Daemon::start(&config, &socket);
+        wait_for("agentd socket", 10, || socket.exists()).await;
+
+        let state: Rc<AppState> = AppState::new(cfg);
+        let listener = agent_gw::server::bind(state.cfg.sdk_listen).await.unwrap();
+        let gw = listener.local_addr().unwrap();
+        tokio::task::spawn_local(agent_gw::server::serve(listener, state.clone()));
+        tokio::task::spawn_local(agent_gw::fib_sync::run(state.clone()));
+        wait_for("FIB snapshot", 10, || {
+            state.fib.borrow().generation().is_some()
+        })
+        .await;
+        assert!(state.control.is_up());
+
+        let b = backend("echo", Mode::Echo).await;
+        let r = post(
+            gw,
+            "/agent/v1/register",
+            &[],
+            &registration(&b.endpoint(), None),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        let lease = r.json();
+        let route_id = lease["route_id"].as_str().unwrap().to_string();
+        assert!(lease["generation"].as_u64().is_some());
+        assert_eq!(lease["lease_seconds"], 300);
+        assert_eq!(lease["ignored"][0], "public_ipv6");
+        wait_for("route in the FIB", 10, || state.fib.borrow().routes() == 1).await;
+
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.echo", "lab", r#"{"n":1}"#),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.headers["x-agentd-route-id"], route_id.as_str());
+
+        // Renew: known → new lease; unknown → 404 so SDKs re-register.
+        let r = post(
+            gw,
+            "/agent/v1/renew",
+            &[],
+            &format!(r#"{{"route_id":"{route_id}","lease_seconds":120}}"#),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.json()["lease_seconds"], 120);
+        let r = post(gw, "/agent/v1/renew", &[], r#"{"route_id":"r-unknown"}"#).await;
+        assert_eq!(
+            (r.status.as_u16(), r.error_code().as_str()),
+            (404, "not_found")
+        );
+        // Register with the same route_id is an upsert, not a second route.
+        let r = post(
+            gw,
+            "/agent/v1/register",
+            &[],
+            &registration(&b.endpoint(), Some(&route_id)),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.json()["route_id"], route_id.as_str());
+
+        // agentd dies: invocations go on from the last FIB, registrations
+        // get a typed 503.
+        agentd.kill();
+        wait_for("control plane down", 10, || !state.control.is_up()).await;
+        for i in 0..5 {
+            let r = post(
+                gw,
+                "/agent/v1/invoke",
+                &[],
+                &envelope("demo.echo", "lab", &i.to_string()),
+            )
+            .await;
+            assert_eq!(r.status, 200, "{:?}", r.body);
+        }
+        let r = post(
+            gw,
+            "/agent/v1/register",
+            &[],
+            &registration(&b.endpoint(), None),
+        )
+        .await;
+        assert_eq!(
+            (r.status.as_u16(), r.error_code().as_str()),
+            (503, "control_plane_unavailable")
+        );
+        let health = send(gw, "GET", "/healthz", &[], b"").await.json();
+        assert_eq!(health["control_plane"], "down");
+
+        // agentd returns with an empty table: the gateway resyncs to it and
+        // the agent (as the SDK does after a 404) registers again.
+        let _agentd2 = Daemon::start(&config, &socket);
+        wait_for("resync with the new agentd", 15, || {
+            state.control.is_up()
+                && state.fib.borrow().replica().in_sync()
+                && state.fib.borrow().routes() == 0
+        })
+        .await;
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.echo", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.error_code(), "no_route");
+        let r = post(
+            gw,
+            "/agent/v1/register",
+            &[],
+            &registration(&b.endpoint(), None),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        let route_id = r.json()["route_id"].as_str().unwrap().to_string();
+        wait_for("route in the FIB again", 10, || {
+            state.fib.borrow().routes() == 1
+        })
+        .await;
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.echo", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.status, 200);
+
+        // Withdrawal removes eligibility.
+        let r = post(
+            gw,
+            "/agent/v1/unregister",
+            &[],
+            &format!(r#"{{"route_id":"{route_id}"}}"#),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.json()["removed"], true);
+        wait_for("route withdrawn from the FIB", 10, || {
+            state.fib.borrow().routes() == 0
+        })
+        .await;
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.echo", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.error_code(), "no_route");
+        assert_eq!(b.count(), 7);
+    });
+}
