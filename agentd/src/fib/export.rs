@@ -8,6 +8,22 @@
 //! on the spot; the IPC layer then closes that connection, and the
 //! subscriber reconnects and receives a fresh snapshot. Nothing is ever
 //! buffered here, so a slow gateway costs at most its own queue.
+//!
+//! What to publish for each change the daemon makes to its `RouteTable`
+//! (several may go into one `publish` call, with the table's generation
+//! after the last of them):
+//!
+//! | table call | change |
+//! |---|---|
+//! | `upsert`, `renew`, `set_health` | `Upsert(route as now in the table)` |
+//! | `remove`, each route `expire` returned | `Remove(route_id)` |
+//! | `set_peer_up(router, up)` | `PeerUp { router_id, up }` |
+//! | policy replaced (reload) | `Policy(new policy)` |
+//!
+//! Expiry is published too, although the replica expires the same routes
+//! at the same instant by itself: removals are idempotent, and publishing
+//! keeps a replica whose clock read came a little early from holding a
+//! route agentd already dropped.
 
 use crate::fib::{FibChange, FibEvent};
 use crate::ipc::frame::MAX_FRAME_LEN;

@@ -317,6 +317,21 @@ impl Client {
     }
 }
 
+/// One request on a fresh connection, from synchronous code (agentctl,
+/// the rpcd plugin): builds a current-thread runtime, connects, calls and
+/// closes. Must not be called from inside a tokio runtime.
+pub fn call_blocking(
+    path: &Path,
+    software: &str,
+    body: RequestBody,
+) -> Result<ResponseBody, ClientError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ClientError::Io(e.kind()))?;
+    rt.block_on(async { Client::connect(path, software).await?.call(body).await })
+}
+
 fn expect_err(expected: &'static str, got: Reply) -> ClientError {
     match got {
         Ok(body) => ClientError::UnexpectedResponse {

@@ -22,13 +22,43 @@
 //!   daemon may restrict admin commands further
 //!   ([`RequestBody::is_admin_command`]).
 //! * For `RequestBody::SubscribeFib`: take `reply.fib_sink()` first, send
-//!   `Ok(ResponseBody::Subscribed)`, then hand the sink to
+//!   `Ok(ResponseBody::Subscribed)`, then call
 //!   [`FibExporter::subscribe`](crate::fib::export::FibExporter::subscribe)
-//!   (snapshot) and keep calling `publish` for deltas. Events and replies
-//!   share the connection's outbound queue, so they arrive in the order
-//!   they were queued.
+//!   `(sink, &table, &policy)` (queues the snapshot) and remember the
+//!   returned `SubscriberId` under `conn`. After every batch of table
+//!   changes call `exporter.publish(table.generation(), changes)`. Events
+//!   and replies share the connection's outbound queue, so they arrive in
+//!   the order they were queued.
 //! * `Disconnected { conn, reason }` — the connection is gone; forget
-//!   anything keyed by `conn` (a dead sink also refuses its next event).
+//!   anything keyed by `conn` (`exporter.unsubscribe(id)`; a dead sink
+//!   would also be dropped at its next event). `reason` is worth a log
+//!   line: malformed frames, refused uids and protocol mismatches show up
+//!   here.
+//!
+//! A daemon loop in outline:
+//!
+//! ```text
+//! let (tx, mut rx) = mpsc::channel(256);
+//! tokio::spawn(IpcServer::bind(path, config)?.run(tx));
+//! loop { select! {
+//!     Some(ev) = rx.recv() => match ev {
+//!         ServerEvent::Request(req) => {
+//!             let IncomingRequest { conn, peer, body, reply, .. } = *req;
+//!             match body {
+//!                 RequestBody::SubscribeFib => {
+//!                     let sink = reply.fib_sink();
+//!                     reply.send(Ok(ResponseBody::Subscribed));
+//!                     if let Some(id) = exporter.subscribe(sink, &table, &policy) { subs.insert(conn, id); }
+//!                 }
+//!                 RequestBody::Register(reg) => reply.send(rib.register(reg, now)),  // publishes Upsert
+//!                 ...
+//!             }
+//!         }
+//!         ServerEvent::Disconnected { conn, reason } => { log(reason); subs.remove(&conn).map(|id| exporter.unsubscribe(id)); }
+//!     },
+//!     _ = sleep_until(table.next_deadline()) => { /* expire, publish Removes */ }
+//! } }
+//! ```
 //!
 //! Nothing the daemon calls here blocks: replies and FIB events go into a
 //! bounded queue with `try_send`; a client whose queue is full is
@@ -434,12 +464,58 @@ async fn serve_connection(
         shared: Arc::clone(&shared),
     };
     let (mut rd, mut wr) = stream.split();
-    // A client may send its first requests in the same write as its Hello;
-    // those frames are already in the decoder and must be served before
-    // waiting for more bytes.
-    let mut leftover = decoder.buffered() > 0;
 
     loop {
+        // Deliver every complete request already buffered (the first
+        // may have arrived together with the client's Hello) before
+        // waiting for more bytes.
+        loop {
+            let request = match decoder.next_message::<Request>() {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    let reason = e.to_string().into();
+                    let err = ServerMsg::Response(Response {
+                        id: CONNECTION_ERROR_ID,
+                        body: Err(IpcError::Malformed { reason }),
+                    });
+                    out.clear();
+                    if frame::encode_into(&err, &mut out).is_ok() {
+                        let _ = tokio::time::timeout(config.handshake_timeout, wr.write_all(&out))
+                            .await;
+                    }
+                    return Disconnect::Malformed(e);
+                }
+            };
+            let reply = Replier {
+                id: request.id,
+                conn: Some(handle.clone()),
+            };
+            let event = ServerEvent::Request(Box::new(IncomingRequest {
+                conn,
+                peer,
+                id: request.id,
+                body: request.body,
+                reply,
+            }));
+            tokio::select! {
+                biased;
+                () = shared.kill.notified() => return Disconnect::QueueFull,
+                sent = events.send(event) => if let Err(mpsc::error::SendError(ev)) = sent {
+                    if let ServerEvent::Request(req) = ev {
+                        req.reply.send(Err(IpcError::Unavailable { reason: "agentd is shutting down".into() }));
+                    }
+                    // Flush that reply before closing.
+                    while let Ok(msg) = rx.try_recv() {
+                        out.clear();
+                        if frame::encode_into(&msg, &mut out).is_ok() {
+                            let _ = tokio::time::timeout(config.handshake_timeout, wr.write_all(&out)).await;
+                        }
+                    }
+                    return Disconnect::ServerShutdown;
+                },
+            }
+        }
         tokio::select! {
             biased;
             () = shared.kill.notified() => return Disconnect::QueueFull,
@@ -462,62 +538,16 @@ async fn serve_connection(
                     w = wr.write_all(&out) => if let Err(e) = w { return Disconnect::Io(e.kind()) },
                 }
             }
-            n = async {
-                if leftover { Ok(None) } else { rd.read(&mut buf).await.map(Some) }
-            } => {
-                leftover = false;
-                match n {
-                    Ok(Some(0)) => return match decoder.finish() {
+            n = rd.read(&mut buf) => {
+                let n = match n {
+                    Ok(0) => return match decoder.finish() {
                         Ok(()) => Disconnect::Closed,
                         Err(e) => Disconnect::Malformed(e),
                     },
-                    Ok(Some(n)) => decoder.push(&buf[..n]),
-                    Ok(None) => {}
+                    Ok(n) => n,
                     Err(e) => return Disconnect::Io(e.kind()),
-                }
-                loop {
-                    let request = match decoder.next_message::<Request>() {
-                        Ok(Some(r)) => r,
-                        Ok(None) => break,
-                        Err(e) => {
-                            let reason = e.to_string().into();
-                            let err = ServerMsg::Response(Response {
-                                id: CONNECTION_ERROR_ID,
-                                body: Err(IpcError::Malformed { reason }),
-                            });
-                            out.clear();
-                            if frame::encode_into(&err, &mut out).is_ok() {
-                                let _ = tokio::time::timeout(config.handshake_timeout, wr.write_all(&out)).await;
-                            }
-                            return Disconnect::Malformed(e);
-                        }
-                    };
-                    let reply = Replier { id: request.id, conn: Some(handle.clone()) };
-                    let event = ServerEvent::Request(Box::new(IncomingRequest {
-                        conn,
-                        peer,
-                        id: request.id,
-                        body: request.body,
-                        reply,
-                    }));
-                    tokio::select! {
-                        biased;
-                        () = shared.kill.notified() => return Disconnect::QueueFull,
-                        sent = events.send(event) => if let Err(mpsc::error::SendError(ev)) = sent {
-                            if let ServerEvent::Request(req) = ev {
-                                req.reply.send(Err(IpcError::Unavailable { reason: "agentd is shutting down".into() }));
-                            }
-                            // Flush that reply before closing.
-                            while let Ok(msg) = rx.try_recv() {
-                                out.clear();
-                                if frame::encode_into(&msg, &mut out).is_ok() {
-                                    let _ = tokio::time::timeout(config.handshake_timeout, wr.write_all(&out)).await;
-                                }
-                            }
-                            return Disconnect::ServerShutdown;
-                        },
-                    }
-                }
+                };
+                decoder.push(&buf[..n]);
             }
         }
     }

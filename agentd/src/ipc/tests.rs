@@ -742,3 +742,72 @@ async fn connections_beyond_the_limit_are_refused_as_unavailable() {
     );
     assert!(first.status().await.is_ok());
 }
+
+#[test]
+fn blocking_call_from_synchronous_code() {
+    // The server runs on its own runtime thread; the caller has none.
+    let dir = TempDir::new();
+    let path = dir.sock();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server_path = path.clone();
+    let server = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let server = IpcServer::bind(&server_path, ServerConfig::default()).unwrap();
+            let (tx, rx) = mpsc::channel(8);
+            let (dtx, mut drx) = mpsc::unbounded_channel();
+            tokio::spawn(server.run(tx));
+            tokio::spawn(fake_daemon(rx, Millis(0), dtx));
+            ready_tx.send(()).unwrap();
+            // Serve until the blocking client has come and gone.
+            drx.recv().await
+        })
+    });
+    ready_rx.recv().unwrap();
+    let body = crate::ipc::client::call_blocking(&path, "agentctl", RequestBody::Status).unwrap();
+    let ResponseBody::Status(st) = body else {
+        panic!("{body:?}")
+    };
+    assert_eq!(&*st.router_id, "router-a");
+    assert_eq!(server.join().unwrap(), Some(Disconnect::Closed));
+    let err = crate::ipc::client::call_blocking(
+        &dir.0.join("missing.sock"),
+        "agentctl",
+        RequestBody::Status,
+    );
+    assert_eq!(err, Err(ClientError::Connect(std::io::ErrorKind::NotFound)));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn request_arriving_in_the_same_read_as_hello_is_served() {
+    let h = Harness::start(ServerConfig::default());
+    let mut s = UnixStream::connect(&h.path).await.unwrap();
+    let mut wire = frame::encode(&Hello::ours("eager")).unwrap();
+    frame::encode_into(
+        &Request {
+            id: 7,
+            body: RequestBody::Status,
+        },
+        &mut wire,
+    )
+    .unwrap();
+    s.write_all(&wire).await.unwrap();
+    let mut d = FrameDecoder::new();
+    let _: Hello = read_msg(&mut s, &mut d).await.unwrap();
+    let reply = tokio::time::timeout(
+        Duration::from_secs(10),
+        read_msg::<ServerMsg>(&mut s, &mut d),
+    )
+    .await
+    .expect("request left unanswered in the server's buffer");
+    assert!(matches!(
+        reply,
+        Some(ServerMsg::Response(Response {
+            id: 7,
+            body: Ok(ResponseBody::Status(_))
+        }))
+    ));
+}
