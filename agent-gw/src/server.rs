@@ -128,7 +128,6 @@ pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
 pub async fn run(state: Rc<AppState>) -> io::Result<()> {
     let listener = bind(state.cfg.sdk_listen).await?;
     eprintln!("agent-gw: listening sdk={}", listener.local_addr()?);
-    endpoints::auth::warn_if_lab_mode(&state);
     tokio::task::spawn_local(crate::fib_sync::run(state.clone()));
     serve(listener, state).await;
     Ok(())

@@ -9,20 +9,9 @@ use hyper::body::Incoming;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::json::parse_object;
 use crate::auth::bootstrap::{BootstrapRequest, MAX_BODY};
-use crate::auth::{AuthMode, UnixSeconds};
+use crate::auth::UnixSeconds;
 use crate::body::{read_limited, Body};
 use crate::endpoints::{json, Ctx};
-use crate::state::AppState;
-
-/// Says loudly, once at startup, that lab mode accepts anyone as anyone.
-pub fn warn_if_lab_mode(state: &AppState) {
-    if state.auth.mode() == AuthMode::None {
-        eprintln!(
-            "agent-gw: WARNING: auth 'none' (lab mode): requests are NOT authenticated; \
-             every caller is accepted as the tenant and source agent its request body names"
-        );
-    }
-}
 
 pub fn authentication(cx: &Ctx) -> Response<Body> {
     json(StatusCode::OK, &cx.state.auth.metadata())
