@@ -13,6 +13,8 @@ pub mod lookup;
 pub mod options;
 pub mod probe;
 pub mod state;
+#[cfg(test)]
+mod state_tests;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -1,0 +1,388 @@
+//! End-to-end tests of the agentd binary, driven by agentctl and raw
+//! IPC bytes over its real Unix socket.
+
+mod harness;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use agentd::ipc::frame;
+use agentd::ipc::message::{Hello, IpcError, Request, RequestBody, ServerMsg, CONNECTION_ERROR_ID};
+use harness::{ctl_at, err_text, text, Daemon, TempDir, AGENTD, BAD, GOOD, GOOD_V2};
+
+// ===== agentctl output =====
+
+#[test]
+fn status_routes_and_lookup_render_as_tables_and_json() {
+    let d = Daemon::start("render", GOOD);
+
+    let status = text(&d.ctl(&["status"]));
+    assert!(
+        status.contains("router_id          test-router"),
+        "{status}"
+    );
+    assert!(status.contains("config_status      ok"), "{status}");
+
+    let routes = text(&d.ctl(&["routes"]));
+    let mut lines = routes.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("ROUTE           CAPABILITY"),
+        "{routes}"
+    );
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("static:printer  office.print"),
+        "{routes}"
+    );
+
+    let explain = text(&d.ctl(&["lookup", "office.print", "--tenant", "lab", "--explain"]));
+    assert!(
+        explain.starts_with("office.print v1: winner static:printer"),
+        "{explain}"
+    );
+    assert!(explain.contains("rule 20-allow-lab"), "{explain}");
+    assert!(explain.contains("RANK  ROUTE"), "{explain}");
+
+    let j = d.ctl_json(&["status"]);
+    assert_eq!(j["router_id"], "test-router");
+    assert_eq!(j["routes"]["static"], 1);
+    assert_eq!(j["config"]["ok"], true);
+    assert_eq!(j["config"]["generation"], 1);
+
+    let j = d.ctl_json(&["routes"]);
+    assert_eq!(j["routes"][0]["route_id"], "static:printer");
+    assert_eq!(j["routes"][0]["expires_in_s"], "permanent");
+
+    let j = d.ctl_json(&["lookup", "office.print", "--tenant", "lab", "--explain"]);
+    assert_eq!(j["winner"], "static:printer");
+    assert_eq!(j["candidates"][0]["score"], 5 * 1000 + 10 * 5000);
+
+    // Another tenant: no route, and the reason is counted.
+    let j = d.ctl_json(&["lookup", "office.print", "--tenant", "guest", "--explain"]);
+    assert_eq!(j["winner"], serde_json::Value::Null);
+    assert_eq!(j["refusal"], "tenant_access");
+    assert_eq!(j["rejections"]["tenant_access"], 1);
+
+    let j = d.ctl_json(&["agents"]);
+    assert_eq!(j["agents"][0]["origin"], "agent://lab/printer");
+    assert!(d.stop().success());
+}
+
+// ===== reload =====
+
+fn config_generation(d: &Daemon) -> u64 {
+    d.ctl_json(&["status"])["config"]["generation"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+#[test]
+fn sighup_with_an_invalid_file_keeps_state_and_a_fixed_file_replaces_it() {
+    let mut d = Daemon::start("sighup", GOOD);
+    d.write_config(BAD);
+    d.signal(libc::SIGHUP);
+    d.wait_until("status reports the refused reload", |d| {
+        !d.ctl_json(&["status"])["config"]["error"].is_null()
+    });
+    let st = d.ctl_json(&["status"]);
+    let error = st["config"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("route 'printer'") && error.contains("latency"),
+        "{error}"
+    );
+    assert_eq!(
+        st["config"]["generation"], 1,
+        "refused reload is not a generation"
+    );
+    // Old routes and old policy still serve.
+    let j = d.ctl_json(&["lookup", "office.print", "--tenant", "lab"]);
+    assert_eq!(j["winner"], "static:printer");
+    assert!(text(&d.ctl(&["status"])).contains("ERROR (running on the last valid state)"));
+
+    d.write_config(GOOD_V2);
+    d.signal(libc::SIGHUP);
+    d.wait_until("the fixed file is loaded", |d| config_generation(d) == 2);
+    let st = d.ctl_json(&["status"]);
+    assert_eq!(st["config"]["error"], serde_json::Value::Null);
+    assert_eq!(st["routes"]["static"], 2);
+    let j = d.ctl_json(&["lookup", "office.print", "--tenant", "lab"]);
+    assert_eq!(j["denied"], true);
+    assert_eq!(j["rule"], "10-deny-print");
+    assert!(d.stop().success());
+}
+
+#[test]
+fn agentctl_reload_reports_refusal_with_exit_status_1() {
+    let d = Daemon::start("ctlreload", GOOD);
+    d.write_config(BAD);
+    let out = d.ctl(&["reload"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err_text(&out).contains("latency"), "{}", err_text(&out));
+    d.write_config(GOOD_V2);
+    let out = d.ctl(&["reload"]);
+    assert!(out.status.success(), "{}", err_text(&out));
+    assert!(text(&out).starts_with("configuration reloaded"));
+    assert_eq!(config_generation(&d), 2);
+}
+
+#[test]
+fn invalid_file_at_startup_runs_with_empty_tables_and_says_why() {
+    let d = Daemon::start("badstart", BAD);
+    let st = d.ctl_json(&["status"]);
+    assert_eq!(st["routes"]["total"], 0);
+    assert_eq!(st["config"]["ok"], false);
+    assert!(st["config"]["error"].as_str().unwrap().contains("latency"));
+    assert_eq!(st["policy"]["ok"], false);
+    let j = d.ctl_json(&["lookup", "office.print", "--tenant", "lab"]);
+    assert_eq!(j["denied"], true);
+    assert_eq!(j["refusal"], "policy_invalid");
+}
+
+#[test]
+fn missing_explicit_config_file_is_a_startup_error() {
+    let dir = TempDir::new("missing");
+    let out = std::process::Command::new(AGENTD)
+        .arg("--config")
+        .arg(dir.path().join("nope"))
+        .arg("-f")
+        .arg("--socket")
+        .arg(dir.path().join("s.sock"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err_text(&out).contains("does not exist"),
+        "{}",
+        err_text(&out)
+    );
+}
+
+// ===== --check-config =====
+
+#[test]
+fn check_config_prints_ok_or_every_error_with_file_section_and_option() {
+    let dir = TempDir::new("check");
+    let good = dir.path().join("good");
+    std::fs::write(&good, GOOD).unwrap();
+    let out = std::process::Command::new(AGENTD)
+        .arg("--check-config")
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(text(&out), "OK\n");
+
+    let bad = dir.path().join("bad");
+    std::fs::write(
+        &bad,
+        format!("{BAD}\nconfig rule 'r'\n\toption priority 'high'\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(AGENTD)
+        .arg("--check-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let errors = err_text(&out);
+    let lines: Vec<&str> = errors.lines().collect();
+    assert_eq!(lines.len(), 2, "{errors}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with(&bad.display().to_string())),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("route 'printer'") && errors.contains("option 'latency'"),
+        "{errors}"
+    );
+    assert!(errors.contains("option 'priority'"), "{errors}");
+
+    let out = std::process::Command::new(AGENTD)
+        .arg("--check-config")
+        .arg(dir.path().join("absent"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+// ===== untrusted IPC bytes =====
+
+/// Reads one length-prefixed frame.
+fn read_frame(s: &mut UnixStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+fn connect(d: &Daemon) -> UnixStream {
+    let s = UnixStream::connect(&d.socket).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// The id-0 connection error the server sends before closing.
+fn connection_error(s: &mut UnixStream) -> IpcError {
+    let payload = read_frame(s).expect("an error frame before close");
+    match frame::decode_payload::<ServerMsg>(&payload) {
+        Ok(ServerMsg::Response(r)) if r.id == CONNECTION_ERROR_ID => r.body.expect_err("an error"),
+        other => panic!("expected a connection error, got {other:?}"),
+    }
+}
+
+fn hello_frame() -> Vec<u8> {
+    frame::encode(&Hello::ours("daemon-test")).unwrap()
+}
+
+#[test]
+fn garbage_frames_get_an_error_and_the_daemon_keeps_serving_others() {
+    let d = Daemon::start("garbage", GOOD);
+
+    // A frame that is no Hello at all.
+    let mut s = connect(&d);
+    let hello: Hello =
+        frame::decode_payload(&read_frame(&mut s).expect("server hello first")).unwrap();
+    assert!(hello.software.starts_with("agentd "));
+    s.write_all(&[0, 0, 0, 3, 0xff, 0xff, 0xff]).unwrap();
+    assert!(matches!(
+        connection_error(&mut s),
+        IpcError::Malformed { .. }
+    ));
+    assert!(
+        read_frame(&mut s).is_none(),
+        "connection closed after the error"
+    );
+
+    // A valid Hello, then a frame that is not a request.
+    let mut s = connect(&d);
+    read_frame(&mut s).unwrap();
+    let mut bytes = hello_frame();
+    bytes.extend_from_slice(&[0, 0, 0, 2, 0x07, 0xee]);
+    s.write_all(&bytes).unwrap();
+    assert!(matches!(
+        connection_error(&mut s),
+        IpcError::Malformed { .. }
+    ));
+
+    // A length prefix far beyond the limit: refused without buffering it.
+    let mut s = connect(&d);
+    read_frame(&mut s).unwrap();
+    let mut bytes = hello_frame();
+    bytes.extend_from_slice(&u32::MAX.to_be_bytes());
+    s.write_all(&bytes).unwrap();
+    let e = connection_error(&mut s);
+    assert!(
+        matches!(&e, IpcError::Malformed { reason } if reason.contains("exceeds")),
+        "{e:?}"
+    );
+
+    // A well-formed request on a fresh connection still works, and the
+    // state is intact.
+    let mut s = connect(&d);
+    read_frame(&mut s).unwrap();
+    let mut bytes = hello_frame();
+    bytes.extend(
+        frame::encode(&Request {
+            id: 7,
+            body: RequestBody::Status,
+        })
+        .unwrap(),
+    );
+    s.write_all(&bytes).unwrap();
+    match frame::decode_payload::<ServerMsg>(&read_frame(&mut s).unwrap()).unwrap() {
+        ServerMsg::Response(r) => assert_eq!(r.id, 7),
+        other => panic!("{other:?}"),
+    }
+    let j = d.ctl_json(&["status"]);
+    assert_eq!(j["routes"]["total"], 1);
+    assert_eq!(j["config"]["generation"], 1);
+    assert!(d.stop().success());
+}
+
+#[test]
+fn hello_and_request_in_one_write_are_both_served() {
+    // agentctl writes its Hello and first request back to back; the
+    // server must not wait for more bytes before serving the request.
+    let d = Daemon::start("oneshot", GOOD);
+    for _ in 0..5 {
+        let out = d.ctl(&["status"]);
+        assert!(out.status.success(), "{}", err_text(&out));
+    }
+}
+
+// ===== agentctl without a daemon, rpcd protocol =====
+
+#[test]
+fn agentctl_exit_codes_distinguish_usage_and_unreachable_daemon() {
+    let dir = TempDir::new("noctl");
+    let sock = dir.path().join("none.sock");
+    let out = ctl_at(&sock, &["status"], None);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        err_text(&out).contains(&sock.display().to_string()),
+        "{}",
+        err_text(&out)
+    );
+    let out = ctl_at(&sock, &["frobnicate"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let out = ctl_at(&sock, &["lookup"], None);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn rpcd_list_answers_without_a_daemon() {
+    let dir = TempDir::new("rpcdlist");
+    let out = ctl_at(&dir.path().join("none.sock"), &["rpcd", "list"], None);
+    assert!(out.status.success());
+    let sigs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for m in [
+        "status",
+        "routes",
+        "agents",
+        "lookup",
+        "peers",
+        "candidates",
+        "approve",
+        "revoke",
+        "reload",
+        "tasks",
+        "stats",
+    ] {
+        assert!(sigs.get(m).is_some(), "method {m} missing");
+    }
+    assert_eq!(sigs["lookup"]["capability"], "str");
+}
+
+#[test]
+fn rpcd_call_reads_arguments_and_prints_one_object() {
+    let d = Daemon::start("rpcdcall", GOOD);
+    let call = |method: &str, input: &[u8]| -> serde_json::Value {
+        let out = ctl_at(&d.socket, &["rpcd", "call", method], Some(input));
+        assert!(out.status.success());
+        serde_json::from_slice(&out.stdout).expect("one JSON object")
+    };
+    assert_eq!(call("status", b"")["router_id"], "test-router");
+    let j = call(
+        "lookup",
+        br#"{"capability":"office.print","tenant":"lab","explain":true}"#,
+    );
+    assert_eq!(j["winner"], "static:printer");
+    assert_eq!(call("lookup", b"{not json")["error"], "invalid_argument");
+    assert_eq!(
+        call("lookup", br#"{"version":1}"#)["error"],
+        "invalid_argument"
+    );
+    assert_eq!(call("peers", b"{}")["error"], "unsupported");
+    assert_eq!(call("nosuch", b"{}")["error"], "unknown_method");
+    let big = vec![b' '; 70 * 1024];
+    assert_eq!(call("status", &big)["error"], "invalid_argument");
+}
