@@ -188,22 +188,40 @@ pub struct Follower {
     cursor: u64,
     rx: watch::Receiver<u64>,
     done: bool,
+    now: fn() -> Millis,
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let now = (self.now)();
+        self.tasks.lock().detach(&self.id, now);
+    }
 }
 
 impl Follower {
-    /// Follows task `id` from `cursor` (0 = from the first event).
+    /// Follows task `id` from `cursor` (0 = from the first event). While
+    /// a follower exists the stream is not idle (see [`TaskTable::attach`]).
     pub fn new(tasks: &SharedTasks, id: TaskId, cursor: u64) -> Result<Follower, TaskError> {
-        let rx = tasks
-            .lock()
-            .task(&id)
-            .ok_or(TaskError::NotFound)?
-            .subscribe();
+        Follower::with_clock(tasks, id, cursor, Millis::now)
+    }
+
+    /// As [`new`](Follower::new), reading time (for the detach instant) from `now`.
+    pub fn with_clock(
+        tasks: &SharedTasks,
+        id: TaskId,
+        cursor: u64,
+        now: fn() -> Millis,
+    ) -> Result<Follower, TaskError> {
+        let mut t = tasks.lock();
+        let rx = t.task(&id).ok_or(TaskError::NotFound)?.subscribe();
+        t.attach(&id);
         Ok(Follower {
             tasks: tasks.clone(),
             id,
             cursor,
             rx,
             done: false,
+            now,
         })
     }
 

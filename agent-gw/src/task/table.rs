@@ -170,6 +170,10 @@ pub struct Task {
     cancel: watch::Sender<bool>,
     /// Bumped on every change a follower may want to see.
     changed: watch::Sender<u64>,
+    /// Followers currently attached (streams only).
+    followers: usize,
+    /// When the last follower left, while the stream is still producing.
+    detached_at: Option<Millis>,
 }
 
 impl Task {
@@ -241,6 +245,10 @@ pub struct TaskTable {
     streams: HashMap<StreamKey, TaskId>,
     /// (deadline, id) of terminal tasks: the expiry timer.
     expiry: BTreeSet<(Millis, TaskId)>,
+    /// (deadline, id) of running streams nobody follows: the idle timer.
+    /// A producer left alone for `ttl` is cancelled, so abandoned streams
+    /// cannot hold table slots (active tasks never expire otherwise).
+    idle: BTreeSet<(Millis, TaskId)>,
     /// Recently expired ids and stream keys, so a late caller learns
     /// "expired" rather than "never existed". Bounded by `capacity`.
     tombstones: VecDeque<(TaskId, Option<StreamKey>)>,
@@ -253,6 +261,7 @@ impl TaskTable {
             tasks: HashMap::new(),
             streams: HashMap::new(),
             expiry: BTreeSet::new(),
+            idle: BTreeSet::new(),
             tombstones: VecDeque::new(),
         }
     }
@@ -316,8 +325,18 @@ impl TaskTable {
                 history: History::new(self.cfg.history_events, self.cfg.history_bytes),
                 cancel,
                 changed,
+                followers: 0,
+                detached_at: None,
             },
         );
+        if new.kind == TaskKind::Stream {
+            // Until the first follower attaches, the stream counts as idle.
+            self.idle
+                .insert((now.saturating_add_ms(self.cfg.ttl_ms), id));
+            if let Some(t) = self.tasks.get_mut(&id) {
+                t.detached_at = Some(now);
+            }
+        }
         Ok(Admitted {
             id,
             token,
@@ -389,6 +408,33 @@ impl TaskTable {
             }
             if let Some(at) = t.finished.map(|f| f.saturating_add_ms(self.cfg.ttl_ms)) {
                 self.expiry.remove(&(at, *id));
+            }
+            if let Some(at) = t.detached_at.map(|d| d.saturating_add_ms(self.cfg.ttl_ms)) {
+                self.idle.remove(&(at, *id));
+            }
+        }
+    }
+
+    /// A follower attaches to a stream: it is no longer idle.
+    pub fn attach(&mut self, id: &TaskId) {
+        if let Some(t) = self.tasks.get_mut(id) {
+            t.followers += 1;
+            if let Some(at) = t.detached_at.take() {
+                self.idle
+                    .remove(&(at.saturating_add_ms(self.cfg.ttl_ms), *id));
+            }
+        }
+    }
+
+    /// A follower left (the caller disconnected or the stream ended). The
+    /// last one leaving a still-producing stream starts its idle timer.
+    pub fn detach(&mut self, id: &TaskId, now: Millis) {
+        if let Some(t) = self.tasks.get_mut(id) {
+            t.followers = t.followers.saturating_sub(1);
+            if t.followers == 0 && !t.state.is_terminal() && t.kind == TaskKind::Stream {
+                t.detached_at = Some(now);
+                self.idle
+                    .insert((now.saturating_add_ms(self.cfg.ttl_ms), *id));
             }
         }
     }
@@ -482,31 +528,61 @@ impl TaskTable {
         Ok(Batch { events, finished })
     }
 
-    /// Removes tasks whose expiry is due; returns how many.
+    /// Removes tasks whose expiry is due, and cancels and removes streams
+    /// nobody has followed for `ttl`; returns how many left the table.
     pub fn expire(&mut self, now: Millis) -> usize {
         let mut n = 0;
+        while let Some(&(at, id)) = self.idle.first() {
+            if at > now {
+                break;
+            }
+            self.idle.pop_first();
+            let abandoned = self.tasks.get(&id).is_some_and(|t| {
+                t.followers == 0 && !t.state.is_terminal() && t.detached_at.is_some()
+            });
+            if abandoned {
+                self.cancel(&id, now);
+                self.forget(&id);
+                n += 1;
+            }
+        }
         while let Some(&(at, id)) = self.expiry.first() {
             if at > now {
                 break;
             }
             self.expiry.pop_first();
-            if let Some(t) = self.tasks.remove(&id) {
-                if let Some(k) = &t.stream_key {
-                    self.streams.remove(k);
-                }
-                if self.tombstones.len() == self.cfg.capacity.max(1) {
-                    self.tombstones.pop_front();
-                }
-                self.tombstones.push_back((id, t.stream_key));
+            if self.forget(&id) {
                 n += 1;
             }
         }
         n
     }
 
+    /// Removes an ended task, leaving a tombstone so late callers learn
+    /// "expired" rather than "never existed".
+    fn forget(&mut self, id: &TaskId) -> bool {
+        let Some(t) = self.tasks.remove(id) else {
+            return false;
+        };
+        if let Some(k) = &t.stream_key {
+            self.streams.remove(k);
+        }
+        if let Some(f) = t.finished {
+            self.expiry
+                .remove(&(f.saturating_add_ms(self.cfg.ttl_ms), *id));
+        }
+        if self.tombstones.len() == self.cfg.capacity.max(1) {
+            self.tombstones.pop_front();
+        }
+        self.tombstones.push_back((*id, t.stream_key));
+        true
+    }
+
     /// When [`expire`](TaskTable::expire) next has work, for the driver's timer.
     pub fn next_expiry(&self) -> Option<Millis> {
-        self.expiry.first().map(|(at, _)| *at)
+        let a = self.expiry.first().map(|(at, _)| *at);
+        let b = self.idle.first().map(|(at, _)| *at);
+        a.into_iter().chain(b).min()
     }
 }
 

@@ -407,3 +407,47 @@ async fn broken_or_invalid_upstream_streams_fail_the_task_with_a_typed_code() {
         "error"
     );
 }
+
+#[test]
+fn streams_nobody_follows_for_ttl_are_cancelled_and_removed() {
+    let mut t = TaskTable::new(cfg(4));
+    let key = StreamKey::new("lab", "agent://lab/caller", "demo.echo", "idle-1");
+    let s = t
+        .try_insert(new_task(TaskKind::Stream, "lab", Some(key)), T0)
+        .unwrap();
+    t.attach(&s.id);
+    t.push_event(&s.id, None, "a");
+    // Followed: never idle, however long it runs.
+    t.expire(Millis(T0.0 + 50_000));
+    assert!(t.task(&s.id).is_some());
+    t.detach(&s.id, Millis(T0.0 + 50_000));
+    assert_eq!(t.next_expiry(), Some(Millis(T0.0 + 51_000)));
+    // A reconnect before the deadline resets it.
+    t.attach(&s.id);
+    t.detach(&s.id, Millis(T0.0 + 50_500));
+    t.expire(Millis(T0.0 + 51_000));
+    assert!(t.task(&s.id).is_some());
+    assert!(!s.cancel.is_cancelled());
+    t.expire(Millis(T0.0 + 51_500));
+    assert!(t.task(&s.id).is_none());
+    assert!(s.cancel.is_cancelled(), "the producer was not told to stop");
+    assert_eq!(t.resume(&key, &[1; 32], 1), Err(TaskError::Expired));
+    // A stream nobody ever followed is idle from admission.
+    let lone = t
+        .try_insert(new_task(TaskKind::Stream, "lab", None), T0)
+        .unwrap();
+    t.expire(Millis(T0.0 + 1_000));
+    assert!(t.task(&lone.id).is_none());
+    // A finished stream is not idle-cancelled; it expires ttl after finishing.
+    let done = t
+        .try_insert(new_task(TaskKind::Stream, "lab", None), T0)
+        .unwrap();
+    t.complete(&done.id, None, Millis(T0.0 + 10));
+    t.expire(Millis(T0.0 + 1_005));
+    assert_eq!(
+        t.task(&done.id).map(|t| t.state()),
+        Some(TaskState::Completed)
+    );
+    t.expire(Millis(T0.0 + 1_010));
+    assert!(t.task(&done.id).is_none());
+}
