@@ -4,34 +4,45 @@
 //! and at most `max_hosts` lists; anything beyond is closed instead of
 //! kept. A connection goes back to the pool only when hyper says it is
 //! ready for the next request, i.e. after its response body was consumed.
-//! Single-threaded runtime, so plain `RefCell`s.
+//! Idle connections older than `max_idle` are not reused: handlers close
+//! idle keep-alive connections on their own schedule (nexilume's after
+//! 15 s), and a request written just as the handler closes would count as
+//! possibly delivered. Single-threaded runtime, so plain `RefCell`s.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use crate::forward::target::Target;
 
 pub type Sender = SendRequest<Full<Bytes>>;
 
+/// A kept connection and the instant it became idle.
+type Idle = (Sender, Instant);
+
 #[derive(Debug)]
 pub struct PoolConfig {
     pub max_idle_per_host: usize,
     pub max_hosts: usize,
+    /// Longest time a connection may sit idle and still be reused.
+    pub max_idle: Duration,
 }
 
 impl Default for PoolConfig {
     fn default() -> Self {
         PoolConfig {
             max_idle_per_host: 32,
-            max_hosts: 256,
+            max_hosts: 32,
+            max_idle: Duration::from_secs(10),
         }
     }
 }
@@ -39,7 +50,8 @@ impl Default for PoolConfig {
 #[derive(Debug)]
 pub struct Pool {
     cfg: PoolConfig,
-    idle: RefCell<HashMap<Box<str>, Vec<Sender>>>,
+    /// Oldest first; each with the instant it became idle.
+    idle: RefCell<HashMap<Box<str>, Vec<Idle>>>,
 }
 
 /// Why no connection could be made. Always "never delivered".
@@ -70,7 +82,13 @@ impl Pool {
     pub fn take(&self, target: &Target) -> Option<Sender> {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(target.connect_addr())?;
-        while let Some(s) = list.pop() {
+        let now = Instant::now();
+        while let Some((s, since)) = list.pop() {
+            if now.saturating_duration_since(since) > self.cfg.max_idle {
+                // The newest is too old, so is everything behind it.
+                list.clear();
+                return None;
+            }
             if s.is_ready() {
                 return Some(s);
             }
@@ -87,7 +105,7 @@ impl Pool {
         if !idle.contains_key(key) {
             if idle.len() >= self.cfg.max_hosts {
                 idle.retain(|_, l| {
-                    l.retain(|s| !s.is_closed());
+                    l.retain(|(s, _)| !s.is_closed());
                     !l.is_empty()
                 });
                 if idle.len() >= self.cfg.max_hosts {
@@ -97,9 +115,9 @@ impl Pool {
             idle.insert(key.into(), Vec::new());
         }
         if let Some(list) = idle.get_mut(key) {
-            list.retain(|s| !s.is_closed());
+            list.retain(|(s, _)| !s.is_closed());
             if list.len() < self.cfg.max_idle_per_host {
-                list.push(sender);
+                list.push((sender, Instant::now()));
             }
         }
     }
@@ -137,6 +155,6 @@ impl Pool {
         self.idle
             .borrow()
             .get(addr)
-            .map_or(0, |l| l.iter().filter(|s| !s.is_closed()).count())
+            .map_or(0, |l| l.iter().filter(|(s, _)| !s.is_closed()).count())
     }
 }
