@@ -12,7 +12,7 @@ use crate::http::body::read_to_vec;
 use crate::http::client::{self, ClientError, OpenBody, Request, Response};
 use crate::http::head::ResponseHead;
 use crate::router_url::HttpUrl;
-use crate::wire::{ErrorBody, MAX_REPLY};
+use crate::wire::{ErrorBody, ErrorDetail, MAX_REPLY};
 
 /// Largest synchronous reply body accepted from the router.
 pub const MAX_RESPONSE: usize = 16 * 1024 * 1024;
@@ -30,6 +30,7 @@ pub enum CallError {
         status: u16,
         code: String,
         message: String,
+        detail: ErrorDetail,
     },
     /// The router's 2xx reply could not be decoded.
     Decode(String),
@@ -43,6 +44,7 @@ impl fmt::Display for CallError {
                 status,
                 code,
                 message,
+                ..
             } => write!(f, "{status} {code}: {message}"),
             CallError::Decode(m) => write!(f, "{m}"),
         }
@@ -67,6 +69,7 @@ fn status_error(status: u16, body: &[u8]) -> CallError {
             status,
             code: e.code,
             message: e.message,
+            detail: e.detail,
         },
         None => {
             let text: String = String::from_utf8_lossy(&body[..body.len().min(256)]).into_owned();
@@ -74,6 +77,7 @@ fn status_error(status: u16, body: &[u8]) -> CallError {
                 status,
                 code: format!("HTTP_{status}"),
                 message: text,
+                detail: ErrorDetail::default(),
             }
         }
     }
@@ -211,7 +215,8 @@ mod tests {
             CallError::Status {
                 status: 404,
                 code: "NO_ROUTE".into(),
-                message: "no route for x v1".into()
+                message: "no route for x v1".into(),
+                detail: ErrorDetail::default(),
             }
         );
         assert_eq!(
@@ -219,7 +224,8 @@ mod tests {
             CallError::Status {
                 status: 502,
                 code: "HTTP_502".into(),
-                message: "Bad Gateway".into()
+                message: "Bad Gateway".into(),
+                detail: ErrorDetail::default(),
             }
         );
     }

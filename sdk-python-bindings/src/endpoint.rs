@@ -96,17 +96,17 @@ impl<H: Handlers> Dispatch for Endpoint<H> {
         if path == "/healthz" {
             return match req.method.as_str() {
                 "GET" | "HEAD" => Reply::json(200, br#"{"status":"ok"}"#.to_vec()),
-                _ => Reply::error(405, "METHOD_NOT_ALLOWED", "use GET /healthz"),
+                _ => Reply::error(405, "method_not_allowed", "use GET /healthz"),
             };
         }
         if path.starts_with("/agent/v1/tasks/") {
             return self.handlers.task(&req);
         }
         if path != self.path {
-            return Reply::error(404, "NOT_FOUND", &format!("no endpoint at {path}"));
+            return Reply::error(404, "not_found", &format!("no endpoint at {path}"));
         }
         if req.method != "POST" {
-            return Reply::error(405, "METHOD_NOT_ALLOWED", &format!("use POST {path}"));
+            return Reply::error(405, "method_not_allowed", &format!("use POST {path}"));
         }
         if let Some(ct) = req.headers.get("content-type") {
             let base = ct
@@ -118,7 +118,7 @@ impl<H: Handlers> Dispatch for Endpoint<H> {
             if base != "application/json" && !base.ends_with("+json") {
                 return Reply::error(
                     415,
-                    "UNSUPPORTED_MEDIA_TYPE",
+                    "unsupported_media_type",
                     &format!("expected a JSON envelope, got {base:?}"),
                 );
             }
@@ -133,7 +133,7 @@ impl<H: Handlers> Dispatch for Endpoint<H> {
         {
             return Reply::error(
                 409,
-                "STREAM_RESUME_UNSUPPORTED",
+                "history_lost",
                 "this agent keeps no stream history; resumes are served from the router's history",
             );
         }
@@ -182,7 +182,7 @@ impl ChunkSource for SseFramer {
                     Err(e) => {
                         // A bad event name is a handler bug: report it in-band.
                         self.source.cancel();
-                        self.fail("INVALID_SSE_EVENT", &e.to_string())
+                        self.fail("invalid_event", &e.to_string())
                     }
                 }
             }
@@ -244,7 +244,7 @@ mod tests {
                             data: "b".into(),
                         },
                         StreamItem::Failed {
-                            code: "HANDLER_FAILED".into(),
+                            code: "handler_failed".into(),
                             message: "boom".into(),
                         },
                         StreamItem::Event {
@@ -279,6 +279,7 @@ mod tests {
             ),
             body: body.as_bytes().to_vec(),
             peer: "192.0.2.1:1".parse().unwrap(),
+            cancel: Arc::new(crate::server::Cancel::default()),
         }
     }
 
@@ -315,17 +316,17 @@ mod tests {
     fn routing_errors_are_typed() {
         let e = endpoint();
         let (s, b) = full(e.dispatch(req("POST", "/other", &[], ENV)));
-        assert!(s == 404 && b.contains("NOT_FOUND"));
+        assert!(s == 404 && b.contains("not_found"));
         assert_eq!(full(e.dispatch(req("GET", "/invoke", &[], ""))).0, 405);
         let (s, b) = full(e.dispatch(req("POST", "/invoke", &[], "{")));
-        assert!(s == 400 && b.contains("INVALID_JSON"), "{b}");
+        assert!(s == 400 && b.contains("invalid_json"), "{b}");
         let (s, b) = full(e.dispatch(req(
             "POST",
             "/invoke",
             &[("Content-Type", "text/plain")],
             ENV,
         )));
-        assert!(s == 415 && b.contains("UNSUPPORTED_MEDIA_TYPE"), "{b}");
+        assert!(s == 415 && b.contains("unsupported_media_type"), "{b}");
         assert_eq!(
             full(e.dispatch(req("GET", "/healthz", &[], ""))),
             (200, r#"{"status":"ok"}"#.into())
@@ -376,7 +377,7 @@ mod tests {
         let ids: Vec<_> = events.iter().map(|e| e.id.clone().unwrap()).collect();
         assert_eq!(ids, ["1", "2", "3"]);
         assert_eq!(events[2].event.as_deref(), Some("error"));
-        assert!(events[2].data.contains("HANDLER_FAILED"));
+        assert!(events[2].data.contains("handler_failed"));
         assert!(state.completed());
         assert!(!wire.windows(5).any(|w| w == b"never"));
         source.cancel();

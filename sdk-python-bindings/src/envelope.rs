@@ -27,12 +27,13 @@ impl EnvelopeError {
     /// The stable error code sent back in the 400 body.
     pub fn code(&self) -> &'static str {
         match self {
-            EnvelopeError::Json(_) => "INVALID_JSON",
+            EnvelopeError::Json(m) if m.starts_with("duplicate field") => "duplicate_key",
+            EnvelopeError::Json(_) => "invalid_json",
             EnvelopeError::Field {
                 field: "resume_from_event_id",
                 ..
-            } => "INVALID_RESUME_CURSOR",
-            EnvelopeError::Field { .. } => "INVALID_ENVELOPE",
+            } => "invalid_cursor",
+            EnvelopeError::Field { .. } => "invalid_field",
         }
     }
 }
@@ -241,20 +242,20 @@ mod tests {
             1,
         );
         let e = Envelope::decode(dup.as_bytes()).unwrap_err();
-        assert_eq!(e.code(), "INVALID_JSON");
+        assert_eq!(e.code(), "duplicate_key");
         assert!(e.to_string().contains("duplicate"), "{e}");
         assert_eq!(
             Envelope::decode(&with("hop_limit", r#""8""#))
                 .unwrap_err()
                 .code(),
-            "INVALID_JSON"
+            "invalid_json"
         );
-        assert_eq!(Envelope::decode(b"[1]").unwrap_err().code(), "INVALID_JSON");
+        assert_eq!(Envelope::decode(b"[1]").unwrap_err().code(), "invalid_json");
         assert_eq!(
             Envelope::decode(&with("resume_from_event_id", "-1"))
                 .unwrap_err()
                 .code(),
-            "INVALID_RESUME_CURSOR"
+            "invalid_cursor"
         );
     }
 }

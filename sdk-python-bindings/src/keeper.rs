@@ -385,7 +385,7 @@ mod tests {
     fn a_refused_registration_fails_start_with_the_router_code() {
         let (port, _rx, h) = peer(vec![(
             401,
-            r#"{"error":{"code":"UNAUTHENTICATED","message":"token expired"}}"#,
+            r#"{"error":{"code":"token_expired","message":"token expired","outcome":"rejected"}}"#,
         )]);
         let reg = Registration {
             body: b"{}".to_vec(),
@@ -397,8 +397,12 @@ mod tests {
             err,
             CallError::Status {
                 status: 401,
-                code: "UNAUTHENTICATED".into(),
-                message: "token expired".into()
+                code: "token_expired".into(),
+                message: "token expired".into(),
+                detail: crate::wire::ErrorDetail {
+                    outcome: Some("rejected".into()),
+                    ..Default::default()
+                },
             }
         );
     }

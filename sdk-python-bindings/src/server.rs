@@ -47,6 +47,53 @@ impl Default for ServerConfig {
     }
 }
 
+/// Fired when the caller hangs up while its request is being handled.
+///
+/// The router cancels an invocation by closing the connection to the
+/// handler (DESIGN §8), so this is how cancellation reaches a handler of a
+/// synchronous call. Hooks run once, on the thread that notices.
+#[derive(Default)]
+pub struct Cancel {
+    fired: AtomicBool,
+    hooks: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for Cancel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cancel({})", self.is_fired())
+    }
+}
+
+impl Cancel {
+    pub fn is_fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+
+    /// Runs `hook` on cancellation (at once if it already happened).
+    pub fn on_cancel(&self, hook: Box<dyn FnOnce() + Send>) {
+        let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
+        if self.is_fired() {
+            drop(hooks);
+            hook();
+        } else {
+            hooks.push(hook);
+        }
+    }
+
+    pub fn fire(&self) {
+        let hooks = {
+            let mut hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
+            if self.fired.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            std::mem::take(&mut *hooks)
+        };
+        for h in hooks {
+            h();
+        }
+    }
+}
+
 /// One complete request.
 #[derive(Debug)]
 pub struct Request {
@@ -55,6 +102,8 @@ pub struct Request {
     pub headers: Headers,
     pub body: Vec<u8>,
     pub peer: SocketAddr,
+    /// Fires if the caller disconnects before the reply is written.
+    pub cancel: Arc<Cancel>,
 }
 
 impl Request {
@@ -261,7 +310,7 @@ fn refuse(stream: &TcpStream) -> io::Result<()> {
     stream.set_write_timeout(Some(Duration::from_secs(1)))?;
     write_full(
         stream,
-        &Reply::error(503, "OVERLOADED", "too many concurrent connections"),
+        &Reply::error(503, "overloaded", "too many concurrent connections"),
         true,
     )
 }
@@ -335,7 +384,7 @@ fn serve_connection(
                 let status = if e == HeadError::TooLarge { 431 } else { 400 };
                 return write_full(
                     &stream,
-                    &Reply::error(status, "BAD_REQUEST", &e.to_string()),
+                    &Reply::error(status, "invalid_request", &e.to_string()),
                     true,
                 );
             }
@@ -348,7 +397,7 @@ fn serve_connection(
             Err(e) => {
                 return write_full(
                     &stream,
-                    &Reply::error(400, "BAD_REQUEST", &e.to_string()),
+                    &Reply::error(400, "invalid_request", &e.to_string()),
                     true,
                 )
             }
@@ -356,7 +405,7 @@ fn serve_connection(
         if let crate::http::head::Framing::Length(n) = head.framing {
             if n > cfg.max_body as u64 {
                 let msg = format!("request body of {n} bytes exceeds {} bytes", cfg.max_body);
-                return write_full(&stream, &Reply::error(413, "REQUEST_TOO_LARGE", &msg), true);
+                return write_full(&stream, &Reply::error(413, "payload_too_large", &msg), true);
             }
         }
         if head.headers.has_token("expect", "100-continue") {
@@ -367,19 +416,25 @@ fn serve_connection(
             Ok(b) => b,
             Err(BodyError::TooLarge(n)) => {
                 let msg = format!("request body exceeds {n} bytes");
-                return write_full(&stream, &Reply::error(413, "REQUEST_TOO_LARGE", &msg), true);
+                return write_full(&stream, &Reply::error(413, "payload_too_large", &msg), true);
             }
             Err(BodyError::Io(_)) => return Ok(()),
         };
         let close = head.close;
+        let cancel = Arc::new(Cancel::default());
         let req = Request {
             method: head.method,
             target: head.target,
             headers: head.headers,
             body,
             peer,
+            cancel: cancel.clone(),
         };
-        match dispatch.dispatch(req) {
+        let done = Arc::new(AtomicBool::new(false));
+        watch_hangup(&stream, cancel, done.clone());
+        let reply = dispatch.dispatch(req);
+        done.store(true, Ordering::SeqCst);
+        match reply {
             full @ Reply::Full { .. } => {
                 write_full(&stream, &full, close)?;
                 if close {
@@ -411,6 +466,54 @@ fn serve_connection(
             }
         }
     }
+}
+
+/// Watches the connection while a handler runs and fires `cancel` when
+/// the peer hangs up. Uses poll(2) rather than a read timeout so the
+/// connection's own socket options stay untouched; exits within 50 ms of
+/// `done`, or when request bytes of a pipelined next request arrive.
+fn watch_hangup(stream: &TcpStream, cancel: Arc<Cancel>, done: Arc<AtomicBool>) {
+    use std::os::fd::AsRawFd;
+    let Ok(conn) = stream.try_clone() else { return };
+    let spawned = thread::Builder::new()
+        .name("agentd-sdk-hangup".into())
+        .spawn(move || {
+            let fd = conn.as_raw_fd();
+            while !done.load(Ordering::SeqCst) {
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN | libc::POLLRDHUP,
+                    revents: 0,
+                };
+                // SAFETY: `pfd` is one valid pollfd for a descriptor `conn`
+                // keeps open for the duration of the call.
+                let n = unsafe { libc::poll(&mut pfd, 1, 50) };
+                if n < 0 {
+                    return;
+                }
+                if pfd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+                    if !done.load(Ordering::SeqCst) {
+                        cancel.fire();
+                    }
+                    return;
+                }
+                if pfd.revents & libc::POLLIN != 0 {
+                    let mut b = [0u8; 1];
+                    match conn.peek(&mut b) {
+                        // EOF without RDHUP (some stacks): the peer closed.
+                        Ok(0) => {
+                            if !done.load(Ordering::SeqCst) {
+                                cancel.fire();
+                            }
+                            return;
+                        }
+                        // Pipelined bytes: the peer is alive; stop watching.
+                        _ => return,
+                    }
+                }
+            }
+        });
+    drop(spawned);
 }
 
 #[cfg(test)]
@@ -506,7 +609,7 @@ mod tests {
         });
         let r = post(&s, "/x", b"0123456789");
         assert_eq!(r.status, 413);
-        assert!(String::from_utf8_lossy(&r.body).contains("REQUEST_TOO_LARGE"));
+        assert!(String::from_utf8_lossy(&r.body).contains("payload_too_large"));
         // Chunked bodies are bounded while reading.
         let mut c = TcpStream::connect(s.local_addr()).unwrap();
         c.write_all(
@@ -527,9 +630,67 @@ mod tests {
         let mut all = String::new();
         c.read_to_string(&mut all).unwrap();
         assert!(
-            all.starts_with("HTTP/1.1 400") && all.contains("BAD_REQUEST"),
+            all.starts_with("HTTP/1.1 400") && all.contains("invalid_request"),
             "{all}"
         );
+    }
+
+    struct Waits(Arc<AtomicBool>);
+    impl Dispatch for Waits {
+        fn dispatch(&self, req: Request) -> Reply {
+            let seen = self.0.clone();
+            req.cancel
+                .on_cancel(Box::new(move || seen.store(true, Ordering::SeqCst)));
+            let until = Instant::now() + Duration::from_secs(10);
+            while !req.cancel.is_fired() && Instant::now() < until {
+                thread::sleep(Duration::from_millis(5));
+            }
+            Reply::json(200, b"{}".to_vec())
+        }
+    }
+
+    #[test]
+    fn a_caller_hanging_up_fires_the_request_cancel() {
+        let seen = Arc::new(AtomicBool::new(false));
+        let s = Server::start(
+            "127.0.0.1:0".parse().unwrap(),
+            ServerConfig::default(),
+            Arc::new(Waits(seen.clone())),
+        )
+        .unwrap();
+        let mut c = TcpStream::connect(s.local_addr()).unwrap();
+        c.write_all(b"POST /x HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        while s.active() == 0 && Instant::now() < until {
+            thread::sleep(Duration::from_millis(5));
+        }
+        drop(c);
+        let until = Instant::now() + Duration::from_secs(10);
+        while !seen.load(Ordering::SeqCst) && Instant::now() < until {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            seen.load(Ordering::SeqCst),
+            "hang-up did not fire the cancel hook"
+        );
+    }
+
+    #[test]
+    fn cancel_hooks_run_once_and_late_hooks_run_at_once() {
+        let c = Cancel::default();
+        let n = Arc::new(AtomicUsize::new(0));
+        let n1 = n.clone();
+        c.on_cancel(Box::new(move || {
+            n1.fetch_add(1, Ordering::SeqCst);
+        }));
+        c.fire();
+        c.fire();
+        let n2 = n.clone();
+        c.on_cancel(Box::new(move || {
+            n2.fetch_add(10, Ordering::SeqCst);
+        }));
+        assert_eq!(n.load(Ordering::SeqCst), 11);
     }
 
     #[test]
@@ -549,7 +710,7 @@ mod tests {
         let mut all = String::new();
         c.read_to_string(&mut all).unwrap();
         assert!(
-            all.starts_with("HTTP/1.1 503") && all.contains("OVERLOADED"),
+            all.starts_with("HTTP/1.1 503") && all.contains("overloaded"),
             "{all}"
         );
     }

@@ -84,12 +84,27 @@ impl LeaseReply {
 pub struct ErrorBody {
     pub code: String,
     pub message: String,
+    pub detail: ErrorDetail,
+}
+
+/// The optional context fields of a gateway error (docs/sdk-api.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ErrorDetail {
+    /// What happened to the call: `rejected`, `not_delivered`, `unknown`,
+    /// `error`.
+    pub outcome: Option<String>,
+    /// Why nothing was eligible (for `no_route`).
+    pub reason: Option<String>,
+    pub retry_after_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
 struct Flat {
     code: Option<String>,
     message: Option<String>,
+    outcome: Option<String>,
+    reason: Option<String>,
+    retry_after_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -104,14 +119,22 @@ impl ErrorBody {
     /// (the caller then falls back to the HTTP status).
     pub fn decode(bytes: &[u8]) -> Option<ErrorBody> {
         let n: Nested = decode(bytes).ok()?;
-        let (code, message) = match n.error {
-            Some(Flat { code, message }) => (code, message),
-            None => (n.code, n.message),
+        let (code, message, detail) = match n.error {
+            Some(f) => {
+                let detail = ErrorDetail {
+                    outcome: f.outcome.map(|o| clip(&o, MAX_ID)),
+                    reason: f.reason.map(|r| clip(&r, MAX_ID)),
+                    retry_after_ms: f.retry_after_ms,
+                };
+                (f.code, f.message, detail)
+            }
+            None => (n.code, n.message, ErrorDetail::default()),
         };
         let code = code.filter(|c| !c.is_empty())?;
         Some(ErrorBody {
             code: clip(&code, MAX_ID),
             message: clip(message.as_deref().unwrap_or(""), MAX_MESSAGE),
+            detail,
         })
     }
 }
@@ -267,6 +290,13 @@ mod tests {
             (e.code.as_str(), e.message.as_str()),
             ("NO_ROUTE", "no route for demo.echo v1")
         );
+        let e = ErrorBody::decode(
+            br#"{"error":{"code":"no_route","message":"m","outcome":"rejected","reason":"tenant_access","retry_after_ms":5}}"#,
+        )
+        .unwrap();
+        assert_eq!(e.detail.outcome.as_deref(), Some("rejected"));
+        assert_eq!(e.detail.reason.as_deref(), Some("tenant_access"));
+        assert_eq!(e.detail.retry_after_ms, Some(5));
         let e = ErrorBody::decode(br#"{"code":"HANDLER_FAILED","message":"boom"}"#).unwrap();
         assert_eq!(e.code, "HANDLER_FAILED");
         assert_eq!(ErrorBody::decode(b"<html>"), None);

@@ -57,15 +57,15 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         self._record(None)
         if self.path == "/agent/v1/authentication":
-            return self._send(404, {"error": {"code": "NOT_FOUND", "message": "no auth metadata"}})
+            return self._send(404, {"error": {"code": "not_found", "message": "no auth metadata"}})
         if self.path == f"/agent/v1/tasks/{TASK['id']}":
             if self.headers.get("X-Nexus-Task-Token") != TASK["token"]:
-                return self._send(404, {"error": {"code": "TASK_NOT_FOUND", "message": "no such task"}})
+                return self._send(404, {"error": {"code": "not_found", "message": "no such task"}})
             TASK["polls"] += 1
             if TASK["polls"] < 2:
                 return self._send(200, {"task_id": TASK["id"], "status": "running"})
             return self._send(200, {"task_id": TASK["id"], "status": "completed", "result": {"done": True}})
-        return self._send(404, {"error": {"code": "NOT_FOUND", "message": self.path}})
+        return self._send(404, {"error": {"code": "not_found", "message": self.path}})
 
     def do_DELETE(self):
         self._record(None)
@@ -83,7 +83,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/agent/v1/renew":
             rid = body.get("route_id")
             if rid not in ROUTES:
-                return self._send(404, {"error": {"code": "UNKNOWN_ROUTE", "message": f"no route {rid}"}})
+                return self._send(404, {"error": {"code": "not_found", "message": f"no route {rid}"}})
             return self._send(200, {"route_id": rid, "generation": 1, "lease_seconds": body.get("lease_seconds", 30)})
         if self.path == "/agent/v1/unregister":
             ROUTES.pop(body.get("route_id"), None)
@@ -92,16 +92,18 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/agent/v1/invoke":
             intent = body.get("intent")
             if intent == "missing":
-                return self._send(404, {"error": {"code": "NO_ROUTE", "message": "no route for missing v1"}})
+                return self._send(404, {"error": {"code": "no_route", "message": "no eligible route for missing v1: tenant_access (1 candidate)",
+                                                   "outcome": "rejected", "reason": "tenant_access",
+                                                   "capability": "missing"}})
             if intent == "limited":
-                return self._send(429, {"error": {"code": "RATE_LIMITED", "message": "tenant over its rate"}})
+                return self._send(429, {"error": {"code": "rate_limited", "message": "tenant over its rate"}})
             if "respond-async" in (self.headers.get("Prefer") or ""):
                 return self._send(202, {"task_id": TASK["id"], "status": "running"},
                                   [("X-Nexus-Task-Id", TASK["id"]), ("X-Nexus-Task-Token", TASK["token"])])
             return self._send(200, {"echo": body.get("payload")})
         if self.path == "/agent/v1/invoke-stream":
             return self._stream(body)
-        return self._send(404, {"error": {"code": "NOT_FOUND", "message": self.path}})
+        return self._send(404, {"error": {"code": "not_found", "message": self.path}})
 
     def _stream(self, body):
         COUNTER["stream_connections"] += 1

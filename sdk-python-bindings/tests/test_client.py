@@ -26,8 +26,9 @@ def test_invoke_sends_the_envelope_and_returns_the_reply(client, recorder):
 def test_router_errors_map_to_exception_classes(client):
     with pytest.raises(NoRouteError) as info:
         client.invoke("missing", {})
-    assert (info.value.code, info.value.status) == ("NO_ROUTE", 404)
-    assert "missing v1" in info.value.message
+    e = info.value
+    assert (e.code, e.status, e.outcome, e.reason) == ("no_route", 404, "rejected", "tenant_access")
+    assert "missing v1" in e.message
     with pytest.raises(RateLimitedError):
         client.invoke("limited", {})
 

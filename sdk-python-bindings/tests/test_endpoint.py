@@ -24,6 +24,7 @@ def served():
 
     @agent.capability("demo.echo", version=2)
     def echo2(payload, ctx):
+        seen["deadline"] = ctx.deadline
         seen["ctx"] = (ctx.task_id, ctx.capability, ctx.version, ctx.tenant, ctx.source_agent, ctx.route_id)
         return {"v2": payload}
 
@@ -89,15 +90,15 @@ def test_unknown_capability_or_version_is_a_typed_404(served):
     for env in (envelope("demo.nope", {}), envelope("demo.echo", {}, version=3)):
         status, _, body = post(base + "/invoke", env)
         assert status == 404
-        assert json.loads(body)["error"]["code"] == "INTENT_NOT_SERVED"
+        assert json.loads(body)["error"]["code"] == "intent_not_served"
 
 
 @pytest.mark.parametrize("raw,code", [
-    (b"{not json", "INVALID_JSON"),
-    (json.dumps(envelope("demo.echo", None)).encode(), "INVALID_ENVELOPE"),
-    (json.dumps(envelope("demo.echo", {}, hop_limit=0)).encode(), "INVALID_ENVELOPE"),
-    (json.dumps({**envelope("demo.echo", {}), "version": "2.0"}).encode(), "INVALID_ENVELOPE"),
-    (b'{"version":"1.0","version":"1.0"}', "INVALID_JSON"),
+    (b"{not json", "invalid_json"),
+    (json.dumps(envelope("demo.echo", None)).encode(), "invalid_field"),
+    (json.dumps(envelope("demo.echo", {}, hop_limit=0)).encode(), "invalid_field"),
+    (json.dumps({**envelope("demo.echo", {}), "version": "2.0"}).encode(), "invalid_field"),
+    (b'{"version":"1.0","version":"1.0"}', "duplicate_key"),
 ])
 def test_malformed_envelopes_get_typed_400s(served, raw, code):
     base, *_ = served
@@ -115,7 +116,7 @@ def test_handler_failures_are_typed_and_do_not_leak_internals(served):
     assert (status, json.loads(body)["error"]) == (422, {"code": "BAD_CITY", "message": "no such city"})
     status, _, body = post(base + "/invoke", envelope("demo.fail", {}))
     err = json.loads(body)["error"]
-    assert status == 500 and err["code"] == "HANDLER_FAILED"
+    assert status == 500 and err["code"] == "handler_failed"
     assert "secret" not in err["message"] and "ValueError" in err["message"]
 
 
@@ -123,14 +124,14 @@ def test_oversized_bodies_get_413(served):
     base, *_ = served
     status, _, body = post(base + "/invoke", envelope("demo.echo", "x" * 8000))
     assert status == 413
-    assert json.loads(body)["error"]["code"] == "REQUEST_TOO_LARGE"
+    assert json.loads(body)["error"]["code"] == "payload_too_large"
 
 
 def test_healthz_and_unknown_paths(served):
     base, *_ = served
     assert get(base + "/healthz")[0] == 200
     status, _, body = get(base + "/elsewhere")
-    assert status == 404 and json.loads(body)["error"]["code"] == "NOT_FOUND"
+    assert status == 404 and json.loads(body)["error"]["code"] == "not_found"
 
 
 def test_healthz_answers_while_a_handler_is_busy(served):
@@ -159,7 +160,7 @@ def test_async_task_status_result_and_token_check(served):
         threading.Event().wait(0.01)
     assert status == 200 and st["status"] == "completed" and st["result"] == {"echo": {"a": 1}}
     status, _, body = get(f"{base}/agent/v1/tasks/{task_id}", {"X-Nexus-Task-Token": "wrong"})
-    assert status == 404 and json.loads(body)["error"]["code"] == "TASK_NOT_FOUND"
+    assert status == 404 and json.loads(body)["error"]["code"] == "not_found"
     assert get(f"{base}/agent/v1/tasks/unknown", {"X-Nexus-Task-Token": token})[0] == 404
 
 
@@ -177,9 +178,31 @@ def test_cancelling_an_async_task_reaches_the_handler(served):
 def test_streaming_capability_needs_a_stream_request(served):
     base, *_ = served
     status, _, body = post(base + "/invoke", envelope("demo.count", {"to": 1}))
-    assert status == 406 and json.loads(body)["error"]["code"] == "STREAM_REQUIRED"
+    assert status == 406 and json.loads(body)["error"]["code"] == "stream_required"
     status, _, body = post(base + "/invoke", envelope("demo.echo", {}), headers={"Accept": "text/event-stream"})
-    assert status == 406 and json.loads(body)["error"]["code"] == "STREAM_NOT_SUPPORTED"
+    assert status == 406 and json.loads(body)["error"]["code"] == "stream_not_supported"
+
+
+def test_caller_hang_up_cancels_a_sync_handler(served):
+    base, _, _, cancelled = served
+    import socket
+    port = int(base.rsplit(":", 1)[1])
+    body = json.dumps(envelope("demo.slow", {})).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"POST /invoke HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: "
+              + str(len(body)).encode() + b"\r\n\r\n" + body)
+    # Hang up as the router does when it cancels; whether this lands before
+    # or while the handler runs, its context must see it.
+    s.close()
+    assert cancelled.wait(10), "the handler never saw the caller hang up"
+
+
+def test_deadline_header_reaches_the_context(served):
+    base, seen, *_ = served
+    post(base + "/invoke", envelope("demo.echo", {}, version=2), headers={"X-Agentd-Deadline-Ms": "1500"})
+    assert 0.0 < seen["deadline"] <= 1.5
+    post(base + "/invoke", envelope("demo.echo", {}, version=2))
+    assert seen["deadline"] is None
 
 
 def test_start_refuses_loopback_advertise_without_opt_in():

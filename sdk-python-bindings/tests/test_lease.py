@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agentd_sdk import Agent, AuthError, RouterUnavailableError
+from agentd_sdk import Agent, RouterUnavailableError
 from conftest import Recorder
 
 
@@ -38,7 +38,7 @@ def test_registers_with_the_nexus_fields_renews_and_withdraws(recorder):
         assert reg["lease_seconds"] == 5 and reg["latency_ms"] == 3 and reg["trust"] == 80
         for f in ("region", "cost_microunits", "load_permille", "hop_count"):
             assert f in reg
-        assert reg["contract"] == {"idempotent": True, "streaming": False, "effect": "read",
+        assert reg["contract"] == {"idempotent": True, "effect": "read",
                                    "input_schema": {"type": "object"}, "description": "Echoes its payload."}
         renew = recorder.until(lambda r: r["path"] == "/agent/v1/renew")[-1]
         assert renew["body"] == {"route_id": "r1", "lease_seconds": 5}
@@ -116,4 +116,3 @@ def test_static_token_is_sent_as_bearer(recorder, monkeypatch):
         assert reg["headers"]["authorization"] == "Bearer tok.en"
     finally:
         handle.close()
-    assert AuthError.default_code == "UNAUTHENTICATED"

@@ -80,7 +80,7 @@ def test_a_failing_generator_ends_with_an_error_event(streaming):
     assert events[0] == (1, None, "first")
     assert events[1][:2] == (2, "error")
     err = json.loads(events[1][2])
-    assert err["code"] == "HANDLER_FAILED" and "internal detail" not in err["message"]
+    assert err["code"] == "handler_failed" and "internal detail" not in err["message"]
     assert comments == ["nexus-stream-complete"]
 
 
@@ -88,7 +88,7 @@ def test_resume_requests_are_refused_explicitly(streaming):
     base, _, _ = streaming
     status, _, body = post(base + "/invoke", envelope("demo.count", {"to": 3}),
                            headers={"Accept": "text/event-stream", "Last-Event-ID": "2"})
-    assert status == 409 and json.loads(body)["error"]["code"] == "STREAM_RESUME_UNSUPPORTED"
+    assert status == 409 and json.loads(body)["error"]["code"] == "history_lost"
 
 
 def test_caller_disconnect_closes_the_generator_and_cancels_the_context(streaming):

@@ -38,6 +38,7 @@ from .errors import AgentdError, HandlerError, from_native
 
 Reply = Tuple[int, List[Tuple[str, str]], bytes]
 _JSON = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
 def _error(status: int, code: str, message: str) -> Reply:
@@ -67,6 +68,20 @@ class Context:
         self.envelope = envelope
         self.headers = headers
         self._cancel = threading.Event()
+        self._received = time.monotonic()
+
+    @property
+    def deadline(self) -> Optional[float]:
+        """Seconds left of the caller's budget (``X-Agentd-Deadline-Ms`` as
+        sent by the router, minus the time since it arrived), or None."""
+        raw = self.headers.get("x-agentd-deadline-ms")
+        try:
+            budget = int(raw) / 1000.0 if raw is not None else None
+        except ValueError:
+            return None
+        if budget is None:
+            return None
+        return max(0.0, budget - (time.monotonic() - self._received))
 
     @property
     def task_id(self) -> str:
@@ -143,7 +158,7 @@ class Capability:
             "hop_count": 0,
             "lease_seconds": self.lease_seconds,
         }
-        contract: Dict[str, Any] = {"idempotent": bool(self.idempotent), "streaming": self.streaming}
+        contract: Dict[str, Any] = {"idempotent": bool(self.idempotent)}
         if self.effect is not None:
             contract["effect"] = self.effect
         if self.schema is not None:
@@ -194,7 +209,7 @@ def _failure(cap: Capability, exc: BaseException) -> Tuple[int, str, str]:
         status = exc.status if 400 <= exc.status <= 599 else 500
         return status, exc.code, exc.message
     traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    return 500, "HANDLER_FAILED", f"handler of {cap.name} v{cap.version} raised {type(exc).__name__}"
+    return 500, "handler_failed", f"handler of {cap.name} v{cap.version} raised {type(exc).__name__}"
 
 
 # ===== agent-side async tasks =====
@@ -294,7 +309,7 @@ class _TaskTable:
         token = headers.get("x-nexus-task-token") or headers.get("x-agentd-task-token") or ""
         if task is None or not hmac.compare_digest(token.encode(), task.token.encode()):
             # The same answer for unknown ids and wrong tokens: no probing.
-            return _error(404, "TASK_NOT_FOUND", "no such task (or wrong task token)")
+            return _error(404, "not_found", "no such task (or wrong task token)")
         if method == "GET" and not suffix:
             with self._lock:
                 return 200, list(_JSON), _dumps(task.public())
@@ -305,9 +320,9 @@ class _TaskTable:
                     try:
                         after = int(kv[6:])
                     except ValueError:
-                        return _error(400, "INVALID_CURSOR", "after must be an integer")
+                        return _error(400, "invalid_cursor", "after must be an integer")
             if after < 0:
-                return _error(400, "INVALID_CURSOR", "after must be non-negative")
+                return _error(400, "invalid_cursor", "after must be non-negative")
             with self._lock:
                 events = [e for e in task.events if e["seq"] > after]
                 body = {"task_id": task.task_id, "status": task.status, "events": events}
@@ -317,7 +332,7 @@ class _TaskTable:
             self._finish(task, "cancelled")
             with self._lock:
                 return 200, list(_JSON), _dumps(task.public())
-        return _error(405 if not suffix else 404, "NOT_FOUND", f"no task operation {method} {path}")
+        return _error(405 if not suffix else 404, "not_found", f"no task operation {method} {path}")
 
 
 # ===== Agent =====
@@ -454,8 +469,8 @@ class Agent:
         too. Raise ``HandlerError(message, code=..., status=...)`` for a
         typed failure."""
 
-        if not isinstance(name, str) or not name or len(name) > 127 or any(c.isspace() for c in name):
-            raise ValueError("capability name must be 1-127 characters without spaces")
+        if not isinstance(name, str) or not name or len(name) > 127 or not set(name) <= _NAME_CHARS:
+            raise ValueError("capability name must be 1-127 characters of [A-Za-z0-9._-]")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise ValueError("version must be an integer >= 1")
         if effect is not None and effect not in ("read", "write", "external"):
@@ -498,17 +513,20 @@ class Agent:
 
     # ----- serving (called by the native server threads) -----
 
-    def _on_invoke(self, mode: str, body: bytes, headers: Mapping[str, str]) -> Any:
+    def _on_invoke(self, mode: str, body: bytes, headers: Mapping[str, str], hangup: Any = None) -> Any:
         env = json.loads(body)
         key = (env["intent"], env["intent_version"])
         cap = self._caps.get(key)
         if cap is None:
-            return _error(404, "INTENT_NOT_SERVED", f"{key[0]} v{key[1]} is not served by {self.origin}")
+            return _error(404, "intent_not_served", f"{key[0]} v{key[1]} is not served by {self.origin}")
         ctx = Context(env, headers)
+        if hangup is not None and mode != "async":
+            # The router cancels a call by closing the connection.
+            hangup.on_cancel(ctx.cancel)
         if mode == "async":
             task = self._tasks.start(cap, env, ctx)
             if task is None:
-                return _error(503, "TASKS_FULL", "this agent's task table is full")
+                return _error(503, "task_table_full", "this agent's task table is full")
             reply_headers = list(_JSON) + [
                 ("X-Nexus-Task-Id", task.task_id),
                 ("X-Nexus-Task-Token", task.token),
@@ -517,10 +535,10 @@ class Agent:
             return 202, reply_headers, _dumps({"task_id": task.task_id, "status": task.status})
         if mode == "stream":
             if not cap.streaming:
-                return _error(406, "STREAM_NOT_SUPPORTED", f"{cap.name} v{cap.version} is not a streaming capability")
+                return _error(406, "stream_not_supported", f"{cap.name} v{cap.version} is not a streaming capability")
             return self._stream(cap, env, ctx)
         if cap.streaming:
-            return _error(406, "STREAM_REQUIRED", f"{cap.name} v{cap.version} streams; call it with stream()")
+            return _error(406, "stream_required", f"{cap.name} v{cap.version} streams; call it with stream()")
         try:
             result = _call(cap, env.get("payload"), ctx)
         except BaseException as exc:
@@ -529,7 +547,7 @@ class Agent:
         try:
             return 200, list(_JSON), _dumps(result)
         except (TypeError, ValueError) as exc:
-            return _error(500, "INVALID_RESPONSE", f"handler result is not JSON: {exc}")
+            return _error(500, "invalid_response", f"handler result is not JSON: {exc}")
 
     def _stream(self, cap: Capability, env: Mapping[str, Any], ctx: Context) -> Iterator[Tuple[str, Optional[str], str]]:
         args = (env.get("payload"), ctx) if cap.wants_context else (env.get("payload"),)
@@ -539,7 +557,7 @@ class Agent:
                 try:
                     yield _event_tuple(item)
                 except (TypeError, ValueError) as exc:
-                    yield ("error", "INVALID_SSE_EVENT", f"stream item is not JSON: {exc}")
+                    yield ("error", "invalid_event", f"stream item is not JSON: {exc}")
                     return
         except GeneratorExit:
             ctx.cancel()  # the caller went away
@@ -568,7 +586,7 @@ class Agent:
         if candidate is None:
             raise AgentdError(
                 "cannot tell which address the router can reach this agent on; pass advertise=<LAN address>",
-                code="NO_ADVERTISE_ADDRESS",
+                code="no_advertise_address",
             )
         return _native.check_advertise(candidate, self.allow_loopback)
 

@@ -170,10 +170,15 @@ class Client:
 
     @staticmethod
     def _call_headers(timeout: float, idempotency_key: Optional[str]) -> List[Tuple[str, str]]:
-        headers = [("X-Agentd-Timeout-Ms", str(max(1, int(timeout * 1000))))]
+        # The router caps a call's budget at 300 s (docs/sdk-api.md).
+        headers = [("X-Agentd-Timeout-Ms", str(min(300_000, max(1, int(timeout * 1000)))))]
         if idempotency_key is not None:
-            if not idempotency_key or len(idempotency_key) > 255 or any(c in idempotency_key for c in "\r\n"):
-                raise ValueError("idempotency_key must be 1-255 characters without line breaks")
+            if (
+                not idempotency_key
+                or len(idempotency_key.encode()) > 128
+                or any(not (0x20 < ord(c) < 0x7F) for c in idempotency_key)
+            ):
+                raise ValueError("idempotency_key must be 1-128 visible ASCII characters")
             headers.append(("Idempotency-Key", idempotency_key))
         return headers
 
@@ -303,9 +308,9 @@ class Stream:
         if ev.event == "error":
             try:
                 err = json.loads(ev.data)
-                code, message = str(err.get("code") or "HANDLER_FAILED"), str(err.get("message") or "")
+                code, message = str(err.get("code") or "handler_failed"), str(err.get("message") or "")
             except (ValueError, AttributeError):
-                code, message = "HANDLER_FAILED", ev.data
+                code, message = "handler_failed", ev.data
             raise HandlerError(message, code=code)
         return ev
 
@@ -374,7 +379,7 @@ class Task:
                 return st.get("result")
             if state == "failed":
                 err = st.get("error") if isinstance(st.get("error"), dict) else {}
-                raise TaskFailedError(str(err.get("message") or "task failed"), code=str(err.get("code") or "TASK_FAILED"))
+                raise TaskFailedError(str(err.get("message") or "task failed"), code=str(err.get("code") or "task_failed"))
             if state in ("cancelled", "canceled"):
                 raise TaskCancelledError(f"task {self.task_id} was cancelled")
             left = deadline - time.monotonic()

@@ -21,7 +21,7 @@ create_exception!(
     _native,
     CallError,
     PyException,
-    "A router call failed (args: kind, status, code, message, not_delivered)."
+    "A router call failed (args: kind, status, code, message, not_delivered, outcome, reason)."
 );
 create_exception!(
     _native,
@@ -39,16 +39,39 @@ pub(crate) fn call_err(e: RustCallError) -> PyErr {
             message,
         } => {
             let kind = if timeout { "timeout" } else { "transport" };
-            CallError::new_err((kind, 0u16, String::new(), message, not_delivered))
+            CallError::new_err((
+                kind,
+                0u16,
+                String::new(),
+                message,
+                not_delivered,
+                None::<String>,
+                None::<String>,
+            ))
         }
         RustCallError::Status {
             status,
             code,
             message,
-        } => CallError::new_err(("status", status, code, message, false)),
-        RustCallError::Decode(message) => {
-            CallError::new_err(("decode", 0u16, String::new(), message, false))
-        }
+            detail,
+        } => CallError::new_err((
+            "status",
+            status,
+            code,
+            message,
+            false,
+            detail.outcome,
+            detail.reason,
+        )),
+        RustCallError::Decode(message) => CallError::new_err((
+            "decode",
+            0u16,
+            String::new(),
+            message,
+            false,
+            None::<String>,
+            None::<String>,
+        )),
     }
 }
 
@@ -85,6 +108,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_advertise, m)?)?;
     m.add_function(wrap_pyfunction!(endpoint_url, m)?)?;
     m.add_class::<serve::Server>()?;
+    m.add_class::<serve::CancelHandle>()?;
     m.add_class::<router::RouterClient>()?;
     m.add_class::<router::LeaseKeeper>()?;
     m.add_class::<router::EventStream>()?;

@@ -18,7 +18,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::endpoint::{Endpoint, Handlers, Invocation, ItemSource, Mode, StreamItem};
 use crate::envelope::Envelope;
-use crate::server::{self, Reply, Request, ServerConfig};
+use crate::server::{self, Cancel, Reply, Request, ServerConfig};
 
 struct PyHandlers {
     on_invoke: Py<PyAny>,
@@ -44,7 +44,7 @@ fn reply_from(obj: &Bound<'_, PyAny>) -> PyResult<Reply> {
 
 fn internal(e: PyErr) -> Reply {
     Python::attach(|py| e.print(py));
-    Reply::error(500, "HANDLER_FAILED", "agent handler dispatch failed")
+    Reply::error(500, "handler_failed", "agent handler dispatch failed")
 }
 
 impl Handlers for PyHandlers {
@@ -57,10 +57,9 @@ impl Handlers for PyHandlers {
         Python::attach(|py| {
             let result = (|| -> PyResult<Invocation> {
                 let body = PyBytes::new(py, &req.body);
-                let out =
-                    self.on_invoke
-                        .bind(py)
-                        .call1((mode_name, body, headers_dict(py, req)?))?;
+                let cancel = Py::new(py, CancelHandle { inner: req.cancel.clone() })?;
+                let args = (mode_name, body, headers_dict(py, req)?, cancel);
+                let out = self.on_invoke.bind(py).call1(args)?;
                 if mode == Mode::Stream && !out.is_instance_of::<pyo3::types::PyTuple>() {
                     let iter = out.try_iter()?.into_any().unbind();
                     return Ok(Invocation::Stream(Box::new(PyItems { iter: Some(iter) })));
@@ -89,6 +88,35 @@ impl Handlers for PyHandlers {
     }
 }
 
+/// Fires when the caller of a synchronous invocation hangs up (the
+/// router's way to cancel). `on_cancel(fn)` runs `fn()` then (or at once).
+#[pyclass(module = "agentd_sdk._native")]
+#[derive(Debug)]
+pub struct CancelHandle {
+    inner: Arc<Cancel>,
+}
+
+#[pymethods]
+impl CancelHandle {
+    #[getter]
+    fn cancelled(&self) -> bool {
+        self.inner.is_fired()
+    }
+
+    fn on_cancel(&self, py: Python<'_>, callback: Py<PyAny>) {
+        let hook = Box::new(move || {
+            Python::attach(|py| {
+                if let Err(e) = callback.call0(py) {
+                    e.print(py);
+                }
+            })
+        });
+        // The hook may run at once (already cancelled): do not hold the GIL
+        // across the registry lock.
+        py.detach(|| self.inner.on_cancel(hook));
+    }
+}
+
 /// A Python iterator of stream items; `cancel` closes the generator so the
 /// handler sees `GeneratorExit` (cancellation reaches the handler).
 struct PyItems {
@@ -106,7 +134,7 @@ impl ItemSource for PyItems {
                 Err(e) => {
                     e.print(py);
                     return Some(StreamItem::Failed {
-                        code: "HANDLER_FAILED".into(),
+                        code: "handler_failed".into(),
                         message: "stream handler raised an exception".into(),
                     });
                 }
@@ -115,14 +143,14 @@ impl ItemSource for PyItems {
                 let (kind, a, b): (String, Option<String>, String) = next.extract()?;
                 Ok(match kind.as_str() {
                     "error" => StreamItem::Failed {
-                        code: a.unwrap_or_else(|| "HANDLER_FAILED".into()),
+                        code: a.unwrap_or_else(|| "handler_failed".into()),
                         message: b,
                     },
                     _ => StreamItem::Event { event: a, data: b },
                 })
             })();
             Some(item.unwrap_or_else(|e| StreamItem::Failed {
-                code: "INVALID_SSE_EVENT".into(),
+                code: "invalid_event".into(),
                 message: e.to_string(),
             }))
         })
