@@ -7,7 +7,8 @@ StreamItem = Tuple[str, Optional[str], str]
 
 class CallError(Exception):
     """args: (kind: "transport" | "timeout" | "status" | "decode", status: int,
-    code: str, message: str, not_delivered: bool)"""
+    code: str, message: str, not_delivered: bool, outcome: Optional[str],
+    reason: Optional[str])"""
 
 class StreamError(Exception): ...
 
@@ -21,6 +22,13 @@ def check_advertise(host: str, allow_loopback: bool) -> str:
 
 def endpoint_url(host: str, port: int, path: str) -> str: ...
 
+class CancelHandle:
+    """Fires when the caller of a sync or stream invocation hangs up."""
+
+    @property
+    def cancelled(self) -> bool: ...
+    def on_cancel(self, callback: Callable[[], Any]) -> None: ...
+
 class Server:
     """The served handler endpoint (HTTP/1.1, one thread per connection)."""
 
@@ -29,7 +37,7 @@ class Server:
         host: str,
         port: int,
         path: str,
-        on_invoke: Callable[[str, bytes, Dict[str, str]], Union[Reply, Iterator[StreamItem]]],
+        on_invoke: Callable[[str, bytes, Dict[str, str], CancelHandle], Union[Reply, Iterator[StreamItem]]],
         on_task: Callable[[str, str, str, Dict[str, str], bytes], Reply],
         max_body: int = 1048576,
         max_connections: int = 64,

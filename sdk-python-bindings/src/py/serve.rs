@@ -57,7 +57,12 @@ impl Handlers for PyHandlers {
         Python::attach(|py| {
             let result = (|| -> PyResult<Invocation> {
                 let body = PyBytes::new(py, &req.body);
-                let cancel = Py::new(py, CancelHandle { inner: req.cancel.clone() })?;
+                let cancel = Py::new(
+                    py,
+                    CancelHandle {
+                        inner: req.cancel.clone(),
+                    },
+                )?;
                 let args = (mode_name, body, headers_dict(py, req)?, cancel);
                 let out = self.on_invoke.bind(py).call1(args)?;
                 if mode == Mode::Stream && !out.is_instance_of::<pyo3::types::PyTuple>() {
