@@ -26,6 +26,11 @@ fn invoke_reaches_the_handler_with_route_and_deadline_headers() {
         .await;
         assert_eq!(r.status, 200, "{:?}", r.body);
         assert_eq!(r.headers["x-agentd-route-id"], "r-a");
+        // A whole JSON answer keeps fixed-length framing.
+        assert_eq!(
+            r.headers["content-length"],
+            r.body.len().to_string().as_str()
+        );
         // The handler's JSON comes back unchanged; the envelope went through
         // byte for byte (auth off).
         assert_eq!(r.json()["backend"], "a");
