@@ -31,6 +31,8 @@ class CallStream:
         self.intent = intent
         self.ok = 0
         self.failures = []
+        # What the test is doing now; recorded with every failure.
+        self.phase = "before the kill"
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(w,), daemon=True) for w in range(2)]
@@ -57,7 +59,7 @@ class CallStream:
                 if good:
                     self.ok += 1
                 else:
-                    self.failures.append((time.monotonic(), w, i, detail))
+                    self.failures.append((self.phase, w, i, detail))
 
     def count(self) -> int:
         with self._lock:
@@ -103,6 +105,7 @@ def test_kill9_agentd_under_idempotent_calls(make_stack, netns, workdir, kind):
         calls = CallStream(stack, intent).start()
         calls.wait_more(30, "before the kill")
 
+        calls.phase = "agentd killed"
         stack.agentd.kill9()
         wait_for(
             "gateway to notice agentd is gone",
@@ -116,17 +119,25 @@ def test_kill9_agentd_under_idempotent_calls(make_stack, netns, workdir, kind):
         )
         assert r.status == 503 and r.error_code() == "control_plane_unavailable", r.describe()
 
+        calls.phase = "agentd restarting"
         stack.start_agentd()
+        calls.phase = "agentd restarted"
         stack.wait_gw_ready(timeout=15, control_plane="up")
         wait_for(
             "the agent's route in the restarted agentd's RIB",
             lambda: any(str(r.get("origin")) == "agent://lab/rs-echo" for r in stack.routes()),
             timeout=lease * 2 + 5,
         )
+        calls.phase = "agent re-registered"
         stack.wait_routable(envelope(intent, {}))
         calls.wait_more(30, "after the resync")
         calls.stop()
         assert calls.ok >= 90, calls.ok
-        assert not calls.failures, f"{len(calls.failures)} of {calls.count()} calls failed, first: {calls.failures[:3]}"
+        by_phase = {}
+        for phase, *_ in calls.failures:
+            by_phase[phase] = by_phase.get(phase, 0) + 1
+        assert not calls.failures, (
+            f"{len(calls.failures)} of {calls.count()} calls failed, by phase {by_phase}; first: {calls.failures[:2]}"
+        )
     finally:
         agent.stop()

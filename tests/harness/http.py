@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
@@ -149,23 +150,27 @@ class Http:
         return r.json()
 
     def raw_exchange(self, head: bytes, body_chunks: List[bytes], timeout: float = 15.0) -> Resp:
-        """Send a request head and body chunks on a raw socket, tolerating a
-        server that answers and closes before the whole body is written
-        (what a gateway that stops reading at its size limit does)."""
+        """Send a request head and body chunks on a raw socket while reading
+        the answer concurrently, so a server that answers and closes before
+        the whole body is written (what a gateway that stops reading at its
+        size limit does) is heard before our further writes provoke a reset.
+        The write side is never half-closed: an HTTP/1.1 server may take
+        that for a client that went away."""
         sock = socket.create_connection((self.host, self.port), timeout=timeout)
-        try:
-            sock.sendall(head)
-            for chunk in body_chunks:
-                try:
-                    sock.sendall(chunk)
-                except (BrokenPipeError, ConnectionResetError):
-                    break
+
+        def send() -> None:
             try:
-                sock.shutdown(socket.SHUT_WR)
+                sock.sendall(head)
+                for chunk in body_chunks:
+                    sock.sendall(chunk)
             except OSError:
-                pass
-            data = b""
-            while True:
+                pass  # the server stopped reading: expected for refusals
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        data = b""
+        try:
+            while not _complete_response(data):
                 try:
                     chunk = sock.recv(65536)
                 except ConnectionResetError:
@@ -173,10 +178,9 @@ class Http:
                 if not chunk:
                     break
                 data += chunk
-                if _complete_response(data):
-                    break
         finally:
             sock.close()
+            sender.join(timeout=timeout)
         return _parse_response(data)
 
     def stream(
