@@ -10,7 +10,7 @@ from harness.http import envelope
 
 def test_wrong_tenant_gets_no_route(stack, backend):
     """Proves tenant isolation: a route of tenant `lab` is not eligible for
-    a caller of tenant `other` (404 `no_route`, reason `tenant_mismatch`,
+    a caller of tenant `other` (404 `no_route`, reason `tenant_access`,
     outcome `rejected`, naming the capability), the refusal does not reach
     the handler, while a `lab` caller is served and a route that lists
     `other` in `allowed_tenants` serves `other`."""
@@ -25,7 +25,7 @@ def test_wrong_tenant_gets_no_route(stack, backend):
         assert r.status == 404, r.describe()
         err = r.json()["error"]
         assert err["code"] == "no_route", err
-        assert err.get("reason") == "tenant_mismatch", err
+        assert err.get("reason") == "tenant_access", err
         assert err.get("outcome") == "rejected", err
         assert "ten.echo" in err["message"], err
     assert r.header("x-agentd-outcome") == "rejected", r.headers
@@ -38,7 +38,7 @@ def test_wrong_tenant_gets_no_route(stack, backend):
     assert shared.json()["tenant"] == "other"
 
     missing = stack.http.post("/agent/v1/invoke", envelope("ten.nothing", {}))
-    assert missing.status == 404 and missing.json()["error"].get("reason") == "unknown_capability", missing.describe()
+    assert missing.status == 404 and missing.json()["error"].get("reason") == "capability_version", missing.describe()
 
 
 def test_deny_rule_is_final_403(make_stack, backend):
