@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -35,8 +36,11 @@ class Received:
 
 
 class Backend:
-    def __init__(self, host: str = "127.0.0.1", path: str = "/invoke") -> None:
+    def __init__(self, host: str = "127.0.0.1", path: str = "/invoke", reset_all: bool = False) -> None:
         self.path = path
+        # reset_all: read each request, then drop the connection without a
+        # byte of answer (a handler that may have run; outcome `unknown`).
+        self.reset_all = reset_all
         self._lock = threading.Lock()
         self.received: List[Received] = []
         self.answered: List[Received] = []
@@ -110,6 +114,12 @@ class Backend:
         req.wfile.write(data)
 
     def _dispatch(self, req: BaseHTTPRequestHandler, rec: Received) -> None:
+        if self.reset_all:
+            conn = req.connection
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+            req.close_connection = True
+            return
         try:
             env = rec.json()
         except ValueError:
@@ -123,6 +133,7 @@ class Backend:
             "tenant": env.get("tenant"),
             "source_agent": env.get("source_agent"),
             "route_id": rec.headers.get("x-agentd-route-id"),
+            "deadline_ms": rec.headers.get("x-agentd-deadline-ms"),
         }
         if intent.endswith(".stream"):
             count = int(payload.get("count", 3)) if isinstance(payload, dict) else 3
