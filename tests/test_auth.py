@@ -3,13 +3,21 @@ UCI `tenant` sections), with tokens minted independently in Python."""
 
 from __future__ import annotations
 
+import base64
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from harness.agentproc import AgentProcess
 from harness.backend import registration
 from harness.http import envelope
 from harness.jwt import TenantKey, bearer, sign, tamper_payload
+
+AGENTS = Path(__file__).resolve().parent / "agents"
 
 
 @pytest.fixture
@@ -129,3 +137,91 @@ def test_scope_and_origin_are_enforced(auth_env):
                         headers=bearer(other_tok))
     assert r.status == 404 and r.error_code() == "no_route", r.describe()
     assert r.json()["error"].get("reason") == "tenant_access", r.describe()
+
+
+# Runs inside the namespace: one JSON POST, prints {"status", "body"}.
+_NS_POST = r"""
+import json, sys, urllib.request, urllib.error
+url, body, token = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
+headers = {"Content-Type": "application/json"}
+if token:
+    headers["Authorization"] = "Bearer " + token
+req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+try:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        print(json.dumps({"status": r.status, "body": json.loads(r.read())}))
+except urllib.error.HTTPError as e:
+    print(json.dumps({"status": e.code, "body": json.loads(e.read())}))
+"""
+
+
+def _ns_post(netns, url, body, token=""):
+    p = subprocess.run(
+        netns.exec_argv([sys.executable, "-c", _NS_POST, url, json.dumps(body), token]),
+        capture_output=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    return json.loads(p.stdout)
+
+
+def _claims(token):
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+def test_trusted_lan_bootstrap_token_is_short_lived_and_bound(make_stack, netns, backend):
+    """Proves trusted-LAN bootstrap: a LAN host (in a network namespace)
+    gets a Bearer token for its tenant and origin that lives at most 300 s
+    (`expires_in` and exp - iat), has the origin as subject and the tenant
+    claim; with it that host registers its origin; the same token presented
+    from another source address is refused with 401 `token_source_mismatch`
+    (a token lifted off one host is useless from another); an origin
+    outside the tenant is refused with 400 `invalid_field`."""
+    lab = TenantKey.generate()
+    stack = make_stack(auth="jwt", sdk_host=netns.host_addr, tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})])
+    base = stack.http.base_url
+    meta = stack.http.get("/agent/v1/authentication").json()
+    assert meta["bootstrap"]["endpoint"] == "/agent/v1/bootstrap", meta
+    ask = {"tenant": "lab", "origin": "agent://lab/boot", "scopes": ["agent.register", "agent.invoke"]}
+    got = _ns_post(netns, base + "/agent/v1/bootstrap", ask)
+    assert got["status"] == 200, got
+    tok = got["body"]["access_token"]
+    assert got["body"]["token_type"] == "Bearer" and 0 < got["body"]["expires_in"] <= 300, got
+    claims = _claims(tok)
+    assert claims["sub"] == "agent://lab/boot" and claims["tenant"] == "lab", claims
+    assert 0 < claims["exp"] - claims["iat"] <= 300, claims
+
+    reg = registration("boot.echo", backend.endpoint, name="boot", lease_seconds=60)
+    inside = _ns_post(netns, base + "/agent/v1/register", reg, tok)
+    assert inside["status"] == 200 and inside["body"]["route_id"], inside
+
+    outside = stack.http.post("/agent/v1/register", reg, headers=bearer(tok))
+    assert outside.status == 401 and outside.error_code() == "token_source_mismatch", outside.describe()
+
+    bad = _ns_post(netns, base + "/agent/v1/bootstrap", {**ask, "origin": "agent://other/boot"})
+    assert bad["status"] == 400 and bad["body"]["error"]["code"] == "invalid_field", bad
+
+
+def test_nexilume_agent_with_auto_auth_registers_through_bootstrap(make_stack, netns, workdir):
+    """Proves that an unmodified nexilume agent with its default-style
+    `auth="auto"` discovers the gateway's JWT auth, obtains a trusted-LAN
+    bootstrap token and registers with it, and that a caller holding a
+    tenant-key token invokes it through the gateway."""
+    lab = TenantKey.generate()
+    stack = make_stack(auth="jwt", sdk_host=netns.host_addr, tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})])
+    aud = stack.http.get("/agent/v1/authentication").json()["authentication"]["audience"]
+    argv = netns.exec_argv(
+        [sys.executable, str(AGENTS / "nexilume_agent.py"), stack.http.base_url, "lab", "nx-auto", "30", "0", "auto"]
+    )
+    agent = AgentProcess(argv, workdir / "nexilume-auto.log")
+    try:
+        ready = agent.wait_message("ready", timeout=30)
+        assert len(ready["route_ids"]) == 2, ready
+        caller = lab.mint(tenant="lab", sub="agent://lab/caller", scopes=["agent.invoke", "agent.route"], aud=aud)
+        stack.wait_routable(envelope("nx.echo", {}), headers=bearer(caller))
+        r = stack.http.post("/agent/v1/invoke", envelope("nx.echo", {"auth": "auto"}), headers=bearer(caller))
+        assert r.status == 200 and r.json() == {"echo": {"auth": "auto"}, "via": "nexilume"}, r.describe()
+    finally:
+        agent.stop()

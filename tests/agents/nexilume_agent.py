@@ -2,11 +2,13 @@
 in style from its README: NexusAgent + decorators + start(). Run inside a
 network namespace (the SDK refuses loopback advertise addresses).
 
-usage: nexilume_agent.py ROUTER_URL TENANT AGENT_ID LEASE_SECONDS [CLOUD_PUBLISH]
+usage: nexilume_agent.py ROUTER_URL TENANT AGENT_ID LEASE_SECONDS [CLOUD_PUBLISH [AUTH]]
 
 CLOUD_PUBLISH (default 1, the SDK's default) makes nexilume keep its lease
 by re-registering with its route_id (an upsert); 0 makes it use
-/agent/v1/renew and re-register only after a 404.
+/agent/v1/renew and re-register only after a 404. AUTH (default "none")
+is nexilume's `auth=` argument: "auto" discovers the router's auth and uses
+its trusted-LAN bootstrap.
 Prints one JSON line `{"ready": true, "route_ids": [...], "endpoint": ...}`
 once registered, runs until stdin closes, then stops (unregistering) and
 prints `{"closed": true}`.
@@ -19,10 +21,11 @@ from nexus_agent import NexusAgent
 
 router, tenant, agent_id, lease = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 cloud_publish = (sys.argv[5] if len(sys.argv) > 5 else "1") == "1"
+auth = sys.argv[6] if len(sys.argv) > 6 else "none"
 
 agent = NexusAgent(
     router=router,
-    auth="none",
+    auth=auth,
     tenant=tenant,
     agent_id=agent_id,
     lease_seconds=lease,
