@@ -38,20 +38,20 @@ config agentd 'main'
 \toption identity '{work}/identity.key'
 \toption ipc_socket '{work}/agentd.sock'
 \toption state_dir '{work}'
-\toption health_check 'none'
+\toption health_check 'off'
 
 # !!! LAB MODE: auth 'none' — no bearer tokens. For this local demo only;
 # !!! the default (and the only sane setting on a real LAN) is auth 'jwt'.
-config gateway 'main'
+config gateway 'gateway'
 \toption sdk_listen '127.0.0.1:{port}'
 \toption public_listen ''
 \toption peer_listen ''
 \toption auth 'none'
 
-config arpx 'main'
+config arpx 'arpx'
 \toption listen ''
 
-config discovery 'main'
+config discovery 'discovery'
 \toption enabled '0'
 """
 

@@ -8,6 +8,7 @@ import uuid
 
 from harness.backend import Backend, registration
 from harness.http import envelope
+from harness.poll import wait_for
 
 
 def _closed_port() -> int:
@@ -17,25 +18,36 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_candidates(stack, intent, n):
+    """The gateway's route lookup once it lists `n` candidates."""
+    return wait_for(
+        f"{n} candidates for {intent} on agent-gw",
+        lambda: (lambda r: r if len(r.get("candidates", [])) >= n else None)(stack.wait_routable(envelope(intent, {}))),
+    )
+
+
 def test_never_delivered_moves_to_the_next_candidate(stack, backend):
     """Proves the never-delivered retry: the best-scored route's endpoint
     refuses connections, so even a non-idempotent call moves on to the next
     candidate and succeeds there (X-Agentd-Route-Id names the route that
-    answered); with only the dead route left the call fails at once with
+    answered); a capability whose only route is dead fails at once with
     502 `not_delivered`, outcome `not_delivered`."""
     dead = stack.register(
         registration("fw.echo", f"http://127.0.0.1:{_closed_port()}/invoke", name="dead", lease_seconds=60, latency_ms=0)
     )
     live = stack.register(registration("fw.echo", backend.endpoint, name="live", lease_seconds=60, latency_ms=50))
-    route = stack.wait_routable(envelope("fw.echo", {}))
+    route = _wait_candidates(stack, "fw.echo", 2)
     assert [c["route_id"] for c in route["candidates"]][:2] == [dead["route_id"], live["route_id"]], route
 
     r = stack.http.post("/agent/v1/invoke", envelope("fw.echo", {"n": 1}))
     assert r.status == 200 and r.json()["echo"] == {"n": 1}, r.describe()
     assert r.header("x-agentd-route-id") == live["route_id"], r.headers
 
-    stack.http.post("/agent/v1/unregister", {"route_id": live["route_id"]})
-    r = stack.http.post("/agent/v1/invoke", envelope("fw.echo", {"n": 2}))
+    stack.register(
+        registration("fw.dead", f"http://127.0.0.1:{_closed_port()}/invoke", name="dead", lease_seconds=60)
+    )
+    stack.wait_routable(envelope("fw.dead", {}))
+    r = stack.http.post("/agent/v1/invoke", envelope("fw.dead", {"n": 2}))
     assert r.status == 502, r.describe()
     assert r.error_code() == "not_delivered" and r.json()["error"]["outcome"] == "not_delivered", r.describe()
     assert r.header("x-agentd-outcome") == "not_delivered"
@@ -52,7 +64,7 @@ def test_possibly_delivered_retries_only_idempotent_calls_with_a_key(stack, back
     try:
         first = stack.register(registration("fw2.echo", resetter.endpoint, name="flaky", lease_seconds=60, latency_ms=0))
         second = stack.register(registration("fw2.echo", backend.endpoint, name="good", lease_seconds=60, latency_ms=50))
-        route = stack.wait_routable(envelope("fw2.echo", {}))
+        route = _wait_candidates(stack, "fw2.echo", 2)
         assert [c["route_id"] for c in route["candidates"]][:2] == [first["route_id"], second["route_id"]], route
 
         r = stack.http.post("/agent/v1/invoke", envelope("fw2.echo", {"plain": 1}))

@@ -95,3 +95,20 @@ def test_renew_extends_and_unknown_renew_is_404(stack, backend):
 
     r = stack.http.post("/agent/v1/renew", {"route_id": "r-does-not-exist"})
     assert r.status == 404 and r.error_code() == "not_found", r.describe()
+
+
+def test_unregister_stops_eligibility_immediately(stack, backend):
+    """Proves the contract "the route stops being eligible immediately"
+    (docs/sdk-api.md, unregister): 20 times, right after the 200 answer to
+    /agent/v1/unregister, the gateway's lookup and an invocation through
+    the same gateway already refuse with `no_route`, and the handler is not
+    called."""
+    for i in range(20):
+        info = stack.register(registration("unreg.echo", backend.endpoint, lease_seconds=60))
+        stack.wait_routable(envelope("unreg.echo", {}))
+        r = stack.http.post("/agent/v1/unregister", {"route_id": info["route_id"]})
+        assert r.status == 200 and r.json()["removed"] is True, r.describe()
+        before = len(backend.calls("unreg.echo"))
+        inv = stack.http.post("/agent/v1/invoke", envelope("unreg.echo", {"i": i}))
+        assert inv.status == 404 and inv.error_code() == "no_route", (i, inv.describe())
+        assert len(backend.calls("unreg.echo")) == before

@@ -99,7 +99,7 @@ def base_config(
         "max_lease": 3600,
         "default_action": "allow",
         "log_level": "debug",
-        "health_check": "none",
+        "health_check": "off",
     }
     main.update(agentd or {})
     gw: Dict[str, Value] = {
@@ -111,9 +111,9 @@ def base_config(
     gw.update(gateway or {})
     cfg.sections = [
         Section("agentd", "main", main),
-        Section("gateway", "main", gw),
-        Section("arpx", "main", {"listen": ""}),
-        Section("discovery", "main", {"enabled": 0}),
+        Section("gateway", "gateway", gw),
+        Section("arpx", "arpx", {"listen": ""}),
+        Section("discovery", "discovery", {"enabled": 0}),
     ]
     for name, opts in tenants:
         cfg.sections.append(Section("tenant", name, dict(opts)))
