@@ -27,7 +27,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -36,7 +35,9 @@ PROFILE = os.environ.get("BENCH_PROFILE", "release")
 N1 = int(os.environ.get("BENCH_N1", "3000"))
 N16 = int(os.environ.get("BENCH_N16", "16000"))
 SIZES = [128, 1024, 8192]
-INTENT = "bench.echo"
+INTENT = "b.e"
+# Short names so that a whole envelope fits in the smallest body size.
+TENANT = "b"
 
 
 def log(msg: str) -> None:
@@ -113,17 +114,16 @@ def envelope_of_size(size: int) -> bytes:
         "version": "1.0",
         "intent": INTENT,
         "intent_version": 1,
-        "task_id": str(uuid.uuid4()),
-        "source_agent": "agent://bench/caller",
-        "tenant": "bench",
+        "task_id": "t",
+        "source_agent": "c",  # a bare name is allowed
+        "tenant": TENANT,
         "hop_limit": 8,
-        "constraints": {},
-        "payload": {"pad": ""},
+        "payload": "",
     }
     base = len(json.dumps(env, separators=(",", ":")).encode())
     if base > size:
         raise SystemExit(f"bench: envelope alone is {base} bytes > {size}")
-    env["payload"]["pad"] = "x" * (size - base)
+    env["payload"] = "x" * (size - base)
     raw = json.dumps(env, separators=(",", ":")).encode()
     assert len(raw) == size
     return raw
@@ -170,8 +170,8 @@ def main() -> int:
                     "\toption rate_per_second '1000000'",
                     "\toption rate_burst '1000000'",
                     "",
-                    "config tenant 'bench'",
-                    "\toption name 'bench'",
+                    f"config tenant '{TENANT}'",
+                    f"\toption name '{TENANT}'",
                     "\toption rate_per_second '1000000'",
                     "\toption rate_burst '1000000'",
                     "",
@@ -204,15 +204,15 @@ def main() -> int:
             gw_url + "/agent/v1/register",
             {
                 "intent": INTENT,
-                "origin": "agent://bench/echo",
+                "origin": f"agent://{TENANT}/echo",
                 "endpoint": backend_url,
-                "tenant": "bench",
+                "tenant": TENANT,
                 "lease_seconds": 3600,
             },
         )
         probe = {
             "version": "1.0", "intent": INTENT, "intent_version": 1, "task_id": "probe",
-            "source_agent": "agent://bench/caller", "tenant": "bench", "hop_limit": 8, "payload": {},
+            "source_agent": f"agent://{TENANT}/c", "tenant": TENANT, "hop_limit": 8, "payload": {},
         }
         wait_for("route on agent-gw", lambda: http_json(gw_url + "/agent/v1/route", probe))
 
