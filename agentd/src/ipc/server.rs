@@ -179,6 +179,9 @@ pub enum Disconnect {
     HandshakeTimeout,
     /// The client did not read its replies/FIB events fast enough.
     QueueFull,
+    /// A message of ours could not be framed (a FIB event over the frame
+    /// limit); a bug on our side, reported rather than hidden.
+    Unsendable(FrameError),
     /// The daemon stopped taking requests.
     ServerShutdown,
 }
@@ -412,7 +415,7 @@ async fn serve_connection(
     // Handshake: our Hello first, so even a mismatched client learns our
     // version; then theirs.
     if let Err(e) = frame::encode_into(&Hello::ours(&config.software), &mut out) {
-        return Disconnect::Malformed(e);
+        return Disconnect::Unsendable(e);
     }
     if let Err(e) = stream.write_all(&out).await {
         return Disconnect::Io(e.kind());
@@ -526,10 +529,10 @@ async fn serve_connection(
                 if let Err(e) = frame::encode_into(&msg, &mut out) {
                     // Only an oversized reply can fail here; answer it with
                     // an error instead of dropping the request silently.
-                    let ServerMsg::Response(r) = msg else { return Disconnect::Malformed(e) };
+                    let ServerMsg::Response(r) = msg else { return Disconnect::Unsendable(e) };
                     let body = Err(IpcError::internal(format_args!("reply not sendable: {e}")));
                     if frame::encode_into(&ServerMsg::Response(Response { id: r.id, body }), &mut out).is_err() {
-                        return Disconnect::Malformed(e);
+                        return Disconnect::Unsendable(e);
                     }
                 }
                 tokio::select! {

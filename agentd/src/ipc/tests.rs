@@ -172,6 +172,16 @@ async fn fake_daemon(
                 rule: Some(query.capability),
                 ..LookupView::default()
             })),
+            // A page of `limit` rows of ~2 KiB each, whatever the size.
+            RequestBody::Routes(q) => {
+                let mut r = route_of(RouteId::new("big").unwrap(), &registration("big"), now);
+                r.region = "x".repeat(2048).into();
+                let row = RouteView::of(&r, now);
+                Ok(ResponseBody::Routes(RoutePage {
+                    routes: vec![row; q.limit as usize],
+                    next: None,
+                }))
+            }
             other => Err(IpcError::Unsupported {
                 what: other.kind().into(),
             }),
@@ -810,4 +820,31 @@ async fn request_arriving_in_the_same_read_as_hello_is_served() {
             body: Ok(ResponseBody::Status(_))
         }))
     ));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn reply_too_big_for_a_frame_becomes_an_internal_error() {
+    let h = Harness::start(ServerConfig::default());
+    let c = h.client().await;
+    let small = c
+        .routes(RoutesQuery {
+            limit: 10,
+            ..RoutesQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(small.routes.len(), 10);
+    let err = c
+        .routes(RoutesQuery {
+            limit: 200,
+            ..RoutesQuery::default()
+        })
+        .await
+        .unwrap_err();
+    let ClientError::Server(IpcError::Internal { reason }) = &err else {
+        panic!("{err}")
+    };
+    assert!(reason.contains("exceeds the 262144-byte limit"), "{reason}");
+    // The connection survives its oversized reply.
+    assert!(c.status().await.is_ok());
 }
