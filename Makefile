@@ -67,6 +67,7 @@ venv: $(VENV)/.requirements
 
 test-python: toolchain venv
 	$(CARGO) build -p agentd -p agent-gw --bins
+	$(VENV)/bin/python -m pytest sdk-python-bindings/tests $(PYTEST_ARGS)
 	AGENTD_TEST_NO_BUILD=1 $(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
 
 test: build clippy fmt-check test-rust test-python

@@ -99,7 +99,9 @@ def test_caller_disconnect_closes_the_generator_and_cancels_the_context(streamin
               b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     got = b""
     while got.count(b"\n\n") < 3:
-        got += s.recv(4096)
+        chunk = s.recv(4096)
+        assert chunk, f"stream ended early: {got!r}"
+        got += chunk
     assert b"HTTP/1.1 200" in got and b"id: 1\n" in got
     s.close()
     assert state["closed"].wait(10), "the handler generator was never closed"
