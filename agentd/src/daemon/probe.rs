@@ -163,7 +163,7 @@ async fn probe_inner(target: &ProbeTarget) -> Result<(), ProbeFailure> {
 }
 
 /// Status code of an `HTTP/1.x NNN ...` line.
-fn parse_status(head: &[u8]) -> Option<u16> {
+pub fn parse_status(head: &[u8]) -> Option<u16> {
     let line = head.split(|b| *b == b'\n').next()?;
     let line = std::str::from_utf8(line).ok()?;
     let mut parts = line.split_ascii_whitespace();

@@ -386,3 +386,74 @@ fn rpcd_call_reads_arguments_and_prints_one_object() {
     let big = vec![b' '; 70 * 1024];
     assert_eq!(call("status", &big)["error"], "invalid_argument");
 }
+
+// ===== health checks =====
+
+fn healthy(d: &Daemon) -> bool {
+    d.ctl_json(&["routes"])["routes"][0]["healthy"] == true
+}
+
+#[test]
+fn health_checks_exclude_a_dead_endpoint_and_restore_it_when_it_answers() {
+    // A loopback port that nobody listens on (bound, then released).
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let config = format!(
+        "
+config agentd 'main'
+\toption health_check 'http'
+\toption health_interval '1'
+\toption health_timeout_ms '500'
+\toption health_fail_threshold '1'
+\toption health_recover_threshold '1'
+
+config route 'echo'
+\toption capability 'demo.echo'
+\toption version '1'
+\toption origin 'agent://lab/echo'
+\toption endpoint 'http://{addr}/invoke'
+"
+    );
+    let mut d = Daemon::start("health", &config);
+    d.wait_until("the dead endpoint is marked unhealthy", |d| !healthy(d));
+    let j = d.ctl_json(&["lookup", "demo.echo", "--tenant", "lab", "--explain"]);
+    assert_eq!(j["rejections"]["unhealthy"], 1);
+    assert_eq!(
+        d.ctl_json(&["routes"])["routes"].as_array().unwrap().len(),
+        1,
+        "excluded, not removed"
+    );
+
+    // Bring the endpoint up: a tiny /healthz server on that port, serving
+    // a bounded number of probes.
+    let listener = std::net::TcpListener::bind(addr).expect("rebind the port");
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        for stream in listener.incoming().take(3) {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = [0u8; 512];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let _ = seen_tx.send(buf[..n].to_vec());
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    d.wait_until("the endpoint is healthy again", |d| healthy(d));
+    assert_eq!(
+        d.ctl_json(&["lookup", "demo.echo", "--tenant", "lab"])["winner"],
+        "static:echo"
+    );
+    let request = seen_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a probe reached the server");
+    assert!(
+        request.starts_with(b"GET /healthz HTTP/1.1\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&request)
+    );
+    assert!(d.stop().success());
+    // The server thread ends after its bounded number of probes, or when
+    // the process exits; do not wait on it.
+    drop(server);
+}
