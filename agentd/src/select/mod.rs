@@ -192,9 +192,11 @@ pub fn select<'a>(
     q: &Query<'_>,
     now: Millis,
 ) -> Result<Selected<'a>, Refusal<'a>> {
+    // Index first: the policy work below overlaps the candidates' fetch.
+    let group = table.group(q.capability);
     let ctx = decide(policy, q).map_err(Refusal::Denied)?;
     let res = fast::Resolved::new(table, ctx, q);
-    let slots = table.run(q.capability, q.version).slots;
+    let slots = table.narrow(group, q.version).slots;
     let mut best: Option<(u32, u64)> = None;
     let mut furthest = Reject::CapabilityVersion;
     for &s in slots {
@@ -233,11 +235,12 @@ pub fn select_ordered<'a>(
     q: &Query<'_>,
     now: Millis,
 ) -> Result<Vec<Selected<'a>>, Refusal<'a>> {
+    let group = table.group(q.capability);
     let ctx = decide(policy, q).map_err(Refusal::Denied)?;
     let res = fast::Resolved::new(table, ctx, q);
     let mut furthest = Reject::CapabilityVersion;
     let mut ranked = Vec::new();
-    let slots = table.run(q.capability, q.version).slots;
+    let slots = table.narrow(group, q.version).slots;
     for &s in slots {
         match fast::evaluate(table, s, table.hot(s), q, &res, now) {
             Ok(score) => {

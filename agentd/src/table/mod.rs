@@ -510,8 +510,21 @@ impl RouteTable {
     }
 
     pub(crate) fn run(&self, capability: &str, version: u32) -> Run<'_> {
+        self.narrow(self.group(capability), version)
+    }
+
+    /// Every route of a capability name (any version), with their hot
+    /// records already requested from memory: callers do other work (the
+    /// policy decision) before `narrow`, while the lines arrive.
+    #[inline]
+    pub(crate) fn group(&self, capability: &str) -> &[u32] {
         let group = self.by_cap.group(&self.hasher, capability);
         self.prefetch(group);
+        group
+    }
+
+    #[inline]
+    pub(crate) fn narrow<'a>(&self, group: &'a [u32], version: u32) -> Run<'a> {
         CapIndex::run(&self.hot, group, version)
     }
 
