@@ -17,9 +17,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 class Recorder:
     """The recording HTTP peer in its own process (see router_recorder.py)."""
 
-    def __init__(self, port=0):
+    def __init__(self, port=0, mode=""):
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "router_recorder.py"), str(port)],
+            [sys.executable, os.path.join(HERE, "router_recorder.py"), str(port), mode],
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -18,6 +18,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 ROUTES = {}
 COUNTER = {"route": 0, "stream_connections": 0}
 TASK = {"id": "task-1", "token": "tok-123", "polls": 0}
+# Bootstrap mode (argv[2] == "bootstrap"): auth metadata offers trusted-LAN
+# bootstrap, tokens are "boot-<n>", and register/renew refuse anything but
+# the newest token with 401 (as a router does once a token expired).
+MODE = {"bootstrap": False, "tokens": 0}
 
 
 def emit(record):
@@ -57,6 +61,11 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         self._record(None)
         if self.path == "/agent/v1/authentication":
+            if MODE["bootstrap"]:
+                return self._send(200, {"schema_version": 2,
+                                        "authentication": {"required": True, "type": "oauth2"},
+                                        "bootstrap": {"type": "trusted-lan", "endpoint": "/agent/v1/bootstrap",
+                                                      "token_ttl_seconds": 300}})
             return self._send(404, {"error": {"code": "not_found", "message": "no auth metadata"}})
         if self.path == f"/agent/v1/tasks/{TASK['id']}":
             if self.headers.get("X-Nexus-Task-Token") != TASK["token"]:
@@ -74,6 +83,20 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self._body()
         self._record(body)
+        if self.path == "/agent/v1/bootstrap":
+            MODE["tokens"] += 1
+            return self._send(200, {"access_token": f"boot-{MODE['tokens']}", "token_type": "Bearer",
+                                    "expires_in": 300, "scope": " ".join(body.get("scopes", [])),
+                                    "identity": {"tenant": body.get("tenant"), "origin": body.get("origin")}})
+        if MODE["bootstrap"]:
+            if self.headers.get("Authorization") != f"Bearer boot-{MODE['tokens']}":
+                return self._send(401, {"error": {"code": "unauthenticated", "message": "token expired",
+                                                  "reason": "token_expired"}})
+            if self.path == "/agent/v1/renew" and MODE["tokens"] == 1:
+                # Invalidate the first token at the first renew.
+                MODE["tokens"] += 1
+                return self._send(401, {"error": {"code": "unauthenticated", "message": "token expired",
+                                                  "reason": "token_expired"}})
         if self.path == "/agent/v1/register":
             COUNTER["route"] += 1
             rid = f"r{COUNTER['route']}"
@@ -128,6 +151,7 @@ class Handler(BaseHTTPRequestHandler):
 
 def main():
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    MODE["bootstrap"] = len(sys.argv) > 2 and sys.argv[2] == "bootstrap"
     ThreadingHTTPServer.allow_reuse_address = True
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     emit({"listening": server.server_address[1]})

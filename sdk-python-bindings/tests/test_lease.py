@@ -116,3 +116,26 @@ def test_static_token_is_sent_as_bearer(recorder, monkeypatch):
         assert reg["headers"]["authorization"] == "Bearer tok.en"
     finally:
         handle.close()
+
+
+def test_bootstrap_token_is_fetched_bound_to_the_agent_and_refreshed_after_401():
+    rec = Recorder(mode="bootstrap")
+    try:
+        handle = make_agent(rec.url).start()
+        try:
+            seen = rec.until(lambda r: r["path"] == "/agent/v1/register")
+            assert paths(seen) == ["/agent/v1/authentication", "/agent/v1/bootstrap", "/agent/v1/register"]
+            boot = seen[1]["body"]
+            assert boot == {"tenant": "lab", "origin": "agent://lab/echo",
+                            "scopes": ["agent.register", "agent.route", "agent.invoke"]}
+            assert seen[2]["headers"]["authorization"] == "Bearer boot-1"
+            # The first renew is refused (401): the keeper fetches a new
+            # token and retries at once with it.
+            seen = rec.until(lambda r: r["path"] == "/agent/v1/renew" and
+                             r["headers"].get("authorization") == "Bearer boot-3")
+            assert paths(seen)[-3:] == ["/agent/v1/renew", "/agent/v1/bootstrap", "/agent/v1/renew"]
+            assert handle.leases()[0]["route_id"] == "r1"
+        finally:
+            handle.close()
+    finally:
+        rec.stop()

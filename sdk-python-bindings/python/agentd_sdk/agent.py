@@ -18,6 +18,7 @@ that never needs the GIL, so a busy handler cannot let a lease lapse.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hmac
 import inspect
 import json
@@ -29,6 +30,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -337,15 +339,31 @@ class _TaskTable:
 
 # ===== Agent =====
 
+_LIVE: "weakref.WeakSet[AgentHandle]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_handles() -> None:
+    # Withdraw routes and stop native threads before the interpreter goes
+    # away, so no native thread calls into a finalising interpreter.
+    for handle in list(_LIVE):
+        try:
+            handle.close()
+        except Exception:  # best effort at exit
+            pass
+
+
 class AgentHandle:
     """A started agent: ``close()`` (or leaving a ``with`` block) withdraws
-    the routes and stops the handler endpoint."""
+    the routes and stops the handler endpoint. Handles still open at
+    interpreter exit are closed then."""
 
     def __init__(self, agent: "Agent", server: "_native.Server", keeper: Optional["_native.LeaseKeeper"]) -> None:
         self.agent = agent
         self.server = server
         self.keeper = keeper
         self._closed = threading.Event()
+        _LIVE.add(self)
 
     @property
     def port(self) -> int:
@@ -375,6 +393,7 @@ class AgentHandle:
         self.server.close()
         self._closed.set()
         self.agent._handle = None
+        _LIVE.discard(self)
         return errors
 
     def __enter__(self) -> "AgentHandle":

@@ -164,6 +164,7 @@ _BY_CODE: Dict[str, Type[AgentdError]] = {
     "no_route": NoRouteError,
     "intent_not_served": NoRouteError,
     "authentication_required": AuthError,
+    "unauthenticated": AuthError,
     "token_malformed": AuthError,
     "token_bad_algorithm": AuthError,
     "token_unknown_key": AuthError,
