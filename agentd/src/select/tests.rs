@@ -508,9 +508,15 @@ fn indexed_selection_equals_the_full_scan_on_random_tables() {
         for _ in 0..rng.below(30) {
             let _ = t.remove(&RouteId::new(&format!("r{:03}", rng.below(400))).unwrap());
         }
+        for _ in 0..rng.below(20) {
+            let victim = RouteId::new(&format!("r{:03}", rng.below(400))).unwrap();
+            let _ = t.renew(&victim, Lease::Until(Millis(rng.below(2_000))));
+            let _ = t.set_health(&victim, rng.below(2) == 0);
+        }
         t.expire(Millis(rng.below(500)));
         t.set_peer_up("router-b", rng.below(2) == 0);
         t.set_peer_up("router-d", rng.below(2) == 0);
+        crate::table::tests::check_invariants(&t);
         for _ in 0..80 {
             let cap = format!("cap{}", rng.below(7));
             let tenant = pick(&mut rng, &["lab", "ops", "guest"]);

@@ -195,6 +195,12 @@ impl CapIndex {
     pub fn names(&self) -> usize {
         self.groups.len()
     }
+
+    /// Every group's slots (consistency checks in tests).
+    #[cfg(test)]
+    pub fn all_groups(&self) -> impl Iterator<Item = &[u32]> {
+        self.groups.iter().map(|g| g.slots())
+    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,68 @@ pub(crate) fn route(id: &str, cap: &str, version: u32) -> Route {
     }
 }
 
+/// Checks every structural invariant of the table: the hot records mirror
+/// their routes, both indexes hold exactly the live slots, groups are
+/// sorted by version, each leased route has a live timer and the heap top
+/// is valid. Randomized tests call it after every batch of mutations.
+pub(crate) fn check_invariants(t: &RouteTable) {
+    let live: Vec<u32> = (0..t.slab.len() as u32)
+        .filter(|&s| t.slab[s as usize].route.is_some())
+        .collect();
+    assert_eq!(live.len(), t.len(), "len");
+    for &s in &live {
+        let r = t.slab[s as usize].route.as_ref().unwrap();
+        let h = t.hot[s as usize];
+        let want = Hot::new(
+            r,
+            t.symbol(&r.tenant),
+            r.next_hop
+                .as_deref()
+                .map_or(interner::NONE, |p| t.symbol(p)),
+            t.peer_up_for(r),
+        );
+        assert_eq!(h, want, "hot record of {}", r.id);
+        assert_eq!(t.find_slot(r.id.as_str()), Some(s), "by_id for {}", r.id);
+        assert!(
+            t.run(&r.capability, r.version).slots.contains(&s),
+            "by_cap for {}",
+            r.id
+        );
+        if let Lease::Until(d) = r.lease {
+            let gen = t.slab[s as usize].gen;
+            assert!(
+                t.timers
+                    .iter()
+                    .any(|x| x.slot == s && x.gen == gen && x.deadline == d),
+                "timer for {}",
+                r.id
+            );
+        }
+    }
+    let mut indexed: Vec<u32> = t.by_cap.all_groups().flatten().copied().collect();
+    for g in t.by_cap.all_groups() {
+        assert!(
+            g.windows(2)
+                .all(|w| t.hot[w[0] as usize].version <= t.hot[w[1] as usize].version),
+            "group order"
+        );
+        let name = &t.slab[g[0] as usize].route.as_ref().unwrap().capability;
+        assert!(g.iter().all(|&s| t.slab[s as usize]
+            .route
+            .as_ref()
+            .is_some_and(|r| r.capability == *name)));
+    }
+    indexed.sort_unstable();
+    assert_eq!(
+        indexed, live,
+        "capability index holds exactly the live slots"
+    );
+    assert_eq!(t.by_id.len(), live.len(), "route_id index size");
+    if let Some(top) = t.timers.peek() {
+        assert!(timer_valid(&t.slab, &top), "heap top is live");
+    }
+}
+
 fn id(s: &str) -> RouteId {
     RouteId::new(s).unwrap()
 }
@@ -331,4 +393,54 @@ fn memory_counts_index_and_timers_separately() {
         t.remove(&id(&format!("r{i}"))).unwrap();
     }
     assert_eq!(t.capability_names(), 0);
+}
+
+#[test]
+fn random_churn_keeps_every_invariant() {
+    // splitmix64, so the sequence is fixed and failures reproduce.
+    let mut state = 99u64;
+    let mut next = move |n: u64| {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    };
+    let mut t = RouteTable::new(40);
+    let mut now = 0u64;
+    for step in 0..4_000 {
+        let rid = format!("r{}", next(60));
+        match next(7) {
+            0..=2 => {
+                let mut r = route(&rid, &format!("c{}", next(4)), 1 + next(3) as u32);
+                r.lease = Lease::Until(Millis(now + 1 + next(500)));
+                if next(3) == 0 {
+                    r.next_hop = Some(format!("router-{}", next(3)).into());
+                }
+                if next(5) == 0 {
+                    r.tenant = "ops".into();
+                }
+                let _ = t.upsert(r);
+            }
+            3 => {
+                t.remove(&id(&rid));
+            }
+            4 => {
+                let _ = t.renew(&id(&rid), Lease::Until(Millis(now + next(500))));
+            }
+            5 => {
+                now += next(50);
+                for r in t.expire(Millis(now)) {
+                    assert!(!r.lease.live_at(Millis(now)), "expired early: {r:?}");
+                }
+                assert!(
+                    t.iter().all(|r| r.lease.live_at(Millis(now))),
+                    "live route left behind at step {step}"
+                );
+            }
+            _ => t.set_peer_up(&format!("router-{}", next(3)), next(2) == 0),
+        }
+        check_invariants(&t);
+        assert!(t.timers.len() <= 2 * t.len() + 65);
+    }
 }

@@ -49,6 +49,11 @@ impl Timers {
         self.heap.retain(|r| valid(&r.0));
     }
 
+    #[cfg(test)]
+    pub fn iter(&self) -> impl Iterator<Item = &Timer> {
+        self.heap.iter().map(|r| &r.0)
+    }
+
     pub fn allocated_bytes(&self) -> usize {
         self.heap.capacity() * std::mem::size_of::<Reverse<Timer>>()
     }
