@@ -46,9 +46,17 @@ def auth_env(make_stack, backend):
     return stack, backend, token, caller_tok, info, stranger, aud, other
 
 
-def _unauth(r, codes=("authentication_required",)):
+def _unauth(r, reasons=("token_required",)):
+    """401 `unauthenticated` whose `reason` is one of `reasons`."""
     assert r.status == 401, r.describe()
-    assert r.error_code() in codes, r.describe()
+    assert r.error_code() == "unauthenticated", r.describe()
+    assert r.json()["error"].get("reason") in reasons, r.describe()
+
+
+def _forbidden_scope(r):
+    assert r.status == 403, r.describe()
+    assert r.error_code() == "forbidden", r.describe()
+    assert r.json()["error"].get("reason") == "insufficient_scope", r.describe()
 
 
 def test_valid_token_identity_overwrites_body_claims(auth_env):
@@ -70,8 +78,9 @@ def test_expired_and_forged_tokens_get_401(auth_env):
     has, `alg: none`), wrong-audience and garbage tokens all get 401 on
     invoke and register, that the handler sees none of
     those calls and no route is created, and that the valid token still
-    works afterwards. Each refusal carries the code that says why
-    (`authentication_required`, `token_expired`, `token_bad_signature`, …)."""
+    works afterwards. Each refusal is code `unauthenticated` with the
+    `reason` that says why (`token_required`, `token_expired`,
+    `token_bad_signature`, …)."""
     stack, backend, token, caller_tok, info, stranger, aud, _ = auth_env
     now = int(time.time())
     expired = token(sub="agent://lab/caller", iat=now - 4000, lifetime=600)  # exp = now - 3400
@@ -83,7 +92,7 @@ def test_expired_and_forged_tokens_get_401(auth_env):
                     header={"alg": "none", "typ": "JWT"})
     alg_none = alg_none.rsplit(".", 1)[0] + "."
     wrong_aud = token(sub="agent://lab/caller", extra={"aud": "agentd:someone-else"})
-    # token -> the 401 codes of docs/sdk-api.md that say why. A token signed
+    # token -> the 401 reasons of docs/sdk-api.md that say why. A token signed
     # by a key no tenant has, naming tenant `lab`, is either "no such key"
     # or "signature does not verify" depending on how keys are looked up.
     bad_tokens = {
@@ -98,15 +107,15 @@ def test_expired_and_forged_tokens_get_401(auth_env):
     routes_before = sorted(stack.route_ids())
     calls_before = len(backend.calls())
     _unauth(stack.http.post("/agent/v1/invoke", envelope("auth.echo", {})))
-    for name, (tok, codes) in bad_tokens.items():
+    for name, (tok, reasons) in bad_tokens.items():
         r = stack.http.post("/agent/v1/invoke", envelope("auth.echo", {"bad": name}), headers=bearer(tok))
-        assert r.status == 401 and r.error_code() in codes, (name, r.describe())
+        _unauth(r, reasons)
         r = stack.http.post(
             "/agent/v1/register",
             registration("auth.evil", "http://127.0.0.1:9/invoke", lease_seconds=60),
             headers=bearer(tok),
         )
-        assert r.status == 401 and r.error_code() in codes, (name, r.describe())
+        _unauth(r, reasons)
     assert len(backend.calls()) == calls_before
     assert sorted(stack.route_ids()) == routes_before
     ok = stack.http.post("/agent/v1/invoke", envelope("auth.echo", {"still": "ok"}), headers=bearer(caller_tok))
@@ -115,18 +124,18 @@ def test_expired_and_forged_tokens_get_401(auth_env):
 
 def test_scope_and_origin_are_enforced(auth_env):
     """Proves that a valid token without `agent.register` gets 403
-    `insufficient_scope` on register, one without `agent.invoke` gets 403
-    `insufficient_scope` on invoke, that registering an origin other than the
+    `forbidden` (reason `insufficient_scope`) on register, one without
+    `agent.invoke` the same on invoke, that registering an origin other than the
     token's subject gets 403 `origin_mismatch` (nobody registers routes for
     someone else's agent), and that another tenant's valid token cannot
     reach `lab`'s route (no_route)."""
     stack, backend, token, caller_tok, info, *_ = auth_env
     r = stack.http.post("/agent/v1/register", registration("auth.x", "http://127.0.0.1:9/x", lease_seconds=60),
                         headers=bearer(caller_tok))
-    assert r.status == 403 and r.error_code() == "insufficient_scope", r.describe()
+    _forbidden_scope(r)
     route_only = token(sub="agent://lab/caller", scopes=("agent.route",))
     r = stack.http.post("/agent/v1/invoke", envelope("auth.echo", {}), headers=bearer(route_only))
-    assert r.status == 403 and r.error_code() == "insufficient_scope", r.describe()
+    _forbidden_scope(r)
     r = stack.http.post("/agent/v1/register",
                         registration("auth.x", "http://127.0.0.1:9/x", lease_seconds=60, name="victim"),
                         headers=bearer(token()))
@@ -176,7 +185,8 @@ def test_trusted_lan_bootstrap_token_is_short_lived_and_bound(make_stack, netns,
     gets a Bearer token for its tenant and origin that lives at most 300 s
     (`expires_in` and exp - iat), has the origin as subject and the tenant
     claim; with it that host registers its origin; the same token presented
-    from another source address is refused with 401 `token_source_mismatch`
+    from another source address is refused with 401 `unauthenticated`,
+    reason `token_source_mismatch`
     (a token lifted off one host is useless from another); an origin
     outside the tenant is refused with 400 `invalid_field`."""
     lab = TenantKey.generate()
@@ -198,7 +208,7 @@ def test_trusted_lan_bootstrap_token_is_short_lived_and_bound(make_stack, netns,
     assert inside["status"] == 200 and inside["body"]["route_id"], inside
 
     outside = stack.http.post("/agent/v1/register", reg, headers=bearer(tok))
-    assert outside.status == 401 and outside.error_code() == "token_source_mismatch", outside.describe()
+    _unauth(outside, ("token_source_mismatch",))
 
     bad = _ns_post(netns, base + "/agent/v1/bootstrap", {**ask, "origin": "agent://other/boot"})
     assert bad["status"] == 400 and bad["body"]["error"]["code"] == "invalid_field", bad
