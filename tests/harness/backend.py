@@ -5,7 +5,9 @@ producer ran), and it behaves by intent suffix:
 
 - `*.echo`   200 `{"echo": payload, "tenant", "source_agent", "route_id"}`
 - `*.stream` SSE: `payload.count` events (`id: n`, `data: {"n": n}`), then
-             `: nexus-stream-complete`, connection closed
+             `: nexus-stream-complete`, connection closed; all in one write,
+             or one event per `payload.pace_ms`; finished streams are
+             recorded in `streams_finished`, broken ones in `peer_closed`
 - `*.slow`   blocks until the test calls `release()` (bounded by
              `payload.max_s`, default 10 s), then answers like echo; if the
              caller closes the connection first (a propagated cancel), it
@@ -45,6 +47,7 @@ class Backend:
         self.received: List[Received] = []
         self.answered: List[Received] = []
         self.peer_closed: List[Received] = []
+        self.streams_finished: List[Received] = []
         self._release = threading.Event()
         owner = self
 
@@ -142,14 +145,25 @@ class Backend:
             req.send_header("Cache-Control", "no-store")
             req.send_header("Connection", "close")
             req.end_headers()
-            # One write for the whole stream: the producer finishes at once.
+            pace_ms = int(payload.get("pace_ms", 0)) if isinstance(payload, dict) else 0
             chunks = [f"id: {n}\nevent: message\ndata: {json.dumps({'n': n})}\n\n" for n in range(1, count + 1)]
             chunks.append(": nexus-stream-complete\n\n")
             try:
-                req.wfile.write("".join(chunks).encode())
-                req.wfile.flush()
+                if pace_ms:
+                    # One event per write, paced like a real producer.
+                    for chunk in chunks:
+                        req.wfile.write(chunk.encode())
+                        req.wfile.flush()
+                        time.sleep(pace_ms / 1000)
+                else:
+                    # One write for the whole stream: the producer finishes at once.
+                    req.wfile.write("".join(chunks).encode())
+                    req.wfile.flush()
+                with self._lock:
+                    self.streams_finished.append(rec)
             except (BrokenPipeError, ConnectionResetError):
-                pass
+                with self._lock:
+                    self.peer_closed.append(rec)
             req.close_connection = True
             return
         if intent.endswith(".slow"):
