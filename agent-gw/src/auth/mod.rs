@@ -16,6 +16,7 @@
 
 pub mod b64;
 pub mod bootstrap;
+pub mod cache;
 pub mod jwt;
 pub mod keys;
 
@@ -346,6 +347,7 @@ pub struct Authenticator {
     issuer_public: VerifyingKey,
     by_kid: HashMap<String, (Signer, VerifyingKey)>,
     by_tenant: HashMap<String, Vec<VerifyingKey>>,
+    cache: std::sync::Mutex<cache::TokenCache>,
 }
 
 /// A configuration problem that keeps the authenticator from starting.
@@ -400,6 +402,7 @@ impl Authenticator {
             issuer_public,
             by_kid,
             by_tenant,
+            cache: Default::default(),
         })
     }
 
@@ -442,13 +445,57 @@ impl Authenticator {
         Ok(Caller::Verified(caller))
     }
 
-    /// Verifies a raw compact token: signature first, then claims.
+    /// Verifies a raw compact token: signature first, then claims. A token
+    /// verified before skips the signature and static claims (see
+    /// [`cache`]); its time window and source binding are checked anew.
     pub fn verify(
         &self,
         token: &[u8],
         peer: IpAddr,
         now: UnixSeconds,
     ) -> Result<VerifiedCaller, AuthError> {
+        let key = cache::key(token);
+        let hit = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        let entry = match hit {
+            Some(e) => e,
+            None => {
+                let e = self.verify_signed(token)?;
+                self.cache
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, e.clone());
+                e
+            }
+        };
+        let skew = self.config.clock_skew_s;
+        if entry.expires.saturating_add(skew) <= now.0 {
+            return Err(AuthError::Expired {
+                exp: entry.expires,
+                now: now.0,
+            });
+        }
+        if entry.not_before > now.0.saturating_add(skew) {
+            return Err(AuthError::NotYetValid {
+                iat: entry.not_before,
+                now: now.0,
+            });
+        }
+        if let Some(bound) = entry.source {
+            if bound != peer.to_canonical() {
+                return Err(AuthError::WrongSource);
+            }
+        }
+        Ok(entry.caller)
+    }
+
+    /// The checks that do not depend on time or peer: signature, issuer
+    /// and tenant binding, lifetime, audience, subject, `src` syntax.
+    fn verify_signed(&self, token: &[u8]) -> Result<cache::Entry, AuthError> {
         let d = jwt::decode(token)?;
         let c = &d.claims;
         let tenant = c
@@ -487,17 +534,7 @@ impl Authenticator {
         if exp < iat {
             return Err(Malformed::ExpiresBeforeIssued.into());
         }
-        let skew = self.config.clock_skew_s;
-        if exp.saturating_add(skew) <= now.0 {
-            return Err(AuthError::Expired { exp, now: now.0 });
-        }
         let not_before = c.nbf.map_or(iat, |nbf| nbf.max(iat));
-        if not_before > now.0.saturating_add(skew) {
-            return Err(AuthError::NotYetValid {
-                iat: not_before,
-                now: now.0,
-            });
-        }
         if exp - iat > self.config.max_lifetime_s {
             return Err(AuthError::LifetimeTooLong {
                 lifetime: exp - iat,
@@ -515,18 +552,26 @@ impl Authenticator {
             c.sub.as_deref().ok_or(Malformed::MissingClaim("sub"))?,
             tenant,
         )?;
-        if let Some(src) = &c.src {
-            let bound: IpAddr = src.parse().map_err(|_| Malformed::BadSource)?;
-            if bound.to_canonical() != peer.to_canonical() {
-                return Err(AuthError::WrongSource);
-            }
-        }
-        Ok(VerifiedCaller {
+        let source = match &c.src {
+            Some(src) => Some(
+                src.parse::<IpAddr>()
+                    .map_err(|_| Malformed::BadSource)?
+                    .to_canonical(),
+            ),
+            None => None,
+        };
+        let caller = VerifiedCaller {
             tenant: tenant.to_string(),
             subject,
             scopes: Scopes::parse(c.scope.as_deref().unwrap_or("")),
             token_id: c.jti.clone(),
             expires_at: UnixSeconds(exp),
+        };
+        Ok(cache::Entry {
+            caller,
+            not_before,
+            expires: exp,
+            source,
         })
     }
 }

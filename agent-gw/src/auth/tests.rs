@@ -416,3 +416,26 @@ fn config_with_too_many_keys_for_a_tenant_is_refused() {
         }
     );
 }
+
+#[test]
+fn cached_tokens_still_expire_and_stay_bound_to_their_source() {
+    let a = auth();
+    let mut c = claims();
+    c.src = Some(LAN.to_string());
+    let t = mint(&tenant_key(), None, &c);
+    assert!(a.verify(t.as_bytes(), LAN, NOW).is_ok());
+    assert!(a.verify(t.as_bytes(), LAN, NOW).is_ok());
+    assert_eq!(
+        a.verify(t.as_bytes(), OTHER, NOW).unwrap_err(),
+        AuthError::WrongSource
+    );
+    let late = UnixSeconds(NOW.0 + 600 + 30);
+    assert!(matches!(
+        a.verify(t.as_bytes(), LAN, late),
+        Err(AuthError::Expired { .. })
+    ));
+    // A forged variant is a different cache key and fails on its own.
+    let swap = if t.ends_with('A') { "B" } else { "A" };
+    let forged = format!("{}{swap}", &t[..t.len() - 1]);
+    assert!(a.verify(forged.as_bytes(), LAN, NOW).is_err());
+}
