@@ -20,6 +20,8 @@ use crate::task::{SharedTasks, TaskConfig, TaskTable};
 pub struct AppState {
     pub cfg: GatewayConfig,
     pub fib: RefCell<Fib>,
+    /// Woken after every FIB event applied (read-your-writes waits).
+    pub fib_applied: tokio::sync::Notify,
     pub control: Control,
     pub forwarder: Forwarder,
     pub limiter: RefCell<RateLimiter>,
@@ -40,6 +42,7 @@ impl AppState {
         }));
         Rc::new(AppState {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
+            fib_applied: tokio::sync::Notify::new(),
             control: Control::new(cfg.lease_min_s, cfg.lease_max_s),
             forwarder: Forwarder::new(Pool::new(PoolConfig::default())),
             limiter: RefCell::new(limiter),

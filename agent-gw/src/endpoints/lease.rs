@@ -1,5 +1,12 @@
 //! `POST /agent/v1/register | renew | unregister`: decoded here, decided
 //! by agentd (see `control`).
+//!
+//! A registration or withdrawal answers once this gateway's own FIB shows
+//! it (bounded by `FIB_CATCH_UP`): an SDK that invokes right after
+//! registering finds its route, and nothing is forwarded to a route after
+//! its withdrawal was acknowledged.
+
+use std::time::Duration;
 
 use http::request::Parts;
 use http::{Response, StatusCode};
@@ -9,6 +16,12 @@ use crate::api::error::{ApiError, ErrorCode};
 use crate::api::registration::{Registration, Renewal, Unregistration};
 use crate::body::Body;
 use crate::endpoints::{authenticate, json, read_body, Ctx, Need};
+use crate::fib_sync::wait_fib;
+
+/// Longest wait for the FIB to reflect an acknowledged change. agentd
+/// publishes the change before it answers, so this is normally one event
+/// away; the bound only matters if the FIB stream broke meanwhile.
+pub const FIB_CATCH_UP: Duration = Duration::from_secs(1);
 
 pub async fn register(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<Body>, ApiError> {
     let who = authenticate(cx, parts, Need::Register)?;
@@ -29,6 +42,11 @@ pub async fn register(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Respons
         }
     }
     let reply = cx.state.control.register(reg).await?;
+    let id = reply.route_id.clone();
+    wait_fib(&cx.state, FIB_CATCH_UP, |f| {
+        f.replica().table().get(&id).is_some()
+    })
+    .await;
     Ok(json(StatusCode::OK, &reply.to_json()))
 }
 
@@ -57,5 +75,10 @@ pub async fn unregister(
         .control
         .unregister(req, who.as_ref().map(|v| &*v.subject))
         .await?;
+    let id = reply.route_id.clone();
+    wait_fib(&cx.state, FIB_CATCH_UP, |f| {
+        f.replica().table().get(&id).is_none()
+    })
+    .await;
     Ok(json(StatusCode::OK, &reply.to_json()))
 }
