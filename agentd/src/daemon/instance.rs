@@ -215,8 +215,12 @@ impl Instance {
                     Err(e) => log_debug!("{kind} from uid {} refused: {e}", peer.uid),
                     Ok(_) => {}
                 }
-                reply.send(handled.reply);
+                // FIB deltas first: a gateway that sent this request over its
+                // subscribed connection then applies the change before it
+                // sees the reply (one ordered queue per connection), so an
+                // unregister is in effect when the caller hears "removed".
                 self.publish(handled.changes);
+                reply.send(handled.reply);
             }
         }
     }
