@@ -5,7 +5,7 @@
 //! name, sorted by version, followed by the name itself packed into words:
 //!
 //! ```text
-//!   [ n_slots | name_len | slot … slot | name bytes, 4 per word, 0-padded ]
+//!   [ name_len | name bytes, 4 per word, 0-padded | slot … slot ]
 //! ```
 //!
 //! A lookup hashes the name, checks it against the group's own copy (same
@@ -21,7 +21,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 
 use super::Hot;
 
-const HEAD: usize = 2;
+const HEAD: usize = 1;
 
 /// Packs `name` into little-endian words, zero-padded.
 fn words(name: &str) -> impl Iterator<Item = u32> + '_ {
@@ -46,44 +46,48 @@ struct Group(Box<[u32]>);
 
 impl Group {
     fn build(slots: &[u32], name: &str) -> Group {
-        let mut v = Vec::with_capacity(HEAD + slots.len() + name.len().div_ceil(4));
-        v.push(slots.len() as u32);
+        let mut v = Vec::with_capacity(HEAD + name.len().div_ceil(4) + slots.len());
         v.push(name.len() as u32);
-        v.extend_from_slice(slots);
         v.extend(words(name));
+        v.extend_from_slice(slots);
         Group(v.into_boxed_slice())
     }
 
     #[inline]
+    fn name_len(&self) -> usize {
+        self.0.first().map_or(0, |&n| n as usize)
+    }
+
+    #[inline]
+    fn name_end(&self) -> usize {
+        HEAD + self.name_len().div_ceil(4)
+    }
+
+    #[inline]
     fn slots(&self) -> &[u32] {
-        &self.0[HEAD..HEAD + self.0[0] as usize]
+        self.0.get(self.name_end()..).unwrap_or(&[])
     }
 
     #[inline]
     fn name_words(&self) -> &[u32] {
-        &self.0[HEAD + self.0[0] as usize..]
+        self.0.get(HEAD..self.name_end()).unwrap_or(&[])
     }
 
     #[inline]
     fn is(&self, name: &str) -> bool {
-        self.0[1] as usize == name.len() && self.name_words().iter().copied().eq(words(name))
+        self.name_len() == name.len() && self.name_words().iter().copied().eq(words(name))
     }
 
     fn hash(&self, hasher: &DefaultHashBuilder) -> u64 {
-        hash_name(
-            hasher,
-            self.0[1] as usize,
-            self.name_words().iter().copied(),
-        )
+        hash_name(hasher, self.name_len(), self.name_words().iter().copied())
     }
 
     /// Rebuilds the group with `slots` and the same name.
     fn with_slots(&self, slots: &[u32]) -> Group {
-        let mut v = Vec::with_capacity(HEAD + slots.len() + self.name_words().len());
-        v.push(slots.len() as u32);
-        v.push(self.0[1]);
+        let head = self.0.get(..self.name_end()).unwrap_or(&[]);
+        let mut v = Vec::with_capacity(head.len() + slots.len());
+        v.extend_from_slice(head);
         v.extend_from_slice(slots);
-        v.extend_from_slice(self.name_words());
         Group(v.into_boxed_slice())
     }
 }
