@@ -16,6 +16,7 @@ commands:
   lookup CAPABILITY [--version N] [--tenant T] [--source S] [--explain]
                                  the route a call would take (and why)
   reload                         re-read the config (same as SIGHUP)
+  stats                          the daemon's counters
   rpcd list | rpcd call METHOD   rpcd exec-plugin protocol (ubus object agentd)
 
 options:
@@ -53,6 +54,7 @@ pub enum Command {
     Agents,
     Lookup(LookupQuery),
     Reload,
+    Stats,
     RpcdList,
     RpcdCall(String),
     Help,
@@ -123,6 +125,7 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
         Some("routes") => Command::Routes,
         Some("agents") => Command::Agents,
         Some("reload") => Command::Reload,
+        Some("stats") => Command::Stats,
         Some("help") => Command::Help,
         Some("lookup") => {
             lookup.capability = words

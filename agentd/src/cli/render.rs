@@ -9,7 +9,7 @@
 use serde_json::{json, Map, Value};
 
 use super::table::Table;
-use crate::ipc::message::{AgentView, IpcError, LookupView, RouteView, StatusView};
+use crate::ipc::message::{AgentView, IpcError, LookupView, RouteView, StatsView, StatusView};
 
 /// `{"error": code, "message": text}` for a refused request.
 pub fn error_json(e: &IpcError) -> Value {
@@ -288,4 +288,21 @@ pub fn reloaded_json(generation: u64) -> Value {
 
 pub fn reloaded_text(generation: u64) -> String {
     format!("configuration reloaded, generation {generation}\n")
+}
+
+pub fn stats_json(s: &StatsView) -> Value {
+    let counters: Map<String, Value> = s
+        .counters
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    json!({ "counters": counters })
+}
+
+pub fn stats_text(s: &StatsView) -> String {
+    let mut t = Table::new(&["COUNTER", "VALUE"]).right(1);
+    for (k, v) in &s.counters {
+        t.row(vec![k.to_string(), v.to_string()]);
+    }
+    t.render()
 }

@@ -200,7 +200,7 @@ pub fn command_for(method: &str, args: &Map<String, Value>) -> Result<Command, R
         "approve" => return Err(RpcdError::Unsupported("approve")),
         "revoke" => return Err(RpcdError::Unsupported("revoke")),
         "tasks" => return Err(RpcdError::Unsupported("tasks")),
-        "stats" => return Err(RpcdError::Unsupported("stats")),
+        "stats" => Command::Stats,
         other => return Err(RpcdError::UnknownMethod(other.to_string())),
     })
 }

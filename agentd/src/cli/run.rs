@@ -154,6 +154,13 @@ async fn execute(socket: &Path, command: &Command) -> Result<Output, Failure> {
                 json: render::reloaded_json(generation),
             })
         }
+        Command::Stats => {
+            let s = client.stats().await.map_err(fail)?;
+            Ok(Output {
+                text: render::stats_text(&s),
+                json: render::stats_json(&s),
+            })
+        }
         Command::RpcdList | Command::RpcdCall(_) | Command::Help => Err(Failure {
             code: exit::USAGE,
             kind: "invalid_argument",

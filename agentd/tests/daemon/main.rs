@@ -69,6 +69,13 @@ fn status_routes_and_lookup_render_as_tables_and_json() {
     assert_eq!(j["refusal"], "tenant_access");
     assert_eq!(j["rejections"]["tenant_access"], 1);
 
+    let j = d.ctl_json(&["stats"]);
+    assert_eq!(j["counters"]["routes"], 1);
+    assert!(
+        j["counters"]["requests.lookup"].as_u64().unwrap() >= 3,
+        "{j}"
+    );
+
     let j = d.ctl_json(&["agents"]);
     assert_eq!(j["agents"][0]["origin"], "agent://lab/printer");
     assert!(d.stop().success());
@@ -382,6 +389,7 @@ fn rpcd_call_reads_arguments_and_prints_one_object() {
         "invalid_argument"
     );
     assert_eq!(call("peers", b"{}")["error"], "unsupported");
+    assert_eq!(call("stats", b"{}")["counters"]["routes"], 1);
     assert_eq!(call("nosuch", b"{}")["error"], "unknown_method");
     let big = vec![b' '; 70 * 1024];
     assert_eq!(call("status", &big)["error"], "invalid_argument");
