@@ -67,7 +67,8 @@ fn verify_token_first_use(b: Bencher) {
     let mut i = 0;
     b.bench_local(|| {
         i = (i + 1) % tokens.len();
-        auth.verify(black_box(tokens[i].as_bytes()), peer, NOW).unwrap()
+        auth.verify(black_box(tokens[i].as_bytes()), peer, NOW)
+            .unwrap()
     });
 }
 

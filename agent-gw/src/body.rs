@@ -6,6 +6,7 @@
 //! before a single body byte is read).
 
 use std::error::Error as StdError;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -97,6 +98,50 @@ impl<G: Unpin> HttpBody for Guarded<G> {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         // `Body` is Unpin (a pinned box), so projecting is safe.
         Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Ends `inner` with an error once `at` passes: the caller's deadline also
+/// bounds a handler that stalls in the middle of its answer (the client
+/// sees the response cut off, and the in-flight slot is released).
+pub fn with_deadline(inner: Body, at: tokio::time::Instant) -> Body {
+    Body::new(Deadlined {
+        inner,
+        sleep: Box::pin(tokio::time::sleep_until(at)),
+    })
+}
+
+struct Deadlined {
+    inner: Body,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl HttpBody for Deadlined {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        match this.sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(
+                "deadline passed while relaying the handler's answer".into(),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
     }
 
     fn is_end_stream(&self) -> bool {

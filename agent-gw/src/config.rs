@@ -36,6 +36,8 @@ pub struct GatewayConfig {
     pub default_timeout_ms: u64,
     /// Most concurrent client connections; beyond it new ones are closed.
     pub max_connections: usize,
+    /// Longest time to receive a request body once its head arrived.
+    pub body_read_timeout_ms: u64,
     /// Most routes the FIB replica holds.
     pub max_routes: usize,
     /// Lease bounds (`agentd.min_lease` / `max_lease`), seconds.
@@ -78,6 +80,7 @@ impl Default for GatewayConfig {
             hop_limit: 8,
             default_timeout_ms: 30_000,
             max_connections: 1024,
+            body_read_timeout_ms: 10_000,
             max_routes: 10_000,
             lease_min_s: 5,
             lease_max_s: 3600,
@@ -168,6 +171,7 @@ impl GatewayConfig {
             hop_limit: u8::try_from(g.hop_limit).unwrap_or(u8::MAX),
             default_timeout_ms: g.default_timeout_ms,
             max_connections: GatewayConfig::default().max_connections,
+            body_read_timeout_ms: GatewayConfig::default().body_read_timeout_ms,
             max_routes: usize_of(c.agentd.max_routes),
             lease_min_s: c.agentd.min_lease,
             lease_max_s: c.agentd.max_lease,

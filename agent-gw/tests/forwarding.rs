@@ -382,3 +382,38 @@ fn route_lookup_lists_the_ordered_candidates() {
         assert!(v["candidates"][0]["score"].as_u64() < v["candidates"][1]["score"].as_u64());
     });
 }
+
+#[test]
+fn deadline_also_bounds_a_handler_that_stalls_mid_answer() {
+    run(async {
+        let stall = stalling_backend().await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route(
+                "r-stall",
+                "demo.stall",
+                &format!("http://{stall}/invoke"),
+                1,
+                false,
+            )],
+        );
+        let env = envelope("demo.stall", "lab", "{}");
+        let raw = format!(
+            "POST /agent/v1/invoke HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\nx-agentd-timeout-ms: 300\r\ncontent-length: {}\r\n\r\n{env}",
+            env.len()
+        );
+        // The gateway relays the head, then cuts the answer at the deadline
+        // and closes: the client never receives the promised 100 bytes.
+        let answer = raw_exchange(gw, raw.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        assert!(body.len() < 100, "{answer}");
+        assert_eq!(
+            state.inflight.current(),
+            0,
+            "the in-flight slot is released"
+        );
+    });
+}

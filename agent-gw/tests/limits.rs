@@ -257,3 +257,41 @@ fn unknown_paths_and_methods_are_typed() {
         assert_eq!(r.json()["authentication"]["required"], false);
     });
 }
+
+#[test]
+fn a_client_trickling_its_body_is_cut_off_and_frees_its_slot() {
+    run(async {
+        let cfg = agent_gw::config::GatewayConfig {
+            body_read_timeout_ms: 200,
+            max_inflight: 1,
+            ..lab_config()
+        };
+        let b = backend("a", Mode::Echo).await;
+        let (gw, state) = start_gateway(cfg).await;
+        load_fib(
+            &state,
+            1,
+            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
+        );
+        // Promise 1000 bytes, send 10, then nothing.
+        let answer = raw_exchange_open(
+            gw,
+            b"POST /agent/v1/invoke HTTP/1.1\r\nhost: gw\r\ncontent-length: 1000\r\n\r\n{\"version\"",
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains(r#""code":"request_timeout""#), "{answer}");
+        assert_eq!(state.inflight.current(), 0);
+        assert_eq!(
+            post(
+                gw,
+                "/agent/v1/invoke",
+                &[],
+                &envelope("demo.echo", "lab", "{}")
+            )
+            .await
+            .status,
+            200
+        );
+    });
+}

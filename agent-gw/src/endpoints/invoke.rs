@@ -17,7 +17,7 @@ use agentd::time::Millis;
 
 use crate::api::envelope::{Envelope, MAX_CURSOR};
 use crate::api::error::{ApiError, ErrorCode};
-use crate::body::{guarded, Body};
+use crate::body::{guarded, with_deadline, Body};
 use crate::endpoints::streams::{self, Dispatch, Plan};
 use crate::endpoints::{authenticate, json, read_body, tasks, Ctx, Need};
 use crate::fib_sync::Ranked;
@@ -243,7 +243,11 @@ async fn forward(
         .forward(&a.env.intent, &candidates, &out, kind, deadline)
         .await?;
     let resp = relay_response(fwd);
-    let (head, body) = resp.into_parts();
+    let (head, mut body) = resp.into_parts();
+    if accept.is_none() {
+        // A synchronous answer must be complete within the deadline too.
+        body = with_deadline(body, deadline.instant());
+    }
     // The in-flight slot is held until the relayed body is finished.
     Ok(Response::from_parts(head, guarded(body, a.guard)))
 }

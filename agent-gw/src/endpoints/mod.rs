@@ -76,7 +76,18 @@ pub fn authenticate(cx: &Ctx, parts: &Parts, need: Need) -> Result<Option<Verifi
 
 /// Reads the whole body within the configured request size limit.
 pub async fn read_body(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Bytes, ApiError> {
-    read_limited(&parts.headers, body, cx.state.cfg.max_request_bytes).await
+    let read = read_limited(&parts.headers, body, cx.state.cfg.max_request_bytes);
+    // A client trickling its body must not hold an in-flight slot forever.
+    let limit_ms = cx.state.cfg.body_read_timeout_ms;
+    tokio::time::timeout(std::time::Duration::from_millis(limit_ms), read)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                ErrorCode::RequestTimeout,
+                format!("request body not received within {limit_ms} ms"),
+            )
+            .close()
+        })?
 }
 
 /// A JSON answer.

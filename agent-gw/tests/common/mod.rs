@@ -333,3 +333,42 @@ pub fn run<F: std::future::Future>(f: F) -> F::Output {
         .unwrap();
     tokio::task::LocalSet::new().block_on(&rt, f)
 }
+
+/// A backend that answers each request with a response head promising
+/// `content-length: 100`, sends one byte of body and then stalls.
+pub async fn stalling_backend() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::task::spawn_local(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            tokio::task::spawn_local(async move {
+                if read_request(&mut stream).await.is_some() {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{")
+                        .await;
+                    // Hold the connection open without finishing the body.
+                    let mut sink = [0u8; 64];
+                    let _ = stream.read(&mut sink).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Writes `request` and reads until the peer closes, keeping our write
+/// side open (a client that stops sending but is still there).
+pub async fn raw_exchange_open(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(request).await.unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
