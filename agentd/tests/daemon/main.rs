@@ -78,7 +78,16 @@ fn status_routes_and_lookup_render_as_tables_and_json() {
 
     let j = d.ctl_json(&["agents"]);
     assert_eq!(j["agents"][0]["origin"], "agent://lab/printer");
-    assert!(d.stop().success());
+
+    use std::os::unix::fs::PermissionsExt;
+    let dir_mode = std::fs::metadata(d.socket.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(dir_mode & 0o777, 0o755, "socket directory created 0755");
+    let socket = d.socket.clone();
+    assert!(d.stop().success(), "SIGTERM is a clean exit");
+    assert!(!socket.exists(), "the socket file is removed on exit");
 }
 
 // ===== reload =====
