@@ -1,16 +1,26 @@
 //! Arbitrary bearer tokens: the bounded base64url/JSON decoder and the
-//! verifier must return typed errors, never panic.
+//! verifier (fresh and cached paths) must return typed errors, never panic.
 #![no_main]
+
+use std::sync::OnceLock;
 
 use agent_gw::auth::{jwt, AuthConfig, Authenticator, UnixSeconds};
 use ed25519_dalek::SigningKey;
 use libfuzzer_sys::fuzz_target;
 
+fn auth() -> &'static Authenticator {
+    static AUTH: OnceLock<Authenticator> = OnceLock::new();
+    AUTH.get_or_init(|| {
+        let tenant = SigningKey::from_bytes(&[1; 32]).verifying_key();
+        Authenticator::new(AuthConfig::new("r", ""), SigningKey::from_bytes(&[2; 32]), [("lab".into(), tenant)])
+            .expect("static test config")
+    })
+}
+
 fuzz_target!(|data: &[u8]| {
     let _ = jwt::decode(data);
-    let tenant = SigningKey::from_bytes(&[1; 32]).verifying_key();
-    let auth = Authenticator::new(AuthConfig::new("r", ""), SigningKey::from_bytes(&[2; 32]), [("lab".into(), tenant)]);
-    if let Ok(a) = auth {
-        let _ = a.verify(data, "192.0.2.1".parse().unwrap(), UnixSeconds(1_800_000_000));
-    }
+    let peer = "192.0.2.1".parse().unwrap();
+    let first = auth().verify(data, peer, UnixSeconds(1_800_000_000));
+    let again = auth().verify(data, peer, UnixSeconds(1_800_000_000));
+    assert_eq!(first, again, "cache changed the verdict");
 });

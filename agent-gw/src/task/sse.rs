@@ -135,6 +135,10 @@ impl SseParser {
     /// Adds received bytes. Unparsed input is bounded by `max_line`, which
     /// [`next_item`](SseParser::next_item) enforces.
     pub fn push(&mut self, bytes: &[u8]) {
+        if self.failed.is_some() {
+            // A failed parser reads nothing more; keep it from buffering.
+            return;
+        }
         if self.pos > 0 && self.pos == self.buf.len() {
             self.buf.clear();
             self.pos = 0;
