@@ -105,11 +105,30 @@ fn main() -> ExitCode {
     };
     let local = tokio::task::LocalSet::new();
     let state = AppState::new(cfg);
+    local.spawn_local(on_hangup());
     match local.block_on(&rt, agent_gw::server::run(state)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("agent-gw: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// procd's reload trigger sends SIGHUP when /etc/config/agentd changes.
+/// Its default action would kill the gateway mid-call; instead say that
+/// the gateway's own options apply on restart (routes and policy already
+/// follow agentd's reload through the FIB).
+async fn on_hangup() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        eprintln!("agent-gw: cannot watch SIGHUP");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        eprintln!(
+            "agent-gw: SIGHUP: routes and policy follow agentd's reload; gateway options (listeners, auth, limits) \
+             apply when agent-gw restarts"
+        );
     }
 }
