@@ -36,7 +36,7 @@ def test_nexilume_agent_registers_is_invoked_streams_and_unregisters(make_stack,
     gets the agent's JSON back unchanged (with X-Agentd-Route-Id naming the
     registered route), that a nexilume stream arrives as numbered SSE
     events ending with the completion marker, and that stopping the agent
-    withdraws its routes (no route afterwards)."""
+    withdraws its routes (no_route within 5 s, gone from the RIB)."""
     stack = make_stack(sdk_host=netns.host_addr)
     agent, ready = start_nexilume_agent(stack, netns, workdir)
     try:
@@ -75,10 +75,15 @@ def test_nexilume_agent_registers_is_invoked_streams_and_unregisters(make_stack,
         ids = [int(e.event_id) for e in events]
         assert ids == sorted(ids) and len(set(ids)) == 4 and ids[0] >= 1, ids
 
-        # Stopping the agent unregisters: the gateway refuses immediately.
+        # Stopping the agent unregisters. (That the refusal is immediate is
+        # test_lease.py::test_unregister_stops_eligibility_immediately.)
         assert agent.stop() == 0, agent.log_text()
-        gone = stack.http.post("/agent/v1/route", envelope("nx.echo", {}))
-        assert gone.status == 404 and gone.error_code() == "no_route", gone.describe()
+        gone = wait_for(
+            "nx.echo to be withdrawn",
+            lambda: (lambda r: r if r.status == 404 else None)(stack.http.post("/agent/v1/route", envelope("nx.echo", {}))),
+            timeout=5,
+        )
+        assert gone.error_code() == "no_route", gone.describe()
         assert not [r for r in stack.routes() if str(r.get("route_id")) in ready["route_ids"]]
     finally:
         agent.stop()

@@ -28,7 +28,7 @@ def test_sdk_agent_registers_invokes_streams_and_withdraws(stack):
     gateway as increasing numbered events (SDK `stream` and raw SSE with
     the completion marker), that `invoke_async` returns a task handle whose
     result is the handler's answer, and that closing the agent withdraws
-    its routes (immediate no_route)."""
+    its routes (no_route within 5 s)."""
     agent = _agent(stack)
 
     @agent.capability("sdk.echo", version=1, idempotent=True)
@@ -71,8 +71,13 @@ def test_sdk_agent_registers_invokes_streams_and_withdraws(stack):
         assert task.status()["status"] == "completed"
     finally:
         handle.close()
-    gone = stack.http.post("/agent/v1/route", envelope("sdk.echo", {}))
-    assert gone.status == 404 and gone.error_code() == "no_route", gone.describe()
+    # (That the refusal is immediate is test_lease.py::test_unregister_stops_eligibility_immediately.)
+    gone = wait_for(
+        "sdk.echo to be withdrawn",
+        lambda: (lambda r: r if r.status == 404 else None)(stack.http.post("/agent/v1/route", envelope("sdk.echo", {}))),
+        timeout=5,
+    )
+    assert gone.error_code() == "no_route", gone.describe()
 
 
 def test_sdk_async_task_cancel_reaches_the_handler(stack):
