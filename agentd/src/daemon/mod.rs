@@ -118,6 +118,41 @@ fn prepare_socket_dir(socket: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// System users whose processes may use the socket besides root: our own
+/// user (agentctl run by whoever runs agentd, e.g. a developer) and the
+/// gateway's service user if the system has one.
+const GATEWAY_USERS: [&std::ffi::CStr; 2] = [c"agent-gw", c"agentgw"];
+
+fn allowed_uids() -> Vec<u32> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let mut uids = vec![unsafe { libc::geteuid() }];
+    uids.extend(GATEWAY_USERS.iter().filter_map(|name| uid_of(name)));
+    uids.retain(|uid| *uid != 0);
+    uids.dedup();
+    uids
+}
+
+/// The uid of a system user, via the reentrant `getpwnam_r`.
+fn uid_of(name: &std::ffi::CStr) -> Option<u32> {
+    // SAFETY: `passwd` is plain old data; all-zero is a valid value that
+    // getpwnam_r overwrites.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 4096];
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call and `buf` outlives it;
+    // `result` is either null or points at `pwd`.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            name.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut result,
+        )
+    };
+    (rc == 0 && !result.is_null()).then_some(pwd.pw_uid)
+}
+
 /// A tokio instant for a monotonic-clock deadline.
 fn instant_at(deadline: Millis) -> Instant {
     let now = Millis::now();
@@ -153,6 +188,7 @@ async fn serve(opts: RunOptions) -> ExitCode {
     }
     let server_config = ServerConfig {
         software: SOFTWARE.into(),
+        allowed_uids: allowed_uids(),
         ..ServerConfig::default()
     };
     let server = match IpcServer::bind(&socket, server_config) {
