@@ -373,6 +373,56 @@ fn cancelling_an_async_task_closes_the_handlers_connection() {
     });
 }
 
+/// A handler that answers a head promising 100 bytes, sends one, stalls.
+async fn stalling_backend() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::task::spawn_local(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::task::spawn_local(async move {
+                if read_request(&mut s).await.is_some() {
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{";
+                    let _ = s.write_all(head.as_bytes()).await;
+                    let mut b = [0u8; 64];
+                    while matches!(s.read(&mut b).await, Ok(n) if n > 0) {}
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn an_async_answer_stalling_mid_body_fails_the_task_at_the_deadline() {
+    run(async {
+        let addr = stalling_backend().await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        load_fib(
+            &state,
+            1,
+            vec![route(
+                "r-st",
+                "demo.stall",
+                &format!("http://{addr}/invoke"),
+                1,
+                false,
+            )],
+        );
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[("prefer", "respond-async"), ("x-agentd-timeout-ms", "300")],
+            &envelope("demo.stall", "lab", "{}"),
+        )
+        .await;
+        let (id, token) = task_handle(&r);
+        let doc = settle(gw, &id, &token, &[]).await;
+        assert_eq!(doc["status"], "failed", "{doc}");
+        assert_eq!(doc["error"]["code"], "deadline_exceeded");
+    });
+}
+
 #[test]
 fn full_task_table_refuses_before_dispatch_and_keeps_existing_tasks_readable() {
     run(async {

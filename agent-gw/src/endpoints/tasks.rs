@@ -167,9 +167,24 @@ pub fn invoke_async(
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let bytes: Bytes = read_limited(&head.headers, body, MAX_RESULT_BYTES)
-            .await
-            .map_err(|e| TaskFailure::new(ErrorCode::UpstreamError.as_str(), e.message))?;
+        // The answer must be complete within the caller's deadline too, or
+        // a handler stalling mid-body would keep the task active forever.
+        let read = read_limited(&head.headers, body, MAX_RESULT_BYTES);
+        let bytes: Bytes = match tokio::time::timeout_at(deadline.instant(), read).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                return Err(TaskFailure::new(
+                    ErrorCode::UpstreamError.as_str(),
+                    e.message,
+                ))
+            }
+            Err(_) => {
+                return Err(TaskFailure::new(
+                    ErrorCode::DeadlineExceeded.as_str(),
+                    "the handler's answer did not complete within the deadline",
+                ))
+            }
+        };
         if head.status.is_client_error() || head.status.is_server_error() {
             let text: String = String::from_utf8_lossy(&bytes).chars().take(512).collect();
             return Err(TaskFailure::new(
