@@ -417,3 +417,58 @@ fn deadline_also_bounds_a_handler_that_stalls_mid_answer() {
         );
     });
 }
+
+#[test]
+fn leases_expire_at_their_deadline_while_agentd_is_unreachable() {
+    run(async {
+        let b = backend("a", Mode::Echo).await;
+        let (gw, state) = start_gateway(lab_config()).await;
+        // The sync loop runs with no agentd to talk to (the socket does
+        // not exist): expiry must still happen on the replica's own timer.
+        tokio::task::spawn_local(agent_gw::fib_sync::run(state.clone()));
+        let mut short = route("r-short", "demo.echo", &b.endpoint(), 1, false);
+        let deadline = agentd::time::Millis::now().saturating_add_ms(300);
+        short.lease = agentd::route::Lease::Until(deadline);
+        load_fib(
+            &state,
+            1,
+            vec![
+                short,
+                route("r-long", "demo.other", &b.endpoint(), 1, false),
+            ],
+        );
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.echo", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        // Bounded wait for the timer-driven sweep after the deadline.
+        for _ in 0..300 {
+            if state.fib.borrow().routes() == 1 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(
+            agentd::time::Millis::now() >= deadline,
+            "removed before its deadline"
+        );
+        assert_eq!(
+            state.fib.borrow().routes(),
+            1,
+            "the expired route was swept"
+        );
+        let r = post(
+            gw,
+            "/agent/v1/invoke",
+            &[],
+            &envelope("demo.echo", "lab", "{}"),
+        )
+        .await;
+        assert_eq!(r.error_code(), "no_route");
+        assert!(!state.control.is_up());
+    });
+}
