@@ -25,6 +25,8 @@ use crate::score::Weights;
 
 /// Where the IPC socket lives unless the config or `--socket` says otherwise.
 pub const DEFAULT_SOCKET: &str = "/var/run/agentd/agentd.sock";
+/// Where runtime state lives unless the config says otherwise.
+pub const DEFAULT_STATE_DIR: &str = "/var/run/agentd";
 
 /// Prefix of route ids derived from `route` section names. Registrations
 /// may not use it, so a static route id is never taken by an agent.
@@ -58,6 +60,8 @@ impl Default for HealthSettings {
 pub struct Runtime {
     pub router_id: Box<str>,
     pub socket: PathBuf,
+    /// Runtime state (the lease file); `/var/run/agentd` by default.
+    pub state_dir: PathBuf,
     pub lease: LeasePolicy,
     pub max_routes: usize,
     /// `route` sections, in file order, as `RouteSource::Static` routes
@@ -74,6 +78,7 @@ impl Default for Runtime {
         Runtime {
             router_id: "agentd".into(),
             socket: PathBuf::from(DEFAULT_SOCKET),
+            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
             lease: LeasePolicy::default(),
             max_routes: 10_000,
             static_routes: Vec::new(),
@@ -205,6 +210,11 @@ pub fn from_config(c: &uci_schema::Config, file: &str) -> Result<Runtime, LoadEr
     Ok(Runtime {
         router_id,
         socket,
+        state_dir: if main.state_dir.is_empty() {
+            PathBuf::from(DEFAULT_STATE_DIR)
+        } else {
+            PathBuf::from(&main.state_dir)
+        },
         lease,
         max_routes: usize::try_from(main.max_routes).unwrap_or(usize::MAX),
         static_routes,

@@ -56,6 +56,8 @@ pub enum Input {
     },
     /// The running health round finished.
     HealthRoundDone,
+    /// Time to write the lease file (changes were coalesced).
+    Persist,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +100,9 @@ pub struct Instance {
     /// For child tasks that report back (health probes).
     inputs: mpsc::Sender<Input>,
     health_running: bool,
+    /// Local leases changed since the lease file was last written.
+    dirty: bool,
+    boot_id: Box<str>,
 }
 
 impl Instance {
@@ -112,6 +117,8 @@ impl Instance {
             own_uid,
             inputs,
             health_running: false,
+            dirty: false,
+            boot_id: super::persist::boot_id(),
         }
     }
 
@@ -154,6 +161,7 @@ impl Instance {
                 self.publish(changes);
             }
             Input::HealthRoundDone => self.health_running = false,
+            Input::Persist => self.persist(),
         }
         Control::Continue
     }
@@ -265,6 +273,7 @@ impl Instance {
         if changes.is_empty() {
             return;
         }
+        self.dirty = true;
         for gone in self.exporter.publish(self.state.generation(), changes) {
             self.subscribers.retain(|_, id| *id != gone);
         }
@@ -293,6 +302,44 @@ impl Instance {
         let timeout = self.state.runtime().health.timeout;
         let inputs = self.inputs.clone();
         tokio::spawn(health_round(targets, timeout, inputs));
+    }
+
+    /// Whether the lease file is behind the table.
+    pub fn wants_persist(&self) -> bool {
+        self.dirty
+    }
+
+    /// Writes the lease file now (coalesced by the loop; also on exit).
+    pub fn persist(&mut self) {
+        let dir = self.state.runtime().state_dir.clone();
+        match super::persist::save(&dir, &self.boot_id, &self.state.local_leases()) {
+            Ok(()) => self.dirty = false,
+            Err(e) => {
+                // Keep `dirty`: the loop retries at its next flush.
+                log_warn!(
+                    "cannot write {}: {e}",
+                    super::persist::path_in(&dir).display()
+                );
+            }
+        }
+    }
+
+    /// Takes back the leases a previous agentd process saved.
+    pub fn restore(&mut self, now: Millis) {
+        let dir = self.state.runtime().state_dir.clone();
+        let path = super::persist::path_in(&dir);
+        match super::persist::load(&dir, &self.boot_id) {
+            Ok(saved) if saved.is_empty() => {}
+            Ok(saved) => {
+                let offered = saved.len();
+                let restored = self.state.restore(saved, now);
+                log_notice!(
+                    "restored {restored} of {offered} local lease(s) from {}",
+                    path.display()
+                );
+            }
+            Err(e) => log_warn!("ignoring {}: {e}", path.display()),
+        }
     }
 
     /// Closes every FIB subscription (shutdown).

@@ -11,6 +11,7 @@ pub mod instance;
 pub mod log;
 pub mod lookup;
 pub mod options;
+pub mod persist;
 pub mod probe;
 pub mod state;
 #[cfg(test)]
@@ -33,6 +34,10 @@ use instance::{Control, Input, Instance, Signal};
 use log::{log_error, log_info, log_notice, log_warn};
 use options::{ConfigSource, Mode, RunOptions};
 use state::State;
+
+/// Lease-file writes are coalesced over this long: a crash loses at most
+/// this much of renewal history, far less than the shortest lease margin.
+const PERSIST_DELAY: Duration = Duration::from_secs(1);
 
 /// Program name and version, as sent in the IPC `Hello` and `status`.
 pub const SOFTWARE: &str = concat!("agentd ", env!("CARGO_PKG_VERSION"));
@@ -224,7 +229,9 @@ async fn serve(opts: RunOptions) -> ExitCode {
     }
 
     let mut instance = Instance::new(state, opts.config.clone(), input_tx);
+    instance.restore(Millis::now());
     let mut next_health = Instant::now();
+    let mut persist_at: Option<Instant> = None;
     loop {
         let deadline = instance.state().next_deadline();
         let health_every = instance.state().runtime().health.interval;
@@ -252,10 +259,25 @@ async fn serve(opts: RunOptions) -> ExitCode {
                 next_health = Instant::now() + health_every.unwrap_or(Duration::from_secs(3600));
                 Input::HealthRound
             }
+            () = async {
+                match persist_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                persist_at = None;
+                Input::Persist
+            }
         };
         if instance.process(input, Millis::now()) == Control::Stop {
             break;
         }
+        if instance.wants_persist() && persist_at.is_none() {
+            persist_at = Some(Instant::now() + PERSIST_DELAY);
+        }
+    }
+    if instance.wants_persist() {
+        instance.persist();
     }
     instance.close_subscribers();
     if let Err(e) = std::fs::remove_file(&socket) {

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::persist::SavedLease;
 use crate::config::{LoadError, Runtime, STATIC_ID_PREFIX};
 use crate::fib::FibChange;
 use crate::health::{HealthTracker, Transition};
@@ -445,6 +446,63 @@ impl State {
             }),
             vec![FibChange::Remove(id.clone())],
         )
+    }
+
+    // ===== persistence =====
+
+    /// Every locally registered route with its granted lease length, for
+    /// the lease file.
+    pub fn local_leases(&self) -> Vec<SavedLease> {
+        self.table
+            .iter()
+            .filter(|r| r.source == RouteSource::Local)
+            .map(|r| SavedLease {
+                route: r.clone(),
+                lease_s: self.lease_len.get(&r.id).copied().unwrap_or(0),
+            })
+            .collect()
+    }
+
+    /// Takes back leases saved by a previous agentd process. Each one is
+    /// checked like a fresh registration (the file is not trusted);
+    /// expired, invalid or conflicting ones are skipped. Returns how many
+    /// were restored.
+    pub fn restore(&mut self, saved: Vec<SavedLease>, now: Millis) -> usize {
+        let mut restored = 0;
+        for SavedLease { route, lease_s } in saved {
+            let live = matches!(route.lease, Lease::Until(d) if d > now);
+            let reg = Registration {
+                route_id: Some(route.id.clone()),
+                capability: route.capability.clone(),
+                version: route.version,
+                origin: route.origin.clone(),
+                endpoint: route.endpoint.clone(),
+                tenant: route.tenant.clone(),
+                region: route.region.clone(),
+                attrs: route.attrs,
+                access: route.access.clone(),
+                contract: route.contract.clone(),
+                lease_seconds: Some(lease_s),
+            };
+            let ok = live
+                && route.source == RouteSource::Local
+                && route.path.is_empty()
+                && route.next_hop.is_none()
+                && !route.id.as_str().starts_with(STATIC_ID_PREFIX)
+                && reg.validate().is_ok()
+                && self.table.get(&route.id).is_none();
+            if !ok {
+                self.count("leases.restore_skipped");
+                continue;
+            }
+            let id = route.id.clone();
+            if self.table.upsert(route).is_ok() {
+                self.lease_len.insert(id, lease_s);
+                self.count("leases.restored");
+                restored += 1;
+            }
+        }
+        restored
     }
 
     // ===== timers and health =====

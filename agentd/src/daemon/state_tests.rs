@@ -457,3 +457,40 @@ fn health_verdicts_follow_the_thresholds_and_exclude_without_removing() {
         vec![(id, "http://192.0.2.10:8080/invoke".into())]
     );
 }
+
+// ===== restart =====
+
+#[test]
+fn saved_leases_come_back_only_if_live_valid_and_local() {
+    let mut old = started("");
+    let (live, _) = register(&mut old, registration("agent://lab/a", 9001, Some(60)), 0).unwrap();
+    let (dying, _) = register(&mut old, registration("agent://lab/b", 9002, Some(5)), 0).unwrap();
+    let mut saved = old.local_leases();
+    assert_eq!(saved.len(), 2, "static routes are not saved");
+    // A tampered entry: a bad endpoint must not slip in through the file.
+    let mut forged = saved[0].clone();
+    forged.route.id = RouteId::new("r-forged").unwrap();
+    forged.route.endpoint = "ftp://x".into();
+    saved.push(forged);
+
+    let mut new = started("");
+    assert_eq!(
+        new.restore(saved, Millis(5_000)),
+        1,
+        "b expired at 5 s, forged refused"
+    );
+    let ids = route_ids(&mut new);
+    assert!(ids.contains(&live.to_string()));
+    assert!(!ids.contains(&dying.to_string()));
+    assert!(!ids.contains(&"r-forged".to_string()));
+    assert_eq!(
+        new.next_deadline(),
+        Some(Millis(60_000)),
+        "the saved deadline, not a new one"
+    );
+    // The restored lease renews with its granted length.
+    let reply = new
+        .handle(RequestBody::Renew(Renewal::of(live)), Millis(30_000))
+        .reply;
+    assert!(matches!(reply, Ok(ResponseBody::Lease(g)) if g.lease_seconds == 60));
+}

@@ -115,8 +115,22 @@ impl Daemon {
     /// `agentd -c DIR -f --socket DIR/agentd.sock` with `config` as
     /// `DIR/agentd`, waiting until agentctl gets an answer.
     pub fn start(tag: &str, config: &str) -> Daemon {
-        let dir = TempDir::new(tag);
+        Daemon::start_in(TempDir::new(tag), config)
+    }
+
+    /// Like [`Daemon::start`] in an existing directory (a restart), with
+    /// `state_dir` inside it.
+    pub fn start_in(dir: TempDir, config: &str) -> Daemon {
         let path = dir.path().join("agentd");
+        let state_dir = dir.path().join("state");
+        let config = config.replacen(
+            "config agentd 'main'\n",
+            &format!(
+                "config agentd 'main'\n\toption state_dir '{}'\n",
+                state_dir.display()
+            ),
+            1,
+        );
         std::fs::write(&path, config).expect("write config");
         let socket = dir.path().join("run").join("agentd.sock");
         let log = dir.path().join("agentd.log");
@@ -190,6 +204,19 @@ impl Daemon {
 
     pub fn write_config(&self, text: &str) {
         std::fs::write(&self.config, text).expect("rewrite config");
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self._dir.path().join("state")
+    }
+
+    /// `kill -9`, then hand back the directory for a restart.
+    pub fn kill9(mut self) -> TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let dir = std::mem::replace(&mut self._dir, TempDir::new("spent"));
+        drop(self);
+        dir
     }
 
     /// SIGTERM and wait for a clean exit.

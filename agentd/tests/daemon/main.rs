@@ -474,3 +474,53 @@ config route 'echo'
     // the process exits; do not wait on it.
     drop(server);
 }
+
+// ===== restart =====
+
+#[test]
+fn local_leases_survive_kill_9_of_agentd() {
+    let mut d = Daemon::start("restart", GOOD);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let grant = rt.block_on(async {
+        let client = agentd::ipc::client::Client::connect(&d.socket, "daemon-test")
+            .await
+            .unwrap();
+        let reg = agentd::ipc::message::Registration {
+            route_id: None,
+            capability: "demo.echo".into(),
+            version: 1,
+            origin: "agent://lab/echo".into(),
+            endpoint: "http://192.0.2.20:9000/invoke".into(),
+            tenant: "lab".into(),
+            region: "local".into(),
+            attrs: Default::default(),
+            access: Default::default(),
+            contract: None,
+            lease_seconds: Some(600),
+        };
+        client.register(reg).await.unwrap()
+    });
+    let lease_file = d.state_dir().join("leases");
+    d.wait_until("the lease file is written", |_| lease_file.exists());
+
+    let dir = d.kill9();
+    let d = Daemon::start_in(dir, GOOD);
+    let routes = d.ctl_json(&["routes"]);
+    let back = routes["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["route_id"] == grant.route_id.as_str());
+    let back = back.unwrap_or_else(|| panic!("route not restored: {routes}\n{}", d.log()));
+    assert_eq!(back["source"], "local");
+    assert!(
+        d.log().contains("restored 1 of 1 local lease(s)"),
+        "{}",
+        d.log()
+    );
+    let j = d.ctl_json(&["lookup", "demo.echo", "--tenant", "lab"]);
+    assert_eq!(j["winner"], grant.route_id.as_str());
+}
