@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from harness.backend import registration
 from harness.http import envelope
@@ -84,11 +83,6 @@ def test_stream_resume_errors_are_explicit(make_stack, backend):
     assert len(backend.calls("st2.stream")) == 1, "the producer was restarted"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="PRODUCT BUG (open): a live (first) stream connection receives `event: error` history_lost instead of "
-    "the events when the producer emits more events at once than stream_history_events",
-)
 def test_live_stream_is_not_cut_by_the_history_bound(make_stack, backend):
     """Proves that the resume history bound (4 events here) limits only
     what can be resumed, not what a connected client receives: a producer

@@ -81,6 +81,24 @@ impl History {
         self.last_id
     }
 
+    /// The id of the newest event that appending an event of this size
+    /// would drop, if any (what [`push`](History::push) would evict).
+    pub fn would_drop(&self, event: Option<&str>, data: &str) -> Option<u64> {
+        let cost = EVENT_OVERHEAD + data.len() + event.map_or(0, str::len);
+        let mut len = self.events.len() + 1;
+        let mut bytes = self.bytes + cost;
+        let mut dropped = None;
+        for e in &self.events {
+            if !(len > self.max_events || bytes > self.max_bytes) {
+                break;
+            }
+            len -= 1;
+            bytes -= e.cost();
+            dropped = Some(e.id);
+        }
+        dropped
+    }
+
     /// Id of the newest event (0 before the first).
     pub fn last_id(&self) -> u64 {
         self.last_id
@@ -169,6 +187,22 @@ mod tests {
                 oldest: 3
             })
         );
+    }
+
+    #[test]
+    fn would_drop_names_what_push_evicts() {
+        let mut h = History::new(3, 1 << 20);
+        for _ in 0..3 {
+            assert_eq!(h.would_drop(None, "x"), None);
+            h.push(None, "x");
+        }
+        assert_eq!(h.would_drop(None, "x"), Some(1));
+        let mut b = History::new(64, 3 * (EVENT_OVERHEAD + 1));
+        for _ in 0..3 {
+            b.push(None, "x");
+        }
+        // Two events' worth of data evicts the two oldest.
+        assert_eq!(b.would_drop(None, &"y".repeat(EVENT_OVERHEAD + 2)), Some(2));
     }
 
     #[test]

@@ -143,6 +143,25 @@ where
                 Ok(None) => break,
                 Ok(Some(SseItem::Complete)) => return Ok(()),
                 Ok(Some(SseItem::Event { event, data, .. })) => {
+                    // Backpressure: while an attached follower has not
+                    // taken the event this push would evict, stop reading
+                    // the handler (TCP flow control reaches it) and wait.
+                    loop {
+                        let mut drained = {
+                            let t = tasks.lock();
+                            match t.room_for(id, event.as_deref(), &data) {
+                                None => return Ok(()),
+                                Some(true) => break,
+                                Some(false) => match t.drain_signal(id) {
+                                    Some(rx) => rx,
+                                    None => return Ok(()),
+                                },
+                            }
+                        };
+                        if drained.changed().await.is_err() {
+                            return Ok(());
+                        }
+                    }
                     if tasks
                         .lock()
                         .push_event(id, event.as_deref(), &data)
@@ -189,12 +208,16 @@ pub struct Follower {
     rx: watch::Receiver<u64>,
     done: bool,
     now: fn() -> Millis,
+    /// Our handle in the task's follower list.
+    handle: Option<u64>,
 }
 
 impl Drop for Follower {
     fn drop(&mut self) {
         let now = (self.now)();
-        self.tasks.lock().detach(&self.id, now);
+        if let Some(f) = self.handle {
+            self.tasks.lock().detach(&self.id, f, now);
+        }
     }
 }
 
@@ -214,7 +237,7 @@ impl Follower {
     ) -> Result<Follower, TaskError> {
         let mut t = tasks.lock();
         let rx = t.task(&id).ok_or(TaskError::NotFound)?.subscribe();
-        t.attach(&id);
+        let handle = t.attach(&id, cursor);
         Ok(Follower {
             tasks: tasks.clone(),
             id,
@@ -222,6 +245,7 @@ impl Follower {
             rx,
             done: false,
             now,
+            handle,
         })
     }
 
@@ -237,7 +261,17 @@ impl Follower {
     pub async fn next_chunk(&mut self) -> Option<Vec<u8>> {
         while !self.done {
             self.rx.borrow_and_update();
-            let batch = self.tasks.lock().batch(&self.id, self.cursor, BATCH);
+            let batch = {
+                let mut t = self.tasks.lock();
+                let b = t.batch(&self.id, self.cursor, BATCH);
+                if let (Ok(b), Some(f)) = (&b, self.handle) {
+                    if let Some(last) = b.events.last() {
+                        // Taken: the producer may now evict up to here.
+                        t.advance(&self.id, f, last.id);
+                    }
+                }
+                b
+            };
             let mut out = Vec::new();
             match batch {
                 Ok(b) => {

@@ -170,8 +170,12 @@ pub struct Task {
     cancel: watch::Sender<bool>,
     /// Bumped on every change a follower may want to see.
     changed: watch::Sender<u64>,
-    /// Followers currently attached (streams only).
-    followers: usize,
+    /// Attached followers and the last event id each has taken.
+    followers: Vec<(u64, u64)>,
+    next_follower: u64,
+    /// Bumped when a follower advances or leaves: wakes a producer that
+    /// waits for room (see [`TaskTable::room_for`]).
+    drained: watch::Sender<u64>,
     /// When the last follower left, while the stream is still producing.
     detached_at: Option<Millis>,
 }
@@ -325,7 +329,9 @@ impl TaskTable {
                 history: History::new(self.cfg.history_events, self.cfg.history_bytes),
                 cancel,
                 changed,
-                followers: 0,
+                followers: Vec::new(),
+                next_follower: 0,
+                drained: watch::channel(0).0,
                 detached_at: None,
             },
         );
@@ -415,28 +421,61 @@ impl TaskTable {
         }
     }
 
-    /// A follower attaches to a stream: it is no longer idle.
-    pub fn attach(&mut self, id: &TaskId) {
+    /// A follower attaches to a stream at `cursor`: the stream is no longer
+    /// idle, and the producer will not drop events it has not taken.
+    /// Returns the follower's handle.
+    pub fn attach(&mut self, id: &TaskId, cursor: u64) -> Option<u64> {
+        let t = self.tasks.get_mut(id)?;
+        let f = t.next_follower;
+        t.next_follower += 1;
+        t.followers.push((f, cursor));
+        if let Some(at) = t.detached_at.take() {
+            self.idle
+                .remove(&(at.saturating_add_ms(self.cfg.ttl_ms), *id));
+        }
+        Some(f)
+    }
+
+    /// Follower `f` has taken the events up to `cursor`.
+    pub fn advance(&mut self, id: &TaskId, f: u64, cursor: u64) {
         if let Some(t) = self.tasks.get_mut(id) {
-            t.followers += 1;
-            if let Some(at) = t.detached_at.take() {
-                self.idle
-                    .remove(&(at.saturating_add_ms(self.cfg.ttl_ms), *id));
+            if let Some(entry) = t.followers.iter_mut().find(|(g, _)| *g == f) {
+                entry.1 = cursor;
+                t.drained.send_modify(|v| *v = v.wrapping_add(1));
             }
         }
     }
 
-    /// A follower left (the caller disconnected or the stream ended). The
+    /// Follower `f` left (the caller disconnected or the stream ended). The
     /// last one leaving a still-producing stream starts its idle timer.
-    pub fn detach(&mut self, id: &TaskId, now: Millis) {
+    pub fn detach(&mut self, id: &TaskId, f: u64, now: Millis) {
         if let Some(t) = self.tasks.get_mut(id) {
-            t.followers = t.followers.saturating_sub(1);
-            if t.followers == 0 && !t.state.is_terminal() && t.kind == TaskKind::Stream {
+            t.followers.retain(|(g, _)| *g != f);
+            t.drained.send_modify(|v| *v = v.wrapping_add(1));
+            if t.followers.is_empty() && !t.state.is_terminal() && t.kind == TaskKind::Stream {
                 t.detached_at = Some(now);
                 self.idle
                     .insert((now.saturating_add_ms(self.cfg.ttl_ms), *id));
             }
         }
+    }
+
+    /// Whether appending this event keeps every event an attached follower
+    /// has not taken yet. When not, the producer waits (`drain_signal`)
+    /// instead of appending: the history bound limits what a *reconnect*
+    /// can replay, never what a connected caller receives. `None` if the
+    /// task is gone.
+    pub fn room_for(&self, id: &TaskId, event: Option<&str>, data: &str) -> Option<bool> {
+        let t = self.tasks.get(id)?;
+        let Some(dropped) = t.history.would_drop(event, data) else {
+            return Some(true);
+        };
+        Some(t.followers.iter().all(|(_, cursor)| *cursor >= dropped))
+    }
+
+    /// A receiver that wakes when a follower of `id` advances or leaves.
+    pub fn drain_signal(&self, id: &TaskId) -> Option<watch::Receiver<u64>> {
+        self.tasks.get(id).map(|t| t.drained.subscribe())
     }
 
     /// Pending → Running. No effect in any other state.
@@ -538,7 +577,7 @@ impl TaskTable {
             }
             self.idle.pop_first();
             let abandoned = self.tasks.get(&id).is_some_and(|t| {
-                t.followers == 0 && !t.state.is_terminal() && t.detached_at.is_some()
+                t.followers.is_empty() && !t.state.is_terminal() && t.detached_at.is_some()
             });
             if abandoned {
                 self.cancel(&id, now);

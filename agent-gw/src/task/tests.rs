@@ -415,16 +415,16 @@ fn streams_nobody_follows_for_ttl_are_cancelled_and_removed() {
     let s = t
         .try_insert(new_task(TaskKind::Stream, "lab", Some(key)), T0)
         .unwrap();
-    t.attach(&s.id);
+    let f = t.attach(&s.id, 0).unwrap();
     t.push_event(&s.id, None, "a");
     // Followed: never idle, however long it runs.
     t.expire(Millis(T0.0 + 50_000));
     assert!(t.task(&s.id).is_some());
-    t.detach(&s.id, Millis(T0.0 + 50_000));
+    t.detach(&s.id, f, Millis(T0.0 + 50_000));
     assert_eq!(t.next_expiry(), Some(Millis(T0.0 + 51_000)));
     // A reconnect before the deadline resets it.
-    t.attach(&s.id);
-    t.detach(&s.id, Millis(T0.0 + 50_500));
+    let g = t.attach(&s.id, 1).unwrap();
+    t.detach(&s.id, g, Millis(T0.0 + 50_500));
     t.expire(Millis(T0.0 + 51_000));
     assert!(t.task(&s.id).is_some());
     assert!(!s.cancel.is_cancelled());
@@ -450,4 +450,69 @@ fn streams_nobody_follows_for_ttl_are_cancelled_and_removed() {
     );
     t.expire(Millis(T0.0 + 1_010));
     assert!(t.task(&done.id).is_none());
+}
+
+#[test]
+fn a_producer_may_not_evict_events_an_attached_follower_has_not_taken() {
+    let mut t = TaskTable::new(TaskConfig {
+        history_events: 2,
+        ..cfg(4)
+    });
+    let s = t
+        .try_insert(new_task(TaskKind::Stream, "lab", None), T0)
+        .unwrap();
+    t.push_event(&s.id, None, "1");
+    t.push_event(&s.id, None, "2");
+    // Nobody attached: the bound just drops the oldest.
+    assert_eq!(t.room_for(&s.id, None, "3"), Some(true));
+    let f = t.attach(&s.id, 0).unwrap();
+    assert_eq!(t.room_for(&s.id, None, "3"), Some(false));
+    let drained = t.drain_signal(&s.id).unwrap();
+    t.advance(&s.id, f, 1);
+    assert!(drained.has_changed().unwrap());
+    assert_eq!(t.room_for(&s.id, None, "3"), Some(true));
+    t.push_event(&s.id, None, "3");
+    assert_eq!(t.room_for(&s.id, None, "4"), Some(false));
+    // The follower leaving frees the producer too.
+    t.detach(&s.id, f, T0);
+    assert_eq!(t.room_for(&s.id, None, "4"), Some(true));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_live_follower_gets_every_event_even_beyond_the_history_bound() {
+    let tasks = SharedTasks::new(TaskTable::new(TaskConfig {
+        history_events: 4,
+        ..cfg(4)
+    }));
+    let a = tasks
+        .lock()
+        .try_insert(new_task(TaskKind::Stream, "lab", None), T0)
+        .unwrap();
+    let id = a.id;
+    let mut f = Follower::new(&tasks, id, 0).unwrap();
+    let (tx, body) = body_channel();
+    // Ten events in one write, more than the history holds.
+    let burst: String = (1..=10).map(|i| format!("data: {i}\n\n")).collect();
+    tx.send(Ok(Frame::data(Bytes::from(burst)))).await.unwrap();
+    drop(tx);
+    let producer = tokio::task::spawn(produce_stream(
+        tasks.clone(),
+        id,
+        a.cancel,
+        async move { Ok(body) },
+        SseLimits::default(),
+        || T0,
+    ));
+    let mut all = String::new();
+    while let Some(c) = f.next_chunk().await {
+        all.push_str(std::str::from_utf8(&c).unwrap());
+    }
+    producer.await.unwrap();
+    let ids: Vec<u64> = all
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(ids, (1..=10).collect::<Vec<u64>>(), "{all}");
+    assert!(all.ends_with(": nexus-stream-complete\n\n"));
 }
