@@ -109,9 +109,12 @@ pub struct MemoryUse {
     pub index_bytes: usize,
     /// The lease timer heap.
     pub timer_bytes: usize,
-    /// The slab cells (inline route structs), the hot selection records,
-    /// the free list and the symbol interner; the routes' own heap strings
-    /// are not counted.
+    /// The hot selection records (64 bytes per slab cell): route data
+    /// duplicated for lookup speed, reported apart from both the index and
+    /// the slab so nobody mistakes them for free.
+    pub hot_bytes: usize,
+    /// The slab cells (inline route structs), the free list and the symbol
+    /// interner; the routes' own heap strings are not counted.
     pub slab_bytes: usize,
 }
 
@@ -617,8 +620,8 @@ impl RouteTable {
             routes: self.len,
             index_bytes: self.by_id.allocation_size() + self.by_cap.allocated_bytes(),
             timer_bytes: self.timers.allocated_bytes(),
+            hot_bytes: self.hot.capacity() * std::mem::size_of::<Hot>(),
             slab_bytes: self.slab.capacity() * std::mem::size_of::<Slot>()
-                + self.hot.capacity() * std::mem::size_of::<Hot>()
                 + self.free.capacity() * 4
                 + self.symbols.allocated_bytes(),
         }
