@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-
 from harness.backend import registration
 from harness.http import envelope
 from harness.poll import wait_for
