@@ -9,6 +9,12 @@
 //! of the next candidate of the *same* snapshot; `explain` adds per-reason
 //! rejection counts for humans.
 //!
+//! The filters are defined once, plainly, on `Route` (`eligibility.rs`);
+//! `explain` and the full-scan reference use that definition. `select` and
+//! `select_ordered` run the same filters on each candidate's 64-byte hot
+//! record (`fast.rs`) and must agree with it exactly — randomized tests and
+//! the benchmark compare them on every query.
+//!
 //! A route ineligible for several reasons is counted once, under the first
 //! failing filter in this order. `NoRoute` reports the *furthest* filter
 //! any candidate reached (the most specific reason): "3 routes, all
