@@ -51,10 +51,22 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Like agentd: a file named on the command line must exist; the
+    // default path may be absent (fresh install) and then defaults apply.
+    let named = args.config.is_some();
     let path = args
         .config
         .unwrap_or_else(|| PathBuf::from(uci_schema::config::DEFAULT_PATH));
-    let uci = match uci_schema::Config::load(&path) {
+    let loaded = if !named && !path.exists() {
+        eprintln!(
+            "agent-gw: {} does not exist; using built-in defaults",
+            path.display()
+        );
+        uci_schema::Config::from_str("", "<built-in defaults>")
+    } else {
+        uci_schema::Config::load(&path)
+    };
+    let uci = match loaded {
         Ok(c) => c,
         Err(e) => {
             eprintln!("agent-gw: {e}");
