@@ -109,8 +109,12 @@ def test_nexilume_lease_keeping_recovers_a_withdrawn_route(make_stack, netns, wo
         assert echo_route is not None, ready
         r = stack.http.post("/agent/v1/unregister", {"route_id": echo_route})
         assert r.status == 200 and r.json().get("removed") is True, r.describe()
-        gone = stack.http.post("/agent/v1/route", envelope("nx.echo", {}))
-        assert gone.status == 404 and gone.error_code() == "no_route", gone.describe()
+        wait_for(
+            "nx.echo to be withdrawn",
+            lambda: stack.http.post("/agent/v1/route", envelope("nx.echo", {})).error_code() == "no_route",
+            timeout=2,
+            interval=0.005,
+        )
         again = stack.wait_routable(envelope("nx.echo", {}), timeout=15)
         assert again["route"]["origin"] == "agent://lab/nx-echo", again
         r = stack.http.post("/agent/v1/invoke", envelope("nx.echo", {"after": "reregister"}))
