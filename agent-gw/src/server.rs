@@ -129,6 +129,7 @@ pub async fn run(state: Rc<AppState>) -> io::Result<()> {
     let listener = bind(state.cfg.sdk_listen).await?;
     eprintln!("agent-gw: listening sdk={}", listener.local_addr()?);
     tokio::task::spawn_local(crate::fib_sync::run(state.clone()));
+    tokio::task::spawn_local(crate::task::live::expiry_driver(state.tasks.clone()));
     serve(listener, state).await;
     Ok(())
 }

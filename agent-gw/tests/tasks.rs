@@ -884,3 +884,68 @@ fn bootstrap_tokens_work_only_from_the_address_they_were_issued_to() {
         );
     });
 }
+
+#[test]
+fn an_abandoned_stream_is_cancelled_after_task_ttl_without_any_request() {
+    run(async {
+        // The handler sends one event, then keeps the stream open and
+        // reports when the gateway closes the connection.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let closed = Rc::new(Notify::new());
+        let c = closed.clone();
+        tokio::task::spawn_local(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            read_request(&mut s).await.unwrap();
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\ndata: 1\n\n";
+            s.write_all(head.as_bytes()).await.unwrap();
+            let mut b = [0u8; 64];
+            while matches!(s.read(&mut b).await, Ok(n) if n > 0) {}
+            c.notify_one();
+        });
+        let cfg = GatewayConfig {
+            task_ttl_s: 1,
+            ..lab_config()
+        };
+        let state = agent_gw::state::AppState::new(cfg);
+        let listener = agent_gw::server::bind(state.cfg.sdk_listen).await.unwrap();
+        let gw = listener.local_addr().unwrap();
+        // server::run's timer driver, without its FIB follower.
+        tokio::task::spawn_local(agent_gw::task::live::expiry_driver(state.tasks.clone()));
+        tokio::task::spawn_local(agent_gw::server::serve(listener, state.clone()));
+        load_fib(
+            &state,
+            1,
+            vec![route(
+                "r-a",
+                "demo.stream",
+                &format!("http://{addr}/invoke"),
+                1,
+                false,
+            )],
+        );
+        let mut s = open_post(
+            gw,
+            "/agent/v1/invoke-stream",
+            &[],
+            &stream_envelope("s-idle", "{}"),
+        )
+        .await;
+        read_until(&mut s, |t| event_ids(t) == [1]).await;
+        drop(s);
+        timeout(WAIT, closed.notified())
+            .await
+            .expect("the abandoned producer still holds the handler connection");
+        let r = post(
+            gw,
+            "/agent/v1/invoke-stream",
+            &[("last-event-id", "1")],
+            &stream_envelope("s-idle", "{}"),
+        )
+        .await;
+        assert_eq!(
+            (r.status.as_u16(), r.error_code()),
+            (410, "task_expired".into())
+        );
+    });
+}

@@ -303,3 +303,24 @@ impl Follower {
         None
     }
 }
+
+/// Fires the table's timers: expiry of finished tasks and the idle timer of
+/// unfollowed streams, so an abandoned producer's handler connection closes
+/// on time even when no request touches the table. Every new deadline is at
+/// least `ttl_ms` away, so sleeping until the earliest known one (or
+/// `ttl_ms`, at least 1 s, when there is none) is late by at most a second
+/// for sub-second TTLs; requests apply due expiries themselves anyway.
+pub async fn expiry_driver(tasks: SharedTasks) {
+    loop {
+        let (next, ttl) = {
+            let t = tasks.lock();
+            (t.next_expiry(), t.config().ttl_ms)
+        };
+        let now = Millis::now();
+        let wait = next
+            .map_or(ttl.max(1000), |at| at.saturating_sub(now))
+            .max(1);
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+        tasks.lock().expire(Millis::now());
+    }
+}
