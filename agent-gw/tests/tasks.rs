@@ -1,29 +1,22 @@
-//! Tasks, streams and auth through a real gateway on loopback: async task
+//! Tasks and streams through a real gateway on loopback: async task
 //! status/result/cancel (the handler sees its connection close), a full
 //! task table, stream resume after a client disconnect, typed resume
-//! errors, and bearer-token checks including the trusted-LAN bootstrap.
+//! errors, lost history, idle-stream cancellation.
 
 mod common;
 
 use std::cell::{Cell, RefCell};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use common::*;
-use ed25519_dalek::SigningKey;
-use http::Request;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::timeout;
 
-use agent_gw::auth::jwt::{mint, Audience, Claims};
-use agent_gw::auth::UnixSeconds;
-use agent_gw::config::{AuthMode, GatewayConfig};
+use agent_gw::config::GatewayConfig;
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -651,237 +644,6 @@ fn stream_history_lost_is_reported() {
             (409, "history_lost".into())
         );
         b.events.send(None).unwrap();
-    });
-}
-
-// ===== auth =====
-
-fn tenant_key() -> SigningKey {
-    SigningKey::from_bytes(&[0x5a; 32])
-}
-
-fn jwt_config() -> GatewayConfig {
-    GatewayConfig {
-        auth: AuthMode::Jwt,
-        tenant_keys: vec![("lab".into(), tenant_key().verifying_key())],
-        ..lab_config()
-    }
-}
-
-fn token(iat: u64, exp: u64, scope: &str) -> String {
-    let claims = Claims {
-        iss: Some("lab-idp".into()),
-        sub: Some("agent://lab/caller".into()),
-        tenant: Some("lab".into()),
-        scope: Some(scope.into()),
-        aud: Some(Audience::One("agentd:router".into())),
-        iat: Some(iat),
-        exp: Some(exp),
-        nbf: None,
-        jti: None,
-        src: None,
-    };
-    mint(&tenant_key(), None, &claims)
-}
-
-#[test]
-fn bearer_tokens_are_checked_and_their_identity_overwrites_the_body() {
-    run(async {
-        let b = backend("a", Mode::Echo).await;
-        let (gw, state) = start_gateway(jwt_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
-        let now = UnixSeconds::now().0;
-        // The body claims tenant "other" (the route is open to it too).
-        let env = envelope("demo.echo", "other", "{}");
-        let r = post(gw, "/agent/v1/invoke", &[], &env).await;
-        assert_eq!(
-            (r.status.as_u16(), r.error_code()),
-            (401, "unauthenticated".into())
-        );
-        let expired = format!("Bearer {}", token(now - 4000, now - 3600, "agent.invoke"));
-        let r = post(gw, "/agent/v1/invoke", &[("authorization", &expired)], &env).await;
-        assert_eq!(
-            (r.status.as_u16(), r.json()["error"]["reason"].as_str()),
-            (401, Some("token_expired"))
-        );
-        let good = token(now - 10, now + 600, "agent.invoke");
-        let forged = format!("Bearer {}x", &good[..good.len() - 1]);
-        let r = post(gw, "/agent/v1/invoke", &[("authorization", &forged)], &env).await;
-        assert_eq!(r.status, 401);
-        let other_key = SigningKey::from_bytes(&[0x77; 32]);
-        let claims = Claims {
-            tenant: Some("lab".into()),
-            sub: Some("agent://lab/caller".into()),
-            aud: Some(Audience::One("agentd:router".into())),
-            iat: Some(now),
-            exp: Some(now + 60),
-            scope: Some("agent.invoke".into()),
-            iss: None,
-            nbf: None,
-            jti: None,
-            src: None,
-        };
-        let wrong_key = format!("Bearer {}", mint(&other_key, None, &claims));
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[("authorization", &wrong_key)],
-            &env,
-        )
-        .await;
-        assert_eq!(
-            (r.status.as_u16(), r.json()["error"]["reason"].as_str()),
-            (401, Some("token_bad_signature"))
-        );
-        let route_only = format!("Bearer {}", token(now, now + 60, "agent.route"));
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[("authorization", &route_only)],
-            &env,
-        )
-        .await;
-        assert_eq!(
-            (r.status.as_u16(), r.error_code()),
-            (403, "forbidden".into())
-        );
-        assert_eq!(b.count(), 0);
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[("authorization", &format!("Bearer {good}"))],
-            &env,
-        )
-        .await;
-        assert_eq!(r.status, 200, "{:?}", r.body);
-        let seen: serde_json::Value = serde_json::from_slice(&b.seen.borrow()[0].body).unwrap();
-        assert_eq!(
-            (seen["tenant"].as_str(), seen["source_agent"].as_str()),
-            (Some("lab"), Some("agent://lab/caller"))
-        );
-        // Task endpoints need a token too.
-        let t = send(
-            gw,
-            "GET",
-            &format!("/agent/v1/tasks/{}", "ab".repeat(16)),
-            &[],
-            b"",
-        )
-        .await;
-        assert_eq!(t.status, 401);
-    });
-}
-
-/// Sends a request from a chosen loopback source address.
-async fn send_from(
-    src: IpAddr,
-    gw: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Reply {
-    let sock = TcpSocket::new_v4().unwrap();
-    sock.bind(SocketAddr::new(src, 0)).unwrap();
-    let stream = sock.connect(gw).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::task::spawn_local(conn);
-    let mut req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "gw");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = sender
-        .send_request(req.body(Full::new(Bytes::copy_from_slice(body))).unwrap())
-        .await
-        .unwrap();
-    let (parts, body) = resp.into_parts();
-    Reply {
-        status: parts.status,
-        headers: parts.headers,
-        body: body.collect().await.unwrap().to_bytes(),
-    }
-}
-
-#[test]
-fn bootstrap_tokens_work_only_from_the_address_they_were_issued_to() {
-    run(async {
-        let b = backend("a", Mode::Echo).await;
-        let (gw, state) = start_gateway(jwt_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
-        let meta = send(gw, "GET", "/agent/v1/authentication", &[], b"")
-            .await
-            .json();
-        assert_eq!(meta["bootstrap"]["endpoint"], "/agent/v1/bootstrap");
-        assert_eq!(meta["authentication"]["audience"], "agentd:router");
-        let lan: IpAddr = "127.0.0.1".parse().unwrap();
-        let other: IpAddr = "127.0.0.2".parse().unwrap();
-        let req = br#"{"tenant":"lab","origin":"agent://lab/echo","scopes":["agent.invoke"]}"#;
-        let issued = send_from(lan, gw, "POST", "/agent/v1/bootstrap", &[], req).await;
-        assert_eq!(issued.status, 200, "{:?}", issued.body);
-        let doc = issued.json();
-        assert!(doc["expires_in"].as_u64().unwrap() <= 300);
-        let bearer = format!("Bearer {}", doc["access_token"].as_str().unwrap());
-        let env = envelope("demo.echo", "lab", "{}");
-        let ok = send_from(
-            lan,
-            gw,
-            "POST",
-            "/agent/v1/invoke",
-            &[("authorization", &bearer)],
-            env.as_bytes(),
-        )
-        .await;
-        assert_eq!(ok.status, 200, "{:?}", ok.body);
-        let seen: serde_json::Value = serde_json::from_slice(&b.seen.borrow()[0].body).unwrap();
-        assert_eq!(seen["source_agent"], "agent://lab/echo");
-        let stolen = send_from(
-            other,
-            gw,
-            "POST",
-            "/agent/v1/invoke",
-            &[("authorization", &bearer)],
-            env.as_bytes(),
-        )
-        .await;
-        assert_eq!(
-            (
-                stolen.status.as_u16(),
-                stolen.json()["error"]["reason"].as_str()
-            ),
-            (401, Some("token_source_mismatch"))
-        );
-        let bad = send_from(
-            lan,
-            gw,
-            "POST",
-            "/agent/v1/bootstrap",
-            &[],
-            br#"{"tenant":"lab","origin":"agent://ops/x"}"#,
-        )
-        .await;
-        assert_eq!(
-            (bad.status.as_u16(), bad.error_code()),
-            (400, "invalid_field".into())
-        );
-        let dup = br#"{"tenant":"lab","tenant":"ops","origin":"agent://lab/x"}"#;
-        let bad = send_from(lan, gw, "POST", "/agent/v1/bootstrap", &[], dup).await;
-        assert_eq!(
-            (bad.status.as_u16(), bad.error_code()),
-            (400, "duplicate_key".into())
-        );
     });
 }
 
