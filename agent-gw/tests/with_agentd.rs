@@ -115,9 +115,10 @@ fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
             &config,
             format!(
                 "config agentd 'main'\n\toption router_id 'router-t'\n\toption ipc_socket '{}'\n\
-                 \toption health_check 'off'\n\
+                 \toption state_dir '{}'\n\toption health_check 'off'\n\
                  config gateway 'gateway'\n\toption sdk_listen '127.0.0.1:0'\n\toption auth 'none'\n",
-                socket.display()
+                socket.display(),
+                dir.0.display()
             ),
         )
         .unwrap();
@@ -223,6 +224,9 @@ fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
         // agentd returns as a new process with an empty table: the gateway
         // hands it the live routes of its last FIB (same route ids), so
         // calls keep working and the agent's renewals still find its route.
+        // agentd keeps a lease file, written about once a second; drop it
+        // to stand for a crash that lost the latest registrations.
+        let _ = std::fs::remove_file(dir.0.join("leases"));
         let _agentd2 = Daemon::start(&config, &socket);
         wait_for("resync with the new agentd", 15, || {
             state.control.is_up() && state.fib.borrow().replica().in_sync()
