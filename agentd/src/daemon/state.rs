@@ -307,7 +307,7 @@ impl State {
         reg.validate()?;
         let id = match &reg.route_id {
             Some(id) => id.clone(),
-            None => derived_route_id(&reg),
+            None => derived_route_id(&reg)?,
         };
         if id.as_str().starts_with(STATIC_ID_PREFIX) && self.table.get(&id).is_none() {
             return Err(IpcError::invalid(
@@ -718,7 +718,7 @@ fn build_table<'a>(
 /// A stable id for a registration that did not name one: the same agent
 /// registering the same capability at the same endpoint gets the same id
 /// back (FNV-1a; deterministic across restarts, unlike std's hasher).
-pub fn derived_route_id(reg: &Registration) -> RouteId {
+pub fn derived_route_id(reg: &Registration) -> Result<RouteId, IpcError> {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for part in [
         &*reg.tenant,
@@ -733,5 +733,5 @@ pub fn derived_route_id(reg: &Registration) -> RouteId {
         }
     }
     // Hex digits are always a valid route id.
-    RouteId::new(&format!("r-{h:016x}")).unwrap_or_else(|_| unreachable!("hex route ids are valid"))
+    RouteId::new(&format!("r-{h:016x}")).map_err(IpcError::internal)
 }
