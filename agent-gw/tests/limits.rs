@@ -295,3 +295,42 @@ fn a_client_trickling_its_body_is_cut_off_and_frees_its_slot() {
         );
     });
 }
+
+#[test]
+fn connections_beyond_the_cap_are_closed_and_the_slot_comes_back() {
+    run(async {
+        use tokio::io::AsyncReadExt;
+        let cfg = agent_gw::config::GatewayConfig {
+            max_connections: 1,
+            ..lab_config()
+        };
+        let (gw, _state) = start_gateway(cfg).await;
+        // Accepted in order: `held` takes the only slot.
+        let held = tokio::net::TcpStream::connect(gw).await.unwrap();
+        let mut extra = tokio::net::TcpStream::connect(gw).await.unwrap();
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(5), extra.read(&mut buf)).await;
+        assert!(
+            matches!(n, Ok(Ok(0)) | Ok(Err(_))),
+            "the extra connection must be closed: {n:?}"
+        );
+        drop(held);
+        // Bounded: once the held connection is gone its slot is free again.
+        let mut served = false;
+        for _ in 0..100 {
+            let mut c = tokio::net::TcpStream::connect(gw).await.unwrap();
+            use tokio::io::AsyncWriteExt;
+            c.write_all(b"GET /healthz HTTP/1.1\r\nhost: gw\r\nconnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut out = Vec::new();
+            let _ = c.read_to_end(&mut out).await;
+            if out.starts_with(b"HTTP/1.1 200") {
+                served = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(served);
+    });
+}
