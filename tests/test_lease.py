@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from harness.backend import registration
 from harness.http import envelope
 
@@ -99,10 +97,6 @@ def test_renew_extends_and_unknown_renew_is_404(stack, backend):
     assert r.status == 404 and r.error_code() == "not_found", r.describe()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="PRODUCT BUG (open, racy): /agent/v1/unregister answers 200 before agent-gw's FIB replica drops the route, so an invocation right after it can still be forwarded to the withdrawn route",
-)
 def test_unregister_stops_eligibility_immediately(stack, backend):
     """Proves the contract "the route stops being eligible immediately"
     (docs/sdk-api.md, unregister): 20 times, right after the 200 answer to
