@@ -31,13 +31,22 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parent.parent
+# release: the router build (opt-level z, LTO); bench: opt-level 3.
 PROFILE = os.environ.get("BENCH_PROFILE", "release")
 N1 = int(os.environ.get("BENCH_N1", "3000"))
 N16 = int(os.environ.get("BENCH_N16", "16000"))
+# Rounds per cell; direct and gateway alternate within a round so that
+# machine noise hits both alike, and each figure is the median of rounds.
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SIZES = [128, 1024, 8192]
 INTENT = "b.e"
 # Short names so that a whole envelope fits in the smallest body size.
 TENANT = "b"
+
+
+def median(values: List[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
 
 
 def log(msg: str) -> None:
@@ -51,7 +60,8 @@ def free_port() -> int:
 
 
 def target_dir() -> Path:
-    return REPO / "target" / ("release" if PROFILE == "release" else PROFILE)
+    # cargo puts the built-in `bench` profile's output in target/release too.
+    return REPO / "target" / ("release" if PROFILE in ("release", "bench") else PROFILE)
 
 
 def build() -> None:
@@ -222,15 +232,21 @@ def main() -> int:
             body_file = work / f"body-{size}.json"
             body_file.write_bytes(envelope_of_size(size))
             row: Dict[str, Any] = {"body_bytes": size}
-            for name, url in (("direct", backend_url), ("gateway", gw_url + "/agent/v1/invoke")):
-                c1 = load(tool, url, body_file, 1, N1)
-                c16 = load(tool, url, body_file, 16, N16)
-                row[name] = {
-                    "c1": {k: c1[k] for k in ("requests", "p50_us", "p90_us", "p99_us", "max_us")},
-                    "c16": {k: c16[k] for k in ("requests", "p50_us", "p99_us", "throughput_rps", "wall_s")},
-                }
+            paths = (("direct", backend_url), ("gateway", gw_url + "/agent/v1/invoke"))
+            runs: Dict[str, Dict[str, List[Dict[str, Any]]]] = {n: {"c1": [], "c16": []} for n, _ in paths}
+            for _ in range(ROUNDS):
+                for name, url in paths:
+                    runs[name]["c1"].append(load(tool, url, body_file, 1, N1))
+                    runs[name]["c16"].append(load(tool, url, body_file, 16, N16))
+            for name, _ in paths:
+                c1 = {k: median([r[k] for r in runs[name]["c1"]]) for k in ("p50_us", "p90_us", "p99_us", "max_us")}
+                c16 = {k: median([r[k] for r in runs[name]["c16"]]) for k in ("p50_us", "p99_us", "throughput_rps")}
+                c1["requests_per_round"], c16["requests_per_round"] = N1, N16
+                c1["p50_us_rounds"] = [round(r["p50_us"], 1) for r in runs[name]["c1"]]
+                c16["throughput_rps_rounds"] = [round(r["throughput_rps"]) for r in runs[name]["c16"]]
+                row[name] = {"c1": c1, "c16": c16}
                 log(f"{size:>5} B {name:<8} c1 p50 {c1['p50_us']:8.1f} us  p99 {c1['p99_us']:8.1f} us   "
-                    f"c16 {c16['throughput_rps']:9.0f} req/s")
+                    f"c16 {c16['throughput_rps']:9.0f} req/s   (median of {ROUNDS})")
             d, g = row["direct"], row["gateway"]
             row["ratio_gateway_over_direct"] = {
                 "p50_c1": round(g["c1"]["p50_us"] / d["c1"]["p50_us"], 3),
@@ -244,7 +260,8 @@ def main() -> int:
             "benchmark": "bench_local",
             "profile": PROFILE,
             "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
-            "requests": {"c1": N1, "c16": N16},
+            "requests": {"c1": N1, "c16": N16, "rounds": ROUNDS, "figures": "median of rounds"},
+            "load_average_after": os.getloadavg(),
             "method": "same Rust hyper echo backend and Rust load generator (one keep-alive connection per worker) "
                       "for both paths; gateway path = POST /agent/v1/invoke with auth 'none'",
             "results": results,
