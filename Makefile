@@ -3,7 +3,7 @@
 #   make demo    build and run agentd on its embedded demo config, query it
 #   make test    build, lint, format check and every test (what CI runs)
 #   make bench   selection benchmarks (divan)
-#   make bench-local  direct vs through agent-gw latency/throughput, JSON out
+#   make bench-local  direct vs nginx vs agent-gw latency/throughput, JSON out
 #   make test-python  system tests (tests/, pytest, real binaries; needs root)
 #   make fuzz    every cargo-fuzz target for a bounded time (nightly)
 
@@ -78,8 +78,11 @@ demo: toolchain venv
 	BIN_DIR=$(BIN_DIR) scripts/demo.sh
 	BIN_DIR=$(BIN_DIR) $(VENV)/bin/python scripts/demo_gateway.py
 
-# Direct HTTP vs through agent-gw, same backend and load generator, release
-# build; JSON in target/bench/local.json.
+# Direct HTTP vs nginx reverse proxy vs agent-gw (router `release` build and
+# opt-level 3 `bench-release`), same backend and load generator, interleaved
+# rounds, medians; installs Debian nginx if missing. JSON in
+# target/bench/local.json. Knobs: BENCH_ROUNDS, BENCH_N1, BENCH_N16,
+# BENCH_SIZES, BENCH_PROFILES.
 bench-local: toolchain
 	$(PYTHON) scripts/bench_local.py
 

@@ -1,17 +1,30 @@
 #!/usr/bin/env python3
 """`make bench-local`: direct HTTP to a backend vs the same backend through
-agent-gw, measured in one run on this machine.
+an nginx reverse proxy vs through agent-gw, measured in one run on this
+machine.
 
 For 128 B, 1 KiB and 8 KiB request bodies (a Nexus envelope padded to the
-size): p50/p99 latency at concurrency 1 and throughput at concurrency 16,
-for both paths, with the same Rust backend and the same Rust load generator
-(`agent-gw/examples/bench_local.rs`) so the difference is the gateway. Also
-the RSS (VmRSS/VmHWM from /proc/PID/status) of agentd and agent-gw idle and
-after the load. Output: target/bench/local.json and a table on stdout.
+size): p50/p99 latency at concurrency 1 and throughput at concurrency 16.
+Every path uses the same Rust echo backend and the same Rust load generator
+(`agent-gw/examples/bench_local.rs`), so the difference is the hop.
+
+Trustworthy on a noisy shared machine: the paths are measured interleaved
+(direct, nginx, gw, ... in a rotating order) for BENCH_ROUNDS rounds and the
+JSON reports the median over rounds, so background noise hits every path
+alike. nginx (one worker, upstream keep-alive, like agent-gw's one thread
+and pool) shows what one extra loopback proxy hop costs at all; agent-gw's
+ratio to nginx is what is left to optimise.
+
+agent-gw runs in the router build (`release`: opt-level "z", LTO,
+panic=abort) -- the headline -- and, when BENCH_PROFILES names it, the
+`bench-release` build (same, opt-level 3) for comparison. RSS
+(VmRSS/VmHWM) of agentd, agent-gw and nginx idle and after the load.
+Output: target/bench/local.json and a table on stdout.
 
 Bounded: fixed request counts (BENCH_N1 at c=1, BENCH_N16 at c=16) and a
 timeout on every load run. Loopback only; everything started here is
-stopped by PID on exit.
+stopped by PID on exit. nginx is installed with apt-get when missing (root
+only; otherwise the nginx column is left out and the JSON says why).
 """
 
 from __future__ import annotations
@@ -21,6 +34,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,25 +42,18 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
-# release: the router build (opt-level z, LTO); bench: opt-level 3.
-PROFILE = os.environ.get("BENCH_PROFILE", "release")
-N1 = int(os.environ.get("BENCH_N1", "3000"))
-N16 = int(os.environ.get("BENCH_N16", "16000"))
-# Rounds per cell; direct and gateway alternate within a round so that
-# machine noise hits both alike, and each figure is the median of rounds.
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
-SIZES = [128, 1024, 8192]
+# The first profile is the headline (what routers run).
+PROFILES = os.environ.get("BENCH_PROFILES", "release bench-release").split()
+N1 = int(os.environ.get("BENCH_N1", "2000"))
+N16 = int(os.environ.get("BENCH_N16", "8000"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+SIZES = [int(x) for x in os.environ.get("BENCH_SIZES", "128 1024 8192").split()]
 INTENT = "b.e"
 # Short names so that a whole envelope fits in the smallest body size.
 TENANT = "b"
-
-
-def median(values: List[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
 
 
 def log(msg: str) -> None:
@@ -59,14 +66,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def target_dir() -> Path:
-    # cargo puts the built-in `bench` profile's output in target/release too.
-    return REPO / "target" / ("release" if PROFILE in ("release", "bench") else PROFILE)
+def target_dir(profile: str) -> Path:
+    return REPO / "target" / profile
 
 
-def build() -> None:
+def build(profile: str) -> None:
     argv = ["cargo", "build", "--quiet", "-p", "agentd", "-p", "agent-gw", "--bins", "--example", "bench_local"]
-    argv += ["--release"] if PROFILE == "release" else ["--profile", PROFILE]
+    argv += ["--release"] if profile == "release" else ["--profile", profile]
     log(f"$ {' '.join(argv)}")
     subprocess.run(argv, cwd=REPO, check=True, stdin=subprocess.DEVNULL)
 
@@ -151,119 +157,247 @@ def load(tool: Path, url: str, body_file: Path, concurrency: int, requests: int)
     return result
 
 
+def ensure_nginx() -> Tuple[Optional[str], str]:
+    """The nginx binary, installing Debian's package when missing."""
+    found = shutil.which("nginx") or (os.path.exists("/usr/sbin/nginx") and "/usr/sbin/nginx") or None
+    if found:
+        return found, "installed"
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return None, "nginx missing and cannot install it (needs root and apt-get)"
+    log("$ apt-get install -y nginx")
+    p = subprocess.run(["apt-get", "install", "-y", "nginx"], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
+    if p.returncode != 0:
+        return None, "apt-get install nginx failed: " + p.stderr.decode(errors="replace")[-300:]
+    found = shutil.which("nginx") or (os.path.exists("/usr/sbin/nginx") and "/usr/sbin/nginx") or None
+    return found, "installed by bench_local" if found else "nginx not found after install"
+
+
+def start_nginx(binary: str, work: Path, backend: str) -> Tuple["Proc", str]:
+    """One nginx worker, in the foreground, proxying to `backend` over
+    upstream keep-alive connections: the comparison point for one proxy
+    hop on one core."""
+    root = work / "nginx"
+    root.mkdir()
+    port = free_port()
+    conf = root / "nginx.conf"
+    temp = "\n".join(f"  {k}_temp_path {root}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    conf.write_text(f"""daemon off;
+master_process off;
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+{temp}
+  upstream backend {{ server {backend}; keepalive 64; }}
+  server {{
+    listen 127.0.0.1:{port};
+    tcp_nodelay on;
+    client_body_buffer_size 16k;
+    client_max_body_size 64k;
+    location / {{
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }}
+  }}
+}}
+""")
+    proc = Proc("nginx", [binary, "-p", str(root), "-e", str(root / "error.log"), "-c", str(conf)], work / "nginx.log")
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+
+    wait_for("nginx", up)
+    return proc, url
+
+
+def start_gateway(profile: str, work: Path, backend_url: str, procs: List[Proc]) -> Tuple[Proc, Proc, str]:
+    """agentd + agent-gw of `profile` (own config, socket and port), with
+    the backend registered as the handler of INTENT."""
+    bins = target_dir(profile)
+    d = work / profile
+    d.mkdir()
+    port = free_port()
+    sock = d / "agentd.sock"
+    (d / "agentd.conf").write_text(
+        "\n".join(
+            [
+                "config agentd 'main'",
+                f"\toption router_id 'bench-{profile}'",
+                f"\toption identity '{d}/identity.key'",
+                f"\toption ipc_socket '{sock}'",
+                f"\toption state_dir '{d}'",
+                "\toption health_check 'off'",
+                "\toption log_level 'warn'",
+                "",
+                "# LAB MODE: auth 'none' so the benchmark measures forwarding, not JWT checks.",
+                "config gateway 'gateway'",
+                f"\toption sdk_listen '127.0.0.1:{port}'",
+                "\toption public_listen ''",
+                "\toption peer_listen ''",
+                "\toption auth 'none'",
+                "\toption rate_per_second '1000000'",
+                "\toption rate_burst '1000000'",
+                "",
+                f"config tenant '{TENANT}'",
+                f"\toption name '{TENANT}'",
+                "\toption rate_per_second '1000000'",
+                "\toption rate_burst '1000000'",
+                "",
+                "config arpx 'arpx'",
+                "\toption listen ''",
+                "",
+                "config discovery 'discovery'",
+                "\toption enabled '0'",
+                "",
+            ]
+        )
+    )
+    conf = str(d / "agentd.conf")
+    agentd = Proc(f"agentd[{profile}]", [str(bins / "agentd"), "--config", conf, "-f"], d / "agentd.log")
+    procs.append(agentd)
+    wait_for("agentd socket", lambda: sock.exists())
+    gw = Proc(f"agent-gw[{profile}]", [str(bins / "agent-gw"), "--config", conf, "-f"], d / "agent-gw.log")
+    procs.append(gw)
+    gw_url = f"http://127.0.0.1:{port}"
+    wait_for("agent-gw /healthz", lambda: http_json(gw_url + "/healthz").get("control_plane") == "up")
+    http_json(
+        gw_url + "/agent/v1/register",
+        {
+            "intent": INTENT,
+            "origin": f"agent://{TENANT}/echo",
+            "endpoint": backend_url,
+            "tenant": TENANT,
+            "lease_seconds": 3600,
+        },
+    )
+    probe = {
+        "version": "1.0", "intent": INTENT, "intent_version": 1, "task_id": "probe",
+        "source_agent": f"agent://{TENANT}/c", "tenant": TENANT, "hop_limit": 8, "payload": {},
+    }
+    wait_for("route on agent-gw", lambda: http_json(gw_url + "/agent/v1/route", probe))
+    return agentd, gw, gw_url + "/agent/v1/invoke"
+
+
+def median(xs: List[float]) -> float:
+    return round(statistics.median(xs), 1)
+
+
+def summarise(runs: List[Tuple[Dict[str, Any], Dict[str, Any]]]) -> Dict[str, Any]:
+    """Medians over rounds, plus every round's figures."""
+    c1 = [r[0] for r in runs]
+    c16 = [r[1] for r in runs]
+    return {
+        "c1": {
+            "p50_us": median([r["p50_us"] for r in c1]),
+            "p90_us": median([r["p90_us"] for r in c1]),
+            "p99_us": median([r["p99_us"] for r in c1]),
+            "rounds_p50_us": [round(r["p50_us"], 1) for r in c1],
+            "rounds_p99_us": [round(r["p99_us"], 1) for r in c1],
+        },
+        "c16": {
+            "throughput_rps": median([r["throughput_rps"] for r in c16]),
+            "p50_us": median([r["p50_us"] for r in c16]),
+            "p99_us": median([r["p99_us"] for r in c16]),
+            "rounds_throughput_rps": [round(r["throughput_rps"]) for r in c16],
+        },
+    }
+
+
+def ratios(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, float]:
+    return {
+        "p50_c1": round(a["c1"]["p50_us"] / b["c1"]["p50_us"], 3),
+        "p99_c1": round(a["c1"]["p99_us"] / b["c1"]["p99_us"], 3),
+        "throughput_c16": round(a["c16"]["throughput_rps"] / b["c16"]["throughput_rps"], 3),
+    }
+
+
 def main() -> int:
-    build()
-    bins = target_dir()
-    tool = bins / "examples" / "bench_local"
+    for profile in PROFILES:
+        build(profile)
+    # One load generator and backend for every path: the optimised build
+    # when there is one, so the tool itself adds as little as possible.
+    tool_profile = "bench-release" if "bench-release" in PROFILES else PROFILES[0]
+    tool = target_dir(tool_profile) / "examples" / "bench_local"
+    nginx_bin, nginx_note = ensure_nginx()
     work = Path(tempfile.mkdtemp(prefix="agentd-bench-"))
     procs: List[Proc] = []
     try:
-        port = free_port()
-        sock = work / "agentd.sock"
-        (work / "agentd.conf").write_text(
-            "\n".join(
-                [
-                    "config agentd 'main'",
-                    "\toption router_id 'bench'",
-                    f"\toption identity '{work}/identity.key'",
-                    f"\toption ipc_socket '{sock}'",
-                    f"\toption state_dir '{work}'",
-                    "\toption health_check 'off'",
-                    "\toption log_level 'warn'",
-                    "",
-                    "# LAB MODE: auth 'none' so the benchmark measures forwarding, not JWT checks.",
-                    "config gateway 'gateway'",
-                    f"\toption sdk_listen '127.0.0.1:{port}'",
-                    "\toption public_listen ''",
-                    "\toption peer_listen ''",
-                    "\toption auth 'none'",
-                    "\toption rate_per_second '1000000'",
-                    "\toption rate_burst '1000000'",
-                    "",
-                    f"config tenant '{TENANT}'",
-                    f"\toption name '{TENANT}'",
-                    "\toption rate_per_second '1000000'",
-                    "\toption rate_burst '1000000'",
-                    "",
-                    "config arpx 'arpx'",
-                    "\toption listen ''",
-                    "",
-                    "config discovery 'discovery'",
-                    "\toption enabled '0'",
-                    "",
-                ]
-            )
-        )
-        conf = str(work / "agentd.conf")
-        agentd = Proc("agentd", [str(bins / "agentd"), "--config", conf, "-f"], work / "agentd.log")
-        procs.append(agentd)
-        wait_for("agentd socket", lambda: sock.exists())
-        gw = Proc("agent-gw", [str(bins / "agent-gw"), "--config", conf, "-f"], work / "agent-gw.log")
-        procs.append(gw)
-        gw_url = f"http://127.0.0.1:{port}"
-        wait_for("agent-gw /healthz", lambda: http_json(gw_url + "/healthz").get("control_plane") == "up")
-
         backend = Proc("backend", [str(tool), "backend"], work / "backend.log", stdout=subprocess.PIPE)
         procs.append(backend)
         line = backend.p.stdout.readline().decode().strip()
         if not line.startswith("listening "):
             raise SystemExit(f"bench: backend did not start: {line!r}")
-        backend_url = f"http://{line.split()[1]}/invoke"
+        backend_addr = line.split()[1]
+        backend_url = f"http://{backend_addr}/invoke"
 
-        http_json(
-            gw_url + "/agent/v1/register",
-            {
-                "intent": INTENT,
-                "origin": f"agent://{TENANT}/echo",
-                "endpoint": backend_url,
-                "tenant": TENANT,
-                "lease_seconds": 3600,
-            },
-        )
-        probe = {
-            "version": "1.0", "intent": INTENT, "intent_version": 1, "task_id": "probe",
-            "source_agent": f"agent://{TENANT}/c", "tenant": TENANT, "hop_limit": 8, "payload": {},
-        }
-        wait_for("route on agent-gw", lambda: http_json(gw_url + "/agent/v1/route", probe))
+        # name -> URL, in measuring order; daemons for the RSS report.
+        paths: List[Tuple[str, str]] = [("direct", backend_url)]
+        daemons: Dict[str, Proc] = {}
+        if nginx_bin:
+            nginx, nginx_url = start_nginx(nginx_bin, work, backend_addr)
+            procs.append(nginx)
+            daemons["nginx"] = nginx
+            paths.append(("nginx", nginx_url + "/invoke"))
+        for profile in PROFILES:
+            agentd, gw, url = start_gateway(profile, work, backend_url, procs)
+            daemons[f"agentd[{profile}]"] = agentd
+            daemons[f"agent_gw[{profile}]"] = gw
+            paths.append((f"gw[{profile}]", url))
 
-        rss_idle = {"agentd": agentd.rss(), "agent_gw": gw.rss()}
+        rss_idle = {k: p.rss() for k, p in daemons.items()}
         results: List[Dict[str, Any]] = []
         for size in SIZES:
             body_file = work / f"body-{size}.json"
             body_file.write_bytes(envelope_of_size(size))
+            runs: Dict[str, List[Tuple[Dict[str, Any], Dict[str, Any]]]] = {name: [] for name, _ in paths}
+            for rnd in range(ROUNDS):
+                # Rotate the order so no path always runs first or last.
+                k = rnd % len(paths)
+                for name, url in paths[k:] + paths[:k]:
+                    c1 = load(tool, url, body_file, 1, N1)
+                    c16 = load(tool, url, body_file, 16, N16)
+                    runs[name].append((c1, c16))
+                log(f"{size:>5} B round {rnd + 1}/{ROUNDS}: " + "  ".join(
+                    f"{n} {runs[n][-1][0]['p50_us']:.1f}us" for n, _ in paths))
             row: Dict[str, Any] = {"body_bytes": size}
-            paths = (("direct", backend_url), ("gateway", gw_url + "/agent/v1/invoke"))
-            runs: Dict[str, Dict[str, List[Dict[str, Any]]]] = {n: {"c1": [], "c16": []} for n, _ in paths}
-            for _ in range(ROUNDS):
-                for name, url in paths:
-                    runs[name]["c1"].append(load(tool, url, body_file, 1, N1))
-                    runs[name]["c16"].append(load(tool, url, body_file, 16, N16))
             for name, _ in paths:
-                c1 = {k: median([r[k] for r in runs[name]["c1"]]) for k in ("p50_us", "p90_us", "p99_us", "max_us")}
-                c16 = {k: median([r[k] for r in runs[name]["c16"]]) for k in ("p50_us", "p99_us", "throughput_rps")}
-                c1["requests_per_round"], c16["requests_per_round"] = N1, N16
-                c1["p50_us_rounds"] = [round(r["p50_us"], 1) for r in runs[name]["c1"]]
-                c16["throughput_rps_rounds"] = [round(r["throughput_rps"]) for r in runs[name]["c16"]]
-                row[name] = {"c1": c1, "c16": c16}
-                log(f"{size:>5} B {name:<8} c1 p50 {c1['p50_us']:8.1f} us  p99 {c1['p99_us']:8.1f} us   "
-                    f"c16 {c16['throughput_rps']:9.0f} req/s   (median of {ROUNDS})")
-            d, g = row["direct"], row["gateway"]
-            row["ratio_gateway_over_direct"] = {
-                "p50_c1": round(g["c1"]["p50_us"] / d["c1"]["p50_us"], 3),
-                "p99_c1": round(g["c1"]["p99_us"] / d["c1"]["p99_us"], 3),
-                "throughput_c16": round(g["c16"]["throughput_rps"] / d["c16"]["throughput_rps"], 3),
+                row[name] = summarise(runs[name])
+            row["ratios"] = {}
+            for profile in PROFILES:
+                g = row[f"gw[{profile}]"]
+                row["ratios"][f"gw[{profile}]/direct"] = ratios(g, row["direct"])
+                if "nginx" in row:
+                    row["ratios"][f"gw[{profile}]/nginx"] = ratios(g, row["nginx"])
+            if "nginx" in row:
+                row["ratios"]["nginx/direct"] = ratios(row["nginx"], row["direct"])
+            # Latency the hop adds on top of the direct call (c=1 p50).
+            row["added_p50_us"] = {
+                name: round(row[name]["c1"]["p50_us"] - row["direct"]["c1"]["p50_us"], 1)
+                for name, _ in paths if name != "direct"
             }
             results.append(row)
-        rss_loaded = {"agentd": agentd.rss(), "agent_gw": gw.rss()}
+        rss_loaded = {k: p.rss() for k, p in daemons.items()}
 
+        headline = f"gw[{PROFILES[0]}]"
         out = {
             "benchmark": "bench_local",
-            "profile": PROFILE,
-            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
-            "requests": {"c1": N1, "c16": N16, "rounds": ROUNDS, "figures": "median of rounds"},
-            "load_average_after": os.getloadavg(),
+            "headline": f"{headline}: the router build (profile {PROFILES[0]})",
+            "profiles": {p: ("router build: opt-level z, LTO, panic=abort" if p == "release"
+                             else "release with opt-level 3" if p == "bench-release" else p) for p in PROFILES},
+            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release, "loadavg_at_end": os.getloadavg()},
+            "requests_per_run": {"c1": N1, "c16": N16},
+            "rounds": ROUNDS,
+            "statistic": "median over rounds of each run's figure; paths interleaved in rotating order every round",
+            "nginx": nginx_note,
             "method": "same Rust hyper echo backend and Rust load generator (one keep-alive connection per worker) "
-                      "for both paths; gateway path = POST /agent/v1/invoke with auth 'none'",
+                      "for every path; gateway path = POST /agent/v1/invoke with auth 'none'; nginx = one worker, "
+                      "proxy_pass with upstream keepalive to the same backend",
             "results": results,
             "rss_kib": {"idle": rss_idle, "after_load": rss_loaded},
         }
@@ -271,15 +405,19 @@ def main() -> int:
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(json.dumps(out, indent=2) + "\n")
 
-        print(f"{'body':>6} | {'direct p50/p99 us (c1)':>24} | {'gateway p50/p99 us (c1)':>24} | "
-              f"{'p50 ratio':>9} | {'direct req/s (c16)':>18} | {'gateway req/s (c16)':>19} | {'tput ratio':>10}")
+        names = [n for n, _ in paths]
+        print(f"medians of {ROUNDS} interleaved rounds; c1 = concurrency 1 ({N1} req), c16 = concurrency 16 ({N16} req)")
+        print(f"{'body':>6} {'path':<20} {'p50 us':>8} {'p99 us':>8} {'c16 req/s':>10} {'p50/direct':>10} {'p50/nginx':>9}")
         for row in results:
-            d, g, r = row["direct"], row["gateway"], row["ratio_gateway_over_direct"]
-            print(f"{row['body_bytes']:>6} | {d['c1']['p50_us']:>11.1f}/{d['c1']['p99_us']:<12.1f} | "
-                  f"{g['c1']['p50_us']:>11.1f}/{g['c1']['p99_us']:<12.1f} | {r['p50_c1']:>9.2f} | "
-                  f"{d['c16']['throughput_rps']:>18.0f} | {g['c16']['throughput_rps']:>19.0f} | {r['throughput_c16']:>10.2f}")
+            for n in names:
+                r = row[n]
+                vs_d = r["c1"]["p50_us"] / row["direct"]["c1"]["p50_us"]
+                vs_n = (f"{r['c1']['p50_us'] / row['nginx']['c1']['p50_us']:>9.2f}" if "nginx" in row else f"{'-':>9}")
+                print(f"{row['body_bytes']:>6} {n:<20} {r['c1']['p50_us']:>8.1f} {r['c1']['p99_us']:>8.1f} "
+                      f"{r['c16']['throughput_rps']:>10.0f} {vs_d:>10.2f} {vs_n}")
         print(f"RSS KiB idle: {json.dumps(rss_idle)}")
         print(f"RSS KiB after load: {json.dumps(rss_loaded)}")
+        print(f"headline: {out['headline']}")
         print(f"wrote {dest.relative_to(REPO)}")
         return 0
     except BaseException:
