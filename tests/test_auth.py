@@ -190,7 +190,12 @@ def test_trusted_lan_bootstrap_token_is_short_lived_and_bound(make_stack, netns,
     (a token lifted off one host is useless from another); an origin
     outside the tenant is refused with 400 `invalid_field`."""
     lab = TenantKey.generate()
-    stack = make_stack(auth="jwt", sdk_host=netns.host_addr, tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})])
+    stack = make_stack(
+        auth="jwt",
+        sdk_host=netns.host_addr,
+        gateway={"bootstrap_networks": [f"{netns.ns_addr}/32"]},
+        tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})],
+    )
     base = stack.http.base_url
     meta = stack.http.get("/agent/v1/authentication").json()
     assert meta["bootstrap"]["endpoint"] == "/agent/v1/bootstrap", meta
@@ -220,7 +225,12 @@ def test_nexilume_agent_with_auto_auth_registers_through_bootstrap(make_stack, n
     bootstrap token and registers with it, and that a caller holding a
     tenant-key token invokes it through the gateway."""
     lab = TenantKey.generate()
-    stack = make_stack(auth="jwt", sdk_host=netns.host_addr, tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})])
+    stack = make_stack(
+        auth="jwt",
+        sdk_host=netns.host_addr,
+        gateway={"bootstrap_networks": [f"{netns.ns_addr}/32"]},
+        tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})],
+    )
     aud = stack.http.get("/agent/v1/authentication").json()["authentication"]["audience"]
     argv = netns.exec_argv(
         [sys.executable, str(AGENTS / "nexilume_agent.py"), stack.http.base_url, "lab", "nx-auto", "30", "0", "auto"]

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::auth::net::IpNet;
 use crate::limits::Rate;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +58,10 @@ pub struct GatewayConfig {
     pub jwt_max_lifetime_s: u64,
     /// Trusted-LAN bootstrap on `/agent/v1/bootstrap`.
     pub bootstrap: bool,
+    /// Source networks allowed to bootstrap (the trusted LAN).
+    pub bootstrap_networks: Vec<IpNet>,
+    /// Lifetime of bootstrap tokens, seconds (at most 300).
+    pub bootstrap_ttl_s: u64,
 }
 
 impl Default for GatewayConfig {
@@ -90,6 +95,8 @@ impl Default for GatewayConfig {
             jwt_clock_skew_s: 60,
             jwt_max_lifetime_s: 86_400,
             bootstrap: true,
+            bootstrap_networks: crate::auth::net::default_bootstrap_networks(),
+            bootstrap_ttl_s: crate::auth::bootstrap::MAX_TTL_S,
         }
     }
 }
@@ -149,6 +156,12 @@ impl GatewayConfig {
                 tenant_keys.push((t.name.as_str().into(), key));
             }
         }
+        let bootstrap_networks = g
+            .bootstrap_networks
+            .iter()
+            .map(|n| IpNet::parse(n))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ConfigError(format!("gateway: option 'bootstrap_networks': {e}")))?;
         Ok(GatewayConfig {
             router_id: router_id.into(),
             sdk_listen,
@@ -182,6 +195,8 @@ impl GatewayConfig {
             jwt_clock_skew_s: g.clock_skew,
             jwt_max_lifetime_s: g.max_token_lifetime,
             bootstrap: g.bootstrap,
+            bootstrap_networks,
+            bootstrap_ttl_s: g.bootstrap_ttl,
         })
     }
 
@@ -238,5 +253,26 @@ mod tests {
         assert_eq!(g.auth, AuthMode::Jwt);
         assert_eq!(g.max_request_bytes, 65_536);
         assert_eq!(g.sdk_listen.port(), 7446);
+        assert_eq!(
+            g.bootstrap_networks,
+            crate::auth::net::default_bootstrap_networks()
+        );
+        assert_eq!(g.bootstrap_ttl_s, 300);
+    }
+
+    #[test]
+    fn bootstrap_networks_and_ttl_come_from_uci() {
+        let text = "config gateway 'gateway'\n\tlist bootstrap_networks '192.0.2.0/24'\n\
+            \tlist bootstrap_networks '2001:db8::1'\n\toption bootstrap_ttl '60'\n";
+        let c = uci_schema::Config::from_str(text, "test").unwrap();
+        let g = GatewayConfig::from_uci(&c).unwrap();
+        assert_eq!(
+            g.bootstrap_networks,
+            vec![
+                IpNet::parse("192.0.2.0/24").unwrap(),
+                IpNet::parse("2001:db8::1/128").unwrap()
+            ]
+        );
+        assert_eq!(g.bootstrap_ttl_s, 60);
     }
 }

@@ -68,6 +68,8 @@ fn authenticator(cfg: &GatewayConfig) -> Authenticator {
     ac.clock_skew_s = cfg.jwt_clock_skew_s;
     ac.max_lifetime_s = cfg.jwt_max_lifetime_s;
     ac.bootstrap = cfg.bootstrap;
+    ac.bootstrap_networks = cfg.bootstrap_networks.clone();
+    ac.bootstrap_ttl_s = cfg.bootstrap_ttl_s;
     let key = cfg.issuer_key.clone().unwrap_or_else(|| {
         let mut seed = [0u8; 32];
         if crate::auth::fill_random(&mut seed).is_err() {

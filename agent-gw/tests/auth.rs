@@ -16,6 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpSocket;
 
 use agent_gw::auth::jwt::{mint, Audience, Claims};
+use agent_gw::auth::net::IpNet;
 use agent_gw::auth::UnixSeconds;
 use agent_gw::config::{AuthMode, GatewayConfig};
 
@@ -245,5 +246,66 @@ fn bootstrap_tokens_work_only_from_the_address_they_were_issued_to() {
             (bad.status.as_u16(), bad.error_code()),
             (400, "duplicate_key".into())
         );
+    });
+}
+
+#[test]
+fn bootstrap_is_refused_outside_the_trusted_networks() {
+    run(async {
+        let cfg = GatewayConfig {
+            bootstrap_networks: vec![IpNet::parse("127.0.0.1/32").unwrap()],
+            ..jwt_config()
+        };
+        let (gw, _state) = start_gateway(cfg).await;
+        let inside: IpAddr = "127.0.0.1".parse().unwrap();
+        let outside: IpAddr = "127.0.0.2".parse().unwrap();
+        let req = br#"{"tenant":"lab","origin":"agent://lab/echo"}"#;
+        let ok = send_from(inside, gw, "POST", "/agent/v1/bootstrap", &[], req).await;
+        assert_eq!(ok.status, 200, "{:?}", ok.body);
+        assert!(ok.json()["access_token"].is_string());
+        let refused = send_from(outside, gw, "POST", "/agent/v1/bootstrap", &[], req).await;
+        let e = refused.json();
+        assert_eq!(
+            (
+                refused.status.as_u16(),
+                e["error"]["code"].as_str(),
+                e["error"]["reason"].as_str()
+            ),
+            (403, Some("forbidden"), Some("bootstrap_untrusted_source"))
+        );
+        assert!(e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("127.0.0.2"));
+        // Refused before the body is looked at: a malformed body from
+        // outside is still only `forbidden`.
+        let junk = send_from(outside, gw, "POST", "/agent/v1/bootstrap", &[], b"{").await;
+        assert_eq!(
+            (junk.status.as_u16(), junk.error_code()),
+            (403, "forbidden".into())
+        );
+        // The inside source keeps working after the refusals.
+        let again = send_from(inside, gw, "POST", "/agent/v1/bootstrap", &[], req).await;
+        assert_eq!(again.status, 200, "{:?}", again.body);
+    });
+}
+
+#[test]
+fn default_trusted_networks_include_loopback() {
+    run(async {
+        let (gw, _state) = start_gateway(jwt_config()).await;
+        let req = br#"{"tenant":"lab","origin":"agent://lab/echo"}"#;
+        for src in ["127.0.0.1", "127.0.0.2"] {
+            let r = send_from(
+                src.parse().unwrap(),
+                gw,
+                "POST",
+                "/agent/v1/bootstrap",
+                &[],
+                req,
+            )
+            .await;
+            assert_eq!(r.status, 200, "from {src}: {:?}", r.body);
+        }
     });
 }

@@ -494,6 +494,8 @@ fn value_kinds_in_context() {
     let cases: &[(&str, &str)] = &[
         ("config rule 'r'\n\toption d_cost '0'\n", "d_cost"),
         ("config gateway 'g'\n\toption bootstrap_ttl '301'\n", "bootstrap_ttl"),
+        ("config gateway 'g'\n\tlist bootstrap_networks '10.0.0.0/33'\n", "bootstrap_networks"),
+        ("config gateway 'g'\n\tlist bootstrap_networks 'lan'\n", "bootstrap_networks"),
         ("config gateway 'g'\n\toption sdk_listen 'localhost:7446'\n", "sdk_listen"),
         ("config gateway 'g'\n\toption sdk_listen ''\n", "sdk_listen"),
         ("config agentd 'main'\n\toption router_id 'router_a'\n", "router_id"),

@@ -6,7 +6,9 @@
 //! [`MAX_TTL_S`] seconds and carries the requester's source address in a
 //! `src` claim, which [`Authenticator::verify`](super::Authenticator::verify)
 //! checks against the connection's peer: a token lifted off one host is
-//! useless from another. The wire shapes are those the Nexus SDK
+//! useless from another. Only peers inside `bootstrap_networks` (the
+//! trusted LAN; loopback and private ranges by default) may ask at all.
+//! The wire shapes are those the Nexus SDK
 //! (`RouterLanSessionProvider`, `RouterAuthMetadata`) expects.
 
 use std::fmt;
@@ -38,6 +40,8 @@ struct RawRequest {
 pub enum BootstrapError {
     /// Bootstrap is off, or the gateway runs `auth 'none'`.
     Disabled,
+    /// The peer is outside every `bootstrap_networks` entry.
+    UntrustedSource(IpAddr),
     TooLarge {
         len: usize,
         max: usize,
@@ -56,17 +60,26 @@ pub enum BootstrapError {
 impl BootstrapError {
     pub fn status(&self) -> u16 {
         match self {
-            BootstrapError::Disabled => 403,
+            BootstrapError::Disabled | BootstrapError::UntrustedSource(_) => 403,
             BootstrapError::TooLarge { .. } => 413,
             BootstrapError::Random => 500,
             _ => 400,
         }
     }
 
+    /// Stable `reason` detail of a `forbidden` (docs/sdk-api.md).
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            BootstrapError::Disabled => Some("bootstrap_disabled"),
+            BootstrapError::UntrustedSource(_) => Some("bootstrap_untrusted_source"),
+            _ => None,
+        }
+    }
+
     /// Stable code (docs/sdk-api.md).
     pub fn code(&self) -> &'static str {
         match self {
-            BootstrapError::Disabled => "forbidden",
+            BootstrapError::Disabled | BootstrapError::UntrustedSource(_) => "forbidden",
             BootstrapError::TooLarge { .. } => "payload_too_large",
             BootstrapError::Random => "internal",
             _ => "invalid_field",
@@ -80,6 +93,11 @@ impl fmt::Display for BootstrapError {
             BootstrapError::Disabled => {
                 f.write_str("trusted-LAN bootstrap is disabled on this router")
             }
+            BootstrapError::UntrustedSource(ip) => write!(
+                f,
+                "bootstrap is only for trusted LAN sources; {} is not in gateway.bootstrap_networks",
+                ip.to_canonical()
+            ),
             BootstrapError::TooLarge { len, max } => {
                 write!(f, "bootstrap request is {len} bytes, limit {max}")
             }
@@ -170,17 +188,29 @@ impl Issued {
 }
 
 impl Authenticator {
-    /// Issues a source-bound token for a decoded bootstrap request.
+    /// Whether `peer` may use bootstrap at all. The endpoint asks before
+    /// reading the body, so an outside host learns nothing but `forbidden`.
+    pub fn bootstrap_allowed(&self, peer: IpAddr) -> Result<(), BootstrapError> {
+        let cfg = self.config();
+        if !cfg.bootstrap || cfg.mode == AuthMode::None {
+            return Err(BootstrapError::Disabled);
+        }
+        if !cfg.bootstrap_networks.iter().any(|n| n.contains(peer)) {
+            return Err(BootstrapError::UntrustedSource(peer));
+        }
+        Ok(())
+    }
+
+    /// Issues a source-bound token for a decoded bootstrap request from
+    /// `peer` (checked again with [`Self::bootstrap_allowed`]).
     pub fn bootstrap(
         &self,
         request: BootstrapRequest,
         peer: IpAddr,
         now: UnixSeconds,
     ) -> Result<Issued, BootstrapError> {
+        self.bootstrap_allowed(peer)?;
         let cfg = self.config();
-        if !cfg.bootstrap || cfg.mode == AuthMode::None {
-            return Err(BootstrapError::Disabled);
-        }
         let ttl = cfg.bootstrap_ttl_s.clamp(1, MAX_TTL_S);
         let mut jti = [0u8; 16];
         fill_random(&mut jti).map_err(|_| BootstrapError::Random)?;

@@ -19,6 +19,7 @@ pub mod bootstrap;
 pub mod cache;
 pub mod jwt;
 pub mod keys;
+pub mod net;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -138,6 +139,8 @@ pub struct AuthConfig {
     pub max_lifetime_s: u64,
     /// Trusted-LAN bootstrap enabled.
     pub bootstrap: bool,
+    /// Peers that may use bootstrap; others get 403 `forbidden`.
+    pub bootstrap_networks: Vec<net::IpNet>,
     /// Lifetime of bootstrap tokens, clamped to 1..=300 s.
     pub bootstrap_ttl_s: u64,
 }
@@ -146,7 +149,7 @@ impl AuthConfig {
     /// Defaults for router `router_id` of `domain` (may be empty): JWT
     /// mode, issuer `https://<router_id>.<domain>/agentd`, audience
     /// `agentd:<router_id>`, 60 s skew, one-day maximum lifetime,
-    /// bootstrap on with 300 s tokens.
+    /// bootstrap on with 300 s tokens for the default trusted LAN.
     pub fn new(router_id: &str, domain: &str) -> AuthConfig {
         let host = if domain.is_empty() {
             router_id.to_string()
@@ -160,6 +163,7 @@ impl AuthConfig {
             clock_skew_s: 60,
             max_lifetime_s: 86_400,
             bootstrap: true,
+            bootstrap_networks: net::default_bootstrap_networks(),
             bootstrap_ttl_s: bootstrap::MAX_TTL_S,
         }
     }

@@ -22,6 +22,9 @@ fn auth_with(mode: AuthMode) -> Authenticator {
     cfg.mode = mode;
     cfg.clock_skew_s = 30;
     cfg.max_lifetime_s = 3600;
+    // The test LAN is a documentation range, outside the default.
+    cfg.bootstrap_networks
+        .push(net::IpNet::parse("192.0.2.0/24").unwrap());
     let keys = [
         ("lab".to_string(), tenant_key().verifying_key()),
         ("ops".to_string(), other_key().verifying_key()),
@@ -377,6 +380,23 @@ fn bootstrap_requests_are_validated() {
         off.bootstrap(req, LAN, NOW).unwrap_err(),
         BootstrapError::Disabled
     );
+}
+
+#[test]
+fn bootstrap_is_refused_outside_the_trusted_networks() {
+    let a = auth();
+    let outside: IpAddr = "203.0.113.7".parse().unwrap();
+    let req = BootstrapRequest::decode(br#"{"tenant":"lab","origin":"agent://lab/x"}"#).unwrap();
+    let e = a.bootstrap(req, outside, NOW).unwrap_err();
+    assert_eq!(e, BootstrapError::UntrustedSource(outside));
+    assert_eq!(
+        (e.status(), e.code(), e.reason()),
+        (403, "forbidden", Some("bootstrap_untrusted_source"))
+    );
+    assert!(e.to_string().contains("203.0.113.7"));
+    assert_eq!(a.bootstrap_allowed(LAN), Ok(()));
+    let mapped: IpAddr = "::ffff:192.0.2.10".parse().unwrap();
+    assert_eq!(a.bootstrap_allowed(mapped), Ok(()));
 }
 
 #[test]

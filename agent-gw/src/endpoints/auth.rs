@@ -22,6 +22,10 @@ pub async fn bootstrap(
     parts: &Parts,
     body: Incoming,
 ) -> Result<Response<Body>, ApiError> {
+    cx.state
+        .auth
+        .bootstrap_allowed(cx.peer.ip())
+        .map_err(bootstrap_error)?;
     let bytes = read_limited(&parts.headers, body, MAX_BODY).await?;
     // The shared strict decoder first (duplicate keys anywhere, depth),
     // then the bootstrap fields.
@@ -42,5 +46,10 @@ fn bootstrap_error(e: crate::auth::bootstrap::BootstrapError) -> ApiError {
         "internal" => ErrorCode::Internal,
         _ => ErrorCode::InvalidField,
     };
-    ApiError::new(code, e.to_string())
+    let reason = e.reason();
+    let err = ApiError::new(code, e.to_string());
+    match reason {
+        Some(r) => err.reason(r),
+        None => err,
+    }
 }

@@ -209,6 +209,7 @@ fn gateway(r: &mut Reader) -> Gateway {
         auth: r.choice("auth"),
         issuer_key: r.text("issuer_key"),
         bootstrap: r.bool("bootstrap"),
+        bootstrap_networks: r.list("bootstrap_networks"),
         bootstrap_ttl: r.u64("bootstrap_ttl"),
         max_token_lifetime: r.u64("max_token_lifetime"),
         clock_skew: r.u64("clock_skew"),

@@ -49,6 +49,8 @@ pub struct Gateway {
     /// Empty: the router identity key.
     pub issuer_key: String,
     pub bootstrap: bool,
+    /// `addr/len` or bare address strings (validated).
+    pub bootstrap_networks: Vec<String>,
     pub bootstrap_ttl: u64,
     pub max_token_lifetime: u64,
     pub clock_skew: u64,

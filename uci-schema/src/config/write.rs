@@ -109,6 +109,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .choice("auth", g.auth)
             .text("issuer_key", &g.issuer_key)
             .bool("bootstrap", g.bootstrap)
+            .list("bootstrap_networks", &g.bootstrap_networks)
             .u64("bootstrap_ttl", g.bootstrap_ttl)
             .u64("max_token_lifetime", g.max_token_lifetime)
             .u64("clock_skew", g.clock_skew)

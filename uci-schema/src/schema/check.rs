@@ -48,6 +48,7 @@ pub fn check_value(kind: Kind, s: &str) -> bool {
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'-'))
         }
         Kind::Ipv6Prefix => ipv6_prefix(s),
+        Kind::IpNet => parse_ip_net(s).is_some(),
         Kind::Name => token(s, &[]),
         Kind::RouteId => token(s, b":"),
         Kind::Pattern => pattern(s),
@@ -106,6 +107,19 @@ fn ipv6_prefix(s: &str) -> bool {
         }
         None => false,
     }
+}
+
+/// Parses `addr/len` (IPv4 or IPv6) or a bare address (a host network)
+/// into the address and prefix length. Host bits may be set
+/// (`10.1.2.3/8` means `10.0.0.0/8`), as in `ip route` notation.
+pub fn parse_ip_net(s: &str) -> Option<(IpAddr, u8)> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a.parse::<IpAddr>().ok()?, Some(parse_uint(l)?)),
+        None => (s.parse::<IpAddr>().ok()?, None),
+    };
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let len = len.unwrap_or(max);
+    (len <= max).then_some((addr, len as u8))
 }
 
 /// `*`, an exact value, or `prefix.*` (the dot belongs to the prefix, so
@@ -224,6 +238,18 @@ mod tests {
         assert!(check_value(Kind::Ipv6Prefix, "2001:db8:1::/64"));
         assert!(!check_value(Kind::Ipv6Prefix, "2001:db8:1::/129"));
         assert!(!check_value(Kind::Ipv6Prefix, "192.0.2.0/24"));
+        assert!(check_value(Kind::IpNet, "192.0.2.0/24"));
+        assert!(check_value(Kind::IpNet, "fd00::/8"));
+        assert!(check_value(Kind::IpNet, "::1"));
+        assert!(!check_value(Kind::IpNet, "192.0.2.0/33"));
+        assert!(!check_value(Kind::IpNet, "192.0.2.0/"));
+        assert!(!check_value(Kind::IpNet, "192.0.2.0/+8"));
+        assert!(!check_value(Kind::IpNet, "lan"));
+        assert_eq!(parse_ip_net("::1"), Some(("::1".parse().unwrap(), 128)));
+        assert_eq!(
+            parse_ip_net("10.1.2.3/8"),
+            Some(("10.1.2.3".parse().unwrap(), 8))
+        );
         assert!(check_value(Kind::Resolver, "192.0.2.53"));
         assert!(check_value(Kind::Resolver, "[2001:db8::53]:53"));
     }

@@ -12,7 +12,7 @@ mod table;
 
 use std::fmt;
 
-pub use check::{agent_uri, check_value, parse_bool, parse_uint, MAX_ID_LEN};
+pub use check::{agent_uri, check_value, parse_bool, parse_ip_net, parse_uint, MAX_ID_LEN};
 pub use table::SECTIONS;
 
 /// One section type.
@@ -89,6 +89,9 @@ pub enum Kind {
     Ifname,
     /// IPv6 prefix `addr/len`.
     Ipv6Prefix,
+    /// IPv4 or IPv6 network `addr/len`; a bare address is a host (`/32`,
+    /// `/128`).
+    IpNet,
     /// Identifier `[A-Za-z0-9._-]{1,128}` (tenant, capability, region).
     Name,
     /// Route id `[A-Za-z0-9._:-]{1,128}`.
@@ -131,6 +134,7 @@ impl fmt::Display for Kind {
             Kind::DomainName => f.write_str("a DNS domain name"),
             Kind::Ifname => f.write_str("an interface name (at most 15 characters)"),
             Kind::Ipv6Prefix => f.write_str("an IPv6 prefix 'addr/len'"),
+            Kind::IpNet => f.write_str("an IP network 'addr/len' or an address"),
             Kind::Name => f.write_str("a name of letters, digits, '.', '_' and '-'"),
             Kind::RouteId => f.write_str("an id of letters, digits, '.', '_', ':' and '-'"),
             Kind::Pattern => f.write_str("'*', an exact name, or 'prefix.*'"),

@@ -123,6 +123,20 @@ const AGENTD: &[OptionSpec] = &[
     uint("health_recover_threshold", "2", 1, 100, "Consecutive good probes that mark it healthy again."),
 ];
 
+/// The "trusted LAN" of trusted-LAN bootstrap: loopback, the private
+/// (RFC 1918), link-local and unique-local (RFC 4193) ranges — addresses
+/// that cannot arrive from the Internet side unrouted.
+const BOOTSTRAP_NETWORKS: &[&str] = &[
+    "127.0.0.0/8",
+    "::1/128",
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "169.254.0.0/16",
+    "fc00::/7",
+    "fe80::/10",
+];
+
 #[rustfmt::skip]
 const GATEWAY: &[OptionSpec] = &[
     text("sdk_listen", Kind::SocketAddr, "0.0.0.0:7446", "LAN SDK API listener (HTTP/1.1)."),
@@ -132,6 +146,7 @@ const GATEWAY: &[OptionSpec] = &[
     one_of("auth", Auth::NAMES, "jwt", "Caller authentication; 'none' is for labs only."),
     text("issuer_key", Kind::Path, "", "Key that signs trusted-LAN bootstrap tokens.").or_empty("the router identity key"),
     boolean("bootstrap", "1", "Serve POST /agent/v1/bootstrap (short-lived tokens for LAN agents)."),
+    list("bootstrap_networks", Kind::IpNet, BOOTSTRAP_NETWORKS, "Source networks that may use bootstrap (others get 403); to turn it off set bootstrap '0'."),
     uint("bootstrap_ttl", "300", 1, 300, "Lifetime (s) of bootstrap tokens."),
     uint("max_token_lifetime", "3600", 1, 86400, "Longest accepted JWT lifetime exp-iat (s)."),
     uint("clock_skew", "30", 0, 300, "Tolerated clock skew (s) when checking iat/exp."),
