@@ -144,12 +144,13 @@ impl Control {
         origin: Option<&str>,
     ) -> Result<LeaseReply, ApiError> {
         let link = self.link()?;
-        link.unregister(u.route_id.clone(), origin.map(Into::into))
+        let generation = link
+            .unregister(u.route_id.clone(), origin.map(Into::into))
             .await
             .map_err(from_client)?;
         Ok(LeaseReply {
             route_id: u.route_id,
-            generation: 0,
+            generation,
             lease_seconds: 0,
             removed: true,
             ignored: Vec::new(),

@@ -260,8 +260,12 @@ fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
         .await;
         assert_eq!(r.status, 200, "{:?}", r.body);
         assert_eq!(r.json()["removed"], true);
-        // Acknowledged withdrawal: gone from the gateway's FIB already.
+        // Acknowledged withdrawal: gone from the gateway's FIB already,
+        // and the reply names the generation that removed it.
         assert_eq!(state.fib.borrow().routes(), 0);
+        let fib_generation = state.fib.borrow().generation();
+        assert!(fib_generation.is_some_and(|g| g > 0));
+        assert_eq!(r.json()["generation"].as_u64(), fib_generation);
         let r = post(
             gw,
             "/agent/v1/invoke",

@@ -443,6 +443,7 @@ impl State {
         (
             Ok(ResponseBody::Unregistered {
                 route_id: id.clone(),
+                generation: self.table.generation(),
             }),
             vec![FibChange::Remove(id.clone())],
         )

@@ -420,6 +420,7 @@ fn same_agent_endpoint_and_capability_get_the_same_derived_id() {
 fn unregister_withdraws_the_route_from_the_fib() {
     let mut s = started("");
     let (id, _) = register(&mut s, registration("agent://lab/echo", 9000, None), 0).unwrap();
+    let before = s.generation();
     let h = s.handle(
         RequestBody::Unregister {
             route_id: id.clone(),
@@ -427,7 +428,16 @@ fn unregister_withdraws_the_route_from_the_fib() {
         },
         Millis(0),
     );
-    assert!(h.reply.is_ok());
+    // The reply names the generation the removal produced, so a FIB
+    // subscriber knows when it has caught up.
+    assert_eq!(
+        h.reply,
+        Ok(ResponseBody::Unregistered {
+            route_id: id.clone(),
+            generation: before + 1
+        })
+    );
+    assert_eq!(s.generation(), before + 1);
     assert_eq!(h.changes, vec![FibChange::Remove(id)]);
     assert_eq!(s.next_deadline(), None);
 }

@@ -255,16 +255,17 @@ impl Client {
         }
     }
 
+    /// Withdraws a route; returns the table generation after the removal.
     pub async fn unregister(
         &self,
         route_id: RouteId,
         origin: Option<Box<str>>,
-    ) -> Result<(), ClientError> {
+    ) -> Result<u64, ClientError> {
         match self
             .call(RequestBody::Unregister { route_id, origin })
             .await
         {
-            Ok(ResponseBody::Unregistered { .. }) => Ok(()),
+            Ok(ResponseBody::Unregistered { generation, .. }) => Ok(generation),
             other => Err(expect_err("unregistered", other)),
         }
     }

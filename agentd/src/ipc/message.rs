@@ -24,7 +24,7 @@ use crate::route::{self, Access, Attributes, Contract, RouteId, RouteSource};
 use crate::time::Millis;
 
 /// Bumped whenever any message other than `Hello` changes its encoding.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -307,13 +307,20 @@ pub struct Response {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ResponseBody {
     Lease(LeaseGrant),
-    Unregistered { route_id: RouteId },
+    /// `generation`: the route table generation right after the removal
+    /// (what a FIB subscriber must reach to no longer see the route).
+    Unregistered {
+        route_id: RouteId,
+        generation: u64,
+    },
     Subscribed,
     Status(StatusView),
     Routes(RoutePage),
     Agents(AgentPage),
     Lookup(LookupView),
-    Reloaded { generation: u64 },
+    Reloaded {
+        generation: u64,
+    },
     Stats(StatsView),
 }
 

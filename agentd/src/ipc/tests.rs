@@ -140,7 +140,10 @@ async fn fake_daemon(
                         routes.generation(),
                         vec![FibChange::Remove(route_id.clone())],
                     );
-                    Ok(ResponseBody::Unregistered { route_id })
+                    Ok(ResponseBody::Unregistered {
+                        route_id,
+                        generation: routes.generation(),
+                    })
                 }
             },
             RequestBody::SubscribeFib => {
@@ -608,7 +611,11 @@ async fn fib_subscription_gets_snapshot_then_deltas() {
         panic!("expected delta 2→3")
     };
     assert!(matches!(&changes[..], [FibChange::Upsert(r)] if r.id == c.route_id));
-    admin.unregister(a.route_id.clone(), None).await.unwrap();
+    let generation = admin.unregister(a.route_id.clone(), None).await.unwrap();
+    assert_eq!(
+        generation, 4,
+        "the reply names the generation of the removal"
+    );
     assert_eq!(
         fib.next().await,
         Some(Ok(FibEvent::Delta {
