@@ -201,7 +201,7 @@ async fn next_expiry(state: &AppState) {
 fn expire(state: &AppState) {
     let n = state.fib.borrow_mut().expire_due(Millis::now());
     if n > 0 {
-        eprintln!("agent-gw: {n} route(s) expired");
+        agentd::log_info!("{n} route(s) expired");
     }
 }
 
@@ -228,10 +228,7 @@ pub async fn run(state: Rc<AppState>) {
     loop {
         match subscribe(&state, lost_at).await {
             Ok(mut stream) => {
-                eprintln!(
-                    "agent-gw: following agentd FIB at {}",
-                    state.cfg.ipc_socket.display()
-                );
+                agentd::log_notice!("following agentd FIB at {}", state.cfg.ipc_socket.display());
                 was_up = true;
                 backoff = MIN_BACKOFF;
                 let why = loop {
@@ -254,13 +251,13 @@ pub async fn run(state: Rc<AppState>) {
                 state.control.set_link(None);
                 state.fib.borrow_mut().disconnected();
                 lost_at = Some(Millis::now());
-                eprintln!(
-                    "agent-gw: lost agentd FIB ({why}); forwarding on the last FIB, resubscribing"
+                agentd::log_warn!(
+                    "lost agentd FIB ({why}); forwarding on the last FIB, resubscribing"
                 );
             }
             Err(e) => {
                 if was_up {
-                    eprintln!("agent-gw: agentd unreachable ({e}); retrying with backoff");
+                    agentd::log_warn!("agentd unreachable ({e}); retrying with backoff");
                     was_up = false;
                 }
             }
@@ -352,13 +349,13 @@ async fn reseed(state: &AppState, client: &Client) {
         match client.register(reg).await {
             Ok(_) => restored += 1,
             Err(e) => {
-                eprintln!("agent-gw: could not hand a route back to the restarted agentd: {e}")
+                agentd::log_warn!("could not hand a route back to the restarted agentd: {e}")
             }
         }
     }
     if total > 0 {
-        eprintln!(
-            "agent-gw: agentd restarted; handed back {restored} of {total} live local route(s)"
+        agentd::log_notice!(
+            "agentd restarted; handed back {restored} of {total} live local route(s)"
         );
     }
 }

@@ -50,7 +50,7 @@ pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
             Ok(x) => x,
             Err(e) => {
                 // EMFILE and friends: back off briefly instead of spinning.
-                eprintln!("agent-gw: accept failed: {e}");
+                agentd::log_warn!("accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -127,7 +127,7 @@ pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
 /// serve. Must run inside a `LocalSet`.
 pub async fn run(state: Rc<AppState>) -> io::Result<()> {
     let listener = bind(state.cfg.sdk_listen).await?;
-    eprintln!("agent-gw: listening sdk={}", listener.local_addr()?);
+    agentd::log_notice!("listening sdk={}", listener.local_addr()?);
     tokio::task::spawn_local(crate::fib_sync::run(state.clone()));
     tokio::task::spawn_local(crate::task::live::expiry_driver(state.tasks.clone()));
     serve(listener, state).await;

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use uci_schema::{HealthCheck, LogLevel};
 
-use crate::daemon::log::Level;
 use crate::health::Thresholds;
 use crate::lease::LeasePolicy;
+use crate::log::Level;
 use crate::policy::{Action, Constraints, Pattern, Policy, Rule};
 use crate::route::{Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource};
 use crate::score::Weights;

@@ -9,6 +9,7 @@ pub mod fib;
 pub mod health;
 pub mod ipc;
 pub mod lease;
+pub mod log;
 pub mod policy;
 pub mod route;
 pub mod score;

@@ -2,6 +2,9 @@
 //!
 //! The invocation gateway daemon: serves the LAN SDK API and forwards
 //! invocations decided on its FIB replica of agentd.
+//!
+//! Logs like agentd: to syslog (OpenWrt `logd`) unless `-f` keeps it in
+//! the foreground on stderr; the level is `agentd.log_level`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,6 +12,8 @@ use std::process::ExitCode;
 
 use agent_gw::config::{AuthMode, GatewayConfig};
 use agent_gw::state::AppState;
+use agentd::log::{self, Level, Sink};
+use agentd::{log_error, log_info, log_notice, log_warn};
 
 const USAGE: &str = "usage: agent-gw [--config FILE] [-f] [--socket PATH] [--listen ADDR]";
 
@@ -51,6 +56,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let sink = if args.foreground {
+        Sink::Stderr
+    } else {
+        Sink::Syslog
+    };
+    log::init(sink, c"agent-gw");
+    // A startup failure must reach whoever started us even when logging
+    // goes to syslog.
+    let fatal = |msg: String| {
+        log_error!("{msg}");
+        if sink == Sink::Syslog {
+            eprintln!("agent-gw: {msg}");
+        }
+    };
     // Like agentd: a file named on the command line must exist; the
     // default path may be absent (fresh install) and then defaults apply.
     let named = args.config.is_some();
@@ -58,10 +77,7 @@ fn main() -> ExitCode {
         .config
         .unwrap_or_else(|| PathBuf::from(uci_schema::config::DEFAULT_PATH));
     let loaded = if !named && !path.exists() {
-        eprintln!(
-            "agent-gw: {} does not exist; using built-in defaults",
-            path.display()
-        );
+        log_notice!("{} does not exist; using built-in defaults", path.display());
         uci_schema::Config::from_str("", "<built-in defaults>")
     } else {
         uci_schema::Config::load(&path)
@@ -69,14 +85,17 @@ fn main() -> ExitCode {
     let uci = match loaded {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("agent-gw: {e}");
+            fatal(e.to_string());
             return ExitCode::from(2);
         }
     };
+    if let Some(level) = Level::parse(uci.agentd.log_level.as_str()) {
+        log::set_level(level);
+    }
     let mut cfg = match GatewayConfig::from_uci(&uci) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("agent-gw: {}: {e}", path.display());
+            fatal(format!("{}: {e}", path.display()));
             return ExitCode::from(2);
         }
     };
@@ -85,7 +104,7 @@ fn main() -> ExitCode {
         match agent_gw::auth::load_or_create_key(&key_path) {
             Ok(k) => cfg.issuer_key = Some(k),
             Err(e) => {
-                eprintln!("agent-gw: {e}");
+                fatal(e.to_string());
                 return ExitCode::FAILURE;
             }
         }
@@ -96,12 +115,9 @@ fn main() -> ExitCode {
     if let Some(l) = args.listen {
         cfg.sdk_listen = l;
     }
-    // Logging goes to stderr either way (procd captures it into logd);
-    // -f is accepted for the init script's and humans' sake.
-    let _ = args.foreground;
     if cfg.auth == AuthMode::None {
-        eprintln!(
-            "agent-gw: WARNING: auth 'none' (lab mode): callers are NOT authenticated; tenant and source \
+        log_warn!(
+            "WARNING: auth 'none' (lab mode): callers are NOT authenticated; tenant and source \
              are taken from request bodies"
         );
     }
@@ -111,7 +127,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("agent-gw: cannot start the runtime: {e}");
+            fatal(format!("cannot start the runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -121,7 +137,7 @@ fn main() -> ExitCode {
     match local.block_on(&rt, agent_gw::server::run(state)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("agent-gw: {e}");
+            fatal(e.to_string());
             ExitCode::FAILURE
         }
     }
@@ -134,12 +150,12 @@ fn main() -> ExitCode {
 async fn on_hangup() {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
-        eprintln!("agent-gw: cannot watch SIGHUP");
+        log_warn!("cannot watch SIGHUP");
         return;
     };
     while hup.recv().await.is_some() {
-        eprintln!(
-            "agent-gw: SIGHUP: routes and policy follow agentd's reload; gateway options (listeners, auth, limits) \
+        log_info!(
+            "SIGHUP: routes and policy follow agentd's reload; gateway options (listeners, auth, limits) \
              apply when agent-gw restarts"
         );
     }

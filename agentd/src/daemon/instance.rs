@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::log::{log_debug, log_info, log_notice, log_warn};
 use super::options::ConfigSource;
 use super::probe::{self, ProbeTarget};
 use super::state::{Changes, State};
@@ -28,6 +27,7 @@ use crate::ipc::message::{IpcError, RequestBody, ResponseBody};
 use crate::ipc::server::{ConnId, FibSink, IncomingRequest, ServerEvent};
 use crate::route::RouteId;
 use crate::time::Millis;
+use crate::{log_debug, log_info, log_notice, log_warn};
 
 /// Probes in flight at once during a health round.
 const PROBE_FAN_OUT: usize = 16;
@@ -240,7 +240,7 @@ impl Instance {
         match self.state.reload(loaded) {
             Ok((generation, changes)) => {
                 let rt = self.state.runtime();
-                super::log::set_level(rt.log_level);
+                crate::log::set_level(rt.log_level);
                 log_notice!(
                     "configuration {} reloaded: generation {generation}, {} static route(s), {} change(s)",
                     self.source.describe(),

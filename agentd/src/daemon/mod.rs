@@ -8,7 +8,6 @@
 //! * [`log`] — syslog / stderr.
 
 pub mod instance;
-pub mod log;
 pub mod lookup;
 pub mod options;
 pub mod persist;
@@ -29,9 +28,10 @@ use tokio::time::Instant;
 use crate::cli::args::Parser;
 use crate::config;
 use crate::ipc::server::{IpcServer, ServerConfig};
+use crate::log;
 use crate::time::Millis;
+use crate::{log_error, log_info, log_notice, log_warn};
 use instance::{Control, Input, Instance, Signal};
-use log::{log_error, log_info, log_notice, log_warn};
 use options::{ConfigSource, Mode, RunOptions};
 use state::State;
 

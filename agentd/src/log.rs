@@ -1,6 +1,9 @@
-//! Logging: syslog (OpenWrt `logd`) by default, stderr with `-f`.
+//! Logging of both daemons: syslog (OpenWrt `logd`) by default, stderr
+//! with `-f`. Outside the `daemon` feature because agent-gw logs the same
+//! way (`agentd::log::init(Sink::Syslog, c"agent-gw")`, then the
+//! exported `log_*!` macros).
 //!
-//! A dozen lines of libc instead of a logging framework: the daemon logs
+//! A dozen lines of libc instead of a logging framework: the daemons log
 //! a few lines per state change, never per request, and the router image
 //! should not carry a formatter stack for that. The level is an atomic so
 //! a reload can change `log_level` without re-initialising anything.
@@ -9,6 +12,7 @@ use std::ffi::CString;
 use std::fmt;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 /// Severity, in syslog order (lower is more severe).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -63,9 +67,13 @@ pub enum Sink {
 
 static MAX_LEVEL: AtomicU8 = AtomicU8::new(Level::Info as u8);
 static TO_SYSLOG: AtomicBool = AtomicBool::new(false);
+/// Program name prefixed to stderr lines (syslog adds its own).
+static IDENT: OnceLock<&'static str> = OnceLock::new();
 
-/// Chooses the sink; call once at startup before logging.
+/// Chooses the sink and the program name (`ident`, e.g. `c"agentd"`);
+/// call once at startup before logging.
 pub fn init(sink: Sink, ident: &'static std::ffi::CStr) {
+    let _ = IDENT.set(ident.to_str().unwrap_or("agentd"));
     if sink == Sink::Syslog {
         // SAFETY: `ident` is 'static, as openlog requires (it keeps the
         // pointer); the flags are plain constants.
@@ -108,19 +116,24 @@ pub fn write(level: Level, args: fmt::Arguments<'_>) {
     } else {
         let _ = writeln!(
             std::io::stderr().lock(),
-            "agentd[{}]: {}",
+            "{}[{}]: {}",
+            IDENT.get().copied().unwrap_or("agentd"),
             level.label(),
             line
         );
     }
 }
 
-macro_rules! log_error { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Error, format_args!($($t)*)) } }
-macro_rules! log_warn { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Warn, format_args!($($t)*)) } }
-macro_rules! log_notice { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Notice, format_args!($($t)*)) } }
-macro_rules! log_info { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Info, format_args!($($t)*)) } }
-macro_rules! log_debug { ($($t:tt)*) => { $crate::daemon::log::write($crate::daemon::log::Level::Debug, format_args!($($t)*)) } }
-pub(crate) use {log_debug, log_error, log_info, log_notice, log_warn};
+#[macro_export]
+macro_rules! log_error { ($($t:tt)*) => { $crate::log::write($crate::log::Level::Error, format_args!($($t)*)) } }
+#[macro_export]
+macro_rules! log_warn { ($($t:tt)*) => { $crate::log::write($crate::log::Level::Warn, format_args!($($t)*)) } }
+#[macro_export]
+macro_rules! log_notice { ($($t:tt)*) => { $crate::log::write($crate::log::Level::Notice, format_args!($($t)*)) } }
+#[macro_export]
+macro_rules! log_info { ($($t:tt)*) => { $crate::log::write($crate::log::Level::Info, format_args!($($t)*)) } }
+#[macro_export]
+macro_rules! log_debug { ($($t:tt)*) => { $crate::log::write($crate::log::Level::Debug, format_args!($($t)*)) } }
 
 #[cfg(test)]
 mod tests {
