@@ -11,7 +11,10 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let bytes = Bytes::copy_from_slice(data);
-    let _ = json::parse_value(data);
+    let full = json::parse_object(data);
+    // The validate-and-skip decoder must refuse exactly what the full one
+    // refuses, with the same error.
+    assert_eq!(json::parse_sketch(data, &[]).err(), full.err());
     if let Ok(mut env) = Envelope::decode(bytes.clone()) {
         env.apply_identity("lab", "agent://lab/fuzz");
         let _ = json::parse_object(&env.to_bytes()).expect("re-encoded envelope is valid JSON");

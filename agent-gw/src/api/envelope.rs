@@ -5,7 +5,12 @@
 //! accepts too. The original bytes are kept: with auth off the handler gets
 //! exactly what the caller sent; with auth on the verified identity is
 //! written into `tenant`/`source_agent` and the document re-encoded.
+//!
+//! Decoding validates the whole body but builds only the members routing
+//! needs (see `json::parse_sketch`); the full document is built on first
+//! use, which plain synchronous invocations never need.
 
+use std::cell::OnceCell;
 use std::fmt;
 
 use bytes::Bytes;
@@ -13,7 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::fields::{self, err, FieldError, Problem};
-use crate::api::json::{self, JsonError};
+use crate::api::json::{self, JsonError, Keep};
 
 pub const MAX_INTENT: usize = 127;
 pub const MAX_TASK_ID: usize = 127;
@@ -23,6 +28,26 @@ pub const MAX_TENANT: usize = 95;
 pub const MAX_TIMEOUT_MS: u64 = 300_000;
 /// Largest resume cursor (i64::MAX, as nexilume).
 pub const MAX_CURSOR: u64 = i64::MAX as u64;
+/// nexilume's direct task control rides in the payload under this key.
+pub const DIRECT_TASK_CONTROL: &str = "nexus_direct_task_control";
+
+/// The members `from_doc` reads: the rest of the body is validated only.
+const ROUTING: &[(&str, Keep)] = &[
+    ("version", Keep::Whole),
+    ("intent", Keep::Whole),
+    ("intent_version", Keep::Whole),
+    ("task_id", Keep::Whole),
+    ("source_agent", Keep::Whole),
+    ("tenant", Keep::Whole),
+    ("hop_limit", Keep::Whole),
+    (
+        "payload",
+        Keep::Members(&[(DIRECT_TASK_CONTROL, Keep::Whole)]),
+    ),
+    ("constraints", Keep::Members(&[("timeout_ms", Keep::Whole)])),
+    ("target_agent", Keep::Whole),
+    ("resume_from_event_id", Keep::Whole),
+];
 
 /// Why a request body could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,7 +107,10 @@ pub struct Envelope {
     pub resume_from: Option<u64>,
     /// `constraints.timeout_ms`, the caller's budget.
     pub timeout_ms: Option<u64>,
-    doc: Map<String, Value>,
+    /// `payload.nexus_direct_task_control`, when present and not null.
+    direct_control: Option<Value>,
+    /// The whole document, built from `original` on first use.
+    doc: OnceCell<Map<String, Value>>,
     /// The received bytes while the document is unchanged.
     original: Option<Bytes>,
 }
@@ -90,39 +118,44 @@ pub struct Envelope {
 impl Envelope {
     /// Decodes one request body.
     pub fn decode(bytes: Bytes) -> Result<Envelope, DecodeError> {
-        let doc = json::parse_object(&bytes)?;
-        let mut env = Envelope::from_doc(doc)?;
+        let sketch = json::parse_sketch(&bytes, ROUTING)?;
+        let mut env = Envelope::from_doc(&sketch)?;
+        env.direct_control = sketch
+            .get("payload")
+            .and_then(|p| p.get(DIRECT_TASK_CONTROL))
+            .filter(|c| !c.is_null())
+            .cloned();
         env.original = Some(bytes);
         Ok(env)
     }
 
-    fn from_doc(doc: Map<String, Value>) -> Result<Envelope, FieldError> {
-        let version = fields::req_str(&doc, "version", 16)?;
+    fn from_doc(doc: &Map<String, Value>) -> Result<Envelope, FieldError> {
+        let version = fields::req_str(doc, "version", 16)?;
         if version != "1.0" {
             return Err(err("version", Problem::Invalid("must be \"1.0\"")));
         }
-        let intent = fields::req_str(&doc, "intent", MAX_INTENT)?;
+        let intent = fields::req_str(doc, "intent", MAX_INTENT)?;
         agentd::route::check_capability(intent)
             .map_err(|_| err("intent", Problem::Invalid("not a capability name")))?;
-        let intent_version = fields::req_uint(&doc, "intent_version", 1, u32::MAX as u64)? as u32;
-        let task_id = fields::req_str(&doc, "task_id", MAX_TASK_ID)?;
-        let source_agent = fields::req_str(&doc, "source_agent", MAX_AGENT)?;
-        let tenant = fields::req_str(&doc, "tenant", MAX_TENANT)?;
+        let intent_version = fields::req_uint(doc, "intent_version", 1, u32::MAX as u64)? as u32;
+        let task_id = fields::req_str(doc, "task_id", MAX_TASK_ID)?;
+        let source_agent = fields::req_str(doc, "source_agent", MAX_AGENT)?;
+        let tenant = fields::req_str(doc, "tenant", MAX_TENANT)?;
         agentd::route::check_tenant(tenant)
             .map_err(|_| err("tenant", Problem::Invalid("not a tenant name")))?;
-        let hop_limit = fields::req_uint(&doc, "hop_limit", 1, 255)? as u8;
+        let hop_limit = fields::req_uint(doc, "hop_limit", 1, 255)? as u8;
         match doc.get("payload") {
             None | Some(Value::Null) => return Err(err("payload", Problem::Missing)),
             Some(_) => {}
         }
-        let constraints = fields::opt_object(&doc, "constraints")?;
+        let constraints = fields::opt_object(doc, "constraints")?;
         let timeout_ms = match constraints {
             Some(c) => fields::opt_uint(c, "timeout_ms", 1, MAX_TIMEOUT_MS)
                 .map_err(|e| err("constraints.timeout_ms", e.problem))?,
             None => None,
         };
-        let target_agent = fields::opt_str(&doc, "target_agent", MAX_AGENT)?.map(Into::into);
-        let resume_from = fields::opt_uint(&doc, "resume_from_event_id", 0, MAX_CURSOR)?;
+        let target_agent = fields::opt_str(doc, "target_agent", MAX_AGENT)?.map(Into::into);
+        let resume_from = fields::opt_uint(doc, "resume_from_event_id", 0, MAX_CURSOR)?;
         Ok(Envelope {
             intent: intent.into(),
             intent_version,
@@ -133,35 +166,55 @@ impl Envelope {
             target_agent,
             resume_from,
             timeout_ms,
+            direct_control: None,
             original: None,
-            doc,
+            doc: OnceCell::new(),
         })
     }
 
     /// Writes the verified caller identity over whatever the body claimed.
     pub fn apply_identity(&mut self, tenant: &str, source_agent: &str) {
         if *self.tenant != *tenant {
+            self.doc();
             self.tenant = tenant.into();
-            self.doc.insert("tenant".into(), tenant.into());
+            if let Some(doc) = self.doc.get_mut() {
+                doc.insert("tenant".into(), tenant.into());
+            }
             self.original = None;
         }
         if *self.source_agent != *source_agent {
+            self.doc();
             self.source_agent = source_agent.into();
-            self.doc.insert("source_agent".into(), source_agent.into());
+            if let Some(doc) = self.doc.get_mut() {
+                doc.insert("source_agent".into(), source_agent.into());
+            }
             self.original = None;
         }
     }
 
     /// The decoded document (for stream fingerprints and tests).
     pub fn doc(&self) -> &Map<String, Value> {
-        &self.doc
+        self.doc.get_or_init(|| {
+            // `original` passed the same strict rules in `decode`, so this
+            // parse succeeds; the document is only dropped on a change,
+            // after it was built.
+            self.original
+                .as_deref()
+                .and_then(|b| json::parse_object(b).ok())
+                .unwrap_or_default()
+        })
+    }
+
+    /// `payload.nexus_direct_task_control`, if the caller sent one.
+    pub fn direct_task_control(&self) -> Option<&Value> {
+        self.direct_control.as_ref()
     }
 
     /// The bytes to forward: the original when untouched.
     pub fn to_bytes(&self) -> Bytes {
         match &self.original {
             Some(b) => b.clone(),
-            None => Bytes::from(Value::Object(self.doc.clone()).to_string()),
+            None => Bytes::from(Value::Object(self.doc().clone()).to_string()),
         }
     }
 }

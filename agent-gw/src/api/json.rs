@@ -6,8 +6,15 @@
 //! decoder builds the same `serde_json::Value` but refuses a repeated key in
 //! any object at any depth, bounds nesting, and requires exactly one JSON
 //! object at the top.
+//!
+//! [`parse_sketch`] applies the same rules but builds only the top-level
+//! members a caller names; everything else is validated and skipped
+//! without allocating. The invoke path uses it: an 8 KiB payload is
+//! checked, not copied into a `Value` tree.
 
+use std::borrow::Cow;
 use std::cell::Cell;
+use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -70,6 +77,274 @@ pub fn parse_value(bytes: &[u8]) -> Result<Value, JsonError> {
             line: e.line(),
             column: e.column(),
         })),
+    }
+}
+
+/// What [`parse_sketch`] builds of a kept top-level member.
+#[derive(Clone, Copy, Debug)]
+pub enum Keep {
+    /// The whole value.
+    Whole,
+    /// Only these members, if the value is an object. A value that is not
+    /// an object stands as `null` when it is null and `true` otherwise, so
+    /// presence and type checks (`NotObject`) still see the difference.
+    Members(&'static [(&'static str, Keep)]),
+}
+
+/// Decodes `bytes` with the rules of [`parse_object`] (one object, unique
+/// keys at every depth, depth bound) but keeps only the top-level members
+/// named in `keep`, built as [`Keep`] says.
+pub fn parse_sketch(
+    bytes: &[u8],
+    keep: &'static [(&'static str, Keep)],
+) -> Result<Map<String, Value>, JsonError> {
+    let found: Cell<Option<JsonError>> = Cell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let seed = Sketch {
+        depth: 0,
+        found: &found,
+        keep,
+    };
+    let result = seed.deserialize(&mut de).and_then(|v| de.end().map(|()| v));
+    match result {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(JsonError::NotAnObject),
+        Err(e) => Err(found.take().unwrap_or(JsonError::Syntax {
+            line: e.line(),
+            column: e.column(),
+        })),
+    }
+}
+
+fn duplicate(key: &str) -> JsonError {
+    let mut cut = key.len().min(KEY_ECHO_MAX);
+    while !key.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    JsonError::DuplicateKey(key[..cut].to_owned())
+}
+
+/// Keys seen in one object: a short list scanned linearly (envelopes have
+/// about ten keys), a hash set past that so a body of many keys stays
+/// linear.
+enum Seen<'de> {
+    Few(Vec<Cow<'de, str>>),
+    Many(HashSet<Cow<'de, str>>),
+}
+
+const FEW_KEYS: usize = 16;
+
+impl<'de> Seen<'de> {
+    fn new() -> Self {
+        Seen::Few(Vec::new())
+    }
+
+    /// Records `key`; `false` if it was already there.
+    fn insert(&mut self, key: Cow<'de, str>) -> bool {
+        match self {
+            Seen::Few(v) if v.iter().any(|k| *k == key) => false,
+            Seen::Few(v) if v.len() < FEW_KEYS => {
+                v.push(key);
+                true
+            }
+            Seen::Few(v) => {
+                let mut set: HashSet<Cow<'de, str>> = v.drain(..).collect();
+                set.insert(key);
+                *self = Seen::Many(set);
+                true
+            }
+            Seen::Many(set) => set.insert(key),
+        }
+    }
+}
+
+/// An object key, borrowed from the input unless it had escapes.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(KeySeed)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
+/// Validates a value (unique keys, depth) and builds nothing.
+#[derive(Clone, Copy)]
+struct Skip<'a> {
+    depth: usize,
+    found: &'a Cell<Option<JsonError>>,
+}
+
+impl Skip<'_> {
+    fn nested<E: de::Error>(&self) -> Result<Self, E> {
+        Strict {
+            depth: self.depth,
+            found: self.found,
+        }
+        .nested()
+        .map(|s| Skip {
+            depth: s.depth,
+            found: s.found,
+        })
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Skip<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Skip<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let inner = self.nested()?;
+        while seq.next_element_seed(inner)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let inner = self.nested()?;
+        let mut seen = Seen::new();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            if !seen.insert(key.clone()) {
+                let e = duplicate(&key);
+                let msg = e.to_string();
+                self.found.set(Some(e));
+                return Err(de::Error::custom(msg));
+            }
+            map.next_value_seed(inner)?;
+        }
+        Ok(())
+    }
+}
+
+/// Builds the members named in `keep` of an object and validates the rest.
+#[derive(Clone, Copy)]
+struct Sketch<'a> {
+    depth: usize,
+    found: &'a Cell<Option<JsonError>>,
+    keep: &'static [(&'static str, Keep)],
+}
+
+impl Sketch<'_> {
+    fn skip(&self) -> Skip<'_> {
+        Skip {
+            depth: self.depth,
+            found: self.found,
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Sketch<'_> {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Sketch<'_> {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Value, E> {
+        Ok(Value::Bool(true))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Value, E> {
+        Ok(Value::Bool(true))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Value, E> {
+        Ok(Value::Bool(true))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Value, E> {
+        Ok(Value::Bool(true))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Value, E> {
+        Ok(Value::Bool(true))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        self.skip().visit_seq(seq).map(|()| Value::Bool(true))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let strict = Strict {
+            depth: self.depth,
+            found: self.found,
+        }
+        .nested()?;
+        let skip = Skip {
+            depth: strict.depth,
+            found: self.found,
+        };
+        let mut seen = Seen::new();
+        let mut out = Map::new();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            if !seen.insert(key.clone()) {
+                return Err(strict.fail(duplicate(&key)));
+            }
+            match self.keep.iter().find(|(k, _)| *k == key) {
+                Some((_, Keep::Whole)) => {
+                    let v = map.next_value_seed(strict)?;
+                    out.insert(key.into_owned(), v);
+                }
+                Some((_, Keep::Members(keep))) => {
+                    let v = map.next_value_seed(Sketch {
+                        depth: strict.depth,
+                        found: self.found,
+                        keep,
+                    })?;
+                    out.insert(key.into_owned(), v);
+                }
+                None => map.next_value_seed(skip)?,
+            }
+        }
+        Ok(Value::Object(out))
     }
 }
 
@@ -219,6 +494,59 @@ mod tests {
             Err(JsonError::Syntax { .. })
         ));
         assert_eq!(parse_object(b"[1]"), Err(JsonError::NotAnObject));
+    }
+
+    const KEEP: &[(&str, Keep)] = &[
+        ("a", Keep::Whole),
+        ("p", Keep::Members(&[("c", Keep::Whole)])),
+    ];
+
+    #[test]
+    fn sketch_keeps_only_named_members() {
+        let m = parse_sketch(br#"{"a":{"x":[1]},"b":"big","p":{"c":2,"d":[3]}}"#, KEEP).unwrap();
+        assert_eq!(
+            Value::Object(m),
+            serde_json::json!({"a":{"x":[1]},"p":{"c":2}})
+        );
+        let m = parse_sketch(br#"{"p":"text"}"#, KEEP).unwrap();
+        assert_eq!(m["p"], Value::Bool(true));
+        let m = parse_sketch(br#"{"p":null}"#, KEEP).unwrap();
+        assert_eq!(m["p"], Value::Null);
+    }
+
+    #[test]
+    fn sketch_refuses_what_parse_object_refuses() {
+        let cases: [&[u8]; 8] = [
+            br#"{"a":1,"a":2}"#,
+            br#"{"b":[{"y":1,"y":2}]}"#,
+            br#"{"b":{"t":1,"\u0074":2}}"#,
+            br#"{"p":{"c":1,"c":1}}"#,
+            br#"{"a":"#,
+            br#"{"a":1} x"#,
+            b"[1]",
+            b"\xff",
+        ];
+        for c in cases {
+            assert_eq!(parse_sketch(c, KEEP).err(), parse_object(c).err(), "{c:?}");
+            assert!(parse_sketch(c, KEEP).is_err());
+        }
+        let deep = format!(
+            r#"{{"b":{}{}}}"#,
+            "[".repeat(MAX_DEPTH),
+            "]".repeat(MAX_DEPTH)
+        );
+        assert_eq!(parse_sketch(deep.as_bytes(), KEEP), Err(JsonError::TooDeep));
+        assert_eq!(parse_object(deep.as_bytes()), Err(JsonError::TooDeep));
+    }
+
+    #[test]
+    fn sketch_finds_a_duplicate_among_many_keys() {
+        let mut doc: String = (0..100).map(|i| format!(r#""k{i}":{i},"#)).collect();
+        doc = format!("{{{doc}\"k7\":0}}");
+        assert_eq!(
+            parse_sketch(doc.as_bytes(), KEEP),
+            Err(JsonError::DuplicateKey("k7".into()))
+        );
     }
 
     #[test]

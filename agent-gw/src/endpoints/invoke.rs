@@ -7,7 +7,7 @@
 //! tenant is known only after auth or decoding).
 
 use http::request::Parts;
-use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
 use tokio::time::Instant;
@@ -25,6 +25,12 @@ use crate::forward::deadline::{budget_ms, Deadline};
 use crate::forward::retry::CallKind;
 use crate::forward::{relay_response, Outgoing};
 use crate::limits::InflightGuard;
+
+// Pre-parsed names: a `&str` lookup parses the name on every request.
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+const IDEMPOTENT: HeaderName = HeaderName::from_static("x-agentd-idempotent");
+const PREFER: HeaderName = HeaderName::from_static("prefer");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// Longest accepted `Idempotency-Key`.
 pub const MAX_IDEMPOTENCY_KEY: usize = 128;
@@ -77,14 +83,14 @@ fn decide(cx: &Ctx, env: &Envelope) -> Result<Vec<Ranked>, ApiError> {
     cx.state.fib.borrow().decide(&q, Millis::now())
 }
 
-fn header_flag(h: &HeaderMap, name: &str) -> bool {
+fn header_flag(h: &HeaderMap, name: &HeaderName) -> bool {
     h.get(name)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
 }
 
 fn call_kind(h: &HeaderMap, sync: bool, resumed_stream: bool) -> Result<CallKind, ApiError> {
-    let has_key = match h.get("idempotency-key") {
+    let has_key = match h.get(&IDEMPOTENCY_KEY) {
         None => false,
         Some(v) if v.is_empty() || v.len() > MAX_IDEMPOTENCY_KEY => {
             return Err(ApiError::new(
@@ -97,13 +103,13 @@ fn call_kind(h: &HeaderMap, sync: bool, resumed_stream: bool) -> Result<CallKind
     Ok(CallKind {
         sync,
         resumed_stream,
-        caller_idempotent: header_flag(h, "x-agentd-idempotent"),
+        caller_idempotent: header_flag(h, &IDEMPOTENT),
         has_key,
     })
 }
 
 fn wants_async(h: &HeaderMap) -> bool {
-    h.get_all(header::HeaderName::from_static("prefer"))
+    h.get_all(&PREFER)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(|v| {
@@ -115,7 +121,7 @@ fn wants_async(h: &HeaderMap) -> bool {
 /// `Last-Event-ID` as a cursor; anything but a non-negative integer is a
 /// typed error.
 fn last_event_id(h: &HeaderMap) -> Result<Option<u64>, ApiError> {
-    match h.get("last-event-id") {
+    match h.get(&LAST_EVENT_ID) {
         None => Ok(None),
         Some(v) => v
             .to_str()

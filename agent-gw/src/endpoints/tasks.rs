@@ -227,11 +227,7 @@ pub fn invoke_async(
 /// ours, answer it here in nexilume's shapes; otherwise `None` and the call
 /// is forwarded like any other.
 pub fn direct_control(cx: &Ctx, env: &Envelope) -> Result<Option<Response<Body>>, ApiError> {
-    let Some(ctl) = env
-        .doc()
-        .get("payload")
-        .and_then(|p| p.get("nexus_direct_task_control"))
-    else {
+    let Some(ctl) = env.direct_task_control() else {
         return Ok(None);
     };
     let Some(id) = ctl

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use tokio::time::Instant;
 
 use crate::api::envelope::MAX_TIMEOUT_MS;
@@ -16,6 +16,10 @@ use crate::api::error::{ApiError, ErrorCode};
 
 pub const TIMEOUT_HEADER: &str = "x-agentd-timeout-ms";
 pub const DEADLINE_HEADER: &str = "x-agentd-deadline-ms";
+/// The same names pre-parsed: a lookup by `&str` re-parses the name on
+/// every request.
+pub const TIMEOUT_NAME: HeaderName = HeaderName::from_static(TIMEOUT_HEADER);
+pub const DEADLINE_NAME: HeaderName = HeaderName::from_static(DEADLINE_HEADER);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Deadline {
@@ -46,7 +50,7 @@ impl Deadline {
     }
 }
 
-fn header_ms(headers: &HeaderMap, name: &'static str) -> Result<Option<u64>, ApiError> {
+fn header_ms(headers: &HeaderMap, name: &HeaderName) -> Result<Option<u64>, ApiError> {
     match headers.get(name) {
         None => Ok(None),
         Some(v) => v
@@ -71,8 +75,8 @@ pub fn budget_ms(
     default_ms: u64,
 ) -> Result<u64, ApiError> {
     let asked = [
-        header_ms(headers, TIMEOUT_HEADER)?,
-        header_ms(headers, DEADLINE_HEADER)?,
+        header_ms(headers, &TIMEOUT_NAME)?,
+        header_ms(headers, &DEADLINE_NAME)?,
         envelope_timeout,
     ];
     let budget = asked.into_iter().flatten().min().unwrap_or(default_ms);

@@ -24,7 +24,7 @@ use tokio::time::{timeout_at, Instant};
 use agentd::route::RouteId;
 
 use crate::api::error::{ApiError, ErrorCode, Outcome};
-use crate::forward::deadline::{Deadline, DEADLINE_HEADER};
+use crate::forward::deadline::{Deadline, DEADLINE_NAME};
 use crate::forward::pool::{Pool, Sender};
 use crate::forward::retry::{may_move, CallKind, Failure};
 use crate::forward::target::Target;
@@ -32,29 +32,33 @@ use crate::forward::target::Target;
 pub const ROUTE_ID_HEADER: &str = "x-agentd-route-id";
 /// nexilume's agent server reads the route id from this header.
 pub const NEXUS_ROUTE_ID_HEADER: &str = "x-nexus-route-id";
+// Pre-parsed names for the per-request path: a `&str` name is parsed and
+// hashed anew on every lookup.
+const ROUTE_ID_NAME: HeaderName = HeaderName::from_static(ROUTE_ID_HEADER);
+const NEXUS_ROUTE_ID_NAME: HeaderName = HeaderName::from_static(NEXUS_ROUTE_ID_HEADER);
 
 /// Request headers relayed from the caller to the handler.
-const RELAYED: [&str; 8] = [
-    "accept",
-    "prefer",
-    "last-event-id",
-    "idempotency-key",
-    "traceparent",
-    "tracestate",
-    "x-nexus-interactive",
-    "x-agentd-idempotent",
+const RELAYED: [HeaderName; 8] = [
+    header::ACCEPT,
+    HeaderName::from_static("prefer"),
+    HeaderName::from_static("last-event-id"),
+    HeaderName::from_static("idempotency-key"),
+    HeaderName::from_static("traceparent"),
+    HeaderName::from_static("tracestate"),
+    HeaderName::from_static("x-nexus-interactive"),
+    HeaderName::from_static("x-agentd-idempotent"),
 ];
 
 /// Response headers never relayed back (hop-by-hop or recomputed).
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authenticate",
-    "content-length",
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::TRANSFER_ENCODING,
+    header::TE,
+    header::TRAILER,
+    header::UPGRADE,
+    header::PROXY_AUTHENTICATE,
+    header::CONTENT_LENGTH,
 ];
 
 /// One place a call may go, copied out of the FIB snapshot.
@@ -77,9 +81,9 @@ impl Outgoing {
     /// Picks the relayed headers out of the caller's request.
     pub fn new(body: Bytes, caller: &HeaderMap) -> Outgoing {
         let mut relay = HeaderMap::new();
-        for name in RELAYED {
+        for name in &RELAYED {
             for v in caller.get_all(name) {
-                relay.append(HeaderName::from_static(name), v.clone());
+                relay.append(name.clone(), v.clone());
             }
         }
         Outgoing { body, relay }
@@ -217,11 +221,11 @@ impl Forwarder {
         );
         h.insert(header::CONTENT_LENGTH, HeaderValue::from(out.body.len()));
         if let Ok(id) = HeaderValue::from_str(cand.route_id.as_str()) {
-            h.insert(ROUTE_ID_HEADER, id.clone());
-            h.insert(NEXUS_ROUTE_ID_HEADER, id);
+            h.insert(ROUTE_ID_NAME, id.clone());
+            h.insert(NEXUS_ROUTE_ID_NAME, id);
         }
         h.insert(
-            DEADLINE_HEADER,
+            DEADLINE_NAME,
             HeaderValue::from(deadline.remaining_ms(Instant::now())),
         );
         req
@@ -260,7 +264,7 @@ impl Forwarder {
             .map_err(|e| AttemptError::Failed(Failure::NotDelivered, e.to_string()))?;
         // The deadline header must reflect the moment of sending.
         req.headers_mut().insert(
-            DEADLINE_HEADER,
+            DEADLINE_NAME,
             HeaderValue::from(deadline.remaining_ms(Instant::now())),
         );
         sent.set(true);
@@ -292,11 +296,11 @@ fn classify(e: hyper::Error) -> AttemptError {
 /// hop-by-hop) and body, plus the route that served it.
 pub fn relay_response(fwd: Forwarded) -> Response<crate::body::Body> {
     let (mut parts, incoming) = fwd.response.into_parts();
-    for name in HOP_BY_HOP {
+    for name in &HOP_BY_HOP {
         parts.headers.remove(name);
     }
     if let Ok(v) = HeaderValue::from_str(fwd.route_id.as_str()) {
-        parts.headers.insert(ROUTE_ID_HEADER, v);
+        parts.headers.insert(ROUTE_ID_NAME, v);
     }
     Response::from_parts(parts, crate::body::relay(incoming))
 }
