@@ -142,7 +142,7 @@ impl<'de> Seen<'de> {
     /// Records `key`; `false` if it was already there.
     fn insert(&mut self, key: Cow<'de, str>) -> bool {
         match self {
-            Seen::Few(v) if v.iter().any(|k| *k == key) => false,
+            Seen::Few(v) if v.contains(&key) => false,
             Seen::Few(v) if v.len() < FEW_KEYS => {
                 v.push(key);
                 true
