@@ -115,13 +115,17 @@ impl<G: Unpin> HttpBody for Guarded<G> {
 pub fn with_deadline(inner: Body, at: tokio::time::Instant) -> Body {
     Body::new(Deadlined {
         inner,
-        sleep: Box::pin(tokio::time::sleep_until(at)),
+        at,
+        sleep: None,
     })
 }
 
 struct Deadlined {
     inner: Body,
-    sleep: Pin<Box<tokio::time::Sleep>>,
+    at: tokio::time::Instant,
+    /// Made only once the inner body has to wait: a body that is ready
+    /// whenever it is polled (the usual small answer) never needs a timer.
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl HttpBody for Deadlined {
@@ -136,7 +140,11 @@ impl HttpBody for Deadlined {
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
             return Poll::Ready(frame);
         }
-        match this.sleep.as_mut().poll(cx) {
+        let at = this.at;
+        let sleep = this
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        match sleep.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Some(Err(
                 "deadline passed while relaying the handler's answer".into(),
             ))),
