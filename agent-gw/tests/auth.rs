@@ -5,15 +5,10 @@
 
 mod common;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
-use bytes::Bytes;
 use common::*;
 use ed25519_dalek::SigningKey;
-use http::Request;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpSocket;
 
 use agent_gw::auth::jwt::{mint, Audience, Claims};
 use agent_gw::auth::net::IpNet;
@@ -51,13 +46,7 @@ fn token(iat: u64, exp: u64, scope: &str) -> String {
 #[test]
 fn bearer_tokens_are_checked_and_their_identity_overwrites_the_body() {
     run(async {
-        let b = backend("a", Mode::Echo).await;
-        let (gw, state) = start_gateway(jwt_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
+        let (b, gw, _state) = echo_gateway(jwt_config()).await;
         let now = UnixSeconds::now().0;
         // The body claims tenant "other" (the route is open to it too).
         let env = envelope("demo.echo", "other", "{}");
@@ -140,51 +129,10 @@ fn bearer_tokens_are_checked_and_their_identity_overwrites_the_body() {
     });
 }
 
-/// Sends a request from a chosen loopback source address.
-async fn send_from(
-    src: IpAddr,
-    gw: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Reply {
-    let sock = TcpSocket::new_v4().unwrap();
-    sock.bind(SocketAddr::new(src, 0)).unwrap();
-    let stream = sock.connect(gw).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::task::spawn_local(conn);
-    let mut req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "gw");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = sender
-        .send_request(req.body(Full::new(Bytes::copy_from_slice(body))).unwrap())
-        .await
-        .unwrap();
-    let (parts, body) = resp.into_parts();
-    Reply {
-        status: parts.status,
-        headers: parts.headers,
-        body: body.collect().await.unwrap().to_bytes(),
-    }
-}
-
 #[test]
 fn bootstrap_tokens_work_only_from_the_address_they_were_issued_to() {
     run(async {
-        let b = backend("a", Mode::Echo).await;
-        let (gw, state) = start_gateway(jwt_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
+        let (b, gw, _state) = echo_gateway(jwt_config()).await;
         let meta = send(gw, "GET", "/agent/v1/authentication", &[], b"")
             .await
             .json();

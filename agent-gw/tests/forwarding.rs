@@ -9,13 +9,7 @@ use common::*;
 #[test]
 fn invoke_reaches_the_handler_with_route_and_deadline_headers() {
     run(async {
-        let b = backend("a", Mode::Echo).await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
+        let (b, gw, _state) = echo_gateway(lab_config()).await;
         let env = envelope("demo.echo", "lab", r#"{"text":"hi"}"#);
         let r = post(
             gw,
@@ -66,13 +60,7 @@ fn nothing_eligible_is_an_immediate_typed_refusal_naming_the_capability() {
             vec![route("r-a", "demo.echo", &b.endpoint(), 1, false), expired],
         );
 
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("demo.missing", "lab", "{}"),
-        )
-        .await;
+        let r = invoke(gw, "demo.missing", &[], "{}").await;
         assert_eq!(r.status, 404);
         let e = &r.json()["error"];
         assert_eq!(e["code"], "no_route");
@@ -93,13 +81,7 @@ fn nothing_eligible_is_an_immediate_typed_refusal_naming_the_capability() {
             (404, Some("tenant_access"))
         );
         // A route whose lease already ended never enters the replica.
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("demo.old", "lab", "{}"),
-        )
-        .await;
+        let r = invoke(gw, "demo.old", &[], "{}").await;
         assert_eq!(r.json()["error"]["reason"], "capability_version");
         assert_eq!(state.fib.borrow().routes(), 1);
         assert_eq!(b.count(), 0);
@@ -110,13 +92,7 @@ fn nothing_eligible_is_an_immediate_typed_refusal_naming_the_capability() {
 fn before_the_first_fib_invocations_are_refused_as_unavailable() {
     run(async {
         let (gw, _state) = start_gateway(lab_config()).await;
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("demo.echo", "lab", "{}"),
-        )
-        .await;
+        let r = invoke(gw, "demo.echo", &[], "{}").await;
         assert_eq!(r.status, 503);
         assert_eq!(r.error_code(), "control_plane_unavailable");
     });
@@ -125,21 +101,9 @@ fn before_the_first_fib_invocations_are_refused_as_unavailable() {
 #[test]
 fn keep_alive_pool_reuses_one_connection_for_sequential_calls() {
     run(async {
-        let b = backend("a", Mode::Echo).await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
+        let (b, gw, _state) = echo_gateway(lab_config()).await;
         for i in 0..5 {
-            let r = post(
-                gw,
-                "/agent/v1/invoke",
-                &[],
-                &envelope("demo.echo", "lab", &i.to_string()),
-            )
-            .await;
+            let r = invoke(gw, "demo.echo", &[], &i.to_string()).await;
             assert_eq!(r.status, 200);
         }
         assert_eq!(b.count(), 5);
@@ -162,24 +126,12 @@ fn connection_refused_moves_to_the_next_candidate() {
             &state,
             1,
             vec![
-                route(
-                    "r-dead",
-                    "demo.echo",
-                    &format!("http://{dead}/invoke"),
-                    1,
-                    false,
-                ),
+                route("r-dead", "demo.echo", &endpoint_of(dead), 1, false),
                 route("r-live", "demo.echo", &b.endpoint(), 50, false),
             ],
         );
         // Not idempotent, no key: moving is still safe, nothing was delivered.
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("demo.echo", "lab", "{}"),
-        )
-        .await;
+        let r = invoke(gw, "demo.echo", &[], "{}").await;
         assert_eq!(r.status, 200, "{:?}", r.body);
         assert_eq!(r.headers["x-agentd-route-id"], "r-live");
         assert_eq!(b.count(), 1);
@@ -190,22 +142,15 @@ fn connection_refused_moves_to_the_next_candidate() {
 fn all_candidates_refusing_is_not_delivered() {
     run(async {
         let (d1, d2) = (closed_port().await, closed_port().await);
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
+        let (gw, _state) = gateway_with(
+            lab_config(),
             vec![
-                route("r-1", "demo.echo", &format!("http://{d1}/invoke"), 1, false),
-                route("r-2", "demo.echo", &format!("http://{d2}/invoke"), 2, false),
+                route("r-1", "demo.echo", &endpoint_of(d1), 1, false),
+                route("r-2", "demo.echo", &endpoint_of(d2), 2, false),
             ],
-        );
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("demo.echo", "lab", "{}"),
         )
         .await;
+        let r = invoke(gw, "demo.echo", &[], "{}").await;
         assert_eq!(r.status, 502);
         assert_eq!(r.error_code(), "not_delivered");
         assert_eq!(r.json()["error"]["outcome"], "not_delivered");
@@ -213,34 +158,43 @@ fn all_candidates_refusing_is_not_delivered() {
     });
 }
 
+/// A gateway with two candidates for `capability`: first a handler that
+/// takes each request and closes without answering (possible delivery),
+/// then a live echo backend. Returns the gateway, the first handler's
+/// request count and the live backend.
+async fn swallow_then_live(
+    capability: &str,
+    idempotent: bool,
+) -> (
+    std::net::SocketAddr,
+    std::rc::Rc<std::cell::Cell<usize>>,
+    Backend,
+) {
+    let (swallow, got) = swallowing_backend().await;
+    let b = backend("second", Mode::Echo).await;
+    let (gw, _state) = gateway_with(
+        lab_config(),
+        vec![
+            route(
+                "r-swallow",
+                capability,
+                &endpoint_of(swallow),
+                1,
+                idempotent,
+            ),
+            route("r-live", capability, &b.endpoint(), 50, idempotent),
+        ],
+    )
+    .await;
+    (gw, got, b)
+}
+
 #[test]
 fn non_idempotent_call_is_not_retried_after_possible_delivery() {
     run(async {
-        let (swallow, got) = swallowing_backend().await;
-        let b = backend("second", Mode::Echo).await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![
-                route(
-                    "r-swallow",
-                    "demo.write",
-                    &format!("http://{swallow}/invoke"),
-                    1,
-                    false,
-                ),
-                route("r-live", "demo.write", &b.endpoint(), 50, false),
-            ],
-        );
+        let (gw, got, b) = swallow_then_live("demo.write", false).await;
         // Even with a key: the route's contract is not idempotent.
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[("idempotency-key", "k")],
-            &envelope("demo.write", "lab", "{}"),
-        )
-        .await;
+        let r = invoke(gw, "demo.write", &[("idempotency-key", "k")], "{}").await;
         assert_eq!(r.status, 502, "{:?}", r.body);
         assert_eq!(r.error_code(), "upstream_unknown");
         assert_eq!(r.json()["error"]["outcome"], "unknown");
@@ -252,73 +206,28 @@ fn non_idempotent_call_is_not_retried_after_possible_delivery() {
 #[test]
 fn idempotent_call_with_key_moves_on_after_possible_delivery() {
     run(async {
-        let (swallow, got) = swallowing_backend().await;
-        let b = backend("second", Mode::Echo).await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![
-                route(
-                    "r-swallow",
-                    "kv.get",
-                    &format!("http://{swallow}/invoke"),
-                    1,
-                    true,
-                ),
-                route("r-live", "kv.get", &b.endpoint(), 50, true),
-            ],
-        );
+        let (gw, got, b) = swallow_then_live("kv.get", true).await;
         // Idempotent by contract but no key: not moved.
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("kv.get", "lab", "{}"),
-        )
-        .await;
+        let r = invoke(gw, "kv.get", &[], "{}").await;
         assert_eq!(r.error_code(), "upstream_unknown");
         assert_eq!(b.count(), 0);
         // With a key: moved to the next candidate of the same snapshot.
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[("idempotency-key", "k2")],
-            &envelope("kv.get", "lab", "{}"),
-        )
-        .await;
+        let r = invoke(gw, "kv.get", &[("idempotency-key", "k2")], "{}").await;
         assert_eq!(r.status, 200, "{:?}", r.body);
         assert_eq!(r.headers["x-agentd-route-id"], "r-live");
         assert_eq!(got.get(), 2);
         assert_eq!(b.count(), 1);
         // Async work never moves once possibly delivered: the task fails
         // with the typed outcome instead.
-        let r = post(
+        let r = invoke(
             gw,
-            "/agent/v1/invoke",
+            "kv.get",
             &[("idempotency-key", "k3"), ("prefer", "respond-async")],
-            &envelope("kv.get", "lab", "{}"),
+            "{}",
         )
         .await;
-        assert_eq!(r.status, 202, "{:?}", r.body);
-        let path = format!(
-            "/agent/v1/tasks/{}",
-            r.headers["x-nexus-task-id"].to_str().unwrap()
-        );
-        let token = r.headers["x-nexus-task-token"]
-            .to_str()
-            .unwrap()
-            .to_string();
-        let mut status = serde_json::Value::Null;
-        for _ in 0..500 {
-            status = send(gw, "GET", &path, &[("x-nexus-task-token", &token)], b"")
-                .await
-                .json();
-            if status["status"] != "running" && status["status"] != "pending" {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        let (id, token) = task_handle(&r);
+        let status = settle(gw, &id, &token, &[]).await;
         assert_eq!(status["status"], "failed", "{status}");
         assert_eq!(status["error"]["code"], "upstream_unknown");
         assert_eq!(b.count(), 1);
@@ -329,19 +238,12 @@ fn idempotent_call_with_key_moves_on_after_possible_delivery() {
 fn caller_deadline_bounds_the_whole_call() {
     run(async {
         let b = backend("slow", Mode::Hold).await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
+        let (gw, _state) = gateway_with(
+            lab_config(),
             vec![route("r-slow", "demo.slow", &b.endpoint(), 1, false)],
-        );
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[("x-agentd-timeout-ms", "200")],
-            &envelope("demo.slow", "lab", "{}"),
         )
         .await;
+        let r = invoke(gw, "demo.slow", &[("x-agentd-timeout-ms", "200")], "{}").await;
         assert_eq!(r.status, 504);
         assert_eq!(r.error_code(), "deadline_exceeded");
         assert_eq!(r.json()["error"]["outcome"], "unknown");
@@ -359,15 +261,14 @@ fn caller_deadline_bounds_the_whole_call() {
 #[test]
 fn route_lookup_lists_the_ordered_candidates() {
     run(async {
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
+        let (gw, _state) = gateway_with(
+            lab_config(),
             vec![
                 route("r-slow", "demo.echo", "http://192.0.2.1:80/x", 90, false),
                 route("r-fast", "demo.echo", "http://192.0.2.2:80/x", 5, false),
             ],
-        );
+        )
+        .await;
         let r = post(
             gw,
             "/agent/v1/route",
@@ -387,18 +288,17 @@ fn route_lookup_lists_the_ordered_candidates() {
 fn deadline_also_bounds_a_handler_that_stalls_mid_answer() {
     run(async {
         let stall = stalling_backend().await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
+        let (gw, state) = gateway_with(
+            lab_config(),
             vec![route(
                 "r-stall",
                 "demo.stall",
-                &format!("http://{stall}/invoke"),
+                &endpoint_of(stall),
                 1,
                 false,
             )],
-        );
+        )
+        .await;
         let env = envelope("demo.stall", "lab", "{}");
         let raw = format!(
             "POST /agent/v1/invoke HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\nx-agentd-timeout-ms: 300\r\ncontent-length: {}\r\n\r\n{env}",
@@ -437,13 +337,7 @@ fn leases_expire_at_their_deadline_while_agentd_is_unreachable() {
                 route("r-long", "demo.other", &b.endpoint(), 1, false),
             ],
         );
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("demo.echo", "lab", "{}"),
-        )
-        .await;
+        let r = invoke(gw, "demo.echo", &[], "{}").await;
         assert_eq!(r.status, 200);
         // Bounded wait for the timer-driven sweep after the deadline.
         for _ in 0..300 {
@@ -461,13 +355,7 @@ fn leases_expire_at_their_deadline_while_agentd_is_unreachable() {
             1,
             "the expired route was swept"
         );
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("demo.echo", "lab", "{}"),
-        )
-        .await;
+        let r = invoke(gw, "demo.echo", &[], "{}").await;
         assert_eq!(r.error_code(), "no_route");
         assert!(!state.control.is_up());
     });

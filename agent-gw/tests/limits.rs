@@ -10,13 +10,7 @@ use common::*;
 #[test]
 fn oversized_body_gets_413_while_concurrent_calls_succeed() {
     run(async {
-        let b = backend("a", Mode::Echo).await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
+        let (b, gw, _state) = echo_gateway(lab_config()).await;
 
         // 200 KiB declared and sent: refused from the header, unread.
         let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(200 * 1024));
@@ -30,13 +24,7 @@ fn oversized_body_gets_413_while_concurrent_calls_succeed() {
         let normal: Vec<_> = (0..8)
             .map(|i| {
                 tokio::task::spawn_local(async move {
-                    post(
-                        gw,
-                        "/agent/v1/invoke",
-                        &[],
-                        &envelope("demo.echo", "lab", &i.to_string()),
-                    )
-                    .await
+                    invoke(gw, "demo.echo", &[], &i.to_string()).await
                 })
             })
             .collect();
@@ -62,13 +50,7 @@ fn oversized_body_gets_413_while_concurrent_calls_succeed() {
         let answer = raw_exchange(gw, chunked.as_bytes()).await;
         assert!(answer.starts_with("HTTP/1.1 413"), "{answer:.200}");
         // The gateway still serves.
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("demo.echo", "lab", "1"),
-        )
-        .await;
+        let r = invoke(gw, "demo.echo", &[], "1").await;
         assert_eq!(r.status, 200);
     });
 }
@@ -81,12 +63,11 @@ fn configured_size_limit_applies() {
             max_request_bytes: 512,
             ..lab_config()
         };
-        let (gw, state) = start_gateway(cfg).await;
-        load_fib(
-            &state,
-            1,
+        let (gw, _state) = gateway_with(
+            cfg,
             vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
+        )
+        .await;
         let fits = envelope("demo.echo", "lab", &format!(r#""{}""#, "a".repeat(200)));
         assert_eq!(post(gw, "/agent/v1/invoke", &[], &fits).await.status, 200);
         let too_big = envelope("demo.echo", "lab", &format!(r#""{}""#, "a".repeat(600)));
@@ -113,12 +94,11 @@ fn tenant_over_its_rate_gets_429_and_others_are_unaffected() {
                 burst: 5,
             },
         );
-        let (gw, state) = start_gateway(cfg).await;
-        load_fib(
-            &state,
-            1,
+        let (gw, _state) = gateway_with(
+            cfg,
             vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
+        )
+        .await;
         let env = envelope("demo.echo", "lab", "{}");
         assert_eq!(post(gw, "/agent/v1/invoke", &[], &env).await.status, 200);
         assert_eq!(post(gw, "/agent/v1/invoke", &[], &env).await.status, 200);
@@ -144,12 +124,11 @@ fn in_flight_cap_refuses_with_503_until_a_slot_frees() {
             max_inflight: 1,
             ..lab_config()
         };
-        let (gw, state) = start_gateway(cfg).await;
-        load_fib(
-            &state,
-            1,
+        let (gw, state) = gateway_with(
+            cfg,
             vec![route("r-h", "demo.hold", &b.endpoint(), 1, false)],
-        );
+        )
+        .await;
         let env = envelope("demo.hold", "lab", "{}");
         let held = {
             let env = env.clone();
@@ -170,13 +149,7 @@ fn in_flight_cap_refuses_with_503_until_a_slot_frees() {
 #[test]
 fn bad_json_is_typed_and_leaves_other_calls_alone() {
     run(async {
-        let b = backend("a", Mode::Echo).await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
+        let (b, gw, _state) = echo_gateway(lab_config()).await;
         let cases = [
             (r#"{"version":"1.0","#.to_string(), "invalid_json"),
             ("[1,2]".to_string(), "invalid_json"),
@@ -221,17 +194,7 @@ fn bad_json_is_typed_and_leaves_other_calls_alone() {
         .await;
         assert_eq!(r.error_code(), "duplicate_key");
         assert_eq!(b.count(), 0);
-        assert_eq!(
-            post(
-                gw,
-                "/agent/v1/invoke",
-                &[],
-                &envelope("demo.echo", "lab", "{}")
-            )
-            .await
-            .status,
-            200
-        );
+        assert_eq!(invoke(gw, "demo.echo", &[], "{}").await.status, 200);
     });
 }
 
@@ -267,12 +230,11 @@ fn a_client_trickling_its_body_is_cut_off_and_frees_its_slot() {
             ..lab_config()
         };
         let b = backend("a", Mode::Echo).await;
-        let (gw, state) = start_gateway(cfg).await;
-        load_fib(
-            &state,
-            1,
+        let (gw, state) = gateway_with(
+            cfg,
             vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
+        )
+        .await;
         // Promise 1000 bytes, send 10, then nothing.
         let answer = raw_exchange_open(
             gw,
@@ -282,17 +244,7 @@ fn a_client_trickling_its_body_is_cut_off_and_frees_its_slot() {
         assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
         assert!(answer.contains(r#""code":"request_timeout""#), "{answer}");
         assert_eq!(state.inflight.current(), 0);
-        assert_eq!(
-            post(
-                gw,
-                "/agent/v1/invoke",
-                &[],
-                &envelope("demo.echo", "lab", "{}")
-            )
-            .await
-            .status,
-            200
-        );
+        assert_eq!(invoke(gw, "demo.echo", &[], "{}").await.status, 200);
     });
 }
 

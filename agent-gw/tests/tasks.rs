@@ -20,30 +20,6 @@ use agent_gw::config::GatewayConfig;
 
 const WAIT: Duration = Duration::from_secs(5);
 
-/// Reads one request (head + Content-Length body) from a raw socket.
-async fn read_request(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + len {
-                return Some(buf);
-            }
-        }
-    }
-}
-
 /// A handler that takes the request and never answers; it reports when the
 /// gateway closes the connection.
 struct Holding {
@@ -180,55 +156,15 @@ fn stream_envelope(task_id: &str, payload: &str) -> String {
         .replace(r#""task_id":"t-1""#, &format!(r#""task_id":"{task_id}""#))
 }
 
-/// Polls a task until it leaves pending/running (bounded).
-async fn settle(
-    gw: SocketAddr,
-    id: &str,
-    token: &str,
-    headers: &[(&str, &str)],
-) -> serde_json::Value {
-    let path = format!("/agent/v1/tasks/{id}");
-    let mut h = headers.to_vec();
-    h.push(("x-nexus-task-token", token));
-    for _ in 0..1000 {
-        let doc = send(gw, "GET", &path, &h, b"").await.json();
-        if doc["status"] != "running" && doc["status"] != "pending" {
-            return doc;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("task {id} did not finish");
-}
-
-fn task_handle(r: &Reply) -> (String, String) {
-    assert_eq!(r.status, 202, "{:?}", r.body);
-    let id = r.headers["x-nexus-task-id"].to_str().unwrap().to_string();
-    let token = r.headers["x-nexus-task-token"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(
-        r.headers["location"].to_str().unwrap(),
-        format!("/agent/v1/tasks/{id}")
-    );
-    (id, token)
-}
-
 #[test]
 fn async_task_reports_status_result_and_events_only_to_its_token_holder() {
     run(async {
-        let b = backend("a", Mode::Echo).await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
-        );
-        let r = post(
+        let (b, gw, _state) = echo_gateway(lab_config()).await;
+        let r = invoke(
             gw,
-            "/agent/v1/invoke",
+            "demo.echo",
             &[("prefer", "respond-async")],
-            &envelope("demo.echo", "lab", r#"{"n":7}"#),
+            r#"{"n":7}"#,
         )
         .await;
         assert_eq!(r.json()["status"], "running");
@@ -239,37 +175,16 @@ fn async_task_reports_status_result_and_events_only_to_its_token_holder() {
         assert_eq!(doc["route_id"], "r-a");
         // The handler got a plain synchronous call (no Prefer relayed).
         assert!(b.seen.borrow()[0].headers.get("prefer").is_none());
-        let res = send(
-            gw,
-            "GET",
-            &format!("/agent/v1/tasks/{id}/result"),
-            &[("x-nexus-task-token", &token)],
-            b"",
-        )
-        .await;
+        let res = task_request(gw, "GET", &id, "/result", &token).await;
         assert_eq!(res.json()["result"]["backend"], "a");
-        let ev = send(
-            gw,
-            "GET",
-            &format!("/agent/v1/tasks/{id}/events?after=1"),
-            &[("x-nexus-task-token", &token)],
-            b"",
-        )
-        .await;
+        let ev = task_request(gw, "GET", &id, "/events?after=1", &token).await;
         let events = ev.json()["events"].as_array().unwrap().clone();
         assert_eq!(events.len(), 1);
         assert_eq!(
             (events[0]["seq"].as_u64(), events[0]["event"].as_str()),
             (Some(2), Some("result"))
         );
-        let bad = send(
-            gw,
-            "GET",
-            &format!("/agent/v1/tasks/{id}/events?after=x"),
-            &[("x-nexus-task-token", &token)],
-            b"",
-        )
-        .await;
+        let bad = task_request(gw, "GET", &id, "/events?after=x", &token).await;
         assert_eq!(
             (bad.status.as_u16(), bad.error_code()),
             (400, "invalid_cursor".into())
@@ -306,46 +221,19 @@ fn async_task_reports_status_result_and_events_only_to_its_token_holder() {
 fn cancelling_an_async_task_closes_the_handlers_connection() {
     run(async {
         let h = holding_backend().await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route(
-                "r-h",
-                "demo.slow",
-                &format!("http://{}/invoke", h.addr),
-                1,
-                false,
-            )],
-        );
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[("prefer", "respond-async")],
-            &envelope("demo.slow", "lab", "{}"),
+        let (gw, _state) = gateway_with(
+            lab_config(),
+            vec![route("r-h", "demo.slow", &endpoint_of(h.addr), 1, false)],
         )
         .await;
+        let r = invoke(gw, "demo.slow", &[("prefer", "respond-async")], "{}").await;
         let (id, token) = task_handle(&r);
         timeout(WAIT, h.arrived.notified())
             .await
             .expect("handler never got the call");
-        let running = send(
-            gw,
-            "GET",
-            &format!("/agent/v1/tasks/{id}"),
-            &[("x-nexus-task-token", &token)],
-            b"",
-        )
-        .await;
+        let running = task_request(gw, "GET", &id, "", &token).await;
         assert_eq!(running.json()["status"], "running");
-        let c = send(
-            gw,
-            "DELETE",
-            &format!("/agent/v1/tasks/{id}"),
-            &[("x-nexus-task-token", &token)],
-            b"",
-        )
-        .await;
+        let c = task_request(gw, "DELETE", &id, "", &token).await;
         assert_eq!(
             (c.status.as_u16(), c.json()["status"].as_str()),
             (200, Some("cancelled"))
@@ -354,59 +242,25 @@ fn cancelling_an_async_task_closes_the_handlers_connection() {
             .await
             .expect("cancel did not reach the handler");
         // A result request for a cancelled task answers its final status.
-        let res = send(
-            gw,
-            "GET",
-            &format!("/agent/v1/tasks/{id}/result"),
-            &[("x-nexus-task-token", &token)],
-            b"",
-        )
-        .await;
+        let res = task_request(gw, "GET", &id, "/result", &token).await;
         assert_eq!(res.json()["status"], "cancelled");
     });
-}
-
-/// A handler that answers a head promising 100 bytes, sends one, stalls.
-async fn stalling_backend() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::task::spawn_local(async move {
-        loop {
-            let (mut s, _) = l.accept().await.unwrap();
-            tokio::task::spawn_local(async move {
-                if read_request(&mut s).await.is_some() {
-                    let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{";
-                    let _ = s.write_all(head.as_bytes()).await;
-                    let mut b = [0u8; 64];
-                    while matches!(s.read(&mut b).await, Ok(n) if n > 0) {}
-                }
-            });
-        }
-    });
-    addr
 }
 
 #[test]
 fn an_async_answer_stalling_mid_body_fails_the_task_at_the_deadline() {
     run(async {
         let addr = stalling_backend().await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route(
-                "r-st",
-                "demo.stall",
-                &format!("http://{addr}/invoke"),
-                1,
-                false,
-            )],
-        );
-        let r = post(
+        let (gw, _state) = gateway_with(
+            lab_config(),
+            vec![route("r-st", "demo.stall", &endpoint_of(addr), 1, false)],
+        )
+        .await;
+        let r = invoke(
             gw,
-            "/agent/v1/invoke",
+            "demo.stall",
             &[("prefer", "respond-async"), ("x-agentd-timeout-ms", "300")],
-            &envelope("demo.stall", "lab", "{}"),
+            "{}",
         )
         .await;
         let (id, token) = task_handle(&r);
@@ -428,13 +282,7 @@ fn full_task_table_refuses_before_dispatch_and_keeps_existing_tasks_readable() {
         load_fib(
             &state,
             1,
-            vec![route(
-                "r-h",
-                "demo.slow",
-                &format!("http://{}/invoke", h.addr),
-                1,
-                false,
-            )],
+            vec![route("r-h", "demo.slow", &endpoint_of(h.addr), 1, false)],
         );
         let env = envelope("demo.slow", "lab", "{}");
         let (id, token) =
@@ -451,14 +299,7 @@ fn full_task_table_refuses_before_dispatch_and_keeps_existing_tasks_readable() {
         let s = post(gw, "/agent/v1/invoke-stream", &[], &s_env).await;
         assert_eq!(s.error_code(), "task_table_full");
         assert_eq!(h.requests.get(), 1, "refused work was dispatched");
-        let st = send(
-            gw,
-            "GET",
-            &format!("/agent/v1/tasks/{id}"),
-            &[("x-nexus-task-token", &token)],
-            b"",
-        )
-        .await;
+        let st = task_request(gw, "GET", &id, "", &token).await;
         assert_eq!(st.json()["status"], "running");
     });
 }
@@ -467,18 +308,11 @@ fn full_task_table_refuses_before_dispatch_and_keeps_existing_tasks_readable() {
 fn stream_resume_after_disconnect_delivers_no_duplicate_and_no_missed_events() {
     run(async {
         let b = sse_backend().await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route(
-                "r-s",
-                "demo.stream",
-                &format!("http://{}/invoke", b.addr),
-                1,
-                false,
-            )],
-        );
+        let (gw, state) = gateway_with(
+            lab_config(),
+            vec![route("r-s", "demo.stream", &endpoint_of(b.addr), 1, false)],
+        )
+        .await;
         let env = stream_envelope("s-1", r#"{"q":"x"}"#);
         let mut s = open_post(
             gw,
@@ -549,18 +383,11 @@ fn stream_resume_after_disconnect_delivers_no_duplicate_and_no_missed_events() {
 fn stream_resume_errors_are_typed_and_never_restart_the_producer() {
     run(async {
         let b = sse_backend().await;
-        let (gw, state) = start_gateway(lab_config()).await;
-        load_fib(
-            &state,
-            1,
-            vec![route(
-                "r-s",
-                "demo.stream",
-                &format!("http://{}/invoke", b.addr),
-                1,
-                false,
-            )],
-        );
+        let (gw, _state) = gateway_with(
+            lab_config(),
+            vec![route("r-s", "demo.stream", &endpoint_of(b.addr), 1, false)],
+        )
+        .await;
         let env = stream_envelope("s-2", r#"{"q":"x"}"#);
         let mut s = open_post(gw, "/agent/v1/invoke-stream", &[], &env).await;
         b.events.send(Some("data: a\n\n")).unwrap();
@@ -614,18 +441,11 @@ fn stream_history_lost_is_reported() {
             stream_history_events: 2,
             ..lab_config()
         };
-        let (gw, state) = start_gateway(cfg).await;
-        load_fib(
-            &state,
-            1,
-            vec![route(
-                "r-s",
-                "demo.stream",
-                &format!("http://{}/invoke", b.addr),
-                1,
-                false,
-            )],
-        );
+        let (gw, _state) = gateway_with(
+            cfg,
+            vec![route("r-s", "demo.stream", &endpoint_of(b.addr), 1, false)],
+        )
+        .await;
         let env = stream_envelope("s-3", "{}");
         let mut s = open_post(gw, "/agent/v1/invoke-stream", &[], &env).await;
         for ev in ["data: 1\n\n", "data: 2\n\n", "data: 3\n\n", "data: 4\n\n"] {
@@ -678,13 +498,7 @@ fn an_abandoned_stream_is_cancelled_after_task_ttl_without_any_request() {
         load_fib(
             &state,
             1,
-            vec![route(
-                "r-a",
-                "demo.stream",
-                &format!("http://{addr}/invoke"),
-                1,
-                false,
-            )],
+            vec![route("r-a", "demo.stream", &endpoint_of(addr), 1, false)],
         );
         let mut s = open_post(
             gw,

@@ -157,13 +157,7 @@ fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
         // Read-your-writes: the answer comes once the gateway can route.
         assert_eq!(state.fib.borrow().routes(), 1);
 
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("demo.echo", "lab", r#"{"n":1}"#),
-        )
-        .await;
+        let r = invoke(gw, "demo.echo", &[], r#"{"n":1}"#).await;
         assert_eq!(r.status, 200, "{:?}", r.body);
         assert_eq!(r.headers["x-agentd-route-id"], route_id.as_str());
 
@@ -198,13 +192,7 @@ fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
         agentd.kill();
         wait_for("control plane down", 10, || !state.control.is_up()).await;
         for i in 0..5 {
-            let r = post(
-                gw,
-                "/agent/v1/invoke",
-                &[],
-                &envelope("demo.echo", "lab", &i.to_string()),
-            )
-            .await;
+            let r = invoke(gw, "demo.echo", &[], &i.to_string()).await;
             assert_eq!(r.status, 200, "{:?}", r.body);
         }
         let r = post(
@@ -233,13 +221,7 @@ fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
         })
         .await;
         assert_eq!(state.fib.borrow().routes(), 1);
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("demo.echo", "lab", "{}"),
-        )
-        .await;
+        let r = invoke(gw, "demo.echo", &[], "{}").await;
         assert_eq!(r.status, 200, "{:?}", r.body);
         let r = post(
             gw,
@@ -266,13 +248,7 @@ fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
         let fib_generation = state.fib.borrow().generation();
         assert!(fib_generation.is_some_and(|g| g > 0));
         assert_eq!(r.json()["generation"].as_u64(), fib_generation);
-        let r = post(
-            gw,
-            "/agent/v1/invoke",
-            &[],
-            &envelope("demo.echo", "lab", "{}"),
-        )
-        .await;
+        let r = invoke(gw, "demo.echo", &[], "{}").await;
         assert_eq!(r.error_code(), "no_route");
         assert_eq!(b.count(), 7);
     });

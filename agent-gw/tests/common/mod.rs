@@ -84,6 +84,30 @@ pub fn route(
     }
 }
 
+/// Starts a gateway (no agentd) whose FIB holds `routes` (generation 1).
+pub async fn gateway_with(cfg: GatewayConfig, routes: Vec<Route>) -> (SocketAddr, Rc<AppState>) {
+    let (gw, state) = start_gateway(cfg).await;
+    load_fib(&state, 1, routes);
+    (gw, state)
+}
+
+/// An echo backend `"a"` and a gateway whose FIB holds its one route
+/// `r-a` for `demo.echo` (tenant `lab`, open to tenant `other`).
+pub async fn echo_gateway(cfg: GatewayConfig) -> (Backend, SocketAddr, Rc<AppState>) {
+    let b = backend("a", Mode::Echo).await;
+    let (gw, state) = gateway_with(
+        cfg,
+        vec![route("r-a", "demo.echo", &b.endpoint(), 1, false)],
+    )
+    .await;
+    (b, gw, state)
+}
+
+/// The handler URL of a raw test listener at `addr`.
+pub fn endpoint_of(addr: SocketAddr) -> String {
+    format!("http://{addr}/invoke")
+}
+
 /// Replaces the gateway's FIB with `routes` (default allow policy) the way
 /// agentd's stream does: a complete snapshot.
 pub fn load_fib(state: &AppState, generation: u64, routes: Vec<Route>) {
@@ -218,7 +242,7 @@ pub async fn swallowing_backend() -> (SocketAddr, Rc<Cell<usize>>) {
 }
 
 /// Reads one HTTP/1.1 request with a Content-Length body from a raw socket.
-async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
+pub async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -280,6 +304,34 @@ pub async fn send(
     body: &[u8],
 ) -> Reply {
     let stream = TcpStream::connect(addr).await.unwrap();
+    send_on(stream, method, path, headers, body).await
+}
+
+/// Sends one request from a chosen loopback source address (the
+/// 127.0.0.0/8 trick: any of them reaches a 127.0.0.1 listener).
+pub async fn send_from(
+    src: std::net::IpAddr,
+    gw: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::new(src, 0)).unwrap();
+    let stream = sock.connect(gw).await.unwrap();
+    send_on(stream, method, path, headers, body).await
+}
+
+/// Sends one request on `stream` (HTTP/1.1).
+pub async fn send_on(
+    stream: TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let host = stream.peer_addr().unwrap().to_string();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .unwrap();
@@ -287,7 +339,7 @@ pub async fn send(
     let mut req = Request::builder()
         .method(method)
         .uri(path)
-        .header("host", addr.to_string());
+        .header("host", host);
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
@@ -304,6 +356,76 @@ pub async fn send(
 
 pub async fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     send(addr, "POST", path, headers, body.as_bytes()).await
+}
+
+/// `POST /agent/v1/invoke` of `capability` for tenant `lab`.
+pub async fn invoke(
+    gw: SocketAddr,
+    capability: &str,
+    headers: &[(&str, &str)],
+    payload: &str,
+) -> Reply {
+    post(
+        gw,
+        "/agent/v1/invoke",
+        headers,
+        &envelope(capability, "lab", payload),
+    )
+    .await
+}
+
+/// The task id and access token of a 202 answer (asserting its shape).
+pub fn task_handle(r: &Reply) -> (String, String) {
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let id = r.headers["x-nexus-task-id"].to_str().unwrap().to_string();
+    let token = r.headers["x-nexus-task-token"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        r.headers["location"].to_str().unwrap(),
+        format!("/agent/v1/tasks/{id}")
+    );
+    (id, token)
+}
+
+/// `method /agent/v1/tasks/{id}{suffix}` with the task token.
+pub async fn task_request(
+    gw: SocketAddr,
+    method: &str,
+    id: &str,
+    suffix: &str,
+    token: &str,
+) -> Reply {
+    send(
+        gw,
+        method,
+        &format!("/agent/v1/tasks/{id}{suffix}"),
+        &[("x-nexus-task-token", token)],
+        b"",
+    )
+    .await
+}
+
+/// Polls the task's status (bounded: 1000 polls, 5 ms apart) until it is
+/// neither pending nor running, and returns that status document.
+pub async fn settle(
+    gw: SocketAddr,
+    id: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+) -> serde_json::Value {
+    let path = format!("/agent/v1/tasks/{id}");
+    let mut h = headers.to_vec();
+    h.push(("x-nexus-task-token", token));
+    for _ in 0..1000 {
+        let doc = send(gw, "GET", &path, &h, b"").await.json();
+        if doc["status"] != "running" && doc["status"] != "pending" {
+            return doc;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("task {id} did not finish");
 }
 
 /// A nexilume-shaped envelope.
@@ -347,9 +469,10 @@ pub async fn stalling_backend() -> SocketAddr {
                     let _ = stream
                         .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{")
                         .await;
-                    // Hold the connection open without finishing the body.
+                    // Hold the connection open without finishing the body,
+                    // until the gateway lets go of it.
                     let mut sink = [0u8; 64];
-                    let _ = stream.read(&mut sink).await;
+                    while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
                 }
             });
         }
