@@ -199,7 +199,11 @@ where
             return Err(too_large());
         }
     }
-    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0) as usize);
+    // The usual body arrives as one frame: keep those bytes as they are
+    // and copy only when a second frame has to be joined to them.
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<BytesMut> = None;
+    let mut len = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| {
             ApiError::new(
@@ -207,14 +211,29 @@ where
                 format!("request body could not be read: {e}"),
             )
         })?;
-        if let Ok(data) = frame.into_data() {
-            if buf.len() + data.len() > limit {
-                return Err(too_large());
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if len + data.len() > limit {
+            return Err(too_large());
+        }
+        len += data.len();
+        match (&mut joined, first.take()) {
+            (Some(buf), _) => buf.extend_from_slice(&data),
+            (None, None) => first = Some(data),
+            (None, Some(head)) => {
+                let mut buf = BytesMut::with_capacity(declared.map_or(len, |n| n as usize));
+                buf.extend_from_slice(&head);
+                buf.extend_from_slice(&data);
+                joined = Some(buf);
             }
-            buf.extend_from_slice(&data);
         }
     }
-    Ok(buf.freeze())
+    Ok(match (joined, first) {
+        (Some(buf), _) => buf.freeze(),
+        (None, Some(head)) => head,
+        (None, None) => Bytes::new(),
+    })
 }
 
 #[cfg(test)]
@@ -260,6 +279,35 @@ mod tests {
                 .len(),
             10
         );
+    }
+
+    /// A body of several frames, as a trickling client sends it.
+    struct Frames(std::collections::VecDeque<Bytes>);
+
+    impl HttpBody for Frames {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(self.get_mut().0.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn frames_are_joined_in_order_and_bounded_in_total() {
+        let parts = || {
+            Frames(
+                ["{\"a\"", ":1", "}"]
+                    .map(|s: &'static str| Bytes::from_static(s.as_bytes()))
+                    .into(),
+            )
+        };
+        let got = read_limited(&headers(None), parts(), 16).await.unwrap();
+        assert_eq!(&got[..], b"{\"a\":1}");
+        let e = read_limited(&headers(None), parts(), 6).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadTooLarge);
     }
 
     #[test]
