@@ -150,7 +150,7 @@ def load(tool: Path, url: str, body_file: Path, concurrency: int, requests: int)
     argv = [str(tool), "load", url, str(body_file), str(concurrency), str(requests), str(warmup)]
     p = subprocess.run(argv, capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
     if p.returncode != 0:
-        raise SystemExit(f"bench: load generator failed: {p.stderr.decode(errors='replace')}")
+        raise SystemExit(f"bench: load generator failed on {url} (c={concurrency}): {p.stderr.decode(errors='replace')}")
     result = json.loads(p.stdout)
     if result["errors"]:
         raise SystemExit(f"bench: {result['errors']} errors on {url}: {result['first_error']}")
@@ -191,9 +191,12 @@ events {{ worker_connections 1024; }}
 http {{
   access_log off;
 {temp}
-  upstream backend {{ server {backend}; keepalive 64; }}
+  # keepalive_requests: nginx closes a keep-alive connection after 1000
+  # requests by default; the load generator keeps one per worker.
+  upstream backend {{ server {backend}; keepalive 64; keepalive_requests 1000000; }}
   server {{
     listen 127.0.0.1:{port};
+    keepalive_requests 1000000;
     tcp_nodelay on;
     client_body_buffer_size 16k;
     client_max_body_size 64k;
