@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parent.parent
 PROFILES = os.environ.get("BENCH_PROFILES", "release bench-release").split()
 N1 = int(os.environ.get("BENCH_N1", "2000"))
 N16 = int(os.environ.get("BENCH_N16", "8000"))
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 SIZES = [int(x) for x in os.environ.get("BENCH_SIZES", "128 1024 8192").split()]
 INTENT = "b.e"
 # Short names so that a whole envelope fits in the smallest body size.
@@ -401,6 +401,11 @@ def main() -> int:
             "method": "same Rust hyper echo backend and Rust load generator (one keep-alive connection per worker) "
                       "for every path; gateway path = POST /agent/v1/invoke with auth 'none'; nginx = one worker, "
                       "proxy_pass with upstream keepalive to the same backend",
+            "reading": "c1 p50 is mostly wake-ups: each process on the path (load generator, proxy, backend) "
+                       "sleeps in epoll between requests, and on an idle (virtual) CPU each wake-up costs tens of us; "
+                       "a proxy adds two of them. nginx/direct is what one extra loopback proxy hop costs here at "
+                       "all; gw/nginx is the part agent-gw itself can still shave. c16 throughput is CPU-bound: "
+                       "all processes share the machine's cores.",
             "results": results,
             "rss_kib": {"idle": rss_idle, "after_load": rss_loaded},
         }
