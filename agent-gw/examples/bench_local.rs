@@ -10,8 +10,9 @@
 //!
 //! Both run on a tokio current-thread runtime, like the daemons: one core
 //! each, no work-stealing noise. The load generator keeps one keep-alive
-//! HTTP/1.1 connection per concurrent worker and sends requests back to
-//! back; every response must be 200 or it counts as an error.
+//! HTTP/1.1 connection per concurrent worker (reopened when the server ends
+//! it) and sends requests back to back; every response must be 200 or it
+//! counts as an error.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -157,6 +158,19 @@ struct WorkerResult {
     measured_to: Instant,
 }
 
+/// One HTTP/1.1 connection; its driver runs as a local task.
+async fn connect(
+    addr: SocketAddr,
+) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, BoxError> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::task::spawn_local(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
 async fn worker(
     addr: SocketAddr,
     host: String,
@@ -165,12 +179,8 @@ async fn worker(
     warmup: usize,
     count: usize,
 ) -> Result<WorkerResult, BoxError> {
-    let stream = TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::task::spawn_local(async move {
-        let _ = conn.await;
-    });
+    let mut sender = connect(addr).await?;
+    let mut reconnect = false;
     let mut result = WorkerResult {
         latencies: Vec::with_capacity(count),
         errors: 0,
@@ -187,10 +197,20 @@ async fn worker(
             .header(hyper::header::CONTENT_TYPE, "application/json")
             .body(Full::new(body.clone()))?;
         let t0 = Instant::now();
-        sender.ready().await?;
+        // A server may end a keep-alive connection (nginx does after
+        // `keepalive_requests`): open a new one, as an HTTP client must.
+        if reconnect || sender.ready().await.is_err() {
+            sender = connect(addr).await?;
+            sender.ready().await?;
+            reconnect = false;
+        }
         let outcome = match sender.send_request(req).await {
             Ok(resp) => {
                 let status = resp.status();
+                reconnect = resp
+                    .headers()
+                    .get(hyper::header::CONNECTION)
+                    .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
                 match resp.into_body().collect().await {
                     Ok(_) if status == hyper::StatusCode::OK => Ok(()),
                     Ok(b) => Err(format!(
