@@ -93,6 +93,11 @@ class Proc:
                     out[key + "_kib"] = int(value.split()[0])
         return out
 
+    def cpu_ns(self) -> int:
+        """CPU time used so far (ns, /proc/PID/schedstat)."""
+        with open(f"/proc/{self.p.pid}/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[0])
+
     def stop(self) -> None:
         if self.p.poll() is None:
             self.p.send_signal(signal.SIGTERM)
@@ -145,8 +150,13 @@ def envelope_of_size(size: int) -> bytes:
     return raw
 
 
-def load(tool: Path, url: str, body_file: Path, concurrency: int, requests: int) -> Dict[str, Any]:
+def load(tool: Path, url: str, body_file: Path, concurrency: int, requests: int,
+         watch: Optional[Dict[str, "Proc"]] = None) -> Dict[str, Any]:
+    """One load run; with `watch`, also the CPU time each watched process
+    spent per request (warm-up requests included in the count)."""
     warmup = max(20, requests // (10 * concurrency))
+    watch = watch or {}
+    before = {k: p.cpu_ns() for k, p in watch.items()}
     argv = [str(tool), "load", url, str(body_file), str(concurrency), str(requests), str(warmup)]
     p = subprocess.run(argv, capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
     if p.returncode != 0:
@@ -154,6 +164,8 @@ def load(tool: Path, url: str, body_file: Path, concurrency: int, requests: int)
     result = json.loads(p.stdout)
     if result["errors"]:
         raise SystemExit(f"bench: {result['errors']} errors on {url}: {result['first_error']}")
+    sent = concurrency * (warmup + -(-requests // concurrency))
+    result["cpu_us_per_request"] = {k: (p.cpu_ns() - before[k]) / 1000 / sent for k, p in watch.items()}
     return result
 
 
@@ -295,7 +307,15 @@ def summarise(runs: List[Tuple[Dict[str, Any], Dict[str, Any]]]) -> Dict[str, An
     """Medians over rounds, plus every round's figures."""
     c1 = [r[0] for r in runs]
     c16 = [r[1] for r in runs]
+    cpu = {
+        k: {
+            "c1": round(statistics.median([r["cpu_us_per_request"][k] for r in c1]), 2),
+            "c16": round(statistics.median([r["cpu_us_per_request"][k] for r in c16]), 2),
+        }
+        for k in c1[0]["cpu_us_per_request"]
+    }
     return {
+        "cpu_us_per_request": cpu,
         "c1": {
             "p50_us": median([r["p50_us"] for r in c1]),
             "p90_us": median([r["p90_us"] for r in c1]),
@@ -342,16 +362,20 @@ def main() -> int:
         # name -> URL, in measuring order; daemons for the RSS report.
         paths: List[Tuple[str, str]] = [("direct", backend_url)]
         daemons: Dict[str, Proc] = {}
+        # Whose CPU time is counted on each path: the backend always, plus the proxy.
+        watch: Dict[str, Dict[str, Proc]] = {"direct": {"backend": backend}}
         if nginx_bin:
             nginx, nginx_url = start_nginx(nginx_bin, work, backend_addr)
             procs.append(nginx)
             daemons["nginx"] = nginx
             paths.append(("nginx", nginx_url + "/invoke"))
+            watch["nginx"] = {"backend": backend, "proxy": nginx}
         for profile in PROFILES:
             agentd, gw, url = start_gateway(profile, work, backend_url, procs)
             daemons[f"agentd[{profile}]"] = agentd
             daemons[f"agent_gw[{profile}]"] = gw
             paths.append((f"gw[{profile}]", url))
+            watch[f"gw[{profile}]"] = {"backend": backend, "proxy": gw}
 
         rss_idle = {k: p.rss() for k, p in daemons.items()}
         results: List[Dict[str, Any]] = []
@@ -363,8 +387,8 @@ def main() -> int:
                 # Rotate the order so no path always runs first or last.
                 k = rnd % len(paths)
                 for name, url in paths[k:] + paths[:k]:
-                    c1 = load(tool, url, body_file, 1, N1)
-                    c16 = load(tool, url, body_file, 16, N16)
+                    c1 = load(tool, url, body_file, 1, N1, watch[name])
+                    c16 = load(tool, url, body_file, 16, N16, watch[name])
                     runs[name].append((c1, c16))
                 log(f"{size:>5} B round {rnd + 1}/{ROUNDS}: " + "  ".join(
                     f"{n} {runs[n][-1][0]['p50_us']:.1f}us" for n, _ in paths))
@@ -415,14 +439,17 @@ def main() -> int:
 
         names = [n for n, _ in paths]
         print(f"medians of {ROUNDS} interleaved rounds; c1 = concurrency 1 ({N1} req), c16 = concurrency 16 ({N16} req)")
-        print(f"{'body':>6} {'path':<20} {'p50 us':>8} {'p99 us':>8} {'c16 req/s':>10} {'p50/direct':>10} {'p50/nginx':>9}")
+        print(f"{'body':>6} {'path':<20} {'p50 us':>8} {'p99 us':>8} {'c16 req/s':>10} {'p50/direct':>10} {'p50/nginx':>9} "
+              f"{'proxy CPU us/req c1/c16':>24}")
         for row in results:
             for n in names:
                 r = row[n]
                 vs_d = r["c1"]["p50_us"] / row["direct"]["c1"]["p50_us"]
                 vs_n = (f"{r['c1']['p50_us'] / row['nginx']['c1']['p50_us']:>9.2f}" if "nginx" in row else f"{'-':>9}")
+                px = r["cpu_us_per_request"].get("proxy")
+                px_s = f"{px['c1']:>11.1f}/{px['c16']:<12.1f}" if px else f"{'-':>24}"
                 print(f"{row['body_bytes']:>6} {n:<20} {r['c1']['p50_us']:>8.1f} {r['c1']['p99_us']:>8.1f} "
-                      f"{r['c16']['throughput_rps']:>10.0f} {vs_d:>10.2f} {vs_n}")
+                      f"{r['c16']['throughput_rps']:>10.0f} {vs_d:>10.2f} {vs_n} {px_s}")
         print(f"RSS KiB idle: {json.dumps(rss_idle)}")
         print(f"RSS KiB after load: {json.dumps(rss_loaded)}")
         print(f"headline: {out['headline']}")
