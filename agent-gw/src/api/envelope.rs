@@ -31,7 +31,8 @@ pub const MAX_CURSOR: u64 = i64::MAX as u64;
 /// nexilume's direct task control rides in the payload under this key.
 pub const DIRECT_TASK_CONTROL: &str = "nexus_direct_task_control";
 
-/// The members `from_doc` reads: the rest of the body is validated only.
+/// The members `from_slots` reads, in slot order (see the `AT_*`
+/// indices): the rest of the body is validated only.
 const ROUTING: &[(&str, Keep)] = &[
     ("version", Keep::Whole),
     ("intent", Keep::Whole),
@@ -48,6 +49,17 @@ const ROUTING: &[(&str, Keep)] = &[
     ("target_agent", Keep::Whole),
     ("resume_from_event_id", Keep::Whole),
 ];
+const AT_VERSION: usize = 0;
+const AT_INTENT: usize = 1;
+const AT_INTENT_VERSION: usize = 2;
+const AT_TASK_ID: usize = 3;
+const AT_SOURCE_AGENT: usize = 4;
+const AT_TENANT: usize = 5;
+const AT_HOP_LIMIT: usize = 6;
+const AT_PAYLOAD: usize = 7;
+const AT_CONSTRAINTS: usize = 8;
+const AT_TARGET_AGENT: usize = 9;
+const AT_RESUME_FROM: usize = 10;
 
 /// Why a request body could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,10 +130,10 @@ pub struct Envelope {
 impl Envelope {
     /// Decodes one request body.
     pub fn decode(bytes: Bytes) -> Result<Envelope, DecodeError> {
-        let sketch = json::parse_sketch(&bytes, ROUTING)?;
-        let mut env = Envelope::from_doc(&sketch)?;
-        env.direct_control = sketch
-            .get("payload")
+        let slots = json::parse_sketch(&bytes, ROUTING)?;
+        let mut env = Envelope::from_slots(&slots)?;
+        env.direct_control = slots[AT_PAYLOAD]
+            .as_ref()
             .and_then(|p| p.get(DIRECT_TASK_CONTROL))
             .filter(|c| !c.is_null())
             .cloned();
@@ -129,33 +141,43 @@ impl Envelope {
         Ok(env)
     }
 
-    fn from_doc(doc: &Map<String, Value>) -> Result<Envelope, FieldError> {
-        let version = fields::req_str(doc, "version", 16)?;
+    fn from_slots(slots: &json::Slots) -> Result<Envelope, FieldError> {
+        let at = |i: usize| slots.get(i).and_then(Option::as_ref);
+        let req_str = |i: usize, field: &'static str, max: usize| {
+            fields::str_of(at(i), field, max)?.ok_or(err(field, Problem::Missing))
+        };
+        let req_uint = |i: usize, field: &'static str, min: u64, max: u64| {
+            fields::uint_of(at(i), field, min, max)?.ok_or(err(field, Problem::Missing))
+        };
+        let version = req_str(AT_VERSION, "version", 16)?;
         if version != "1.0" {
             return Err(err("version", Problem::Invalid("must be \"1.0\"")));
         }
-        let intent = fields::req_str(doc, "intent", MAX_INTENT)?;
+        let intent = req_str(AT_INTENT, "intent", MAX_INTENT)?;
         agentd::route::check_capability(intent)
             .map_err(|_| err("intent", Problem::Invalid("not a capability name")))?;
-        let intent_version = fields::req_uint(doc, "intent_version", 1, u32::MAX as u64)? as u32;
-        let task_id = fields::req_str(doc, "task_id", MAX_TASK_ID)?;
-        let source_agent = fields::req_str(doc, "source_agent", MAX_AGENT)?;
-        let tenant = fields::req_str(doc, "tenant", MAX_TENANT)?;
+        let intent_version =
+            req_uint(AT_INTENT_VERSION, "intent_version", 1, u32::MAX as u64)? as u32;
+        let task_id = req_str(AT_TASK_ID, "task_id", MAX_TASK_ID)?;
+        let source_agent = req_str(AT_SOURCE_AGENT, "source_agent", MAX_AGENT)?;
+        let tenant = req_str(AT_TENANT, "tenant", MAX_TENANT)?;
         agentd::route::check_tenant(tenant)
             .map_err(|_| err("tenant", Problem::Invalid("not a tenant name")))?;
-        let hop_limit = fields::req_uint(doc, "hop_limit", 1, 255)? as u8;
-        match doc.get("payload") {
+        let hop_limit = req_uint(AT_HOP_LIMIT, "hop_limit", 1, 255)? as u8;
+        match at(AT_PAYLOAD) {
             None | Some(Value::Null) => return Err(err("payload", Problem::Missing)),
             Some(_) => {}
         }
-        let constraints = fields::opt_object(doc, "constraints")?;
+        let constraints = fields::object_of(at(AT_CONSTRAINTS), "constraints")?;
         let timeout_ms = match constraints {
             Some(c) => fields::opt_uint(c, "timeout_ms", 1, MAX_TIMEOUT_MS)
                 .map_err(|e| err("constraints.timeout_ms", e.problem))?,
             None => None,
         };
-        let target_agent = fields::opt_str(doc, "target_agent", MAX_AGENT)?.map(Into::into);
-        let resume_from = fields::opt_uint(doc, "resume_from_event_id", 0, MAX_CURSOR)?;
+        let target_agent =
+            fields::str_of(at(AT_TARGET_AGENT), "target_agent", MAX_AGENT)?.map(Into::into);
+        let resume_from =
+            fields::uint_of(at(AT_RESUME_FROM), "resume_from_event_id", 0, MAX_CURSOR)?;
         Ok(Envelope {
             intent: intent.into(),
             intent_version,
@@ -230,6 +252,51 @@ mod tests {
     const OK: &str = r#"{"version":"1.0","intent":"demo.echo","intent_version":1,"task_id":"t1",
         "source_agent":"agent://lab/caller","tenant":"lab","hop_limit":8,"constraints":{"timeout_ms":500},
         "payload":{"x":1}}"#;
+
+    #[test]
+    fn slot_indices_name_their_members() {
+        let names = [
+            (AT_VERSION, "version"),
+            (AT_INTENT, "intent"),
+            (AT_INTENT_VERSION, "intent_version"),
+            (AT_TASK_ID, "task_id"),
+            (AT_SOURCE_AGENT, "source_agent"),
+            (AT_TENANT, "tenant"),
+            (AT_HOP_LIMIT, "hop_limit"),
+            (AT_PAYLOAD, "payload"),
+            (AT_CONSTRAINTS, "constraints"),
+            (AT_TARGET_AGENT, "target_agent"),
+            (AT_RESUME_FROM, "resume_from_event_id"),
+        ];
+        assert_eq!(names.len(), ROUTING.len());
+        for (i, name) in names {
+            assert_eq!(ROUTING[i].0, name);
+        }
+    }
+
+    #[test]
+    fn direct_task_control_and_constraints_are_read_from_the_sketch() {
+        let e = env(&OK.replace(
+            r#""payload":{"x":1}"#,
+            r#""payload":{"x":1,"nexus_direct_task_control":{"action":"status"}}"#,
+        ))
+        .unwrap();
+        assert_eq!(e.direct_task_control().unwrap()["action"], "status");
+        assert_eq!(e.timeout_ms, Some(500));
+        assert!(env(OK).unwrap().direct_task_control().is_none());
+        let code = |s: &str| ApiError::from(env(s).unwrap_err()).code;
+        assert_eq!(
+            code(&OK.replace(
+                r#""constraints":{"timeout_ms":500}"#,
+                r#""constraints":[1]"#
+            )),
+            ErrorCode::InvalidField
+        );
+        assert_eq!(
+            code(&OK.replace(r#""payload":{"x":1}"#, r#""other":{"x":1}"#)),
+            ErrorCode::InvalidField
+        );
+    }
 
     #[test]
     fn decodes_a_nexilume_envelope_and_keeps_its_bytes() {

@@ -69,7 +69,16 @@ pub fn opt_str<'a>(
     field: &'static str,
     max: usize,
 ) -> Result<Option<&'a str>, FieldError> {
-    match get(m, field) {
+    str_of(get(m, field), field, max)
+}
+
+/// [`opt_str`] of a value held outside a map (`None`/null: not given).
+pub fn str_of<'a>(
+    v: Option<&'a Value>,
+    field: &'static str,
+    max: usize,
+) -> Result<Option<&'a str>, FieldError> {
+    match v.filter(|v| !v.is_null()) {
         None => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Err(err(field, Problem::Empty)),
         Some(Value::String(s)) if s.len() > max => Err(err(field, Problem::TooLong(max))),
@@ -93,7 +102,17 @@ pub fn opt_uint(
     min: u64,
     max: u64,
 ) -> Result<Option<u64>, FieldError> {
-    match get(m, field) {
+    uint_of(get(m, field), field, min, max)
+}
+
+/// [`opt_uint`] of a value held outside a map.
+pub fn uint_of(
+    v: Option<&Value>,
+    field: &'static str,
+    min: u64,
+    max: u64,
+) -> Result<Option<u64>, FieldError> {
+    match v.filter(|v| !v.is_null()) {
         None => Ok(None),
         Some(Value::Number(n)) => {
             if let Some(u) = n.as_u64() {
@@ -132,7 +151,15 @@ pub fn opt_object<'a>(
     m: &'a Map<String, Value>,
     field: &'static str,
 ) -> Result<Option<&'a Map<String, Value>>, FieldError> {
-    match get(m, field) {
+    object_of(get(m, field), field)
+}
+
+/// [`opt_object`] of a value held outside a map.
+pub fn object_of<'a>(
+    v: Option<&'a Value>,
+    field: &'static str,
+) -> Result<Option<&'a Map<String, Value>>, FieldError> {
+    match v.filter(|v| !v.is_null()) {
         None => Ok(None),
         Some(Value::Object(o)) => Ok(Some(o)),
         Some(_) => Err(err(field, Problem::NotObject)),

@@ -91,28 +91,112 @@ pub enum Keep {
     Members(&'static [(&'static str, Keep)]),
 }
 
+/// The kept top-level members of a sketch, in the order of the `keep`
+/// list (`None`: absent). Slots, not a map: no key strings, no tree.
+pub type Slots = Vec<Option<Value>>;
+
 /// Decodes `bytes` with the rules of [`parse_object`] (one object, unique
 /// keys at every depth, depth bound) but keeps only the top-level members
 /// named in `keep`, built as [`Keep`] says.
 pub fn parse_sketch(
     bytes: &[u8],
     keep: &'static [(&'static str, Keep)],
-) -> Result<Map<String, Value>, JsonError> {
+) -> Result<Slots, JsonError> {
     let found: Cell<Option<JsonError>> = Cell::new(None);
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let seed = Sketch {
-        depth: 0,
+    let seed = Top {
         found: &found,
         keep,
     };
     let result = seed.deserialize(&mut de).and_then(|v| de.end().map(|()| v));
     match result {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(JsonError::NotAnObject),
+        Ok(Some(slots)) => Ok(slots),
+        Ok(None) => Err(JsonError::NotAnObject),
         Err(e) => Err(found.take().unwrap_or(JsonError::Syntax {
             line: e.line(),
             column: e.column(),
         })),
+    }
+}
+
+/// The top level of a sketch: an object's kept members into slots; any
+/// other value is validated and answered `None` (not an object).
+#[derive(Clone, Copy)]
+struct Top<'a> {
+    found: &'a Cell<Option<JsonError>>,
+    keep: &'static [(&'static str, Keep)],
+}
+
+impl<'de> DeserializeSeed<'de> for Top<'_> {
+    type Value = Option<Slots>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Top<'_> {
+    type Value = Option<Slots>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        let skip = Skip {
+            depth: 0,
+            found: self.found,
+        };
+        skip.visit_seq(seq).map(|()| None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let strict = Strict {
+            depth: 0,
+            found: self.found,
+        }
+        .nested()?;
+        let skip = Skip {
+            depth: strict.depth,
+            found: self.found,
+        };
+        let mut seen = Seen::new();
+        let mut slots: Slots = vec![None; self.keep.len()];
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            if !seen.insert(key.clone()) {
+                return Err(strict.fail(duplicate(&key)));
+            }
+            let at = self.keep.iter().position(|(k, _)| *k == key);
+            match at.map(|i| (i, self.keep[i].1)) {
+                Some((i, Keep::Whole)) => slots[i] = Some(map.next_value_seed(strict)?),
+                Some((i, Keep::Members(keep))) => {
+                    slots[i] = Some(map.next_value_seed(Sketch {
+                        depth: strict.depth,
+                        found: self.found,
+                        keep,
+                    })?)
+                }
+                None => map.next_value_seed(skip)?,
+            }
+        }
+        Ok(Some(slots))
     }
 }
 
@@ -503,15 +587,18 @@ mod tests {
 
     #[test]
     fn sketch_keeps_only_named_members() {
-        let m = parse_sketch(br#"{"a":{"x":[1]},"b":"big","p":{"c":2,"d":[3]}}"#, KEEP).unwrap();
+        let s = parse_sketch(br#"{"p":{"c":2,"d":[3]},"b":"big","a":{"x":[1]}}"#, KEEP).unwrap();
         assert_eq!(
-            Value::Object(m),
-            serde_json::json!({"a":{"x":[1]},"p":{"c":2}})
+            s,
+            [
+                Some(serde_json::json!({"x":[1]})),
+                Some(serde_json::json!({"c":2}))
+            ]
         );
-        let m = parse_sketch(br#"{"p":"text"}"#, KEEP).unwrap();
-        assert_eq!(m["p"], Value::Bool(true));
-        let m = parse_sketch(br#"{"p":null}"#, KEEP).unwrap();
-        assert_eq!(m["p"], Value::Null);
+        let s = parse_sketch(br#"{"p":"text"}"#, KEEP).unwrap();
+        assert_eq!(s, [None, Some(Value::Bool(true))]);
+        let s = parse_sketch(br#"{"p":null}"#, KEEP).unwrap();
+        assert_eq!(s, [None, Some(Value::Null)]);
     }
 
     #[test]
