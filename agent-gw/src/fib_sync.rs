@@ -7,6 +7,8 @@
 //! ineligible at its deadline even when agentd is gone; `expire_due` only
 //! reclaims the memory, driven by the table's next deadline.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::future::pending;
 use std::rc::Rc;
 use std::time::Duration;
@@ -31,6 +33,11 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Fib {
     replica: FibReplica,
+    /// Parsed endpoint URLs by their text, so a call does not re-parse
+    /// its route's URL. Bounded: emptied when it reaches `max_targets`
+    /// (a route table's worth), then refilled by the calls that follow.
+    targets: RefCell<HashMap<Box<str>, Target>>,
+    max_targets: usize,
 }
 
 /// A candidate plus its score, for `/agent/v1/route`.
@@ -48,6 +55,8 @@ impl Fib {
     pub fn new(max_routes: usize) -> Fib {
         Fib {
             replica: FibReplica::new(max_routes),
+            targets: RefCell::new(HashMap::new()),
+            max_targets: max_routes.max(16),
         }
     }
 
@@ -106,7 +115,7 @@ impl Fib {
             let r = s.route;
             // Only endpoints we can reach over local HTTP/1.1 are
             // candidates here; peer/relay forwarding arrives later.
-            let Ok(target) = Target::parse(&r.endpoint) else {
+            let Some(target) = self.target(&r.endpoint) else {
                 unusable += 1;
                 continue;
             };
@@ -136,6 +145,23 @@ impl Fib {
             .reason("endpoint_unsupported"));
         }
         Ok(out)
+    }
+}
+
+impl Fib {
+    /// `endpoint` parsed, from the cache when seen before; `None` when it
+    /// is not a URL this gateway can forward to.
+    fn target(&self, endpoint: &str) -> Option<Target> {
+        let mut cache = self.targets.borrow_mut();
+        if let Some(t) = cache.get(endpoint) {
+            return Some(t.clone());
+        }
+        let t = Target::parse(endpoint).ok()?;
+        if cache.len() >= self.max_targets {
+            cache.clear();
+        }
+        cache.insert(endpoint.into(), t.clone());
+        Some(t)
     }
 }
 
@@ -395,6 +421,25 @@ mod tests {
             9,
             Some(7)
         ));
+    }
+
+    #[test]
+    fn endpoint_targets_are_cached_within_a_bound() {
+        let fib = Fib::new(1);
+        let url = "http://192.0.2.10:8080/invoke";
+        assert_eq!(fib.target(url), Target::parse(url).ok());
+        assert_eq!(fib.target(url), Target::parse(url).ok());
+        assert_eq!(fib.targets.borrow().len(), 1);
+        assert_eq!(fib.target("https://192.0.2.10:1/x"), None);
+        assert_eq!(fib.targets.borrow().len(), 1);
+        for port in 1..=40 {
+            let u = format!("http://192.0.2.10:{port}/x");
+            assert_eq!(
+                fib.target(&u).unwrap().connect_addr(),
+                format!("192.0.2.10:{port}")
+            );
+            assert!(fib.targets.borrow().len() <= fib.max_targets);
+        }
     }
 
     #[test]

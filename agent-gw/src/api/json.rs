@@ -228,6 +228,11 @@ impl<'de> Seen<'de> {
         match self {
             Seen::Few(v) if v.contains(&key) => false,
             Seen::Few(v) if v.len() < FEW_KEYS => {
+                // One allocation for the whole short list, and none for
+                // an empty object.
+                if v.capacity() == 0 {
+                    v.reserve_exact(FEW_KEYS);
+                }
                 v.push(key);
                 true
             }

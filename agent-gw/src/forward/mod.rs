@@ -209,6 +209,8 @@ impl Forwarder {
         let mut req = Request::new(Full::new(out.body.clone()));
         *req.method_mut() = Method::POST;
         *req.uri_mut() = cand.target.path.clone().into();
+        // Sized once: the six headers below plus the relayed ones.
+        *req.headers_mut() = HeaderMap::with_capacity(6 + out.relay.len());
         let h = req.headers_mut();
         for (k, v) in &out.relay {
             h.append(k, v.clone());
