@@ -17,7 +17,7 @@ use agentd::fib::replica::{Applied, FibReplica, ReplicaError};
 use agentd::fib::FibEvent;
 use agentd::ipc::client::{Client, ClientError, FibStream};
 use agentd::ipc::message::Registration;
-use agentd::route::{Lease, RouteSource};
+use agentd::route::{Lease, Route, RouteSource};
 use agentd::select::{self, Denial, Query, Refusal, Reject};
 use agentd::time::Millis;
 
@@ -95,6 +95,28 @@ impl Fib {
     /// The ordered candidates for `q` at `now` — one snapshot the whole
     /// retry sequence of a call walks down — or a typed refusal.
     pub fn decide(&self, q: &Query<'_>, now: Millis) -> Result<Vec<Ranked>, ApiError> {
+        self.decide_with(q, now, |r, candidate, score| Ranked {
+            candidate,
+            origin: r.origin.clone(),
+            tenant: r.tenant.clone(),
+            region: r.region.clone(),
+            source: r.source.as_str(),
+            score,
+        })
+    }
+
+    /// [`Fib::decide`] without the per-route details only `/route` shows:
+    /// what a call walks down.
+    pub fn candidates(&self, q: &Query<'_>, now: Millis) -> Result<Vec<Candidate>, ApiError> {
+        self.decide_with(q, now, |_, candidate, _| candidate)
+    }
+
+    fn decide_with<T>(
+        &self,
+        q: &Query<'_>,
+        now: Millis,
+        mut make: impl FnMut(&Route, Candidate, u64) -> T,
+    ) -> Result<Vec<T>, ApiError> {
         if self.replica.generation().is_none() {
             return Err(ApiError::new(
                 ErrorCode::ControlPlaneUnavailable,
@@ -119,18 +141,12 @@ impl Fib {
                 unusable += 1;
                 continue;
             };
-            out.push(Ranked {
-                candidate: Candidate {
-                    route_id: r.id.clone(),
-                    target,
-                    idempotent: r.contract.as_ref().is_some_and(|c| c.idempotent),
-                },
-                origin: r.origin.clone(),
-                tenant: r.tenant.clone(),
-                region: r.region.clone(),
-                source: r.source.as_str(),
-                score: s.score,
-            });
+            let candidate = Candidate {
+                route_id: r.id.clone(),
+                target,
+                idempotent: r.contract.as_ref().is_some_and(|c| c.idempotent),
+            };
+            out.push(make(r, candidate, s.score));
         }
         if out.is_empty() {
             return Err(ApiError::new(

@@ -23,7 +23,7 @@ use crate::endpoints::{authenticate, json, read_body, tasks, Ctx, Need};
 use crate::fib_sync::Ranked;
 use crate::forward::deadline::{budget_ms, Deadline};
 use crate::forward::retry::CallKind;
-use crate::forward::{relay_response, Outgoing};
+use crate::forward::{relay_response, Candidate, Outgoing};
 use crate::limits::InflightGuard;
 
 // Pre-parsed names: a `&str` lookup parses the name on every request.
@@ -72,15 +72,23 @@ async fn admit(cx: &Ctx, parts: &Parts, body: Incoming, need: Need) -> Result<Ad
     Ok(Admitted { env, guard })
 }
 
-fn decide(cx: &Ctx, env: &Envelope) -> Result<Vec<Ranked>, ApiError> {
-    let q = Query {
+fn query(env: &Envelope) -> Query<'_> {
+    Query {
         capability: &env.intent,
         version: env.intent_version,
         tenant: &env.tenant,
         source: Some(&env.source_agent),
         target_agent: env.target_agent.as_deref(),
-    };
-    cx.state.fib.borrow().decide(&q, Millis::now())
+    }
+}
+
+fn decide(cx: &Ctx, env: &Envelope) -> Result<Vec<Ranked>, ApiError> {
+    cx.state.fib.borrow().decide(&query(env), Millis::now())
+}
+
+/// What a call walks down, in order.
+fn candidates(cx: &Ctx, env: &Envelope) -> Result<Vec<Candidate>, ApiError> {
+    cx.state.fib.borrow().candidates(&query(env), Millis::now())
 }
 
 fn header_flag(h: &HeaderMap, name: &HeaderName) -> bool {
@@ -193,7 +201,7 @@ fn dispatch(
         cx.state.cfg.default_timeout_ms,
     )?;
     let deadline = Deadline::after_ms(start, budget);
-    let candidates = decide(cx, env)?.into_iter().map(|r| r.candidate).collect();
+    let candidates = candidates(cx, env)?;
     Ok(Dispatch {
         candidates,
         kind,
@@ -234,10 +242,7 @@ async fn forward(
         cx.state.cfg.default_timeout_ms,
     )?;
     let deadline = Deadline::after_ms(start, budget);
-    let candidates: Vec<_> = decide(cx, &a.env)?
-        .into_iter()
-        .map(|r| r.candidate)
-        .collect();
+    let candidates = candidates(cx, &a.env)?;
     let mut out = Outgoing::new(a.env.to_bytes(), &parts.headers);
     if let Some(accept) = accept {
         out.relay
