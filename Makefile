@@ -82,9 +82,10 @@ demo: toolchain venv
 # opt-level 3 `bench-release`), same backend and load generator, interleaved
 # rounds, medians; installs Debian nginx if missing. JSON in
 # target/bench/local.json. Knobs: BENCH_ROUNDS, BENCH_N1, BENCH_N16,
-# BENCH_SIZES, BENCH_PROFILES.
+# BENCH_SIZES, BENCH_PROFILES; BENCH_ARGS=--callgrind counts agent-gw's
+# instructions per request instead (deterministic; needs valgrind).
 bench-local: toolchain
-	$(PYTHON) scripts/bench_local.py
+	$(PYTHON) scripts/bench_local.py $(BENCH_ARGS)
 
 bench: toolchain
 	$(CARGO) bench -p agentd --bench select

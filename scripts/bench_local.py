@@ -21,6 +21,11 @@ panic=abort) -- the headline -- and, when BENCH_PROFILES names it, the
 (VmRSS/VmHWM) of agentd, agent-gw and nginx idle and after the load.
 Output: target/bench/local.json and a table on stdout.
 
+`--callgrind`: instead of timing, count the instructions agent-gw executes
+per request (valgrind callgrind, c=1, every size and profile) -- the
+deterministic figure for before/after comparisons of the hot path; JSON in
+target/bench/local-callgrind.json.
+
 Bounded: fixed request counts (BENCH_N1 at c=1, BENCH_N16 at c=16) and a
 timeout on every load run. Loopback only; everything started here is
 stopped by PID on exit. nginx is installed with apt-get when missing (root
@@ -231,7 +236,8 @@ http {{
     return proc, url
 
 
-def start_gateway(profile: str, work: Path, backend_url: str, procs: List[Proc]) -> Tuple[Proc, Proc, str]:
+def start_gateway(profile: str, work: Path, backend_url: str, procs: List[Proc],
+                  wrap: Optional[List[str]] = None) -> Tuple[Proc, Proc, str]:
     """agentd + agent-gw of `profile` (own config, socket and port), with
     the backend registered as the handler of INTENT."""
     bins = target_dir(profile)
@@ -277,10 +283,11 @@ def start_gateway(profile: str, work: Path, backend_url: str, procs: List[Proc])
     agentd = Proc(f"agentd[{profile}]", [str(bins / "agentd"), "--config", conf, "-f"], d / "agentd.log")
     procs.append(agentd)
     wait_for("agentd socket", lambda: sock.exists())
-    gw = Proc(f"agent-gw[{profile}]", [str(bins / "agent-gw"), "--config", conf, "-f"], d / "agent-gw.log")
+    gw = Proc(f"agent-gw[{profile}]", (wrap or []) + [str(bins / "agent-gw"), "--config", conf, "-f"], d / "agent-gw.log")
     procs.append(gw)
     gw_url = f"http://127.0.0.1:{port}"
-    wait_for("agent-gw /healthz", lambda: http_json(gw_url + "/healthz").get("control_plane") == "up")
+    wait_for("agent-gw /healthz", lambda: http_json(gw_url + "/healthz").get("control_plane") == "up",
+             timeout=60.0 if wrap else 15.0)
     http_json(
         gw_url + "/agent/v1/register",
         {
@@ -340,6 +347,54 @@ def ratios(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, float]:
     }
 
 
+def callgrind(tool: Path) -> int:
+    """`--callgrind`: instructions agent-gw executes per request (c=1),
+    counted by valgrind's callgrind over BENCH_N1 requests after a
+    warm-up -- deterministic where wall-clock latency on a shared machine
+    is not. Writes target/bench/local-callgrind.json."""
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        raise SystemExit("bench: --callgrind needs valgrind (apt-get install valgrind)")
+    work = Path(tempfile.mkdtemp(prefix="agentd-bench-cg-"))
+    procs: List[Proc] = []
+    out: Dict[str, Any] = {"benchmark": "bench_local --callgrind", "requests": N1, "ir_per_request": {}}
+    try:
+        backend = Proc("backend", [str(tool), "backend"], work / "backend.log", stdout=subprocess.PIPE)
+        procs.append(backend)
+        backend_url = f"http://{backend.p.stdout.readline().decode().split()[1]}/invoke"
+        for profile in PROFILES:
+            dump = work / f"cg-{profile}.out"
+            wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}"]
+            _, gw, url = start_gateway(profile, work, backend_url, procs, wrap)
+            pid = str(gw.p.pid)
+            row: Dict[str, int] = {}
+            for n, size in enumerate(SIZES, start=1):
+                body_file = work / f"body-{size}.json"
+                body_file.write_bytes(envelope_of_size(size))
+                load(tool, url, body_file, 1, 200)
+                subprocess.run(["callgrind_control", "-z", pid], check=True, capture_output=True)
+                r = load(tool, url, body_file, 1, N1)
+                subprocess.run(["callgrind_control", "-d", pid], check=True, capture_output=True)
+                part = Path(f"{dump}.{n}")
+                wait_for(f"callgrind dump {part.name}", lambda: part.exists() and "totals:" in part.read_text())
+                totals = next(int(line.split()[1]) for line in part.read_text().splitlines()
+                              if line.startswith("totals:"))
+                # Every request the load generator sent, warm-up included.
+                sent = r["requests"] + max(20, N1 // 10)
+                row[str(size)] = round(totals / sent)
+                log(f"{profile} {size:>5} B: {row[str(size)]} instructions/request")
+            out["ir_per_request"][profile] = row
+        dest = REPO / "target" / "bench" / "local-callgrind.json"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(json.dumps(out, indent=2) + "\n")
+        print(json.dumps(out["ir_per_request"]))
+        print(f"wrote {dest.relative_to(REPO)}")
+        return 0
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> int:
     for profile in PROFILES:
         build(profile)
@@ -347,6 +402,8 @@ def main() -> int:
     # when there is one, so the tool itself adds as little as possible.
     tool_profile = "bench-release" if "bench-release" in PROFILES else PROFILES[0]
     tool = target_dir(tool_profile) / "examples" / "bench_local"
+    if "--callgrind" in sys.argv[1:]:
+        return callgrind(tool)
     nginx_bin, nginx_note = ensure_nginx()
     work = Path(tempfile.mkdtemp(prefix="agentd-bench-"))
     procs: List[Proc] = []
