@@ -66,7 +66,12 @@ venv: $(VENV)/.requirements
 
 test-python: toolchain venv
 	@command -v ip >/dev/null 2>&1 || { \
-	  echo "error: the system tests need iproute2 ('ip') for network namespaces: apt-get install iproute2" >&2; exit 1; }
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing iproute2 (network namespaces for the system tests)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; \
+	  else \
+	    echo "error: the system tests need iproute2 ('ip') for network namespaces: apt-get install iproute2" >&2; exit 1; \
+	  fi; }
 	$(CARGO) build -p agentd -p agent-gw --bins
 	$(VENV)/bin/python -m pytest sdk-python-bindings/tests $(PYTEST_ARGS)
 	AGENTD_TEST_NO_BUILD=1 $(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
