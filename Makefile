@@ -12,7 +12,7 @@ FUZZ_SECS  ?= 30
 # Where `make demo` finds the binaries (dev profile: fast to build).
 BIN_DIR    ?= target/debug
 
-.PHONY: all demo test toolchain build clippy fmt-check test-rust test-python venv bench bench-local fuzz
+.PHONY: all demo test toolchain build clippy fmt-check fuzz-check test-rust test-python venv bench bench-local fuzz
 
 all: test
 
@@ -76,7 +76,13 @@ test-python: toolchain venv
 	$(VENV)/bin/python -m pytest sdk-python-bindings/tests $(PYTEST_ARGS)
 	AGENTD_TEST_NO_BUILD=1 $(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
 
-test: build clippy fmt-check test-rust test-python
+# The fuzz crate sits outside the workspace (cargo-fuzz builds it on
+# nightly); checking it here keeps every target compiling against the
+# decoders it exercises.
+fuzz-check: toolchain
+	$(CARGO) check --manifest-path fuzz/Cargo.toml --locked --bins
+
+test: build clippy fmt-check fuzz-check test-rust test-python
 
 demo: toolchain venv
 	$(CARGO) build -p agentd -p agent-gw --bins
