@@ -4,7 +4,7 @@
 //! slot numbers only:
 //!
 //! ```text
-//!   by_id   HashTable<u32>  ── hash(route_id) ──┐
+//!   by_id   IdIndex (u32)   ── hash(route_id) ──┐
 //!   by_cap  name → [slot] sorted by version ────┼──▶  slab[slot] = generation + Route
 //!   timers  min-heap (deadline, slot, gen) ─────┘     hot[slot]  = 64-byte selection record
 //! ```
@@ -19,19 +19,21 @@
 
 mod cap_index;
 mod hot;
+mod id_index;
 mod interner;
 mod timer;
 
 use std::fmt;
 use std::hash::BuildHasher;
 
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::DefaultHashBuilder;
 
 use crate::route::{Lease, Route, RouteId, RouteSource};
 use crate::time::Millis;
 use cap_index::CapIndex;
 pub(crate) use cap_index::Run;
 pub(crate) use hot::{Hot, HEALTHY, PEER_UP, SHARED, SOURCES};
+use id_index::{IdIndex, SLOT_LIMIT};
 use interner::Interner;
 use interner::UNKNOWN;
 use timer::{Timer, Timers};
@@ -124,7 +126,7 @@ pub struct RouteTable {
     hot: Vec<Hot>,
     free: Vec<u32>,
     symbols: Interner,
-    by_id: HashTable<u32>,
+    by_id: IdIndex,
     by_cap: CapIndex,
     timers: Timers,
     /// Peers whose session is down; few, so a list.
@@ -149,7 +151,8 @@ fn timer_valid(slab: &[Slot], t: &Timer) -> bool {
 }
 
 impl RouteTable {
-    /// An empty table that refuses to grow beyond `max_routes`. Storage
+    /// An empty table that refuses to grow beyond `max_routes` (at most
+    /// 16 777 215: the route_id index packs slots into 24 bits). Storage
     /// grows on demand; nothing is preallocated for the bound.
     pub fn new(max_routes: usize) -> RouteTable {
         RouteTable {
@@ -157,12 +160,12 @@ impl RouteTable {
             hot: Vec::new(),
             free: Vec::new(),
             symbols: Interner::default(),
-            by_id: HashTable::new(),
+            by_id: IdIndex::default(),
             by_cap: CapIndex::default(),
             timers: Timers::default(),
             peers_down: Vec::new(),
             hasher: DefaultHashBuilder::default(),
-            max_routes: max_routes.min(u32::MAX as usize),
+            max_routes: max_routes.min(SLOT_LIMIT as usize),
             len: 0,
             generation: 0,
         }
@@ -183,7 +186,7 @@ impl RouteTable {
     /// Changes the bound (configuration reload). Routes already held stay
     /// even above a lowered bound; only new routes are refused.
     pub fn set_max_routes(&mut self, max_routes: usize) {
-        self.max_routes = max_routes.min(u32::MAX as usize);
+        self.max_routes = max_routes.min(SLOT_LIMIT as usize);
     }
 
     /// Bumped by every change of routes, leases, health or peer state.
@@ -193,11 +196,9 @@ impl RouteTable {
 
     fn find_slot(&self, id: &str) -> Option<u32> {
         let slab = &self.slab;
-        self.by_id
-            .find(self.hasher.hash_one(id), |&s| {
-                slot_route(slab, s).is_some_and(|r| r.id.as_str() == id)
-            })
-            .copied()
+        self.by_id.find(self.hasher.hash_one(id), |s| {
+            slot_route(slab, s).is_some_and(|r| r.id.as_str() == id)
+        })
     }
 
     pub fn slot_of(&self, id: &RouteId) -> Option<SlotId> {
@@ -320,7 +321,7 @@ impl RouteTable {
             }
         };
         let (slab, hasher) = (&self.slab, &self.hasher);
-        self.by_id.insert_unique(hash, slot, |&s| {
+        self.by_id.insert(hash, slot, |s| {
             slot_route(slab, s).map_or(0, |r| hasher.hash_one(r.id.as_str()))
         });
         if let Some(r) = self.slab[slot as usize].route.as_ref() {
@@ -454,9 +455,9 @@ impl RouteTable {
     fn free_slot(&mut self, slot: u32) -> Option<Route> {
         let (slab, hasher) = (&self.slab, &self.hasher);
         let id = slot_route(slab, slot)?.id.as_str();
-        if let Ok(e) = self.by_id.find_entry(hasher.hash_one(id), |&s| s == slot) {
-            e.remove();
-        }
+        self.by_id.remove(hasher.hash_one(id), slot, |s| {
+            slot_route(slab, s).map_or(0, |r| hasher.hash_one(r.id.as_str()))
+        });
         if let Some(r) = self.slab[slot as usize].route.as_ref() {
             self.by_cap
                 .remove(&self.hot, &self.hasher, &r.capability, slot);
@@ -618,7 +619,7 @@ impl RouteTable {
     pub fn memory(&self) -> MemoryUse {
         MemoryUse {
             routes: self.len,
-            index_bytes: self.by_id.allocation_size() + self.by_cap.allocated_bytes(),
+            index_bytes: self.by_id.allocated_bytes() + self.by_cap.allocated_bytes(),
             timer_bytes: self.timers.allocated_bytes(),
             hot_bytes: self.hot.capacity() * std::mem::size_of::<Hot>(),
             slab_bytes: self.slab.capacity() * std::mem::size_of::<Slot>()

@@ -395,6 +395,26 @@ fn memory_counts_index_and_timers_separately() {
     assert_eq!(t.capability_names(), 0);
 }
 
+/// The size goal: at most 16 index bytes per route with 10
+/// candidates per capability (names shaped like the select bench's).
+#[test]
+fn index_stays_within_16_bytes_per_route_at_10_candidates() {
+    for routes in [1_000usize, 10_000, 50_000] {
+        let caps = routes / 10;
+        let mut t = RouteTable::new(routes);
+        for i in 0..routes {
+            t.upsert(route(
+                &format!("rt-{i:06}"),
+                &format!("svc{}.op", i % caps),
+                1,
+            ))
+            .unwrap();
+        }
+        let per_route = t.memory().index_bytes as f64 / routes as f64;
+        assert!(per_route <= 16.0, "{routes} routes: {per_route:.2} B/route");
+    }
+}
+
 #[test]
 fn random_churn_keeps_every_invariant() {
     // splitmix64, so the sequence is fixed and failures reproduce.
