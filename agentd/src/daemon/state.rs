@@ -287,16 +287,7 @@ impl State {
         reg: Registration,
         now: Millis,
     ) -> (Result<ResponseBody, IpcError>, Changes) {
-        match self.try_register(reg, now) {
-            Ok((grant, route)) => (
-                Ok(ResponseBody::Lease(grant)),
-                route
-                    .into_iter()
-                    .map(|r| FibChange::Upsert(Box::new(r)))
-                    .collect(),
-            ),
-            Err(e) => (Err(e), Vec::new()),
-        }
+        lease_reply(self.try_register(reg, now))
     }
 
     fn try_register(
@@ -370,16 +361,7 @@ impl State {
     }
 
     fn renew(&mut self, r: Renewal, now: Millis) -> (Result<ResponseBody, IpcError>, Changes) {
-        match self.try_renew(r, now) {
-            Ok((grant, route)) => (
-                Ok(ResponseBody::Lease(grant)),
-                route
-                    .into_iter()
-                    .map(|r| FibChange::Upsert(Box::new(r)))
-                    .collect(),
-            ),
-            Err(e) => (Err(e), Vec::new()),
-        }
+        lease_reply(self.try_renew(r, now))
     }
 
     fn try_renew(
@@ -735,4 +717,21 @@ pub fn derived_route_id(reg: &Registration) -> Result<RouteId, IpcError> {
     }
     // Hex digits are always a valid route id.
     RouteId::new(&format!("r-{h:016x}")).map_err(IpcError::internal)
+}
+
+/// Register and renew answer alike: the granted lease, and the route to
+/// publish when it changed.
+fn lease_reply(
+    result: Result<(LeaseGrant, Option<Route>), IpcError>,
+) -> (Result<ResponseBody, IpcError>, Changes) {
+    match result {
+        Ok((grant, route)) => (
+            Ok(ResponseBody::Lease(grant)),
+            route
+                .into_iter()
+                .map(|r| FibChange::Upsert(Box::new(r)))
+                .collect(),
+        ),
+        Err(e) => (Err(e), Vec::new()),
+    }
 }
