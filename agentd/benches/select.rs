@@ -1,5 +1,7 @@
-//! Selection benchmark: indexed `select` against the full-scan reference
-//! (`select::scan`) running the same policy on the same queries.
+//! Selection benchmark: indexed `select` and `select_ordered` (what the
+//! gateway calls: every eligible candidate, ranked, for retries) against
+//! the full-scan reference (`select::scan`) running the same policy on the
+//! same queries.
 //!
 //! Cells: 100, 1k, 10k and 50k routes with 10 candidates per capability
 //! (the reference), 1 and 100 candidates, and — at 10 candidates — half
@@ -8,7 +10,8 @@
 //!
 //! Before divan runs, a measurement pass (outside any timed region)
 //! checks that index and scan return the same selection — route and score,
-//! or the same refusal — for every query of every cell, then times batches
+//! or the same refusal — for every query of every cell (and that the head
+//! of `select_ordered` is that selection), then times batches
 //! of lookups with `Instant` to get per-lookup p50/p95 (divan reports
 //! mean/median only) and writes `target/bench/select.json`.
 //!
@@ -22,7 +25,7 @@ use std::time::{Duration, Instant};
 use agentd::policy::{Action, Pattern, Policy, Rule};
 use agentd::route::{Access, Attributes, Lease, Route, RouteId, RouteSource};
 use agentd::score::Weights;
-use agentd::select::{scan, select, Query};
+use agentd::select::{scan, select, select_ordered, Query};
 use agentd::table::RouteTable;
 use agentd::time::Millis;
 use divan::Bencher;
@@ -225,30 +228,72 @@ fn fixture(cell: Cell) -> &'static Fixture {
     slot.get_or_init(|| build(cell))
 }
 
+/// Untimed warm-up before each timed benchmark: the previous benchmark
+/// (often a full scan of another table) evicted this one from the caches;
+/// every implementation is measured in the steady state, as the JSON pass
+/// does.
+fn warm(fx: &Fixture, imp: Impl) {
+    let n = match imp {
+        // A scan costs O(table): a few passes over the table suffice.
+        Impl::Scan => (QUERIES * 1000 / fx.table.len().max(1)).clamp(8, 4 * QUERIES),
+        _ => 4 * QUERIES,
+    };
+    for i in 0..n {
+        black_box(run(fx, imp, i));
+    }
+}
+
 #[divan::bench(args = cells())]
 fn index(bencher: Bencher, cell: Cell) {
     let fx = fixture(cell);
-    // Untimed warm-up: the previous benchmark (often a full scan) evicted
-    // this table from the caches; measure the steady state, as the JSON
-    // pass does.
-    for i in 0..4 * QUERIES {
-        black_box(select(&fx.table, &fx.policy, &fx.query(i), NOW).is_ok());
-    }
+    warm(fx, Impl::Index);
     let mut i = 0;
     bencher.bench_local(|| {
         i += 1;
-        black_box(select(&fx.table, &fx.policy, &fx.query(i), NOW).is_ok())
+        black_box(run(fx, Impl::Index, i))
+    });
+}
+
+/// `select_ordered`: what agent-gw calls per invocation (all eligible
+/// candidates ranked, so a retry can move down the list).
+#[divan::bench(args = cells())]
+fn ordered(bencher: Bencher, cell: Cell) {
+    let fx = fixture(cell);
+    warm(fx, Impl::Ordered);
+    let mut i = 0;
+    bencher.bench_local(|| {
+        i += 1;
+        black_box(run(fx, Impl::Ordered, i))
     });
 }
 
 #[divan::bench(args = cells())]
 fn full_scan(bencher: Bencher, cell: Cell) {
     let fx = fixture(cell);
+    warm(fx, Impl::Scan);
     let mut i = 0;
     bencher.bench_local(|| {
         i += 1;
-        black_box(scan::select(&fx.table, &fx.policy, &fx.query(i), NOW).is_ok())
+        black_box(run(fx, Impl::Scan, i))
     });
+}
+
+/// The selection implementations timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Impl {
+    Index,
+    Ordered,
+    Scan,
+}
+
+/// One lookup of query `i`; whether it found a route.
+fn run(fx: &Fixture, imp: Impl, i: usize) -> bool {
+    let q = fx.query(i);
+    match imp {
+        Impl::Index => select(&fx.table, &fx.policy, &q, NOW).is_ok(),
+        Impl::Ordered => select_ordered(&fx.table, &fx.policy, &q, NOW).is_ok(),
+        Impl::Scan => scan::select(&fx.table, &fx.policy, &q, NOW).is_ok(),
+    }
 }
 
 // ===== measurement pass: equality check, percentiles, JSON =====
@@ -271,6 +316,13 @@ fn verify(cell: Cell, fx: &Fixture) -> usize {
             summary(&b),
             "cell {cell}: index and scan disagree on {q:?}"
         );
+        let ordered = select_ordered(&fx.table, &fx.policy, &q, NOW);
+        let head = ordered.map(|v| v.into_iter().next().expect("Ok is never empty"));
+        assert_eq!(
+            summary(&head),
+            summary(&a),
+            "cell {cell}: select_ordered's best is not select's on {q:?}"
+        );
         found += usize::from(a.is_ok());
     }
     found
@@ -289,20 +341,14 @@ struct Measured {
 }
 
 /// Per-lookup nanoseconds from `batches` timed batches of `batch` lookups.
-fn measure(fx: &Fixture, batches: usize, batch: usize, scan_impl: bool) -> Measured {
+fn measure(fx: &Fixture, batches: usize, batch: usize, imp: Impl) -> Measured {
     let mut per_lookup = Vec::with_capacity(batches);
     let mut i = 0usize;
     for _ in 0..batches {
         let start = Instant::now();
         for _ in 0..batch {
             i += 1;
-            let q = fx.query(i);
-            let ok = if scan_impl {
-                scan::select(&fx.table, &fx.policy, &q, NOW).is_ok()
-            } else {
-                select(&fx.table, &fx.policy, &q, NOW).is_ok()
-            };
-            black_box(ok);
+            black_box(run(fx, imp, i));
         }
         per_lookup.push(start.elapsed().as_nanos() as f64 / batch as f64);
     }
@@ -319,6 +365,19 @@ fn measure(fx: &Fixture, batches: usize, batch: usize, scan_impl: bool) -> Measu
     }
 }
 
+/// Warm-up, then `ROUNDS` rounds; returns the round with the median p95
+/// (the machine is shared, and one round that another process preempted
+/// should not decide the figure) and every round's p95.
+fn median_round(fx: &Fixture, imp: Impl) -> (Measured, Vec<f64>) {
+    measure(fx, 200, BATCH, imp);
+    let mut rounds: Vec<Measured> = (0..ROUNDS)
+        .map(|_| measure(fx, BATCHES, BATCH, imp))
+        .collect();
+    rounds.sort_by(|a, b| a.p95.total_cmp(&b.p95));
+    let round_p95: Vec<f64> = rounds.iter().map(|r| r.p95.round()).collect();
+    (rounds.swap_remove(ROUNDS / 2), round_p95)
+}
+
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default()
 }
@@ -327,8 +386,16 @@ fn measurement_pass() {
     let load_before = loadavg();
     let mut rows = Vec::new();
     println!(
-        "{:<24} {:>8} {:>8} {:>9} {:>8} {:>8} {:>10}",
-        "cell", "p50 ns", "p95 ns", "idx B/rt", "tmr B/rt", "found", "scan/idx"
+        "{:<24} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>10}",
+        "cell",
+        "p50 ns",
+        "p95 ns",
+        "ord p50",
+        "ord p95",
+        "idx B/rt",
+        "tmr B/rt",
+        "found",
+        "scan/idx"
     );
     // SELECT_CELLS=substring limits the pass to matching cells (for quick
     // experiments; the JSON then holds only those).
@@ -339,30 +406,25 @@ fn measurement_pass() {
     {
         let fx = fixture(cell);
         let found = verify(cell, fx);
-        // Warm up, then time ROUNDS rounds and keep the round with the
-        // median p95: the machine is shared, and one round that another
-        // process preempted should not decide the figure (all rounds are
-        // in the JSON).
-        measure(fx, 200, BATCH, false);
-        let mut rounds: Vec<Measured> = (0..ROUNDS)
-            .map(|_| measure(fx, BATCHES, BATCH, false))
-            .collect();
-        rounds.sort_by(|a, b| a.p95.total_cmp(&b.p95));
-        let round_p95: Vec<f64> = rounds.iter().map(|r| r.p95.round()).collect();
-        let idx = rounds.swap_remove(ROUNDS / 2);
+        let (idx, round_p95) = median_round(fx, Impl::Index);
+        let (ord, ord_round_p95) = median_round(fx, Impl::Ordered);
         // The scan is O(table): fewer, smaller batches keep the pass short.
         let scan_batches = (2_000_000 / cell.routes).clamp(20, 2000);
-        let scan = measure(fx, scan_batches, 4, true);
+        // Warmed like the index: an untimed pass first.
+        measure(fx, (scan_batches / 10).max(2), 4, Impl::Scan);
+        let scan = measure(fx, scan_batches, 4, Impl::Scan);
         let mem = fx.table.memory();
         let n = mem.routes.max(1) as f64;
         let index_bpr = mem.index_bytes as f64 / n;
         let timer_bpr = mem.timer_bytes as f64 / n;
         let ratio = scan.mean / idx.mean;
         println!(
-            "{:<24} {:>8.0} {:>8.0} {:>9.2} {:>8.2} {:>8} {:>10.1}",
+            "{:<24} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>9.2} {:>8.2} {:>8} {:>10.1}",
             cell.to_string(),
             idx.p50,
             idx.p95,
+            ord.p50,
+            ord.p95,
             index_bpr,
             timer_bpr,
             found,
@@ -377,6 +439,10 @@ fn measurement_pass() {
             "p95_ns": idx.p95.round(),
             "mean_ns": idx.mean.round(),
             "p95_ns_all_rounds": round_p95,
+            "ordered_p50_ns": ord.p50.round(),
+            "ordered_p95_ns": ord.p95.round(),
+            "ordered_mean_ns": ord.mean.round(),
+            "ordered_p95_ns_all_rounds": ord_round_p95,
             "scan_mean_ns": scan.mean.round(),
             "scan_index_mean_ratio": (ratio * 10.0).round() / 10.0,
             "index_bytes_per_route": (index_bpr * 100.0).round() / 100.0,
@@ -388,7 +454,8 @@ fn measurement_pass() {
         }));
     }
     let doc = serde_json::json!({
-        "about": "agentd selection: indexed select vs full-scan reference, same policy and queries; \
+        "about": "agentd selection: indexed select and select_ordered (the gateway's call: every \
+                  eligible candidate ranked) vs full-scan reference, same policy and queries; \
                   every selection compared for equality outside the timed region. Percentiles are \
                   over batches of lookups timed with Instant (per-lookup ns = batch time / batch size); \
                   each cell runs `rounds` rounds and reports the round with the median p95. \
