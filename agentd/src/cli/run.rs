@@ -191,16 +191,37 @@ fn block_on<F: std::future::Future>(f: F) -> Result<F::Output, Failure> {
     Ok(rt.block_on(f))
 }
 
+/// Writes `text` to stdout. A reader that went away (`agentctl … | head`
+/// closes the pipe early; Rust ignores SIGPIPE, so the write fails with
+/// `EPIPE`) is not an error of the command: the rest is dropped quietly
+/// instead of panicking inside `print!`, and the exit status stays the
+/// command's own. Any other write error is reported on stderr (best
+/// effort: stderr may be gone too).
+fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            warn(&format!("cannot write the output: {e}"));
+        }
+    }
+}
+
+/// `eprintln!` without its panic when stderr is closed.
+fn warn(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "agentctl: {text}");
+}
+
 fn print_json(v: &Value) {
-    let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| "{}".to_string());
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    let mut text = serde_json::to_string_pretty(v).unwrap_or_else(|_| "{}".to_string());
+    text.push('\n');
+    emit(&text);
 }
 
 /// Runs agentctl with parsed options; returns the exit status.
 pub fn run(opts: CtlOptions) -> u8 {
     match &opts.command {
         Command::Help => {
-            print!("{}", super::command::USAGE);
+            emit(super::command::USAGE);
             exit::OK
         }
         Command::RpcdList => {
@@ -229,7 +250,7 @@ pub fn run(opts: CtlOptions) -> u8 {
                     if opts.json {
                         print_json(&out.json);
                     } else {
-                        print!("{}", out.text);
+                        emit(&out.text);
                     }
                     exit::OK
                 }
@@ -237,7 +258,7 @@ pub fn run(opts: CtlOptions) -> u8 {
                     if opts.json {
                         print_json(&f.json());
                     }
-                    eprintln!("agentctl: {}", f.message);
+                    warn(&f.message);
                     f.code
                 }
             }
@@ -250,7 +271,7 @@ pub fn main() -> ExitCode {
     match super::command::parse(super::args::Parser::from_env()) {
         Ok(opts) => ExitCode::from(run(opts)),
         Err(e) => {
-            eprintln!("agentctl: {e}\n{}", super::command::USAGE);
+            warn(&format!("{e}\n{}", super::command::USAGE));
             ExitCode::from(exit::USAGE)
         }
     }

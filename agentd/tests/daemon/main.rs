@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agentd::ipc::frame;
 use agentd::ipc::message::{Hello, IpcError, Request, RequestBody, ServerMsg, CONNECTION_ERROR_ID};
-use harness::{ctl_at, err_text, text, Daemon, TempDir, AGENTD, BAD, GOOD, GOOD_V2};
+use harness::{ctl_at, err_text, text, Daemon, TempDir, AGENTCTL, AGENTD, BAD, GOOD, GOOD_V2};
 
 // ===== agentctl output =====
 
@@ -352,6 +352,50 @@ fn agentctl_exit_codes_distinguish_usage_and_unreachable_daemon() {
     assert_eq!(out.status.code(), Some(2));
     let out = ctl_at(&sock, &["lookup"], None);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `agentctl … | head`: the reader closes its end before agentctl writes
+/// (the read end is dropped before the process starts, so every write
+/// gets EPIPE). agentctl must exit with the command's own status, not
+/// panic (status 101) or die of SIGPIPE.
+fn ctl_into_closed_pipe(socket: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    std::process::Command::new(AGENTCTL)
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run agentctl")
+}
+
+#[test]
+fn agentctl_into_a_closed_pipe_exits_quietly_with_its_own_status() {
+    let d = Daemon::start("epipe", GOOD);
+    for args in [
+        &["--help"][..],
+        &["rpcd", "list"],
+        &["routes"],
+        &["--json", "routes"],
+        &["status"],
+    ] {
+        let out = ctl_into_closed_pipe(&d.socket, args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "agentctl {args:?}: {}",
+            err_text(&out)
+        );
+        assert!(!err_text(&out).contains("panicked"), "{}", err_text(&out));
+    }
+    // A failing command keeps its failure status with stdout gone too.
+    let dir = TempDir::new("epipe-none");
+    let out = ctl_into_closed_pipe(&dir.path().join("none.sock"), &["--json", "status"]);
+    assert_eq!(out.status.code(), Some(3), "{}", err_text(&out));
+    assert!(!err_text(&out).contains("panicked"), "{}", err_text(&out));
 }
 
 #[test]
