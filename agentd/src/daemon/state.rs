@@ -448,12 +448,25 @@ impl State {
 
     /// Takes back leases saved by a previous agentd process. Each one is
     /// checked like a fresh registration (the file is not trusted);
-    /// expired, invalid or conflicting ones are skipped. Returns how many
-    /// were restored.
+    /// expired, invalid or conflicting ones are skipped. The lease is
+    /// re-validated against the *current* bounds: a deadline further away
+    /// than `max_lease` (a tampered file, or a bound lowered since) is cut
+    /// to `now + max_lease`, and the granted length is brought into
+    /// `min_lease..=max_lease`, so no restored route outlives what a fresh
+    /// registration could get. Returns how many were restored.
     pub fn restore(&mut self, saved: Vec<SavedLease>, now: Millis) -> usize {
         let mut restored = 0;
-        for SavedLease { route, lease_s } in saved {
+        let bounds = self.runtime.lease;
+        let max_ms = bounds.max_s().saturating_mul(1000);
+        for SavedLease { mut route, lease_s } in saved {
             let live = matches!(route.lease, Lease::Until(d) if d > now);
+            let latest = now.saturating_add_ms(max_ms);
+            let lease_s = u64::from(lease_s).clamp(bounds.min_s(), bounds.max_s());
+            let lease_s = u32::try_from(lease_s).unwrap_or(u32::MAX);
+            if matches!(route.lease, Lease::Until(d) if d > latest) {
+                route.lease = Lease::Until(latest);
+                self.count("leases.restore_clamped");
+            }
             let reg = Registration {
                 route_id: Some(route.id.clone()),
                 capability: route.capability.clone(),

@@ -504,3 +504,34 @@ fn saved_leases_come_back_only_if_live_valid_and_local() {
         .reply;
     assert!(matches!(reply, Ok(ResponseBody::Lease(g)) if g.lease_seconds == 60));
 }
+
+#[test]
+fn restored_leases_are_cut_to_the_current_max_lease() {
+    let mut old = started("");
+    let (id, _) = register(&mut old, registration("agent://lab/a", 9001, Some(3600)), 0).unwrap();
+    let mut saved = old.local_leases();
+    // A file claiming a lease of a day (tampered, or max_lease lowered).
+    saved[0].route.lease = crate::route::Lease::Until(Millis(86_400_000));
+    saved[0].lease_s = 86_400;
+
+    let lowered = load_str(
+        &BASE.replace("max_lease '3600'", "max_lease '600'"),
+        "test.conf",
+    );
+    let mut new = State::start(lowered, "test.conf", "agentd test", Millis(1_000));
+    assert_eq!(new.restore(saved, Millis(5_000)), 1);
+    assert_eq!(
+        new.next_deadline(),
+        Some(Millis(5_000 + 600_000)),
+        "cut to now + max_lease"
+    );
+    assert_eq!(new.stats().counters.get("leases.restore_clamped"), Some(&1));
+    // The remembered length is within the bounds too.
+    let reply = new
+        .handle(RequestBody::Renew(Renewal::of(id)), Millis(6_000))
+        .reply;
+    assert!(
+        matches!(&reply, Ok(ResponseBody::Lease(g)) if g.lease_seconds == 600),
+        "{reply:?}"
+    );
+}
