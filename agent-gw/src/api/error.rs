@@ -284,6 +284,39 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+// ===== conversions from the layers below =====
+//
+// Each refusal type of a lower layer maps onto the SDK's codes here, by
+// variant: no layer inspects another's code strings or status numbers.
+
+impl From<crate::auth::AuthError> for ApiError {
+    fn from(e: crate::auth::AuthError) -> ApiError {
+        let code = if e.is_forbidden() {
+            ErrorCode::Forbidden
+        } else {
+            ErrorCode::Unauthenticated
+        };
+        ApiError::new(code, e.to_string()).reason(e.reason())
+    }
+}
+
+impl From<crate::auth::bootstrap::BootstrapError> for ApiError {
+    fn from(e: crate::auth::bootstrap::BootstrapError) -> ApiError {
+        use crate::auth::bootstrap::BootstrapError as B;
+        let code = match &e {
+            B::Disabled | B::UntrustedSource(_) => ErrorCode::Forbidden,
+            B::TooLarge { .. } => ErrorCode::PayloadTooLarge,
+            B::Random => ErrorCode::Internal,
+            B::Json | B::BadTenant | B::BadOrigin | B::UnknownScope => ErrorCode::InvalidField,
+        };
+        let err = ApiError::new(code, e.to_string());
+        match e.reason() {
+            Some(r) => err.reason(r),
+            None => err,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,6 +344,34 @@ mod tests {
             .into_response();
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(r.headers()[header::RETRY_AFTER], "2");
+    }
+
+    #[test]
+    fn auth_refusals_convert_by_variant() {
+        use crate::auth::bootstrap::BootstrapError;
+        use crate::auth::{AuthError, Scope};
+        let e = ApiError::from(AuthError::MissingScope(Scope::Register));
+        assert_eq!(
+            (e.code, e.code.status().as_u16(), e.detail().reason),
+            (ErrorCode::Forbidden, 403, Some("insufficient_scope"))
+        );
+        let e = ApiError::from(AuthError::BadSignature);
+        assert_eq!(
+            (e.code, e.code.status().as_u16()),
+            (ErrorCode::Unauthenticated, 401)
+        );
+        let outside = "203.0.113.7".parse().unwrap();
+        let e = ApiError::from(BootstrapError::UntrustedSource(outside));
+        assert_eq!(
+            (e.code, e.detail().reason),
+            (ErrorCode::Forbidden, Some("bootstrap_untrusted_source"))
+        );
+        let e = ApiError::from(BootstrapError::TooLarge { len: 9, max: 1 });
+        assert_eq!(e.code.status().as_u16(), 413);
+        assert_eq!(
+            ApiError::from(BootstrapError::BadOrigin).code,
+            ErrorCode::InvalidField
+        );
     }
 
     #[test]

@@ -58,31 +58,12 @@ pub enum BootstrapError {
 }
 
 impl BootstrapError {
-    pub fn status(&self) -> u16 {
-        match self {
-            BootstrapError::Disabled | BootstrapError::UntrustedSource(_) => 403,
-            BootstrapError::TooLarge { .. } => 413,
-            BootstrapError::Random => 500,
-            _ => 400,
-        }
-    }
-
     /// Stable `reason` detail of a `forbidden` (docs/sdk-api.md).
     pub fn reason(&self) -> Option<&'static str> {
         match self {
             BootstrapError::Disabled => Some("bootstrap_disabled"),
             BootstrapError::UntrustedSource(_) => Some("bootstrap_untrusted_source"),
             _ => None,
-        }
-    }
-
-    /// Stable code (docs/sdk-api.md).
-    pub fn code(&self) -> &'static str {
-        match self {
-            BootstrapError::Disabled | BootstrapError::UntrustedSource(_) => "forbidden",
-            BootstrapError::TooLarge { .. } => "payload_too_large",
-            BootstrapError::Random => "internal",
-            _ => "invalid_field",
         }
     }
 }

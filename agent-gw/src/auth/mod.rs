@@ -265,22 +265,11 @@ pub enum AuthError {
 }
 
 impl AuthError {
-    /// HTTP status: 403 for a valid identity lacking a scope, else 401.
-    pub fn status(&self) -> u16 {
-        match self {
-            AuthError::MissingScope(_) => 403,
-            _ => 401,
-        }
-    }
-
-    /// Stable error code for `{"error":{"code",…}}` (docs/sdk-api.md):
-    /// `unauthenticated` or `forbidden`; [`reason`](AuthError::reason)
-    /// says which check failed.
-    pub fn code(&self) -> &'static str {
-        match self {
-            AuthError::MissingScope(_) => "forbidden",
-            _ => "unauthenticated",
-        }
+    /// Whether the caller proved an identity that lacks a permission (403
+    /// `forbidden`) rather than failing to prove one (401
+    /// `unauthenticated`); `From<AuthError> for ApiError` maps on this.
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, AuthError::MissingScope(_))
     }
 
     /// The specific failed check, sent as the error's `reason` field.

@@ -6,7 +6,7 @@ use http::request::Parts;
 use http::{Response, StatusCode};
 use hyper::body::Incoming;
 
-use crate::api::error::{ApiError, ErrorCode};
+use crate::api::error::ApiError;
 use crate::api::json::parse_object;
 use crate::auth::bootstrap::{BootstrapRequest, MAX_BODY};
 use crate::auth::UnixSeconds;
@@ -22,34 +22,15 @@ pub async fn bootstrap(
     parts: &Parts,
     body: Incoming,
 ) -> Result<Response<Body>, ApiError> {
-    cx.state
-        .auth
-        .bootstrap_allowed(cx.peer.ip())
-        .map_err(bootstrap_error)?;
+    cx.state.auth.bootstrap_allowed(cx.peer.ip())?;
     let bytes = read_limited(&parts.headers, body, MAX_BODY).await?;
     // The shared strict decoder first (duplicate keys anywhere, depth),
     // then the bootstrap fields.
     parse_object(&bytes).map_err(|e| ApiError::from(crate::api::envelope::DecodeError::Json(e)))?;
-    let req = BootstrapRequest::decode(&bytes).map_err(bootstrap_error)?;
+    let req = BootstrapRequest::decode(&bytes)?;
     let issued = cx
         .state
         .auth
-        .bootstrap(req, cx.peer.ip(), UnixSeconds::now())
-        .map_err(bootstrap_error)?;
+        .bootstrap(req, cx.peer.ip(), UnixSeconds::now())?;
     Ok(json(StatusCode::OK, &issued.to_json()))
-}
-
-fn bootstrap_error(e: crate::auth::bootstrap::BootstrapError) -> ApiError {
-    let code = match e.code() {
-        "forbidden" => ErrorCode::Forbidden,
-        "payload_too_large" => ErrorCode::PayloadTooLarge,
-        "internal" => ErrorCode::Internal,
-        _ => ErrorCode::InvalidField,
-    };
-    let reason = e.reason();
-    let err = ApiError::new(code, e.to_string());
-    match reason {
-        Some(r) => err.reason(r),
-        None => err,
-    }
 }

@@ -65,14 +65,7 @@ pub fn authenticate(cx: &Ctx, parts: &Parts, need: Need) -> Result<Option<Verifi
             tenant: v.tenant.into(),
             subject: v.subject.into(),
         })),
-        Err(e) => {
-            let code = if e.status() == 403 {
-                ErrorCode::Forbidden
-            } else {
-                ErrorCode::Unauthenticated
-            };
-            Err(ApiError::new(code, e.to_string()).reason(e.reason()))
-        }
+        Err(e) => Err(e.into()),
     }
 }
 
