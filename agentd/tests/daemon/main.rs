@@ -359,8 +359,15 @@ fn agentctl_exit_codes_distinguish_usage_and_unreachable_daemon() {
 /// gets EPIPE). agentctl must exit with the command's own status, not
 /// panic (status 101) or die of SIGPIPE.
 fn ctl_into_closed_pipe(socket: &std::path::Path, args: &[&str]) -> std::process::Output {
-    let (reader, writer) = std::io::pipe().expect("pipe");
-    drop(reader);
+    use std::os::fd::FromRawFd;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe(2) fills two fresh descriptors we then own: the read
+    // end is closed at once, the write end is owned by the File.
+    let writer = unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0, "pipe");
+        libc::close(fds[0]);
+        std::fs::File::from_raw_fd(fds[1])
+    };
     std::process::Command::new(AGENTCTL)
         .arg("--socket")
         .arg(socket)
