@@ -17,8 +17,8 @@ pub mod uci;
 
 pub use config::{
     load_package, Agentd, Arpx, Cloud, Config, ConfigError, ConfigErrorKind, ConfigErrors,
-    Constraints, Discovery, Gateway, Ipv6, Mapping, Peer, Relay, Rule, SectionRef, StaticRoute,
-    Tenant, Weights, DEFAULT_PATH,
+    Constraints, Discovery, Gateway, Ipv6, Mapping, Partial, Peer, Problem, Recovery, Relay, Rule,
+    SectionRef, StaticRoute, Tenant, Weights, DEFAULT_PATH,
 };
 pub use docs::defaults_doc;
 pub use enums::{

@@ -479,7 +479,8 @@ fn conditional_requirements() {
         (
             Some("prefix"),
             ConfigErrorKind::RequiredWhen {
-                condition: "mode is 'ndp-proxy'".into()
+                condition: "mode is 'ndp-proxy'".into(),
+                trigger: "mode",
             }
         )
     );

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::error::{suggest, ConfigError, ConfigErrorKind, SectionRef};
+use super::error::{suggest, ConfigError, ConfigErrorKind, Problem, Recovery, SectionRef};
 use super::read::Reader;
 use super::types::*;
 use super::Config;
@@ -12,51 +12,91 @@ use crate::enums::{Ipv6Mode, RelayMode};
 use crate::schema::{section_spec, SectionSpec, SECTIONS};
 use crate::uci::{Package, Section};
 
-/// Builds the typed config and returns it with every error found. The
-/// config is complete even when there are errors (invalid options hold
-/// their defaults), which is how `Config::default()` reuses this.
-pub(crate) fn build(pkg: &Package, file: &str) -> (Config, Vec<ConfigError>) {
-    let mut errors = Vec::new();
-    let sorted = sort_sections(pkg, file, &mut errors);
-    let e = &mut errors;
+/// What [`build`] found: the usable config and every problem.
+pub(crate) struct Built {
+    /// Complete: skipped sections are absent, masked options hold their
+    /// defaults.
+    pub config: Config,
+    /// Every problem with what was done about it.
+    pub problems: Vec<Problem>,
+    /// The errors a strict load reports: what the file says, without the
+    /// follow-on errors that only the fallbacks of a partial load cause.
+    pub errors: Vec<ConfigError>,
+}
+
+/// Collects problems while building.
+struct Ctx<'a> {
+    file: &'a str,
+    /// The last section of the package, cut short by a syntax error at
+    /// this line.
+    cut: Option<(&'a Section, u32)>,
+    problems: Vec<Problem>,
+    errors: Vec<ConfigError>,
+}
+
+impl Ctx<'_> {
+    fn is_cut(&self, s: &Section) -> Option<u32> {
+        self.cut
+            .filter(|(c, _)| std::ptr::eq(*c, s))
+            .map(|(_, line)| line)
+    }
+
+    fn report(&mut self, error: ConfigError, recovery: Recovery) {
+        self.errors.push(error.clone());
+        self.problems.push(Problem { error, recovery });
+    }
+}
+
+/// Builds the typed config from everything in `pkg` that is valid (see
+/// [`Recovery`] for what happens to the rest). `cut_line`: a syntax error
+/// at that line cut the last section of `pkg` short.
+pub(crate) fn build(pkg: &Package, file: &str, cut_line: Option<u32>) -> Built {
+    let mut ctx = Ctx {
+        file,
+        cut: cut_line.and_then(|line| pkg.sections.last().map(|s| (s, line))),
+        problems: Vec::new(),
+        errors: Vec::new(),
+    };
+    let sorted = sort_sections(pkg, &mut ctx);
+    let e = &mut ctx;
     let one = |ty: &str| sorted.get(ty).and_then(|v| v.first()).copied();
     let many = |ty: &str| sorted.get(ty).cloned().unwrap_or_default();
     let config = Config {
-        agentd: single("agentd", one("agentd"), file, e, agentd),
-        gateway: single("gateway", one("gateway"), file, e, gateway),
-        arpx: single("arpx", one("arpx"), file, e, arpx),
-        discovery: single("discovery", one("discovery"), file, e, discovery),
-        peers: multi("peer", &many("peer"), file, e, peer, |p| {
+        agentd: single("agentd", one("agentd"), e, agentd),
+        gateway: single("gateway", one("gateway"), e, gateway),
+        arpx: single("arpx", one("arpx"), e, arpx),
+        discovery: single("discovery", one("discovery"), e, discovery),
+        peers: multi("peer", &many("peer"), e, peer, |p| {
             Some(("peer router_id", "router_id", p.router_id.clone()))
         }),
-        tenants: multi("tenant", &many("tenant"), file, e, tenant, |t| {
+        tenants: multi("tenant", &many("tenant"), e, tenant, |t| {
             Some(("tenant name", "name", t.name.clone()))
         }),
-        rules: multi("rule", &many("rule"), file, e, rule, |r| {
+        rules: multi("rule", &many("rule"), e, rule, |r| {
             Some(("rule id", "id", r.id.clone()))
         }),
-        routes: multi("route", &many("route"), file, e, route, |r| {
+        routes: multi("route", &many("route"), e, route, |r| {
             Some(("route id", "id", r.id.clone()))
         }),
-        mappings: multi("mapping", &many("mapping"), file, e, mapping, |m| {
+        mappings: multi("mapping", &many("mapping"), e, mapping, |m| {
             Some(("mapping name", "name", format!("{}:{}", m.protocol, m.name)))
         }),
-        ipv6: single("ipv6", one("ipv6"), file, e, ipv6),
-        relay: single("relay", one("relay"), file, e, relay),
-        cloud: single("cloud", one("cloud"), file, e, cloud),
+        ipv6: single("ipv6", one("ipv6"), e, ipv6),
+        relay: single("relay", one("relay"), e, relay),
+        cloud: single("cloud", one("cloud"), e, cloud),
     };
-    (config, errors)
+    Built {
+        config,
+        problems: ctx.problems,
+        errors: ctx.errors,
+    }
 }
 
 type Located<'a> = (usize, &'a Section);
 
-/// Groups sections by type (with their `@type[idx]` index), reporting
-/// unknown types and repeated singletons.
-fn sort_sections<'a>(
-    pkg: &'a Package,
-    file: &str,
-    errors: &mut Vec<ConfigError>,
-) -> HashMap<&'a str, Vec<Located<'a>>> {
+/// Groups sections by type (with their `@type[idx]` index), skipping and
+/// reporting unknown types and repeated singletons.
+fn sort_sections<'a>(pkg: &'a Package, ctx: &mut Ctx) -> HashMap<&'a str, Vec<Located<'a>>> {
     let mut by_type: HashMap<&str, Vec<Located>> = HashMap::new();
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for s in &pkg.sections {
@@ -70,7 +110,7 @@ fn sort_sections<'a>(
             label: None,
         };
         let err = |kind| ConfigError {
-            file: file.to_string(),
+            file: ctx.file.to_string(),
             section: Some(at.clone()),
             option: None,
             kind,
@@ -78,7 +118,8 @@ fn sort_sections<'a>(
         match section_spec(&s.ty) {
             None => {
                 let suggestion = suggest(&s.ty, SECTIONS.iter().map(|x| x.ty));
-                errors.push(err(ConfigErrorKind::UnknownSection { suggestion }));
+                let e = err(ConfigErrorKind::UnknownSection { suggestion });
+                ctx.report(e, Recovery::SectionSkipped);
             }
             Some(spec) => {
                 let list = by_type.entry(spec.ty).or_default();
@@ -91,7 +132,8 @@ fn sort_sections<'a>(
                             label: None,
                         };
                         let first = first.to_string();
-                        errors.push(err(ConfigErrorKind::DuplicateSection { first }));
+                        let e = err(ConfigErrorKind::DuplicateSection { first });
+                        ctx.report(e, Recovery::SectionSkipped);
                         continue;
                     }
                 }
@@ -108,39 +150,123 @@ fn spec(ty: &str) -> &'static SectionSpec {
     section_spec(ty).unwrap_or(&SECTIONS[0])
 }
 
-fn single<T>(
-    ty: &str,
-    section: Option<Located>,
-    file: &str,
-    errors: &mut Vec<ConfigError>,
-    build: fn(&mut Reader) -> T,
-) -> T {
+/// The options to read as absent so that `e` goes away: the option it
+/// names and, for a conditional requirement, the option that set the
+/// condition. Empty for an unknown option (already ignored) and for
+/// errors no option default can cure.
+fn fallback(spec: &'static SectionSpec, e: &ConfigError) -> Vec<&'static str> {
+    if matches!(e.kind, ConfigErrorKind::UnknownOption { .. }) {
+        return Vec::new();
+    }
+    let mut names: Vec<&'static str> = e
+        .option
+        .as_deref()
+        .and_then(|o| spec.option(o))
+        .map(|os| os.name)
+        .into_iter()
+        .collect();
+    if let ConfigErrorKind::RequiredWhen { trigger, .. } = e.kind {
+        names.push(trigger);
+    }
+    names
+}
+
+/// Builds a singleton section. An option found wrong falls back to its
+/// default (and the section is read again, so the default is checked
+/// against the other options too) until the section is consistent; an
+/// error no default can cure puts the whole section at its defaults.
+fn single<T>(ty: &str, section: Option<Located>, ctx: &mut Ctx, build: fn(&mut Reader) -> T) -> T {
+    let spec = spec(ty);
     let (index, s) = match section {
         Some((i, s)) => (i, Some(s)),
         None => (0, None),
     };
-    let mut r = Reader::new(spec(ty), s, index, file, errors);
-    let value = build(&mut r);
-    r.finish();
-    value
+    let mut masked: Vec<&'static str> = Vec::new();
+    let mut found: Vec<Problem> = Vec::new();
+    let mut pass = 0;
+    loop {
+        let mut errors = Vec::new();
+        let mut r = Reader::new(spec, s, index, ctx.file, &mut errors, &masked);
+        let value = build(&mut r);
+        let at = r.at().cloned();
+        r.finish();
+        let mut grew = false;
+        let mut cured = true;
+        for error in errors {
+            if found.iter().any(|p| p.error == error) {
+                continue;
+            }
+            let names = fallback(spec, &error);
+            let recovery = match error.kind {
+                ConfigErrorKind::UnknownOption { .. } => Recovery::OptionIgnored,
+                _ if names.is_empty() => {
+                    cured = false;
+                    Recovery::SectionSkipped
+                }
+                _ => Recovery::OptionDefault,
+            };
+            for n in names {
+                if !masked.contains(&n) {
+                    masked.push(n);
+                    grew = true;
+                }
+            }
+            if pass == 0 {
+                ctx.errors.push(error.clone());
+            }
+            found.push(Problem { error, recovery });
+        }
+        pass += 1;
+        if !cured {
+            for p in &mut found {
+                p.recovery = Recovery::SectionSkipped;
+            }
+            ctx.problems.extend(found);
+            let mut ignored = Vec::new();
+            let mut r = Reader::new(spec, None, 0, ctx.file, &mut ignored, &[]);
+            let value = build(&mut r);
+            r.finish();
+            return value;
+        }
+        if !grew {
+            ctx.problems.extend(found);
+            if let (Some(s), Some(at)) = (s, at) {
+                if let Some(line) = ctx.is_cut(s) {
+                    let error = ConfigError {
+                        file: ctx.file.to_string(),
+                        section: Some(at),
+                        option: None,
+                        kind: ConfigErrorKind::Incomplete { line },
+                    };
+                    ctx.problems.push(Problem {
+                        error,
+                        recovery: Recovery::SectionPartial,
+                    });
+                }
+            }
+            return value;
+        }
+    }
 }
 
-/// Builds every section of a repeatable type and reports identifiers used
+/// Builds every valid section of a repeatable type, skipping (and
+/// reporting) each section with an error, and reports identifiers used
 /// twice (`key` gives what must be unique, the option it comes from and
-/// its value).
+/// its value; the first valid section keeps it).
 fn multi<T>(
     ty: &str,
     sections: &[Located],
-    file: &str,
-    errors: &mut Vec<ConfigError>,
+    ctx: &mut Ctx,
     build: fn(&mut Reader) -> T,
     key: fn(&T) -> Option<(&'static str, &'static str, String)>,
 ) -> Vec<T> {
     let mut out = Vec::with_capacity(sections.len());
     let mut seen: HashMap<String, SectionRef> = HashMap::new();
     for &(index, s) in sections {
-        let mut r = Reader::new(spec(ty), Some(s), index, file, errors);
+        let mut errors = Vec::new();
+        let mut r = Reader::new(spec(ty), Some(s), index, ctx.file, &mut errors, &[]);
         let value = build(&mut r);
+        let mut unique = None;
         if let Some((what, option, k)) = key(&value) {
             if r.ok(option) && !k.is_empty() {
                 match seen.get(&k) {
@@ -155,15 +281,35 @@ fn multi<T>(
                             },
                         );
                     }
-                    None => {
-                        if let Some(at) = r.at() {
-                            seen.insert(k, at.clone());
-                        }
-                    }
+                    None => unique = Some(k),
                 }
             }
         }
+        let at = r.at().cloned();
         r.finish();
+        let cut = ctx.is_cut(s);
+        let skipped = !errors.is_empty() || cut.is_some();
+        for error in errors {
+            ctx.report(error, Recovery::SectionSkipped);
+        }
+        if let (Some(line), Some(at)) = (cut, at.clone()) {
+            let error = ConfigError {
+                file: ctx.file.to_string(),
+                section: Some(at),
+                option: None,
+                kind: ConfigErrorKind::Incomplete { line },
+            };
+            ctx.problems.push(Problem {
+                error,
+                recovery: Recovery::SectionSkipped,
+            });
+        }
+        if skipped {
+            continue;
+        }
+        if let (Some(k), Some(at)) = (unique, at) {
+            seen.insert(k, at);
+        }
         out.push(value);
     }
     out
@@ -171,6 +317,10 @@ fn multi<T>(
 
 fn section_name(r: &Reader) -> Option<String> {
     r.at().and_then(|a| a.name.clone())
+}
+
+fn at(r: &Reader) -> SectionRef {
+    r.section_ref()
 }
 
 fn agentd(r: &mut Reader) -> Agentd {
@@ -254,6 +404,7 @@ fn discovery(r: &mut Reader) -> Discovery {
 fn peer(r: &mut Reader) -> Peer {
     Peer {
         section: section_name(r),
+        at: at(r),
         enabled: r.bool("enabled"),
         router_id: r.text("router_id"),
         address: r.text("address"),
@@ -267,6 +418,7 @@ fn peer(r: &mut Reader) -> Peer {
 fn tenant(r: &mut Reader) -> Tenant {
     Tenant {
         section: section_name(r),
+        at: at(r),
         name: r.text("name"),
         jwt_key: r.list("jwt_key"),
         rate_per_second: r.u64("rate_per_second"),
@@ -277,6 +429,7 @@ fn tenant(r: &mut Reader) -> Tenant {
 fn rule(r: &mut Reader) -> Rule {
     Rule {
         section: section_name(r),
+        at: at(r),
         id: r.text("id"),
         enabled: r.bool("enabled"),
         priority: r.u32("priority"),
@@ -311,6 +464,7 @@ fn rule(r: &mut Reader) -> Rule {
 fn route(r: &mut Reader) -> StaticRoute {
     let mut route = StaticRoute {
         section: section_name(r),
+        at: at(r),
         id: r.text("id"),
         enabled: r.bool("enabled"),
         capability: r.text("capability"),
@@ -347,6 +501,7 @@ fn route(r: &mut Reader) -> StaticRoute {
 fn mapping(r: &mut Reader) -> Mapping {
     Mapping {
         section: section_name(r),
+        at: at(r),
         enabled: r.bool("enabled"),
         protocol: r.choice("protocol"),
         name: r.text("name"),
@@ -357,16 +512,21 @@ fn mapping(r: &mut Reader) -> Mapping {
     }
 }
 
-/// Reports `option` as missing when `condition` holds and it is empty.
+/// Reports `option` as missing when `condition` (set by option `trigger`)
+/// holds and it is empty.
 fn required_when(
     r: &mut Reader,
+    trigger: &'static str,
     holds: bool,
     option: &'static str,
     value: &str,
     condition: String,
 ) {
     if holds && value.is_empty() && r.ok(option) {
-        r.error(Some(option), ConfigErrorKind::RequiredWhen { condition });
+        r.error(
+            Some(option),
+            ConfigErrorKind::RequiredWhen { condition, trigger },
+        );
     }
 }
 
@@ -379,7 +539,14 @@ fn ipv6(r: &mut Reader) -> Ipv6 {
         max_addresses: r.u64("max_addresses"),
     };
     let on = v.mode != Ipv6Mode::Off;
-    required_when(r, on, "prefix", &v.prefix, format!("mode is '{}'", v.mode));
+    required_when(
+        r,
+        "mode",
+        on,
+        "prefix",
+        &v.prefix,
+        format!("mode is '{}'", v.mode),
+    );
     v
 }
 
@@ -393,6 +560,7 @@ fn relay(r: &mut Reader) -> Relay {
     let client = v.mode == RelayMode::Client;
     required_when(
         r,
+        "mode",
         client,
         "server",
         &v.server,
@@ -413,7 +581,14 @@ fn cloud(r: &mut Reader) -> Cloud {
         url: r.text("url"),
         pairing: r.text("pairing"),
     };
-    required_when(r, v.enabled, "url", &v.url, "enabled is '1'".to_string());
+    required_when(
+        r,
+        "enabled",
+        v.enabled,
+        "url",
+        &v.url,
+        "enabled is '1'".to_string(),
+    );
     v
 }
 
@@ -421,5 +596,8 @@ fn cloud(r: &mut Reader) -> Cloud {
 /// matches, apart from `default_action`).
 pub(crate) fn default_rule() -> Rule {
     let mut ignored = Vec::new();
-    single("rule", None, "<defaults>", &mut ignored, rule)
+    let mut r = Reader::new(spec("rule"), None, 0, "<defaults>", &mut ignored, &[]);
+    let value = rule(&mut r);
+    r.finish();
+    value
 }

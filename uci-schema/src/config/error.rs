@@ -61,7 +61,11 @@ pub enum ConfigErrorKind {
     /// A required option is absent.
     Missing,
     /// An option required by another option's value is absent or empty.
-    RequiredWhen { condition: String },
+    /// `trigger` is the option whose value requires it.
+    RequiredWhen {
+        condition: String,
+        trigger: &'static str,
+    },
     /// Two options must satisfy `lower <= upper`.
     Order {
         lower: &'static str,
@@ -80,12 +84,82 @@ pub enum ConfigErrorKind {
         tenant: String,
         origin_tenant: String,
     },
+    /// A section a syntax error cut short: its options from the error on
+    /// were never read.
+    Incomplete { line: u32 },
+    /// Refused by the daemon that uses the section, for a reason the
+    /// schema cannot see (e.g. a static route id too long once prefixed).
+    Refused { reason: String },
     /// `Config::to_uci`: the package could not be written.
     Unwritable(WriteError),
     /// `Config::to_uci`: the written text reads back as a different config
     /// (a value UCI cannot express, such as an empty list whose default
     /// is not empty).
     Unrepresentable,
+}
+
+/// What a partial load ([`Config::load_partial`](crate::Config::load_partial))
+/// did about one problem, so the running service can say exactly what it
+/// is not using.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    /// Nothing in the file was usable (unreadable, too large): every
+    /// section is absent or at its defaults.
+    FileIgnored,
+    /// A syntax error: nothing from there on was read (sections after it
+    /// are absent or at their defaults).
+    RestIgnored,
+    /// The whole section was left out: a repeatable section (rule, route,
+    /// tenant, peer, mapping) with any error, a second singleton section,
+    /// or a section of an unknown type.
+    SectionSkipped,
+    /// A singleton section cut short by a syntax error: the options read
+    /// before the error are used, the others hold their defaults.
+    SectionPartial,
+    /// An option of a singleton section holds its default instead.
+    OptionDefault,
+    /// An unknown option of a singleton section was ignored.
+    OptionIgnored,
+}
+
+impl Recovery {
+    /// Stable lowercase name for JSON (`agentctl status --json`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Recovery::FileIgnored => "file_ignored",
+            Recovery::RestIgnored => "rest_ignored",
+            Recovery::SectionSkipped => "section_skipped",
+            Recovery::SectionPartial => "section_partial",
+            Recovery::OptionDefault => "option_default",
+            Recovery::OptionIgnored => "option_ignored",
+        }
+    }
+}
+
+impl fmt::Display for Recovery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Recovery::FileIgnored => "file not used: every option at its default",
+            Recovery::RestIgnored => "the rest of the file was not read",
+            Recovery::SectionSkipped => "section skipped",
+            Recovery::SectionPartial => "options after the error at their defaults",
+            Recovery::OptionDefault => "option at its default",
+            Recovery::OptionIgnored => "option ignored",
+        })
+    }
+}
+
+/// One error of a partly invalid file and what was done about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub error: ConfigError,
+    pub recovery: Recovery,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.error, self.recovery)
+    }
 }
 
 impl ConfigError {
@@ -155,7 +229,12 @@ impl fmt::Display for ConfigErrorKind {
             NotAList => f.write_str("takes a single value ('option'), not a list"),
             InvalidValue { expected, got } => write!(f, "expected {expected}, got '{}'", clip(got)),
             Missing => f.write_str("required but missing"),
-            RequiredWhen { condition } => write!(f, "required when {condition}"),
+            RequiredWhen { condition, .. } => write!(f, "required when {condition}"),
+            Incomplete { line } => write!(
+                f,
+                "cut short by the syntax error at line {line}: its later options were not read"
+            ),
+            Refused { reason } => f.write_str(reason),
             Order {
                 lower,
                 lower_value,

@@ -2,8 +2,13 @@
 //! (unknown options, list vs single, value kinds, required options) happen
 //! once when the reader is made; the typed getters then only convert, and
 //! fall back to the table default for absent or invalid options (an
-//! invalid option has already been reported, so the config is refused
-//! anyway — the fallback just lets checking continue to collect errors).
+//! invalid option has already been reported; the fallback lets checking
+//! continue to collect errors).
+//!
+//! A partial load reads a singleton section again with the options found
+//! wrong *masked*: they read as absent (their default) but, unlike invalid
+//! ones, still take part in cross-option checks, so the defaults they fall
+//! back to are checked against the rest of the section.
 
 use super::error::{suggest, ConfigError, ConfigErrorKind, SectionRef};
 use crate::enums::UciEnum;
@@ -21,6 +26,8 @@ pub(crate) struct Reader<'a> {
     bad: Vec<&'static str>,
     /// Options the typed builder has read (checked against the table).
     read: Vec<&'static str>,
+    /// Options read as absent whatever the section says.
+    masked: &'a [&'static str],
 }
 
 /// Stand-in returned for a name missing from the table; only reachable
@@ -41,6 +48,7 @@ impl<'a> Reader<'a> {
         index: usize,
         file: &'a str,
         errors: &'a mut Vec<ConfigError>,
+        masked: &'a [&'static str],
     ) -> Reader<'a> {
         let at = section.map(|s| SectionRef {
             ty: s.ty.clone(),
@@ -56,6 +64,7 @@ impl<'a> Reader<'a> {
             errors,
             bad: Vec::new(),
             read: Vec::new(),
+            masked,
         };
         r.validate();
         r
@@ -64,6 +73,17 @@ impl<'a> Reader<'a> {
     /// Where errors of this section point.
     pub(crate) fn at(&self) -> Option<&SectionRef> {
         self.at.as_ref()
+    }
+
+    /// Where this section is; a placeholder `@type[0]` when reading pure
+    /// defaults.
+    pub(crate) fn section_ref(&self) -> SectionRef {
+        self.at.clone().unwrap_or_else(|| SectionRef {
+            ty: self.spec.ty.to_string(),
+            name: None,
+            index: 0,
+            label: None,
+        })
     }
 
     pub(crate) fn error(&mut self, option: Option<&str>, kind: ConfigErrorKind) {
@@ -78,6 +98,9 @@ impl<'a> Reader<'a> {
     fn validate(&mut self) {
         let Some(section) = self.section else { return };
         for o in &section.options {
+            if self.masked.contains(&o.name.as_str()) {
+                continue;
+            }
             let Some(os) = self.spec.option(&o.name) else {
                 let suggestion = suggest(&o.name, self.spec.options.iter().map(|s| s.name));
                 self.error(Some(&o.name), ConfigErrorKind::UnknownOption { suggestion });
@@ -102,7 +125,7 @@ impl<'a> Reader<'a> {
             }
         }
         for os in self.spec.options {
-            let missing = section.get(os.name).is_none()
+            let missing = (section.get(os.name).is_none() || self.masked.contains(&os.name))
                 && match os.default {
                     DefaultValue::Required => true,
                     DefaultValue::SectionName => section.name.is_none(),
@@ -122,7 +145,7 @@ impl<'a> Reader<'a> {
 
     /// True if `name` is present (and, like every read value, valid).
     pub(crate) fn present(&self, name: &'static str) -> bool {
-        self.ok(name) && self.section.is_some_and(|s| s.get(name).is_some())
+        self.value(name).is_some()
     }
 
     /// True unless `name` was reported as wrong.
@@ -131,7 +154,7 @@ impl<'a> Reader<'a> {
     }
 
     fn value(&self, name: &'static str) -> Option<&'a Value> {
-        if self.ok(name) {
+        if self.ok(name) && !self.masked.contains(&name) {
             self.section.and_then(|s| s.get(name))
         } else {
             None

@@ -4,6 +4,7 @@
 //! Strings whose option accepts `''` use the empty string for the meaning
 //! the schema documents (e.g. "disabled").
 
+use super::error::SectionRef;
 use crate::enums::{
     Action, Admission, Auth, Effect, HealthCheck, Ipv6Mode, LogLevel, Protocol, RelayMode,
     RouteSource,
@@ -99,6 +100,8 @@ pub struct Peer {
     /// UCI section name; `None` for an anonymous section (`@peer[i]` where
     /// `i` is this entry's position in `Config::peers`).
     pub section: Option<String>,
+    /// Where the section is in the file, for messages about it.
+    pub at: SectionRef,
     pub enabled: bool,
     pub router_id: String,
     pub address: String,
@@ -113,6 +116,8 @@ pub struct Peer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant {
     pub section: Option<String>,
+    /// Where the section is in the file, for messages about it.
+    pub at: SectionRef,
     /// Defaults to the section name.
     pub name: String,
     /// `ed25519:BASE64` public keys.
@@ -125,6 +130,8 @@ pub struct Tenant {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     pub section: Option<String>,
+    /// Where the section is in the file, for messages about it.
+    pub at: SectionRef,
     /// Defaults to the section name; unique.
     pub id: String,
     pub enabled: bool,
@@ -177,6 +184,8 @@ pub struct Weights {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaticRoute {
     pub section: Option<String>,
+    /// Where the section is in the file, for messages about it.
+    pub at: SectionRef,
     /// route_id; defaults to the section name; unique.
     pub id: String,
     pub enabled: bool,
@@ -210,6 +219,8 @@ pub struct StaticRoute {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapping {
     pub section: Option<String>,
+    /// Where the section is in the file, for messages about it.
+    pub at: SectionRef,
     pub enabled: bool,
     pub protocol: Protocol,
     /// Defaults to the section name; unique per protocol.

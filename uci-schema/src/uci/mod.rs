@@ -14,7 +14,7 @@ mod write;
 
 use std::fmt;
 
-pub use parse::{ParseError, ParseErrorKind};
+pub use parse::{Cut, ParseError, ParseErrorKind, Prefix};
 pub use write::{WriteError, WriteErrorKind};
 
 /// Largest accepted file. `/etc/config/agentd` with thousands of static
@@ -78,6 +78,18 @@ impl Package {
     /// Parses raw bytes, rejecting invalid UTF-8 with its position.
     pub fn parse_bytes(bytes: &[u8]) -> Result<Package, ParseError> {
         parse::parse_bytes(bytes)
+    }
+
+    /// Parses UCI text up to its first syntax error: the statements
+    /// before it are kept (see [`Prefix`]), nothing after it is read.
+    pub fn parse_prefix(text: &str) -> Prefix {
+        parse::parse_prefix(text)
+    }
+
+    /// [`parse_prefix`](Package::parse_prefix) on raw bytes: invalid UTF-8
+    /// cuts the input at the start of the line holding the bad byte.
+    pub fn parse_bytes_prefix(bytes: &[u8]) -> Prefix {
+        parse::parse_bytes_prefix(bytes)
     }
 
     /// Writes canonical UCI text (what `uci export` prints: tab-indented,

@@ -141,23 +141,77 @@ impl fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 pub(super) fn parse_bytes(bytes: &[u8]) -> Result<Package, ParseError> {
-    check_size(bytes.len())?;
+    strict(parse_bytes_prefix(bytes))
+}
+
+pub(super) fn parse(text: &str) -> Result<Package, ParseError> {
+    strict(parse_prefix(text))
+}
+
+fn strict(p: Prefix) -> Result<Package, ParseError> {
+    match p.cut {
+        None => Ok(p.pkg),
+        Some(cut) => Err(cut.error),
+    }
+}
+
+/// What parses before the first syntax error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefix {
+    /// Every statement before the error, applied. Empty when the error
+    /// concerns the whole input (size).
+    pub pkg: Package,
+    /// `None`: the whole input parsed.
+    pub cut: Option<Cut>,
+}
+
+/// Where and how parsing stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    pub error: ParseError,
+    /// Whether the last section of [`Prefix::pkg`] may be missing options:
+    /// true unless the error was in a `config` statement (which would have
+    /// ended that section anyway).
+    pub last_section_open: bool,
+}
+
+/// Like [`parse_prefix`] on bytes: invalid UTF-8 cuts the input at the
+/// start of the line holding the first bad byte.
+pub(super) fn parse_bytes_prefix(bytes: &[u8]) -> Prefix {
+    if let Err(error) = check_size(bytes.len()) {
+        return whole_input(error);
+    }
     match std::str::from_utf8(bytes) {
-        Ok(text) => parse(text),
+        Ok(text) => parse_prefix(text),
         Err(e) => {
             let (line, column) = position_of(bytes, e.valid_up_to());
-            Err(ParseError {
+            let error = ParseError {
                 line,
                 column,
                 kind: ParseErrorKind::InvalidUtf8,
-            })
+            };
+            // Valid UTF-8 up to there, so slicing at a line start is safe.
+            let before = std::str::from_utf8(&bytes[..line_start(bytes, e.valid_up_to())])
+                .unwrap_or_default();
+            cut_before(before, error)
         }
     }
 }
 
-pub(super) fn parse(text: &str) -> Result<Package, ParseError> {
-    check_size(text.len())?;
-    check_lines(text.as_bytes())?;
+/// Parses `text` up to its first syntax error. The statements before the
+/// error are applied as usual; nothing after it is read (libuci stops
+/// there too, and a resync could misread the rest, e.g. after an
+/// unterminated quote).
+pub(super) fn parse_prefix(text: &str) -> Prefix {
+    if let Err(error) = check_size(text.len()) {
+        return whole_input(error);
+    }
+    if let Err(error) = check_lines(text.as_bytes()) {
+        // Line limits are checked before lexing: parse the lines before
+        // the bad one (any earlier syntax error is reported instead).
+        let offset = nth_line_start(text.as_bytes(), error.line);
+        return cut_before(&text[..offset], error);
+    }
     let mut lexer = Lexer {
         b: text.as_bytes(),
         src: text,
@@ -166,10 +220,68 @@ pub(super) fn parse(text: &str) -> Result<Package, ParseError> {
         col: 1,
     };
     let mut builder = Builder::default();
-    while let Some(stmt) = lexer.statement()? {
-        builder.apply(stmt)?;
+    loop {
+        let stmt = match lexer.statement() {
+            Ok(Some(stmt)) => stmt,
+            Ok(None) => break,
+            Err(error) => return builder.cut(error, true),
+        };
+        let closes = keyword(&stmt[0]) == Some("config");
+        if let Err(error) = builder.apply(stmt) {
+            return builder.cut(error, !closes);
+        }
     }
-    Ok(builder.pkg)
+    Prefix {
+        pkg: builder.pkg,
+        cut: None,
+    }
+}
+
+fn whole_input(error: ParseError) -> Prefix {
+    Prefix {
+        pkg: Package::default(),
+        cut: Some(Cut {
+            error,
+            last_section_open: false,
+        }),
+    }
+}
+
+/// The prefix `before` (which ends at a line start) cut by `error`; an
+/// earlier error inside `before` wins.
+fn cut_before(before: &str, error: ParseError) -> Prefix {
+    let p = parse_prefix(before);
+    if p.cut.is_some() {
+        return p;
+    }
+    Prefix {
+        pkg: p.pkg,
+        cut: Some(Cut {
+            error,
+            last_section_open: true,
+        }),
+    }
+}
+
+/// Byte offset where the line holding byte `at` starts.
+fn line_start(bytes: &[u8], at: usize) -> usize {
+    bytes[..at.min(bytes.len())]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1)
+}
+
+/// Byte offset where 1-based line `line` starts (the end if it has fewer).
+fn nth_line_start(bytes: &[u8], line: u32) -> usize {
+    if line <= 1 {
+        return 0;
+    }
+    bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b == b'\n')
+        .nth(line as usize - 2)
+        .map_or(bytes.len(), |(i, _)| i + 1)
 }
 
 fn check_size(size: usize) -> Result<(), ParseError> {
@@ -476,6 +588,17 @@ struct Builder {
 }
 
 impl Builder {
+    fn cut(self, error: ParseError, open: bool) -> Prefix {
+        let last_section_open = open && !self.pkg.sections.is_empty();
+        Prefix {
+            pkg: self.pkg,
+            cut: Some(Cut {
+                error,
+                last_section_open,
+            }),
+        }
+    }
+
     fn apply(&mut self, words: Vec<Word>) -> Result<(), ParseError> {
         let first = &words[0];
         let Some(command) = keyword(first) else {
