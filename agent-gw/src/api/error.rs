@@ -35,6 +35,15 @@ pub enum ErrorCode {
     NotDelivered,
     UpstreamUnknown,
     UpstreamError,
+    /// The handler answered a redirect (3xx): never followed, never relayed.
+    HandlerRedirect,
+    /// The HTTP layer could not parse the request head (request line,
+    /// header syntax, obs-fold, `Content-Length`, `Transfer-Encoding`).
+    MalformedRequest,
+    /// The request head is larger than the gateway reads.
+    HeaderTooLarge,
+    /// The request target is longer than the HTTP layer accepts.
+    UriTooLong,
     Overloaded,
     ControlPlaneUnavailable,
     TaskTableFull,
@@ -73,6 +82,10 @@ impl ErrorCode {
             NotDelivered => "not_delivered",
             UpstreamUnknown => "upstream_unknown",
             UpstreamError => "upstream_error",
+            HandlerRedirect => "handler_redirect",
+            MalformedRequest => "malformed_request",
+            HeaderTooLarge => "header_too_large",
+            UriTooLong => "uri_too_long",
             Overloaded => "overloaded",
             ControlPlaneUnavailable => "control_plane_unavailable",
             TaskTableFull => "task_table_full",
@@ -85,7 +98,11 @@ impl ErrorCode {
     pub fn status(self) -> StatusCode {
         use ErrorCode::*;
         match self {
-            InvalidJson | DuplicateKey | InvalidField | InvalidCursor => StatusCode::BAD_REQUEST,
+            InvalidJson | DuplicateKey | InvalidField | InvalidCursor | MalformedRequest => {
+                StatusCode::BAD_REQUEST
+            }
+            HeaderTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            UriTooLong => StatusCode::URI_TOO_LONG,
             Unauthenticated => StatusCode::UNAUTHORIZED,
             Forbidden | OriginMismatch | PolicyDenied => StatusCode::FORBIDDEN,
             NotFound | NoRoute => StatusCode::NOT_FOUND,
@@ -95,7 +112,9 @@ impl ErrorCode {
             RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            NotDelivered | UpstreamUnknown | UpstreamError => StatusCode::BAD_GATEWAY,
+            NotDelivered | UpstreamUnknown | UpstreamError | HandlerRedirect => {
+                StatusCode::BAD_GATEWAY
+            }
             Overloaded | ControlPlaneUnavailable | TaskTableFull => StatusCode::SERVICE_UNAVAILABLE,
             DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
             Internal => StatusCode::INTERNAL_SERVER_ERROR,

@@ -15,6 +15,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use agentd::route::RouteId;
 use agentd::time::Millis;
 use bytes::Bytes;
 use http::request::Parts;
@@ -175,10 +176,11 @@ pub async fn start(
         HeaderValue::from_static("text/event-stream"),
     );
     out.relay.remove("last-event-id");
+    let pin = |route: &RouteId| cx.state.tasks.lock().pin_route(&id, route.clone());
     let fwd = match cx
         .state
         .forwarder
-        .forward(&env.intent, &candidates, &out, kind, deadline)
+        .forward_observed(&env.intent, &candidates, &out, kind, deadline, &pin)
         .await
     {
         Ok(f) => f,
@@ -204,7 +206,6 @@ pub async fn start(
         let (head, body) = resp.into_parts();
         return Ok(Response::from_parts(head, guarded(body, guard)));
     }
-    cx.state.tasks.lock().pin_route(&id, fwd.route_id.clone());
     let body = fwd.response.into_body();
     tokio::task::spawn_local(produce_stream(
         cx.state.tasks.clone(),

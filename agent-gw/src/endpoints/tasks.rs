@@ -3,6 +3,7 @@
 //! status/events/result/cancel, and the nexilume routed task control
 //! (`payload.nexus_direct_task_control`) for tasks this gateway owns.
 
+use agentd::route::RouteId;
 use agentd::time::Millis;
 use bytes::Bytes;
 use http::request::Parts;
@@ -155,12 +156,14 @@ pub fn invoke_async(
     let state = cx.state.clone();
     let capability = env.intent.to_string();
     let work = async move {
+        // The status names the route as soon as the call is sent to it,
+        // not only once (or if) it answers.
+        let pin = |route: &RouteId| state.tasks.lock().pin_route(&id, route.clone());
         let fwd = state
             .forwarder
-            .forward(&capability, &candidates, &out, kind, deadline)
+            .forward_observed(&capability, &candidates, &out, kind, deadline, &pin)
             .await
             .map_err(|e| TaskFailure::new(e.code.as_str(), e.message))?;
-        state.tasks.lock().pin_route(&id, fwd.route_id.clone());
         let (head, body) = fwd.response.into_parts();
         let content_type = head
             .headers

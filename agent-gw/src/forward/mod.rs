@@ -9,6 +9,7 @@
 
 pub mod deadline;
 pub mod pool;
+pub mod response;
 pub mod retry;
 pub mod target;
 
@@ -47,18 +48,6 @@ const RELAYED: [HeaderName; 8] = [
     HeaderName::from_static("tracestate"),
     HeaderName::from_static("x-nexus-interactive"),
     HeaderName::from_static("x-agentd-idempotent"),
-];
-
-/// Response headers never relayed back (hop-by-hop or recomputed).
-const HOP_BY_HOP: [HeaderName; 8] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    header::TRANSFER_ENCODING,
-    header::TE,
-    header::TRAILER,
-    header::UPGRADE,
-    header::PROXY_AUTHENTICATE,
-    header::CONTENT_LENGTH,
 ];
 
 /// One place a call may go, copied out of the FIB snapshot.
@@ -129,6 +118,23 @@ impl Forwarder {
         kind: CallKind,
         deadline: Deadline,
     ) -> Result<Forwarded, ApiError> {
+        self.forward_observed(capability, candidates, out, kind, deadline, &|_| {})
+            .await
+    }
+
+    /// [`Forwarder::forward`], telling `on_dispatch` the route of each
+    /// candidate the moment an attempt on it starts (a task records the
+    /// route it was sent to before any answer exists). A later call names
+    /// the next candidate, which only happens while nothing was delivered.
+    pub async fn forward_observed(
+        &self,
+        capability: &str,
+        candidates: &[Candidate],
+        out: &Outgoing,
+        kind: CallKind,
+        deadline: Deadline,
+        on_dispatch: &dyn Fn(&RouteId),
+    ) -> Result<Forwarded, ApiError> {
         let mut maybe_delivered = false;
         let mut last: Option<(Failure, String, RouteId)> = None;
         for cand in candidates {
@@ -136,9 +142,18 @@ impl Forwarder {
                 break;
             }
             let sent = Cell::new(false);
+            on_dispatch(&cand.route_id);
             let attempt =
                 timeout_at(deadline.instant(), self.attempt(cand, out, deadline, &sent)).await;
             let (failure, why) = match attempt {
+                Ok(Ok(response)) if response.status().is_redirection() => {
+                    return Err(response::redirect_error(
+                        capability,
+                        &cand.route_id,
+                        response.status(),
+                        response.headers(),
+                    ));
+                }
                 Ok(Ok(response)) => {
                     return Ok(Forwarded {
                         route_id: cand.route_id.clone(),
@@ -288,28 +303,24 @@ impl Forwarder {
 }
 
 fn classify(e: hyper::Error) -> AttemptError {
-    if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() {
+    if e.is_parse_too_large() {
+        AttemptError::BadResponse(format!(
+            "response head larger than {} bytes or with too many headers",
+            response::MAX_RESPONSE_HEAD_BYTES
+        ))
+    } else if e.is_parse() || e.is_parse_status() {
         AttemptError::BadResponse(e.to_string())
     } else {
         AttemptError::Failed(Failure::MaybeDelivered, e.to_string())
     }
 }
 
-/// Our response for a handler's answer: its status, headers (minus
-/// hop-by-hop) and body, plus the route that served it.
+/// Our response for a handler's answer: its status, the headers a handler
+/// may relay (`response::filter_headers`) and body, plus the route that
+/// served it.
 pub fn relay_response(fwd: Forwarded) -> Response<crate::body::Body> {
     let (mut parts, incoming) = fwd.response.into_parts();
-    // Handlers send few headers: find the hop-by-hop ones in one pass
-    // instead of eight lookups (no allocation when there are none).
-    let hop: Vec<HeaderName> = parts
-        .headers
-        .keys()
-        .filter(|k| HOP_BY_HOP.contains(k))
-        .cloned()
-        .collect();
-    for name in &hop {
-        parts.headers.remove(name);
-    }
+    response::filter_headers(&mut parts.headers);
     if let Ok(v) = HeaderValue::from_str(fwd.route_id.as_str()) {
         parts.headers.insert(ROUTE_ID_NAME, v);
     }

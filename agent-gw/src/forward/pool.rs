@@ -139,7 +139,9 @@ impl Pool {
             .await
             .map_err(ConnectError::Tcp)?;
         let _ = stream.set_nodelay(true);
+        // A handler's response head is bounded like a caller's request head.
         let (sender, conn) = http1::Builder::new()
+            .max_buf_size(crate::forward::response::MAX_RESPONSE_HEAD_BYTES)
             .handshake(TokioIo::new(stream))
             .await
             .map_err(ConnectError::Handshake)?;

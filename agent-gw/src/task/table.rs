@@ -398,7 +398,9 @@ impl TaskTable {
         Ok(*id)
     }
 
-    /// Records the route that accepted the task (known once dispatched).
+    /// Records the route the task was dispatched to, as each attempt
+    /// starts: it changes only when the gateway moves on from a candidate
+    /// that provably never received the call.
     pub fn pin_route(&mut self, id: &TaskId, route: RouteId) {
         if let Some(t) = self.tasks.get_mut(id) {
             t.route_id = Some(route);
