@@ -17,6 +17,7 @@ pub mod control;
 pub mod endpoints;
 pub mod fib_sync;
 pub mod forward;
+pub mod http_guard;
 pub mod limits;
 pub mod router;
 pub mod server;

@@ -28,13 +28,14 @@ use tokio::net::TcpListener;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
 use crate::endpoints::{self, auth, health, invoke, lease, tasks, Ctx};
+use crate::http_guard::{ConnGuard, GuardedIo};
 use crate::router::{self, Endpoint, NoEndpoint};
 use crate::state::AppState;
 
 /// A client must finish its request head within this time.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request head (and read buffer) per connection.
-const MAX_HEAD_BYTES: usize = 16 * 1024;
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// Binds the SDK listener.
 pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
@@ -65,17 +66,22 @@ pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
         let state = state.clone();
         tokio::task::spawn_local(async move {
             let cx = Ctx { state, peer };
+            // JSON errors also for heads hyper refuses itself (http_guard).
+            let guard = ConnGuard::new();
+            let g = guard.clone();
             let svc = service_fn(move |req| {
                 let cx = cx.clone();
-                async move { Ok::<_, Infallible>(dispatch(&cx, req).await) }
+                let served = g.begin();
+                async move { Ok::<_, Infallible>(served.finish(dispatch(&cx, req).await)) }
             });
-            let _ = http1::Builder::new()
+            let result = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
                 .max_buf_size(MAX_HEAD_BYTES)
                 .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), svc)
+                .serve_connection(TokioIo::new(GuardedIo::new(stream, guard.clone())), svc)
                 .await;
+            guard.answer_refused(result).await;
             open.set(open.get() - 1);
         });
     }

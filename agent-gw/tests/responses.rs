@@ -141,7 +141,8 @@ fn an_oversized_handler_head_is_an_error_and_never_retried() {
 #[test]
 fn a_handler_redirect_is_a_typed_error_naming_the_location() {
     run(async {
-        let answer = b"HTTP/1.1 302 Found\r\nlocation: http://192.0.2.9/ubus\r\ncontent-length: 0\r\n\r\n";
+        let answer =
+            b"HTTP/1.1 302 Found\r\nlocation: http://192.0.2.9/ubus\r\ncontent-length: 0\r\n\r\n";
         let (h, got) = canned_backend(answer.to_vec()).await;
         let (gw, b) = first_then_echo(h).await;
         let r = invoke(gw, "kv.get", &[("idempotency-key", "k1")], "{}").await;
@@ -152,7 +153,10 @@ fn a_handler_redirect_is_a_typed_error_naming_the_location() {
         assert_eq!(e["outcome"], "error");
         assert_eq!(e["route_id"], "r-first");
         let msg = e["message"].as_str().unwrap();
-        assert!(msg.contains("302") && msg.contains("http://192.0.2.9/ubus"), "{msg}");
+        assert!(
+            msg.contains("302") && msg.contains("http://192.0.2.9/ubus"),
+            "{msg}"
+        );
         assert_eq!(got.get(), 1, "never followed");
         assert_eq!(b.count(), 0, "never moved on");
 
@@ -181,7 +185,13 @@ fn a_running_task_names_the_route_it_was_dispatched_to() {
             lab_config(),
             vec![
                 // Refuses connections: never delivered, so the call moves on.
-                route("r-dead", "demo.slow", &endpoint_of(closed_port().await), 1, false),
+                route(
+                    "r-dead",
+                    "demo.slow",
+                    &endpoint_of(closed_port().await),
+                    1,
+                    false,
+                ),
                 route("r-held", "demo.slow", &held.endpoint(), 50, false),
             ],
         )

@@ -216,7 +216,16 @@ mod tests {
         assert!(e.message.contains("302 Found"), "{}", e.message);
         assert!(e.message.contains("http://evil/aaa"), "{}", e.message);
         assert!(e.message.len() < 600, "location quoted unbounded");
-        let none = redirect_error("demo.echo", &route, StatusCode::NOT_MODIFIED, &HeaderMap::new());
-        assert!(none.message.contains("without a Location"), "{}", none.message);
+        let none = redirect_error(
+            "demo.echo",
+            &route,
+            StatusCode::NOT_MODIFIED,
+            &HeaderMap::new(),
+        );
+        assert!(
+            none.message.contains("without a Location"),
+            "{}",
+            none.message
+        );
     }
 }

@@ -1,0 +1,270 @@
+//! Requests refused by the HTTP layer itself (before any endpoint) still
+//! get the gateway's JSON error shape with `X-Agentd-Outcome`, and the
+//! connection closes; keep-alive, pipelining and `Expect: 100-continue`
+//! traffic is unaffected by the socket wrapper that makes this so.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use common::*;
+
+/// One response parsed from raw bytes.
+#[derive(Debug)]
+struct Raw {
+    status: u16,
+    /// Lower-cased `name: value` lines.
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Raw {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
+    }
+}
+
+/// Splits `text` into the responses it holds (Content-Length framing).
+fn parse_all(mut text: &str) -> Vec<Raw> {
+    let mut out = Vec::new();
+    while let Some((head, rest)) = text.split_once("\r\n\r\n") {
+        let mut lines = head.split("\r\n");
+        let status = lines.next().unwrap()[9..12].parse().unwrap();
+        let headers: Vec<(String, String)> = lines
+            .map(|l| {
+                let (n, v) = l.split_once(':').unwrap();
+                (n.trim().to_ascii_lowercase(), v.trim().to_string())
+            })
+            .collect();
+        let len: usize = headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .map_or(0, |(_, v)| v.parse().unwrap());
+        out.push(Raw {
+            status,
+            headers,
+            body: rest[..len].to_string(),
+        });
+        text = &rest[len..];
+    }
+    out
+}
+
+/// Sends `request` on a fresh connection and reads until the gateway
+/// closes it (bounded: 5 s, or the test fails as "not closed").
+async fn exchange(gw: SocketAddr, request: &[u8]) -> Vec<Raw> {
+    let text = tokio::time::timeout(Duration::from_secs(5), raw_exchange(gw, request))
+        .await
+        .expect("the gateway did not close the connection");
+    parse_all(&text)
+}
+
+/// Asserts `request` is refused with `status` and `code` in the JSON shape
+/// and the connection closed.
+async fn refused(gw: SocketAddr, request: &[u8], status: u16, code: &str) -> String {
+    let answers = exchange(gw, request).await;
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    let r = &answers[0];
+    assert_eq!(r.status, status, "{r:?}");
+    assert_eq!(r.header("content-type"), Some("application/json"), "{r:?}");
+    assert_eq!(r.header("x-agentd-outcome"), Some("rejected"), "{r:?}");
+    assert_eq!(r.header("connection"), Some("close"), "{r:?}");
+    let e = &r.json()["error"];
+    assert_eq!(e["code"], code, "{r:?}");
+    assert_eq!(e["outcome"], "rejected");
+    e["message"].as_str().unwrap().to_string()
+}
+
+const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nhost: gw\r\n\r\n";
+
+#[test]
+fn an_oversized_request_head_is_431_in_the_json_shape() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        let mut req = String::from("GET /healthz HTTP/1.1\r\nhost: gw\r\n");
+        // 40 KiB of headers against the 16 KiB head bound.
+        for i in 0..40 {
+            req.push_str(&format!("x-pad-{i}: {}\r\n", "p".repeat(1000)));
+        }
+        req.push_str("\r\n");
+        let msg = refused(gw, req.as_bytes(), 431, "header_too_large").await;
+        assert!(msg.contains("16384"), "{msg}");
+        // Too many header lines is the same refusal.
+        let mut req = String::from("GET /healthz HTTP/1.1\r\nhost: gw\r\n");
+        for i in 0..120 {
+            req.push_str(&format!("x-{i}: 1\r\n"));
+        }
+        req.push_str("\r\n");
+        refused(gw, req.as_bytes(), 431, "header_too_large").await;
+    });
+}
+
+#[test]
+fn bad_content_length_is_400_in_the_json_shape() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        let two = b"POST /agent/v1/route HTTP/1.1\r\nhost: gw\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}";
+        let msg = refused(gw, two, 400, "malformed_request").await;
+        assert!(msg.contains("content-length"), "{msg}");
+        let word = b"POST /agent/v1/route HTTP/1.1\r\nhost: gw\r\ncontent-length: two\r\n\r\n{}";
+        refused(gw, word, 400, "malformed_request").await;
+        let signed = b"POST /agent/v1/route HTTP/1.1\r\nhost: gw\r\ncontent-length: +2\r\n\r\n{}";
+        refused(gw, signed, 400, "malformed_request").await;
+    });
+}
+
+#[test]
+fn a_transfer_encoding_other_than_chunked_is_400_in_the_json_shape() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        let gzip = b"POST /agent/v1/route HTTP/1.1\r\nhost: gw\r\ntransfer-encoding: gzip\r\n\r\n";
+        let msg = refused(gw, gzip, 400, "malformed_request").await;
+        assert!(msg.contains("transfer-encoding"), "{msg}");
+        let http10 =
+            b"POST /agent/v1/route HTTP/1.0\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n";
+        refused(gw, http10, 400, "malformed_request").await;
+    });
+}
+
+#[test]
+fn chunked_with_content_length_is_framed_by_chunked_and_closes() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        // The smuggling shape: Content-Length says 3 bytes, chunked says
+        // 2 then the end. Framed by Transfer-Encoding alone, and (hyper's
+        // own rule, RFC 9112 §6.3) the connection is not reused, so
+        // nothing after the body is read as another request.
+        let req = b"POST /agent/v1/route HTTP/1.1\r\nhost: gw\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nhost: gw\r\n\r\n";
+        let answers = exchange(gw, req).await;
+        assert_eq!(
+            answers.len(),
+            1,
+            "the trailing request was served: {answers:?}"
+        );
+        let r = &answers[0];
+        assert_eq!(r.header("connection"), Some("close"), "{r:?}");
+        // The body `{}` was read whole (a route lookup without intent).
+        assert_eq!(r.json()["error"]["code"], "invalid_field", "{r:?}");
+    });
+}
+
+#[test]
+fn an_obs_folded_header_is_400_in_the_json_shape() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        let folded = b"GET /healthz HTTP/1.1\r\nhost: gw\r\nx-long: first\r\n  continued\r\n\r\n";
+        let msg = refused(gw, folded, 400, "malformed_request").await;
+        assert!(msg.contains("header"), "{msg}");
+    });
+}
+
+#[test]
+fn a_malformed_request_line_is_400_in_the_json_shape() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        for line in [
+            &b"GET /healthz\r\nhost: gw\r\n\r\n"[..],
+            b"GET /healthz HTTP/7.1\r\nhost: gw\r\n\r\n",
+            b"G(T /healthz HTTP/1.1\r\nhost: gw\r\n\r\n",
+            b"GET /hea lthz HTTP/1.1\r\nhost: gw\r\n\r\n",
+        ] {
+            refused(gw, line, 400, "malformed_request").await;
+        }
+    });
+}
+
+#[test]
+fn a_bad_request_pipelined_behind_a_good_one_gets_both_answers_in_order() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        let mut req = HEALTHZ.to_vec();
+        req.extend_from_slice(HEALTHZ);
+        req.extend_from_slice(
+            b"POST /agent/v1/route HTTP/1.1\r\nhost: gw\r\ncontent-length: x\r\n\r\n",
+        );
+        let answers = exchange(gw, &req).await;
+        assert_eq!(answers.len(), 3, "{answers:?}");
+        for ok in &answers[..2] {
+            assert_eq!(ok.status, 200, "{ok:?}");
+            assert_eq!(ok.json()["status"], "ok");
+        }
+        assert_eq!(answers[2].status, 400);
+        assert_eq!(answers[2].json()["error"]["code"], "malformed_request");
+        assert_eq!(answers[2].header("x-agentd-outcome"), Some("rejected"));
+    });
+}
+
+#[test]
+fn keep_alive_and_expect_continue_are_unaffected() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        let mut s = TcpStream::connect(gw).await.unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        // Three sequential requests on one connection, each answered.
+        for _ in 0..3 {
+            s.write_all(HEALTHZ).await.unwrap();
+            let text = read_one(&mut s, &mut buf).await;
+            let r = &parse_all(&text)[0];
+            assert_eq!(r.status, 200, "{r:?}");
+            assert!(r.header("connection").is_none(), "{r:?}");
+        }
+        // Expect: 100-continue: the interim answer passes, then the final.
+        s.write_all(b"POST /agent/v1/route HTTP/1.1\r\nhost: gw\r\nexpect: 100-continue\r\ncontent-length: 2\r\n\r\n")
+            .await
+            .unwrap();
+        let interim = read_some(&mut s, &mut buf).await;
+        assert!(interim.starts_with("HTTP/1.1 100 Continue"), "{interim:?}");
+        s.write_all(b"{}").await.unwrap();
+        let text = if interim.contains("\r\n\r\nHTTP/1.1 ") {
+            interim.split_once("\r\n\r\n").unwrap().1.to_string()
+        } else {
+            read_one(&mut s, &mut buf).await
+        };
+        let r = &parse_all(&text)[0];
+        assert_eq!(r.status, 400, "{r:?}");
+        assert_eq!(r.json()["error"]["code"], "invalid_field");
+        // Still open: one more request on the same connection.
+        s.write_all(HEALTHZ).await.unwrap();
+        let text = read_one(&mut s, &mut buf).await;
+        assert_eq!(parse_all(&text)[0].status, 200);
+    });
+}
+
+/// Reads what is available (one read, bounded 5 s).
+async fn read_some(s: &mut TcpStream, buf: &mut [u8]) -> String {
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(buf))
+        .await
+        .expect("no answer")
+        .unwrap();
+    assert!(n > 0, "connection closed");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Reads until one whole response (Content-Length framed) arrived.
+async fn read_one(s: &mut TcpStream, buf: &mut [u8]) -> String {
+    let mut text = String::new();
+    loop {
+        text.push_str(&read_some(s, buf).await);
+        if let Some((head, rest)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .to_ascii_lowercase()
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if rest.len() >= len {
+                return text;
+            }
+        }
+    }
+}
