@@ -42,6 +42,8 @@ pub struct HealthSettings {
     /// One probe's time budget.
     pub timeout: Duration,
     pub thresholds: Thresholds,
+    /// `health_max_probes_per_s`: global cap on probe starts.
+    pub max_probes_per_s: u32,
 }
 
 impl Default for HealthSettings {
@@ -51,8 +53,13 @@ impl Default for HealthSettings {
             tcp_only: true,
             timeout: Duration::from_secs(1),
             thresholds: Thresholds::default(),
+            max_probes_per_s: probes_per_s(&uci_schema::Config::default().agentd),
         }
     }
+}
+
+fn probes_per_s(main: &uci_schema::config::Agentd) -> u32 {
+    u32::try_from(main.health_max_probes_per_s).unwrap_or(u32::MAX)
 }
 
 /// Everything the daemon runs on, derived from one configuration file.
@@ -183,6 +190,7 @@ pub fn from_config(c: &uci_schema::Config, file: &str) -> Result<Runtime, LoadEr
         tcp_only: main.health_check == HealthCheck::Tcp,
         timeout: Duration::from_millis(main.health_timeout_ms),
         thresholds,
+        max_probes_per_s: probes_per_s(main),
     };
     let mut static_routes = Vec::new();
     for (i, r) in c.routes.iter().enumerate().filter(|(_, r)| r.enabled) {

@@ -4,33 +4,42 @@
 //! ```text
 //!   IpcServer (accept + one task per connection) --ServerEvent--+
 //!   signal task (SIGHUP, SIGTERM, SIGINT) --------Input::Signal--+
-//!   health round task (probes, bounded fan-out) --Input::Health--+--> Instance::process(input, now)
+//!   one task per health probe ---------------------Input::Probed-+--> Instance::process(input, now)
 //!   sleep_until(state.next_deadline()) ------------Input::Timer--+        |
-//!   sleep_until(next health round) ----------------Input::HealthRound    +--> Replier::send (reply)
+//!   sleep_until(monitor.next_wakeup()) ------------Input::ProbeDue       +--> Replier::send (reply)
 //!                                                                        +--> FibExporter::publish (deltas)
 //! ```
 //!
 //! `process` is the only place state changes, one input at a time, so
 //! there are no locks and every reply reflects every earlier input.
+//!
+//! Health checks: every FIB change passes through the health
+//! [`Monitor`] on its way out, so it always knows which local/static route
+//! uses which endpoint without scanning the table; it paces probes per
+//! endpoint (not per route) under the global `health_max_probes_per_s`
+//! cap, and a verdict change comes back as health changes of every route
+//! on that endpoint.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::options::ConfigSource;
 use super::probe::{self, ProbeTarget};
 use super::state::{Changes, State};
-use crate::config::{self, LoadError, Runtime};
+use crate::config::{self, HealthSettings, LoadError, Runtime};
 use crate::fib::export::{FibExporter, SubscriberId};
+use crate::fib::FibChange;
+use crate::health::monitor::{Monitor, MonitorConfig};
+use crate::health::schedule::Pacing;
 use crate::ipc::message::{IpcError, RequestBody, ResponseBody};
 use crate::ipc::server::{ConnId, FibSink, IncomingRequest, ServerEvent};
-use crate::route::RouteId;
+use crate::route::RouteSource;
 use crate::time::Millis;
 use crate::{log_debug, log_info, log_notice, log_warn};
 
-/// Probes in flight at once during a health round.
-const PROBE_FAN_OUT: usize = 16;
+/// Health probes running at once, whatever their timeout.
+const PROBES_IN_FLIGHT: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
@@ -47,15 +56,13 @@ pub enum Input {
     Signal(Signal),
     /// The earliest lease deadline has passed.
     Timer,
-    /// Time to start a health round.
-    HealthRound,
-    /// One probe's verdict.
-    Health {
-        route_id: RouteId,
+    /// The health monitor may start a probe.
+    ProbeDue,
+    /// One probe's result.
+    Probed {
+        target: ProbeTarget,
         ok: bool,
     },
-    /// The running health round finished.
-    HealthRoundDone,
     /// Time to write the lease file (changes were coalesced).
     Persist,
 }
@@ -99,7 +106,7 @@ pub struct Instance {
     own_uid: u32,
     /// For child tasks that report back (health probes).
     inputs: mpsc::Sender<Input>,
-    health_running: bool,
+    monitor: Monitor,
     /// Local leases changed since the lease file was last written.
     dirty: bool,
     boot_id: Box<str>,
@@ -109,6 +116,7 @@ impl Instance {
     pub fn new(state: State, source: ConfigSource, inputs: mpsc::Sender<Input>) -> Instance {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let own_uid = unsafe { libc::geteuid() };
+        let monitor = Monitor::new(monitor_config(&state.runtime().health));
         Instance {
             state,
             source,
@@ -116,7 +124,7 @@ impl Instance {
             subscribers: HashMap::new(),
             own_uid,
             inputs,
-            health_running: false,
+            monitor,
             dirty: false,
             boot_id: super::persist::boot_id(),
         }
@@ -136,7 +144,7 @@ impl Instance {
                 }
             }
             Input::Signal(Signal::Reload) => {
-                let _ = self.reload();
+                let _ = self.reload(now);
             }
             Input::Signal(Signal::Terminate) => {
                 log_notice!("terminating");
@@ -147,20 +155,23 @@ impl Instance {
                 if !changes.is_empty() {
                     log_info!("{} lease(s) expired", changes.len());
                 }
-                self.publish(changes);
+                self.publish(changes, now);
             }
-            Input::HealthRound => self.start_health_round(),
-            Input::Health { route_id, ok } => {
-                let changes = self.state.health_result(&route_id, ok);
-                if !changes.is_empty() {
+            Input::ProbeDue => self.start_probes(now),
+            Input::Probed { target, ok } => {
+                if let Some(v) = self.monitor.complete(&target, ok) {
+                    let changes = self.state.set_health(&v.routes, v.healthy);
                     log_notice!(
-                        "route {route_id} is now {}",
-                        if ok { "healthy" } else { "unhealthy" }
+                        "endpoint {} is now {}: {} route(s) on it, {} changed",
+                        v.target,
+                        if v.healthy { "healthy" } else { "unhealthy" },
+                        v.routes.len(),
+                        changes.len()
                     );
+                    self.publish(changes, now);
                 }
-                self.publish(changes);
+                self.start_probes(now);
             }
-            Input::HealthRoundDone => self.health_running = false,
             Input::Persist => self.persist(),
         }
         Control::Continue
@@ -182,7 +193,7 @@ impl Instance {
                     return;
                 }
                 reply.send(
-                    self.reload()
+                    self.reload(now)
                         .map(|generation| ResponseBody::Reloaded { generation }),
                 );
             }
@@ -216,6 +227,12 @@ impl Instance {
                             ("fib.snapshots", e.snapshots),
                             ("fib.deltas", e.deltas),
                             ("fib.dropped", e.dropped),
+                            ("health.endpoints", self.monitor.endpoints() as u64),
+                            (
+                                "health.endpoints_down",
+                                self.monitor.endpoints_down() as u64,
+                            ),
+                            ("health.probes", self.monitor.probes_started()),
                         ] {
                             s.counters.insert(k.into(), v);
                         }
@@ -227,14 +244,14 @@ impl Instance {
                 // subscribed connection then applies the change before it
                 // sees the reply (one ordered queue per connection), so an
                 // unregister is in effect when the caller hears "removed".
-                self.publish(handled.changes);
+                self.publish(handled.changes, now);
                 reply.send(handled.reply);
             }
         }
     }
 
     /// Re-reads the configuration; on failure the live state stays.
-    pub fn reload(&mut self) -> Result<u64, IpcError> {
+    pub fn reload(&mut self, now: Millis) -> Result<u64, IpcError> {
         let loaded = load_config(&self.source);
         let old_socket = self.state.runtime().socket.clone();
         match self.state.reload(loaded) {
@@ -256,7 +273,9 @@ impl Instance {
                 if let Some(reason) = &rt.policy.invalid {
                     log_warn!("policy invalid, denying every request: {reason}");
                 }
-                self.publish(changes);
+                self.publish(changes, now);
+                // Check kind, pacing or thresholds may have changed.
+                self.sync_health(now);
                 Ok(generation)
             }
             Err(e) => {
@@ -269,39 +288,86 @@ impl Instance {
         }
     }
 
-    fn publish(&mut self, changes: Changes) {
+    fn publish(&mut self, mut changes: Changes, now: Millis) {
         if changes.is_empty() {
             return;
         }
+        self.watch(&mut changes, now);
         self.dirty = true;
         for gone in self.exporter.publish(self.state.generation(), changes) {
             self.subscribers.retain(|_, id| *id != gone);
         }
     }
 
-    /// Probes every local/static endpoint in a child task; results come
-    /// back as inputs. At most one round runs at a time.
-    fn start_health_round(&mut self) {
-        if self.health_running {
-            return;
+    /// Tells the health monitor about every route change before it goes
+    /// out. A route that joins an endpoint known to be down is marked down
+    /// in the table and in the change itself, so no FIB replica ever sees
+    /// it eligible.
+    fn watch(&mut self, changes: &mut Changes, now: Millis) {
+        for change in changes.iter_mut() {
+            match change {
+                FibChange::Upsert(route)
+                    if matches!(route.source, RouteSource::Local | RouteSource::Static) =>
+                {
+                    let verdict =
+                        self.monitor
+                            .track(&route.id, &route.endpoint, route.healthy, now);
+                    if let Some(healthy) = verdict {
+                        // Same route, same verdict: the change carries it.
+                        let _ = self
+                            .state
+                            .set_health(std::slice::from_ref(&route.id), healthy);
+                        route.healthy = healthy;
+                    }
+                }
+                FibChange::Upsert(route) => self.monitor.untrack(&route.id),
+                FibChange::Remove(id) => self.monitor.untrack(id),
+                FibChange::PeerUp { .. } | FibChange::Policy(_) => {}
+            }
         }
-        let tcp_only = self.state.runtime().health.tcp_only;
-        let targets: Vec<(RouteId, ProbeTarget)> = self
-            .state
-            .probe_targets()
-            .into_iter()
-            .filter_map(|(id, endpoint)| {
-                let target = ProbeTarget::for_endpoint(&endpoint).ok()?;
-                Some((id, if tcp_only { target.tcp_only() } else { target }))
-            })
-            .collect();
-        if targets.is_empty() {
-            return;
+    }
+
+    /// Hands every local/static route to the health monitor again, under
+    /// the running configuration (startup after restoring leases, reload).
+    pub fn sync_health(&mut self, now: Millis) {
+        let cfg = monitor_config(&self.state.runtime().health);
+        let fixes = self.monitor.sync(cfg, self.state.probe_targets(), now);
+        let mut changes = Changes::new();
+        for (id, healthy) in fixes {
+            changes.extend(self.state.set_health(&[id], healthy));
         }
-        self.health_running = true;
+        log_info!(
+            "health checks: {} endpoint(s) for {} route(s)",
+            self.monitor.endpoints(),
+            self.monitor.routes()
+        );
+        self.publish(changes, now);
+    }
+
+    /// When the health monitor next wants to start a probe.
+    pub fn next_probe(&mut self) -> Option<Millis> {
+        self.monitor.next_wakeup()
+    }
+
+    /// Starts the probes the monitor hands out now, each in its own task
+    /// that reports back as `Input::Probed`.
+    fn start_probes(&mut self, now: Millis) {
         let timeout = self.state.runtime().health.timeout;
-        let inputs = self.inputs.clone();
-        tokio::spawn(health_round(targets, timeout, inputs));
+        while let Some(target) = self.monitor.poll(now) {
+            let inputs = self.inputs.clone();
+            tokio::spawn(async move {
+                let ok = probe::probe(&target, timeout).await;
+                if let Err(e) = &ok {
+                    log_debug!("health probe of {target} failed: {e}");
+                }
+                let _ = inputs
+                    .send(Input::Probed {
+                        target,
+                        ok: ok.is_ok(),
+                    })
+                    .await;
+            });
+        }
     }
 
     /// Whether the lease file is behind the table.
@@ -352,37 +418,18 @@ impl Instance {
     }
 }
 
-async fn health_round(
-    targets: Vec<(RouteId, ProbeTarget)>,
-    timeout: Duration,
-    inputs: mpsc::Sender<Input>,
-) {
-    let mut set = tokio::task::JoinSet::new();
-    let mut targets = targets.into_iter();
-    loop {
-        while set.len() < PROBE_FAN_OUT {
-            let Some((route_id, target)) = targets.next() else {
-                break;
-            };
-            set.spawn(async move {
-                let ok = probe::probe(&target, timeout).await;
-                if let Err(e) = &ok {
-                    log_debug!(
-                        "health probe of {route_id} ({}) failed: {e}",
-                        target.authority()
-                    );
-                }
-                (route_id, ok.is_ok())
-            });
-        }
-        let Some(done) = set.join_next().await else {
-            break;
-        };
-        if let Ok((route_id, ok)) = done {
-            if inputs.send(Input::Health { route_id, ok }).await.is_err() {
-                return;
-            }
-        }
+/// The monitor's view of the health options.
+fn monitor_config(h: &HealthSettings) -> MonitorConfig {
+    MonitorConfig {
+        enabled: h.interval.is_some(),
+        tcp_only: h.tcp_only,
+        pacing: Pacing {
+            interval_ms: h.interval.map_or(u64::MAX, |d| {
+                u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+            }),
+            max_per_s: h.max_probes_per_s,
+            max_in_flight: PROBES_IN_FLIGHT,
+        },
+        thresholds: h.thresholds,
     }
-    let _ = inputs.send(Input::HealthRoundDone).await;
 }

@@ -230,11 +230,11 @@ async fn serve(opts: RunOptions) -> ExitCode {
 
     let mut instance = Instance::new(state, opts.config.clone(), input_tx);
     instance.restore(Millis::now());
-    let mut next_health = Instant::now();
+    instance.sync_health(Millis::now());
     let mut persist_at: Option<Instant> = None;
     loop {
         let deadline = instance.state().next_deadline();
-        let health_every = instance.state().runtime().health.interval;
+        let next_probe = instance.next_probe();
         let input = tokio::select! {
             ev = server_rx.recv() => match ev {
                 Some(ev) => Input::Ipc(ev),
@@ -251,14 +251,11 @@ async fn serve(opts: RunOptions) -> ExitCode {
                 }
             } => Input::Timer,
             () = async {
-                match health_every {
-                    Some(_) => tokio::time::sleep_until(next_health).await,
+                match next_probe {
+                    Some(at) => tokio::time::sleep_until(instant_at(at)).await,
                     None => std::future::pending().await,
                 }
-            } => {
-                next_health = Instant::now() + health_every.unwrap_or(Duration::from_secs(3600));
-                Input::HealthRound
-            }
+            } => Input::ProbeDue,
             () = async {
                 match persist_at {
                     Some(at) => tokio::time::sleep_until(at).await,

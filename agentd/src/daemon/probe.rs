@@ -1,9 +1,10 @@
 //! Health probes of local and static route endpoints.
 //!
-//! A probe is one short-lived connection: `GET /healthz` over HTTP/1.1 on
-//! the endpoint's host:port (2xx = healthy), or a bare TCP connect for
-//! endpoints we cannot speak HTTP to (https). The verdict is only an
-//! observation; `health::` applies the failure/recovery thresholds.
+//! The I/O of a probe: one short-lived connection, `GET /healthz` over
+//! HTTP/1.1 on the endpoint's host:port (2xx = healthy), or a bare TCP
+//! connect for endpoints we cannot speak HTTP to (https). The verdict is
+//! only an observation; `health::` decides what to probe when and applies
+//! the failure/recovery thresholds per endpoint.
 
 use std::fmt;
 use std::time::Duration;
@@ -11,91 +12,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// What to probe, derived once from a route's endpoint URL.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum ProbeTarget {
-    /// `GET /healthz` on `authority` (`host:port`, IPv6 in brackets).
-    Http { authority: String },
-    /// TCP connect only.
-    Tcp { authority: String },
-}
-
-/// Why an endpoint URL cannot be probed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TargetError {
-    Scheme,
-    NoHost,
-    BadPort,
-}
-
-impl fmt::Display for TargetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TargetError::Scheme => "endpoint is not an http:// or https:// URL",
-            TargetError::NoHost => "endpoint has no host",
-            TargetError::BadPort => "endpoint port is not a number in 1..65535",
-        })
-    }
-}
-
-impl std::error::Error for TargetError {}
-
-impl ProbeTarget {
-    /// `http://host[:port]/...` → HTTP probe; `https://...` → TCP probe
-    /// (agentd carries no TLS client for health checks).
-    pub fn for_endpoint(url: &str) -> Result<ProbeTarget, TargetError> {
-        let (rest, default_port, http) = if let Some(r) = url.strip_prefix("http://") {
-            (r, 80, true)
-        } else if let Some(r) = url.strip_prefix("https://") {
-            (r, 443, false)
-        } else {
-            return Err(TargetError::Scheme);
-        };
-        let hostport = rest.split(['/', '?', '#']).next().unwrap_or("");
-        let hostport = hostport.rsplit_once('@').map_or(hostport, |(_, h)| h);
-        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-            let (h, after) = v6.split_once(']').ok_or(TargetError::NoHost)?;
-            (format!("[{h}]"), after.strip_prefix(':'))
-        } else {
-            match hostport.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), Some(p)),
-                None => (hostport.to_string(), None),
-            }
-        };
-        if host.is_empty() || host == "[]" {
-            return Err(TargetError::NoHost);
-        }
-        let port = match port {
-            None => default_port,
-            Some(p) => p
-                .parse::<u16>()
-                .ok()
-                .filter(|p| *p != 0)
-                .ok_or(TargetError::BadPort)?,
-        };
-        let authority = format!("{host}:{port}");
-        Ok(if http {
-            ProbeTarget::Http { authority }
-        } else {
-            ProbeTarget::Tcp { authority }
-        })
-    }
-
-    /// The same endpoint probed by TCP connect only (`health_check 'tcp'`).
-    pub fn tcp_only(self) -> ProbeTarget {
-        match self {
-            ProbeTarget::Http { authority } | ProbeTarget::Tcp { authority } => {
-                ProbeTarget::Tcp { authority }
-            }
-        }
-    }
-
-    pub fn authority(&self) -> &str {
-        match self {
-            ProbeTarget::Http { authority } | ProbeTarget::Tcp { authority } => authority,
-        }
-    }
-}
+pub use crate::health::target::{ProbeTarget, TargetError};
 
 /// Why a probe judged an endpoint unhealthy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,44 +93,6 @@ pub fn parse_status(head: &[u8]) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn endpoint_urls_map_to_probe_targets() {
-        assert_eq!(
-            ProbeTarget::for_endpoint("http://192.0.2.10:8080/invoke"),
-            Ok(ProbeTarget::Http {
-                authority: "192.0.2.10:8080".into()
-            })
-        );
-        assert_eq!(
-            ProbeTarget::for_endpoint("http://[2001:db8::1]/x"),
-            Ok(ProbeTarget::Http {
-                authority: "[2001:db8::1]:80".into()
-            })
-        );
-        assert_eq!(
-            ProbeTarget::for_endpoint("https://agent.lab.example"),
-            Ok(ProbeTarget::Tcp {
-                authority: "agent.lab.example:443".into()
-            })
-        );
-        assert_eq!(
-            ProbeTarget::for_endpoint("ftp://x"),
-            Err(TargetError::Scheme)
-        );
-        assert_eq!(
-            ProbeTarget::for_endpoint("http://:80/"),
-            Err(TargetError::NoHost)
-        );
-        assert_eq!(
-            ProbeTarget::for_endpoint("http://h:0/"),
-            Err(TargetError::BadPort)
-        );
-        assert_eq!(
-            ProbeTarget::for_endpoint("http://h:99999/"),
-            Err(TargetError::BadPort)
-        );
-    }
 
     #[test]
     fn status_lines_parse() {

@@ -15,7 +15,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use super::persist::SavedLease;
 use crate::config::{LoadError, Runtime, STATIC_ID_PREFIX};
 use crate::fib::FibChange;
-use crate::health::{HealthTracker, Transition};
 use crate::ipc::message::{
     AgentPage, AgentView, AgentsQuery, ConflictReason, IpcError, LeaseGrant, Registration, Renewal,
     RequestBody, ResponseBody, RoutePage, RouteView, RoutesQuery, StatsView, StatusView, MAX_PAGE,
@@ -40,7 +39,6 @@ pub struct Handled {
 pub struct State {
     table: RouteTable,
     runtime: Runtime,
-    health: HealthTracker,
     /// Granted lease length of each local route, so a renewal without a
     /// length keeps the one the agent asked for.
     lease_len: HashMap<RouteId, u32>,
@@ -66,7 +64,6 @@ impl State {
         let mut state = State {
             table: RouteTable::new(0),
             runtime: Runtime::default(),
-            health: HealthTracker::default(),
             lease_len: HashMap::new(),
             config_generation: 0,
             config_source: source.into(),
@@ -78,7 +75,6 @@ impl State {
         let failure = match loaded {
             Ok(rt) => match build_table(&rt, std::iter::empty()) {
                 Ok(table) => {
-                    state.health = HealthTracker::new(rt.health.thresholds);
                     state.table = table;
                     state.runtime = rt;
                     state.config_generation = 1;
@@ -181,7 +177,6 @@ impl State {
             .collect();
         for id in stale {
             self.table.remove(&id);
-            self.health.forget(&id);
             changes.push(FibChange::Remove(id));
         }
         self.table.set_max_routes(rt.max_routes);
@@ -209,9 +204,6 @@ impl State {
         }
         if rt.policy != self.runtime.policy {
             changes.push(FibChange::Policy(Box::new(rt.policy.clone())));
-        }
-        if rt.health.thresholds != self.runtime.health.thresholds {
-            self.health = HealthTracker::new(rt.health.thresholds);
         }
         self.runtime = rt;
         if !matches!(self.counters.get("reloads.inconsistent"), Some(n) if *n > 0) {
@@ -340,7 +332,9 @@ impl State {
             path: Vec::new(),
             next_hop: None,
             lease: Lease::Until(expires_at),
-            healthy: self.health.is_healthy(&id),
+            // An upsert keeps the verdict; the health monitor marks a new
+            // route on an endpoint known to be down before it is published.
+            healthy: self.table.get(&id).is_none_or(|r| r.healthy),
         };
         let tenant = route.tenant.clone();
         let outcome = self
@@ -421,7 +415,6 @@ impl State {
         }
         self.table.remove(id);
         self.lease_len.remove(id);
-        self.health.forget(id);
         (
             Ok(ResponseBody::Unregistered {
                 route_id: id.clone(),
@@ -510,7 +503,6 @@ impl State {
             .into_iter()
             .map(|r| {
                 self.lease_len.remove(&r.id);
-                self.health.forget(&r.id);
                 FibChange::Remove(r.id)
             })
             .collect();
@@ -520,36 +512,33 @@ impl State {
         changes
     }
 
-    /// Endpoints the health driver should probe: our own routes (peer
-    /// routes are judged by their session, not by us).
-    pub fn probe_targets(&self) -> Vec<(RouteId, Box<str>)> {
+    /// Routes whose endpoints the health monitor watches: our own (peer
+    /// routes are judged by their session, not by us), as (id, endpoint,
+    /// healthy).
+    pub fn probe_targets(&self) -> impl Iterator<Item = (&RouteId, &str, bool)> {
         self.table
             .iter()
             .filter(|r| matches!(r.source, RouteSource::Local | RouteSource::Static))
-            .map(|r| (r.id.clone(), r.endpoint.clone()))
-            .collect()
+            .map(|r| (&r.id, &*r.endpoint, r.healthy))
     }
 
-    /// Feeds one probe result; a verdict change updates the route.
-    pub fn health_result(&mut self, id: &RouteId, ok: bool) -> Changes {
-        if self.table.get(id).is_none() {
-            return Vec::new();
+    /// Applies an endpoint verdict to routes on it (health checks exclude,
+    /// never remove). Routes gone from the table or already agreeing are
+    /// skipped.
+    pub fn set_health(&mut self, ids: &[RouteId], healthy: bool) -> Changes {
+        let mut changes = Changes::new();
+        for id in ids {
+            if self.table.get(id).is_none_or(|r| r.healthy == healthy) {
+                continue;
+            }
+            if self.table.set_health(id, healthy).is_err() {
+                continue;
+            }
+            self.count(if healthy { "health.up" } else { "health.down" });
+            if let Some(r) = self.table.get(id) {
+                changes.push(FibChange::Upsert(Box::new(r.clone())));
+            }
         }
-        let healthy = match self.health.observe(id, ok) {
-            Some(Transition::Down) => false,
-            Some(Transition::Up) => true,
-            None => return Vec::new(),
-        };
-        self.count(if healthy { "health.up" } else { "health.down" });
-        if self.table.set_health(id, healthy).is_err() {
-            return Vec::new();
-        }
-        let changes: Changes = self
-            .table
-            .get(id)
-            .map(|r| FibChange::Upsert(Box::new(r.clone())))
-            .into_iter()
-            .collect();
         changes
     }
 

@@ -445,13 +445,13 @@ fn unregister_withdraws_the_route_from_the_fib() {
 // ===== health =====
 
 #[test]
-fn health_verdicts_follow_the_thresholds_and_exclude_without_removing() {
+fn health_verdicts_exclude_without_removing_and_apply_once() {
     let mut s = started("");
     let id = RouteId::new("static:printer").unwrap();
-    assert!(s.health_result(&id, false).is_empty());
-    assert!(s.health_result(&id, false).is_empty());
-    let down = s.health_result(&id, false);
+    let down = s.set_health(std::slice::from_ref(&id), false);
     assert!(matches!(&down[..], [FibChange::Upsert(r)] if !r.healthy));
+    // Already down: nothing to publish.
+    assert!(s.set_health(std::slice::from_ref(&id), false).is_empty());
     let v = lookup(&mut s, "office.print", "lab", 1_000);
     assert!(v.candidates.is_empty());
     assert_eq!(v.rejections.get("unhealthy"), Some(&1));
@@ -459,12 +459,16 @@ fn health_verdicts_follow_the_thresholds_and_exclude_without_removing() {
         route_ids(&mut s).contains(&id.to_string()),
         "still in the table"
     );
-    assert!(s.health_result(&id, true).is_empty());
-    let up = s.health_result(&id, true);
-    assert!(matches!(&up[..], [FibChange::Upsert(r)] if r.healthy));
+    let gone = RouteId::new("not-in-table").unwrap();
+    let up = s.set_health(&[gone, id.clone()], true);
+    assert!(matches!(&up[..], [FibChange::Upsert(r)] if r.healthy && r.id == id));
+    let targets: Vec<_> = s
+        .probe_targets()
+        .map(|(id, ep, h)| (id.clone(), ep.to_string(), h))
+        .collect();
     assert_eq!(
-        s.probe_targets(),
-        vec![(id, "http://192.0.2.10:8080/invoke".into())]
+        targets,
+        vec![(id, "http://192.0.2.10:8080/invoke".into(), true)]
     );
 }
 

@@ -344,6 +344,7 @@ fn agentd(r: &mut Reader) -> Agentd {
         health_timeout_ms: r.u64("health_timeout_ms"),
         health_fail_threshold: r.u64("health_fail_threshold"),
         health_recover_threshold: r.u64("health_recover_threshold"),
+        health_max_probes_per_s: r.u64("health_max_probes_per_s"),
     };
     r.order("min_lease", a.min_lease, "default_lease", a.default_lease);
     r.order("default_lease", a.default_lease, "max_lease", a.max_lease);

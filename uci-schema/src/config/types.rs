@@ -35,6 +35,8 @@ pub struct Agentd {
     pub health_timeout_ms: u64,
     pub health_fail_threshold: u64,
     pub health_recover_threshold: u64,
+    /// Global cap on probe starts per second.
+    pub health_max_probes_per_s: u64,
 }
 
 /// `config gateway`: agent-gw.

@@ -97,6 +97,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .u64("health_timeout_ms", a.health_timeout_ms)
             .u64("health_fail_threshold", a.health_fail_threshold)
             .u64("health_recover_threshold", a.health_recover_threshold)
+            .u64("health_max_probes_per_s", a.health_max_probes_per_s)
             .done(),
     );
     let g = &c.gateway;

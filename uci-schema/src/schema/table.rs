@@ -117,10 +117,11 @@ const AGENTD: &[OptionSpec] = &[
     one_of("default_action", Action::NAMES, "allow", "Verdict when no rule matches."),
     one_of("log_level", LogLevel::NAMES, "info", "Log verbosity."),
     one_of("health_check", HealthCheck::NAMES, "tcp", "Endpoint probe: TCP connect, HTTP GET /healthz, or none."),
-    uint("health_interval", "5", 1, 3600, "Seconds between probes of one endpoint."),
+    uint("health_interval", "5", 1, 3600, "Seconds between probes of one endpoint (host and port, however many routes use it)."),
     uint("health_timeout_ms", "1000", 1, 60_000, "Probe timeout (ms)."),
     uint("health_fail_threshold", "3", 1, 100, "Consecutive failed probes that mark an endpoint unhealthy."),
     uint("health_recover_threshold", "2", 1, 100, "Consecutive good probes that mark it healthy again."),
+    uint("health_max_probes_per_s", "50", 1, 10_000, "Most health probes started per second over all endpoints (one probe per distinct endpoint per interval, spread evenly; more endpoints than this allows are probed less often)."),
 ];
 
 /// The "trusted LAN" of trusted-LAN bootstrap: loopback, the private

@@ -1,17 +1,28 @@
-//! Health verdicts from probe results, sans-IO.
+//! Health checks of local and static endpoints, sans-IO.
 //!
-//! The daemon's driver runs the probes (`GET /healthz` or a TCP connect)
-//! and feeds each result here; this module only counts. An endpoint goes
-//! down after `failures` consecutive failed probes and comes back after
-//! `recoveries` consecutive good ones (DESIGN §4, default 3/2), so a single
-//! lost probe neither removes a working endpoint nor reinstates a flapping
-//! one. A transition is what the driver applies to the table with
-//! [`crate::table::RouteTable::set_health`]; health never removes a route.
+//! What is probed is an *endpoint* ([`target::ProbeTarget`]: probe kind,
+//! host and port), never a route: any number of routes on one endpoint
+//! cost one probe per interval, and its verdict fans out to all of them
+//! ([`monitor::Monitor`]). A global rate cap paces probe starts evenly
+//! ([`schedule::ProbeScheduler`]), so neither many routes nor many
+//! endpoints turn agentd into a traffic source.
+//!
+//! This module counts verdicts. The daemon's driver runs the probes
+//! (`GET /healthz` or a TCP connect) and feeds each result here. An
+//! endpoint goes down after `failures` consecutive failed probes and comes
+//! back after `recoveries` consecutive good ones (DESIGN §4, default 3/2),
+//! so a single lost probe neither removes a working endpoint nor
+//! reinstates a flapping one. A transition is what the driver applies to
+//! the table with [`crate::table::RouteTable::set_health`] for every route
+//! on the endpoint; health never removes a route.
+
+pub mod monitor;
+pub mod schedule;
+pub mod target;
 
 use std::collections::HashMap;
 use std::fmt;
-
-use crate::route::RouteId;
+use std::hash::Hash;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Thresholds {
@@ -65,28 +76,52 @@ struct State {
     streak: u32,
 }
 
-/// Per-route probe verdicts. A route never probed counts as healthy: a
-/// fresh registration is usable at once and only evidence takes it out.
-#[derive(Debug, Default)]
-pub struct HealthTracker {
+/// Probe verdicts per key (an endpoint). A key never probed counts as
+/// healthy: a fresh registration is usable at once and only evidence takes
+/// it out.
+#[derive(Debug)]
+pub struct HealthTracker<K> {
     thresholds: Thresholds,
-    states: HashMap<RouteId, State>,
+    states: HashMap<K, State>,
 }
 
-impl HealthTracker {
-    pub fn new(thresholds: Thresholds) -> HealthTracker {
+impl<K: Eq + Hash + Clone> Default for HealthTracker<K> {
+    fn default() -> Self {
+        HealthTracker::new(Thresholds::default())
+    }
+}
+
+impl<K: Eq + Hash + Clone> HealthTracker<K> {
+    pub fn new(thresholds: Thresholds) -> HealthTracker<K> {
         HealthTracker {
             thresholds,
             states: HashMap::new(),
         }
     }
 
+    pub fn thresholds(&self) -> Thresholds {
+        self.thresholds
+    }
+
+    /// Starts `key` as down without probe evidence (its routes already are
+    /// unhealthy): it then needs `recoveries` good probes, like any down
+    /// endpoint, and is never stuck down because no transition is due.
+    pub fn assume_down(&mut self, key: &K) {
+        self.states.insert(
+            key.clone(),
+            State {
+                healthy: false,
+                streak: 0,
+            },
+        );
+    }
+
     /// Records one probe result; returns the transition it caused, if any.
-    pub fn observe(&mut self, route: &RouteId, ok: bool) -> Option<Transition> {
-        let st = match self.states.get_mut(route) {
+    pub fn observe(&mut self, key: &K, ok: bool) -> Option<Transition> {
+        let st = match self.states.get_mut(key) {
             Some(st) => st,
             None if ok => return None,
-            None => self.states.entry(route.clone()).or_insert(State {
+            None => self.states.entry(key.clone()).or_insert(State {
                 healthy: true,
                 streak: 0,
             }),
@@ -94,7 +129,7 @@ impl HealthTracker {
         if ok == st.healthy {
             if ok {
                 // Healthy with no failure streak is the default state.
-                self.states.remove(route);
+                self.states.remove(key);
             } else {
                 st.streak = 0;
             }
@@ -113,23 +148,23 @@ impl HealthTracker {
         st.streak = 0;
         if ok {
             // Back to the default state: no need to remember it.
-            self.states.remove(route);
+            self.states.remove(key);
             Some(Transition::Up)
         } else {
             Some(Transition::Down)
         }
     }
 
-    pub fn is_healthy(&self, route: &RouteId) -> bool {
-        self.states.get(route).is_none_or(|s| s.healthy)
+    pub fn is_healthy(&self, key: &K) -> bool {
+        self.states.get(key).is_none_or(|s| s.healthy)
     }
 
-    /// Drops the state of a route that left the table.
-    pub fn forget(&mut self, route: &RouteId) {
-        self.states.remove(route);
+    /// Drops the state of a key nothing refers to any more.
+    pub fn forget(&mut self, key: &K) {
+        self.states.remove(key);
     }
 
-    /// Routes with state (down, or up with a failure streak).
+    /// Keys with state (down, or up with a failure streak).
     pub fn tracked(&self) -> usize {
         self.states.len()
     }
@@ -139,13 +174,13 @@ impl HealthTracker {
 mod tests {
     use super::*;
 
-    fn id() -> RouteId {
-        RouteId::new("r1").unwrap()
+    fn id() -> &'static str {
+        "192.0.2.10:8080"
     }
 
     #[test]
     fn goes_down_after_three_consecutive_failures() {
-        let mut h = HealthTracker::default();
+        let mut h: HealthTracker<&str> = HealthTracker::default();
         assert_eq!(h.observe(&id(), false), None);
         assert_eq!(h.observe(&id(), false), None);
         assert_eq!(h.observe(&id(), false), Some(Transition::Down));
@@ -155,7 +190,7 @@ mod tests {
 
     #[test]
     fn a_success_resets_the_failure_streak() {
-        let mut h = HealthTracker::default();
+        let mut h: HealthTracker<&str> = HealthTracker::default();
         h.observe(&id(), false);
         h.observe(&id(), false);
         assert_eq!(h.observe(&id(), true), None);
@@ -167,7 +202,7 @@ mod tests {
 
     #[test]
     fn recovers_after_two_consecutive_successes() {
-        let mut h = HealthTracker::new(Thresholds::new(1, 2).unwrap());
+        let mut h: HealthTracker<&str> = HealthTracker::new(Thresholds::new(1, 2).unwrap());
         assert_eq!(h.observe(&id(), false), Some(Transition::Down));
         assert_eq!(h.observe(&id(), true), None);
         assert_eq!(h.observe(&id(), false), None);
@@ -179,7 +214,7 @@ mod tests {
 
     #[test]
     fn healthy_routes_cost_no_state_and_forget_drops_it() {
-        let mut h = HealthTracker::default();
+        let mut h: HealthTracker<&str> = HealthTracker::default();
         for _ in 0..10 {
             assert_eq!(h.observe(&id(), true), None);
         }
@@ -188,6 +223,15 @@ mod tests {
         assert_eq!(h.tracked(), 1);
         h.forget(&id());
         assert_eq!(h.tracked(), 0);
+    }
+
+    #[test]
+    fn an_endpoint_assumed_down_recovers_after_the_recovery_threshold() {
+        let mut h: HealthTracker<&str> = HealthTracker::default();
+        h.assume_down(&id());
+        assert!(!h.is_healthy(&id()));
+        assert_eq!(h.observe(&id(), true), None);
+        assert_eq!(h.observe(&id(), true), Some(Transition::Up));
     }
 
     #[test]
