@@ -39,6 +39,9 @@ config agentd 'main'
 \toption ipc_socket '{work}/agentd.sock'
 \toption state_dir '{work}'
 \toption health_check 'off'
+# !!! LAB MODE: the demo agent listens on 127.0.0.1; registrations may name
+# !!! loopback only with this (never on a real router: SSRF to its services).
+\toption allow_loopback_endpoints '1'
 
 # !!! LAB MODE: auth 'none' — no bearer tokens. For this local demo only;
 # !!! the default (and the only sane setting on a real LAN) is auth 'jwt'.

@@ -62,6 +62,9 @@ pub struct GatewayConfig {
     pub bootstrap_networks: Vec<IpNet>,
     /// Lifetime of bootstrap tokens, seconds (at most 300).
     pub bootstrap_ttl_s: u64,
+    /// Where handler endpoints may point: the suite's listener ports and
+    /// `agentd.allow_loopback_endpoints` (the same rules agentd applies).
+    pub endpoints: agentd::endpoint::Guard,
 }
 
 impl Default for GatewayConfig {
@@ -97,6 +100,7 @@ impl Default for GatewayConfig {
             bootstrap: true,
             bootstrap_networks: crate::auth::net::default_bootstrap_networks(),
             bootstrap_ttl_s: crate::auth::bootstrap::MAX_TTL_S,
+            endpoints: agentd::endpoint::Guard::of_config(&uci_schema::Config::default()),
         }
     }
 }
@@ -197,6 +201,7 @@ impl GatewayConfig {
             bootstrap: g.bootstrap,
             bootstrap_networks,
             bootstrap_ttl_s: g.bootstrap_ttl,
+            endpoints: agentd::endpoint::Guard::of_config(c),
         })
     }
 

@@ -42,10 +42,14 @@ fn from_client(e: ClientError) -> ApiError {
 
 fn from_ipc(e: IpcError) -> ApiError {
     let msg = e.to_string();
+    if let IpcError::EndpointRefused { reason, .. } = e {
+        return ApiError::new(ErrorCode::EndpointRefused, msg).reason(reason.code());
+    }
     let code = match e {
         IpcError::NotFound { .. } => ErrorCode::NotFound,
         IpcError::Conflict { .. } => ErrorCode::Conflict,
         IpcError::LeaseOutOfRange { .. } | IpcError::Invalid { .. } => ErrorCode::InvalidField,
+        IpcError::EndpointRefused { .. } => ErrorCode::EndpointRefused,
         IpcError::Full { .. } => ErrorCode::Other {
             code: "route_table_full",
             status: 503,

@@ -145,6 +145,7 @@ impl Fib {
                 route_id: r.id.clone(),
                 target,
                 idempotent: r.contract.as_ref().is_some_and(|c| c.idempotent),
+                allow_loopback: r.allow_loopback,
             };
             out.push(make(r, candidate, s.score));
         }

@@ -44,7 +44,7 @@ impl AppState {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
             fib_applied: tokio::sync::Notify::new(),
             control: Control::new(cfg.lease_min_s, cfg.lease_max_s),
-            forwarder: Forwarder::new(Pool::new(PoolConfig::default())),
+            forwarder: Forwarder::new(Pool::new(PoolConfig::default()), cfg.endpoints.clone()),
             limiter: RefCell::new(limiter),
             inflight: Inflight::new(cfg.max_inflight),
             auth,

@@ -51,6 +51,7 @@ fn route(i: usize) -> Route {
         next_hop: None,
         lease: Lease::Until(Millis(10_000_000)),
         healthy: true,
+        allow_loopback: false,
     }
 }
 

@@ -180,6 +180,7 @@ fn build(cell: Cell) -> Fixture {
             next_hop,
             lease,
             healthy: rng.below(20) != 0,
+            allow_loopback: false,
         };
         table.upsert(route).unwrap();
     }

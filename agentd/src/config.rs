@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use uci_schema::{HealthCheck, LogLevel};
 
+use crate::endpoint::{Guard, LocalAddrs};
 use crate::health::Thresholds;
 use crate::lease::LeasePolicy;
 use crate::log::Level;
@@ -77,6 +78,9 @@ pub struct Runtime {
     pub policy: Policy,
     pub health: HealthSettings,
     pub log_level: Level,
+    /// Where registrations' endpoints may point: this router's listener
+    /// ports and `agentd.allow_loopback_endpoints`.
+    pub endpoints: Guard,
 }
 
 impl Default for Runtime {
@@ -92,6 +96,7 @@ impl Default for Runtime {
             policy: Policy::default(),
             health: HealthSettings::default(),
             log_level: Level::Info,
+            endpoints: Guard::of_config(&uci_schema::Config::default()),
         }
     }
 }
@@ -192,9 +197,11 @@ pub fn from_config(c: &uci_schema::Config, file: &str) -> Result<Runtime, LoadEr
         thresholds,
         max_probes_per_s: probes_per_s(main),
     };
+    let endpoints = Guard::of_config(c);
+    let local = crate::endpoint::local_addrs();
     let mut static_routes = Vec::new();
     for (i, r) in c.routes.iter().enumerate().filter(|(_, r)| r.enabled) {
-        match static_route(r) {
+        match static_route(r, &endpoints, &local) {
             Ok(route) => static_routes.push(route),
             Err(e) => errors.push(format!(
                 "{file}: {}: {e}",
@@ -234,6 +241,7 @@ pub fn from_config(c: &uci_schema::Config, file: &str) -> Result<Runtime, LoadEr
             LogLevel::Info => Level::Info,
             LogLevel::Debug | LogLevel::Trace => Level::Debug,
         },
+        endpoints,
     })
 }
 
@@ -241,10 +249,24 @@ fn non_empty(s: &str) -> Option<Box<str>> {
     (!s.is_empty()).then(|| s.into())
 }
 
-/// A `route` section as a static route with id `static:<id>`.
-fn static_route(r: &uci_schema::StaticRoute) -> Result<Route, String> {
+/// A `route` section as a static route with id `static:<id>`. Its
+/// endpoint passes the same checks as a registration's, with the
+/// section's own `allow_loopback` instead of the global option; a host
+/// name is checked by the gateway when it connects.
+fn static_route(
+    r: &uci_schema::StaticRoute,
+    guard: &Guard,
+    local: &LocalAddrs,
+) -> Result<Route, String> {
     let id = RouteId::new(&format!("{STATIC_ID_PREFIX}{}", r.id))
         .map_err(|e| format!("option 'id': {e}"))?;
+    crate::endpoint::check_url(&r.endpoint, &guard.with_loopback(r.allow_loopback), local)
+        .map_err(|e| match e {
+            crate::endpoint::Refused::Address(why) => {
+                format!("option 'endpoint': {} {why} ({})", r.endpoint, why.code())
+            }
+            crate::endpoint::Refused::Invalid(e) => format!("option 'endpoint': {e}"),
+        })?;
     let contract = r.effect.map(|effect| Contract {
         effect: match effect {
             uci_schema::Effect::Read => Effect::Read,
@@ -287,6 +309,7 @@ fn static_route(r: &uci_schema::StaticRoute) -> Result<Route, String> {
         next_hop: None,
         lease: Lease::Permanent,
         healthy: true,
+        allow_loopback: r.allow_loopback,
     })
 }
 

@@ -211,6 +211,11 @@ pub struct Route {
     pub lease: Lease,
     /// Health as last judged by the health checker / peer session state.
     pub healthy: bool,
+    /// The operator let this route's endpoint be loopback or one of the
+    /// router's own addresses (`route.allow_loopback`, or
+    /// `agentd.allow_loopback_endpoints` when it was registered). The
+    /// gateway re-checks the endpoint at connect time with this leave.
+    pub allow_loopback: bool,
 }
 
 impl Route {

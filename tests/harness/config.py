@@ -82,9 +82,15 @@ def base_config(
     tenants: Sequence[Tuple[str, Mapping[str, Value]]] = (),
     rules: Sequence[Tuple[str, Mapping[str, Value]]] = (),
     routes: Sequence[Tuple[str, Mapping[str, Value]]] = (),
+    loopback_endpoints: bool = True,
 ) -> Config:
     """A single-router config: ARPX, discovery, peer and public listeners
-    off (so nothing but the SDK API opens a port), all state in `dir`."""
+    off (so nothing but the SDK API opens a port), all state in `dir`.
+
+    `loopback_endpoints` (default on, lab mode): most tests run handlers on
+    127.0.0.1, which agentd refuses unless `agentd.allow_loopback_endpoints`
+    is set; static routes get `allow_loopback 1` unless they say otherwise.
+    SSRF tests pass `loopback_endpoints=False` to get the router's default."""
     dir.mkdir(parents=True, exist_ok=True)
     port = free_port(sdk_host)
     cfg = Config(dir=dir, sdk_host=sdk_host, sdk_port=port)
@@ -100,6 +106,7 @@ def base_config(
         "default_action": "allow",
         "log_level": "debug",
         "health_check": "off",
+        "allow_loopback_endpoints": 1 if loopback_endpoints else 0,
     }
     main.update(agentd or {})
     gw: Dict[str, Value] = {
@@ -120,5 +127,8 @@ def base_config(
     for name, opts in rules:
         cfg.sections.append(Section("rule", name, dict(opts)))
     for name, opts in routes:
-        cfg.sections.append(Section("route", name, dict(opts)))
+        route = dict(opts)
+        if loopback_endpoints:
+            route.setdefault("allow_loopback", 1)
+        cfg.sections.append(Section("route", name, route))
     return cfg

@@ -17,6 +17,8 @@ pub enum ErrorCode {
     DuplicateKey,
     InvalidField,
     InvalidCursor,
+    /// An endpoint points where no handler may be (see `reason`).
+    EndpointRefused,
     Unauthenticated,
     Forbidden,
     OriginMismatch,
@@ -64,6 +66,7 @@ impl ErrorCode {
             DuplicateKey => "duplicate_key",
             InvalidField => "invalid_field",
             InvalidCursor => "invalid_cursor",
+            EndpointRefused => "endpoint_refused",
             Unauthenticated => "unauthenticated",
             Forbidden => "forbidden",
             OriginMismatch => "origin_mismatch",
@@ -98,9 +101,8 @@ impl ErrorCode {
     pub fn status(self) -> StatusCode {
         use ErrorCode::*;
         match self {
-            InvalidJson | DuplicateKey | InvalidField | InvalidCursor | MalformedRequest => {
-                StatusCode::BAD_REQUEST
-            }
+            InvalidJson | DuplicateKey | InvalidField | InvalidCursor | MalformedRequest
+            | EndpointRefused => StatusCode::BAD_REQUEST,
             HeaderTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             UriTooLong => StatusCode::URI_TOO_LONG,
             Unauthenticated => StatusCode::UNAUTHORIZED,

@@ -111,20 +111,7 @@ fn endpoint(doc: &Map<String, Value>, required: bool) -> Result<Option<Box<str>>
     match s {
         None => Ok(None),
         Some(s) => {
-            Target::parse(s).map_err(|e| {
-                err(
-                    "endpoint",
-                    Problem::Invalid(match e {
-                        crate::forward::target::TargetError::NotHttp => {
-                            "only http:// endpoints are supported"
-                        }
-                        crate::forward::target::TargetError::NoPort => {
-                            "endpoint URL must name a port"
-                        }
-                        _ => "not an http://host:port/path URL",
-                    }),
-                )
-            })?;
+            Target::parse(s).map_err(|e| err("endpoint", Problem::Invalid(e.message())))?;
             Ok(Some(s.into()))
         }
     }

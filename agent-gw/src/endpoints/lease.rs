@@ -17,11 +17,40 @@ use crate::api::registration::{Registration, Renewal, Unregistration};
 use crate::body::Body;
 use crate::endpoints::{authenticate, json, read_body, Ctx, Need};
 use crate::fib_sync::wait_fib;
+use crate::forward::target::{resolve_checked, ResolveError};
+use agentd::endpoint::{Endpoint, Host, Refusal};
 
 /// Longest wait for the FIB to reflect an acknowledged change. agentd
 /// publishes the change before it answers, so this is normally one event
 /// away; the bound only matters if the FIB stream broke meanwhile.
 pub const FIB_CATCH_UP: Duration = Duration::from_secs(1);
+
+/// A host-name endpoint is resolved now and refused if any address it
+/// resolves to is in a refused class (agentd checks literals itself and
+/// has no resolver; the forwarder resolves and checks again before each
+/// new connection).
+async fn check_host_name(cx: &Ctx, endpoint: &str) -> Result<(), ApiError> {
+    let Ok(ep) = Endpoint::parse(endpoint) else {
+        return Ok(()); // decode already refused it
+    };
+    if !matches!(ep.host, Host::Name(_)) {
+        return Ok(());
+    }
+    match resolve_checked(&ep, &cx.state.cfg.endpoints).await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let reason = match e {
+                ResolveError::Refused(r) => r,
+                ResolveError::Lookup(_) => Refusal::Unresolvable,
+            };
+            Err(ApiError::new(
+                ErrorCode::EndpointRefused,
+                format!("endpoint {endpoint} refused ({}): {e}", reason.code()),
+            )
+            .reason(reason.code()))
+        }
+    }
+}
 
 pub async fn register(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<Body>, ApiError> {
     let who = authenticate(cx, parts, Need::Register)?;
@@ -41,6 +70,7 @@ pub async fn register(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Respons
             ));
         }
     }
+    check_host_name(cx, &reg.endpoint).await?;
     let reply = cx.state.control.register(reg).await?;
     let id = reply.route_id.clone();
     wait_fib(&cx.state, FIB_CATCH_UP, |f| {
@@ -54,6 +84,9 @@ pub async fn renew(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<B
     let who = authenticate(cx, parts, Need::Register)?;
     let bytes = read_body(cx, parts, body).await?;
     let renewal = Renewal::decode(&bytes)?;
+    if let Some(endpoint) = &renewal.endpoint {
+        check_host_name(cx, endpoint).await?;
+    }
     let reply = cx
         .state
         .control

@@ -28,7 +28,8 @@ use crate::api::error::{ApiError, ErrorCode, Outcome};
 use crate::forward::deadline::{Deadline, DEADLINE_NAME};
 use crate::forward::pool::{Pool, Sender};
 use crate::forward::retry::{may_move, CallKind, Failure};
-use crate::forward::target::Target;
+use crate::forward::target::{resolve_checked, ResolveError, Target};
+use agentd::endpoint::{Guard, Refusal};
 
 pub const ROUTE_ID_HEADER: &str = "x-agentd-route-id";
 /// nexilume's agent server reads the route id from this header.
@@ -57,6 +58,9 @@ pub struct Candidate {
     pub target: Target,
     /// The route's contract says the capability is idempotent.
     pub idempotent: bool,
+    /// The route may point at loopback / the router's own addresses
+    /// (the FIB entry's `allow_loopback`).
+    pub allow_loopback: bool,
 }
 
 /// The request to forward: body bytes plus the caller headers to relay.
@@ -90,6 +94,9 @@ pub struct Forwarded {
 #[derive(Debug)]
 pub struct Forwarder {
     pool: Rc<Pool>,
+    /// The endpoint rules checked before every new connection: this
+    /// router's listener ports (loopback leave comes from each route).
+    guard: Guard,
 }
 
 /// How one attempt on one candidate ended.
@@ -97,11 +104,13 @@ enum AttemptError {
     Failed(Failure, String),
     /// The handler answered something unusable.
     BadResponse(String),
+    /// The endpoint resolved into a refused class: nothing was sent.
+    Refused(Refusal),
 }
 
 impl Forwarder {
-    pub fn new(pool: Rc<Pool>) -> Forwarder {
-        Forwarder { pool }
+    pub fn new(pool: Rc<Pool>, guard: Guard) -> Forwarder {
+        Forwarder { pool, guard }
     }
 
     pub fn pool(&self) -> &Rc<Pool> {
@@ -137,6 +146,7 @@ impl Forwarder {
     ) -> Result<Forwarded, ApiError> {
         let mut maybe_delivered = false;
         let mut last: Option<(Failure, String, RouteId)> = None;
+        let mut refused: Option<(Refusal, RouteId)> = None;
         for cand in candidates {
             if deadline.passed(Instant::now()) {
                 break;
@@ -172,6 +182,14 @@ impl Forwarder {
                     .capability(capability)
                     .route_id(cand.route_id.as_str()));
                 }
+                Ok(Err(AttemptError::Refused(r))) => {
+                    // Never sent anywhere: the next candidate may go.
+                    refused = Some((r, cand.route_id.clone()));
+                    if kind.resumed_stream {
+                        break;
+                    }
+                    continue;
+                }
                 Ok(Err(AttemptError::Failed(f, why))) => (f, why),
                 Err(_elapsed) => {
                     maybe_delivered |= sent.get();
@@ -198,6 +216,19 @@ impl Forwarder {
             if !movable {
                 break;
             }
+        }
+        if let (None, Some((r, route))) = (&last, &refused) {
+            return Err(ApiError::new(
+                ErrorCode::EndpointRefused,
+                format!(
+                    "{capability}: not forwarded: the endpoint of route {route} {r} ({})",
+                    r.code()
+                ),
+            )
+            .outcome(Outcome::Rejected)
+            .capability(capability)
+            .route_id(route.as_str())
+            .reason(r.code()));
         }
         Err(match last {
             None => ApiError::new(ErrorCode::DeadlineExceeded, format!("deadline passed before {capability} was sent"))
@@ -230,7 +261,7 @@ impl Forwarder {
         for (k, v) in &out.relay {
             h.append(k, v.clone());
         }
-        if let Ok(host) = HeaderValue::from_str(cand.target.authority.as_str()) {
+        if let Some(host) = cand.target.host_header() {
             h.insert(header::HOST, host);
         }
         h.insert(
@@ -275,9 +306,15 @@ impl Forwarder {
                 },
             }
         }
+        let guard = self.guard.with_loopback(cand.allow_loopback);
+        let addr = match resolve_checked(&cand.target.endpoint, &guard).await {
+            Ok(a) => a,
+            Err(ResolveError::Refused(r)) => return Err(AttemptError::Refused(r)),
+            Err(e) => return Err(AttemptError::Failed(Failure::NotDelivered, e.to_string())),
+        };
         let mut sender: Sender = self
             .pool
-            .connect(&cand.target)
+            .connect(addr)
             .await
             .map_err(|e| AttemptError::Failed(Failure::NotDelivered, e.to_string()))?;
         // The deadline header must reflect the moment of sending.

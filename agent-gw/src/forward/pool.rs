@@ -12,6 +12,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -133,11 +134,11 @@ impl Pool {
         });
     }
 
-    /// Opens a fresh connection; the caller bounds it with the deadline.
-    pub async fn connect(&self, target: &Target) -> Result<Sender, ConnectError> {
-        let stream = TcpStream::connect(target.connect_addr())
-            .await
-            .map_err(ConnectError::Tcp)?;
+    /// Opens a fresh connection to `addr`, the address the caller already
+    /// resolved and checked for `target` (see `target::resolve_checked`);
+    /// the caller bounds it with the deadline.
+    pub async fn connect(&self, addr: SocketAddr) -> Result<Sender, ConnectError> {
+        let stream = TcpStream::connect(addr).await.map_err(ConnectError::Tcp)?;
         let _ = stream.set_nodelay(true);
         // A handler's response head is bounded like a caller's request head.
         let (sender, conn) = http1::Builder::new()

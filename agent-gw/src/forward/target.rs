@@ -1,75 +1,117 @@
-//! Handler endpoint URLs: what the gateway can connect to.
+//! Handler endpoint URLs: what the gateway can connect to, and the
+//! connect-time SSRF check.
 //!
-//! Only plain `http://host:port/path` endpoints are forwarded locally (the
-//! handler sits on the LAN); the authority is the pool key.
+//! The URL model is agentd's shared [`Endpoint`] (the same rules agentd
+//! applied at registration), so nothing is accepted there that cannot be
+//! forwarded here. [`resolve_checked`] is the check right before a new
+//! connection: a literal address is classified again (the router's own
+//! addresses may have changed since registration), a host name is
+//! resolved and every address it resolved to is classified; the socket
+//! address returned is the one to connect to — nothing re-resolves after
+//! the check, so a DNS answer cannot change between check and use.
 
-use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
-use http::uri::{Authority, PathAndQuery, Scheme};
-use http::Uri;
+use http::uri::PathAndQuery;
+use http::HeaderValue;
 
-use agentd::route::MAX_ENDPOINT_LEN;
+use agentd::endpoint::{local_addrs, Endpoint, EndpointError, Guard, Host, Refusal};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TargetError {
-    TooLong,
-    NotAUrl,
-    NotHttp,
-    NoPort,
-    UserInfo,
-}
+pub use agentd::endpoint::EndpointError as TargetError;
 
-impl fmt::Display for TargetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TargetError::TooLong => "endpoint URL is too long",
-            TargetError::NotAUrl => "endpoint is not an absolute URL",
-            TargetError::NotHttp => "only http:// endpoints are supported",
-            TargetError::NoPort => "endpoint URL must name a port",
-            TargetError::UserInfo => "endpoint URL must not carry credentials",
-        })
-    }
-}
-
-impl std::error::Error for TargetError {}
+/// Longest wait for a resolver answer, within the call's own deadline.
+pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A parsed handler endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
-    /// `host:port` (IPv6 in brackets): connect address, pool key and `Host`.
-    pub authority: Authority,
+    pub endpoint: Endpoint,
+    /// `host:port` (IPv6 in brackets): pool key and `Host` header.
+    authority: Box<str>,
     pub path: PathAndQuery,
 }
 
 impl Target {
-    pub fn parse(url: &str) -> Result<Target, TargetError> {
-        if url.len() > MAX_ENDPOINT_LEN {
-            return Err(TargetError::TooLong);
-        }
-        let uri: Uri = url.parse().map_err(|_| TargetError::NotAUrl)?;
-        match uri.scheme() {
-            Some(s) if *s == Scheme::HTTP => {}
-            Some(_) => return Err(TargetError::NotHttp),
-            None => return Err(TargetError::NotAUrl),
-        }
-        let authority = uri.authority().ok_or(TargetError::NotAUrl)?.clone();
-        if authority.as_str().contains('@') {
-            return Err(TargetError::UserInfo);
-        }
-        if authority.port_u16().is_none() || authority.host().is_empty() {
-            return Err(TargetError::NoPort);
-        }
-        let path = uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| PathAndQuery::from_static("/"));
-        Ok(Target { authority, path })
+    pub fn parse(url: &str) -> Result<Target, EndpointError> {
+        let endpoint = Endpoint::parse(url)?;
+        let path = PathAndQuery::try_from(&*endpoint.path).map_err(|_| EndpointError::BadChar)?;
+        Ok(Target {
+            authority: endpoint.authority().into(),
+            endpoint,
+            path,
+        })
     }
 
-    /// `host:port` for `TcpStream::connect` (brackets kept for IPv6).
+    /// `host:port`: the pool key (brackets kept for IPv6).
     pub fn connect_addr(&self) -> &str {
-        self.authority.as_str()
+        &self.authority
     }
+
+    pub fn host_header(&self) -> Option<HeaderValue> {
+        HeaderValue::from_str(&self.authority).ok()
+    }
+}
+
+/// Why no address could be used for a new connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResolveError {
+    /// The address (or one a name resolved to) is in a refused class.
+    Refused(Refusal),
+    /// The resolver failed or timed out (never delivered).
+    Lookup(String),
+}
+
+impl std::fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResolveError::Refused(r) => write!(f, "endpoint {r} ({})", r.code()),
+            ResolveError::Lookup(e) => write!(f, "cannot resolve the endpoint host: {e}"),
+        }
+    }
+}
+
+/// Resolves `ep`'s host (names only; literals as they are) with a bound.
+pub async fn resolve(ep: &Endpoint) -> Result<Vec<IpAddr>, ResolveError> {
+    match &ep.host {
+        Host::Ip(ip) => Ok(vec![*ip]),
+        Host::Name(name) => {
+            let lookup = tokio::net::lookup_host((&**name, ep.port));
+            match tokio::time::timeout(RESOLVE_TIMEOUT, lookup).await {
+                Ok(Ok(addrs)) => Ok(addrs.map(|a| a.ip()).collect()),
+                Ok(Err(e)) => Err(ResolveError::Lookup(e.to_string())),
+                Err(_) => Err(ResolveError::Lookup(format!(
+                    "no answer within {} s",
+                    RESOLVE_TIMEOUT.as_secs()
+                ))),
+            }
+        }
+    }
+}
+
+/// Checks every address of `ep` with `guard` (and the interface
+/// addresses of now); the first address, ready to connect to.
+pub async fn resolve_checked(ep: &Endpoint, guard: &Guard) -> Result<SocketAddr, ResolveError> {
+    let local = local_addrs();
+    guard
+        .check_literal(ep, &local)
+        .map_err(ResolveError::Refused)?;
+    let ips = resolve(ep).await?;
+    let scoped = ep.zone.is_some();
+    if let Host::Ip(ip) = ep.host {
+        guard
+            .check_ip(ip, scoped, ep.port, &local)
+            .map_err(ResolveError::Refused)?;
+    } else {
+        guard
+            .check_resolved(ep, &ips, &local)
+            .map_err(ResolveError::Refused)?;
+    }
+    let ip = *ips
+        .first()
+        .ok_or(ResolveError::Refused(Refusal::Unresolvable))?;
+    ep.socket_addr(ip)
+        .ok_or_else(|| ResolveError::Lookup("the IPv6 zone names no interface".into()))
 }
 
 #[cfg(test)]
@@ -84,13 +126,17 @@ mod tests {
         let t = Target::parse("http://[2001:db8::1]:9000/a?b=1").unwrap();
         assert_eq!(t.connect_addr(), "[2001:db8::1]:9000");
         assert_eq!(t.path.as_str(), "/a?b=1");
+        let t = Target::parse("http://192.0.2.10/invoke").unwrap();
+        assert_eq!(t.connect_addr(), "192.0.2.10:80");
     }
 
     #[test]
     fn refuses_what_cannot_be_forwarded() {
-        assert_eq!(Target::parse("https://h:1/x"), Err(TargetError::NotHttp));
-        assert_eq!(Target::parse("http://h/x"), Err(TargetError::NoPort));
-        assert_eq!(Target::parse("/x"), Err(TargetError::NotAUrl));
+        assert_eq!(
+            Target::parse("https://h:1/x"),
+            Err(TargetError::HttpsUnsupported)
+        );
+        assert_eq!(Target::parse("/x"), Err(TargetError::Scheme));
         assert_eq!(
             Target::parse("http://u:p@h:1/x"),
             Err(TargetError::UserInfo)
@@ -98,6 +144,44 @@ mod tests {
         assert_eq!(
             Target::parse(&format!("http://h:1/{}", "a".repeat(600))),
             Err(TargetError::TooLong)
+        );
+    }
+
+    fn guard(allow_loopback: bool) -> Guard {
+        Guard {
+            allow_loopback,
+            own_ports: vec![7446],
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_host_name_is_resolved_and_rechecked_at_connect_time() {
+        // `localhost` resolves through the system resolver (/etc/hosts).
+        let ep = Endpoint::parse("http://localhost:8080/").unwrap();
+        assert_eq!(
+            resolve_checked(&ep, &guard(false)).await,
+            Err(ResolveError::Refused(Refusal::Loopback))
+        );
+        let addr = resolve_checked(&ep, &guard(true)).await.unwrap();
+        assert!(addr.ip().is_loopback() && addr.port() == 8080, "{addr}");
+        let ep = Endpoint::parse("http://localhost:7446/").unwrap();
+        assert_eq!(
+            resolve_checked(&ep, &guard(true)).await,
+            Err(ResolveError::Refused(Refusal::OwnListener))
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_literal_is_checked_without_a_resolver() {
+        let ep = Endpoint::parse("http://0x7f.1:8080/").unwrap();
+        assert_eq!(
+            resolve_checked(&ep, &guard(false)).await,
+            Err(ResolveError::Refused(Refusal::Loopback))
+        );
+        let ep = Endpoint::parse("http://192.0.2.10:8080/").unwrap();
+        assert_eq!(
+            resolve_checked(&ep, &guard(false)).await,
+            Ok("192.0.2.10:8080".parse().unwrap())
         );
     }
 }

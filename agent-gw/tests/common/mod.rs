@@ -31,6 +31,11 @@ pub fn lab_config() -> GatewayConfig {
         sdk_listen: "127.0.0.1:0".parse().unwrap(),
         auth: AuthMode::None,
         ipc_socket: "/nonexistent/agentd.sock".into(),
+        // Test handlers listen on 127.0.0.1 (agentd.allow_loopback_endpoints).
+        endpoints: agentd::endpoint::Guard {
+            allow_loopback: true,
+            ..GatewayConfig::default().endpoints
+        },
         ..GatewayConfig::default()
     }
 }
@@ -81,6 +86,8 @@ pub fn route(
         next_hop: None,
         lease: Lease::Until(Millis::now().saturating_add_ms(600_000)),
         healthy: true,
+        // Test handlers listen on 127.0.0.1 (lab mode).
+        allow_loopback: true,
     }
 }
 

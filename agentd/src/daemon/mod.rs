@@ -7,6 +7,8 @@
 //! * [`probe`] — health probes of local/static endpoints.
 //! * [`log`] — syslog / stderr.
 
+#[cfg(test)]
+mod endpoint_tests;
 pub mod instance;
 pub mod lookup;
 pub mod options;

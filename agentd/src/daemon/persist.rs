@@ -180,6 +180,7 @@ mod tests {
                 next_hop: None,
                 lease: Lease::Until(Millis(90_000)),
                 healthy: true,
+                allow_loopback: false,
             },
             lease_s: 30,
         }

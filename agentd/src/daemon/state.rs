@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::persist::SavedLease;
 use crate::config::{LoadError, Runtime, STATIC_ID_PREFIX};
+use crate::endpoint::{LocalAddrs, Refused};
 use crate::fib::FibChange;
 use crate::ipc::message::{
     AgentPage, AgentView, AgentsQuery, ConflictReason, IpcError, LeaseGrant, Registration, Renewal,
@@ -50,6 +51,9 @@ pub struct State {
     started: Millis,
     software: Box<str>,
     counters: BTreeMap<Box<str>, u64>,
+    /// The router's interface addresses, read at every endpoint check
+    /// (the one input that is not an argument: tests replace it).
+    local_addrs: fn() -> LocalAddrs,
 }
 
 impl State {
@@ -71,6 +75,7 @@ impl State {
             started: now,
             software: software.into(),
             counters: BTreeMap::new(),
+            local_addrs: crate::endpoint::local_addrs,
         };
         let failure = match loaded {
             Ok(rt) => match build_table(&rt, std::iter::empty()) {
@@ -274,6 +279,27 @@ impl State {
         Ok(route)
     }
 
+    /// Replaces the source of interface addresses (tests).
+    pub fn set_local_addrs(&mut self, f: fn() -> LocalAddrs) {
+        self.local_addrs = f;
+    }
+
+    /// Where a registration's endpoint may point (SSRF guard). A host
+    /// name passes here; the gateway resolves it at registration and
+    /// again at connect time, and checks every address with the same
+    /// [`crate::endpoint::Guard`].
+    fn check_endpoint(&self, endpoint: &str) -> Result<(), IpcError> {
+        crate::endpoint::check_url(endpoint, &self.runtime.endpoints, &(self.local_addrs)())
+            .map(|_| ())
+            .map_err(|e| match e {
+                Refused::Invalid(e) => IpcError::invalid("endpoint", e),
+                Refused::Address(reason) => IpcError::EndpointRefused {
+                    endpoint: endpoint.into(),
+                    reason,
+                },
+            })
+    }
+
     fn register(
         &mut self,
         reg: Registration,
@@ -288,6 +314,7 @@ impl State {
         now: Millis,
     ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
         reg.validate()?;
+        self.check_endpoint(&reg.endpoint)?;
         let id = match &reg.route_id {
             Some(id) => id.clone(),
             None => derived_route_id(&reg)?,
@@ -335,6 +362,7 @@ impl State {
             // An upsert keeps the verdict; the health monitor marks a new
             // route on an endpoint known to be down before it is published.
             healthy: self.table.get(&id).is_none_or(|r| r.healthy),
+            allow_loopback: self.runtime.endpoints.allow_loopback,
         };
         let tenant = route.tenant.clone();
         let outcome = self
@@ -365,9 +393,9 @@ impl State {
     ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
         let mut route = self.owned(&r.route_id, r.origin.as_deref())?.clone();
         if let Some(endpoint) = &r.endpoint {
-            crate::ipc::message::check_endpoint(endpoint)
-                .map_err(|reason| IpcError::invalid("endpoint", reason))?;
+            self.check_endpoint(endpoint)?;
             route.endpoint = endpoint.clone();
+            route.allow_loopback = self.runtime.endpoints.allow_loopback;
         }
         let secs = match r.lease_seconds {
             Some(s) => self.grant(Some(s))?,
@@ -452,6 +480,8 @@ impl State {
         let bounds = self.runtime.lease;
         let max_ms = bounds.max_s().saturating_mul(1000);
         for SavedLease { mut route, lease_s } in saved {
+            // The file does not grant leave; today's option does.
+            route.allow_loopback = self.runtime.endpoints.allow_loopback;
             let live = matches!(route.lease, Lease::Until(d) if d > now);
             let latest = now.saturating_add_ms(max_ms);
             let lease_s = u64::from(lease_s).clamp(bounds.min_s(), bounds.max_s());
@@ -479,6 +509,7 @@ impl State {
                 && route.next_hop.is_none()
                 && !route.id.as_str().starts_with(STATIC_ID_PREFIX)
                 && reg.validate().is_ok()
+                && self.check_endpoint(&reg.endpoint).is_ok()
                 && self.table.get(&route.id).is_none();
             if !ok {
                 self.count("leases.restore_skipped");

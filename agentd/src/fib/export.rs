@@ -290,6 +290,7 @@ mod tests {
             next_hop: None,
             lease: Lease::Until(Millis(5_000)),
             healthy: true,
+            allow_loopback: false,
         }
     }
 

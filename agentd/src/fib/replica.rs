@@ -335,6 +335,7 @@ mod tests {
             next_hop: None,
             lease: Lease::Until(Millis(deadline)),
             healthy: true,
+            allow_loopback: false,
         }
     }
 

@@ -142,6 +142,7 @@ mod tests {
             next_hop: None,
             lease: Lease::Until(Millis(deadline)),
             healthy: true,
+            allow_loopback: false,
         }
     }
 

@@ -24,7 +24,7 @@ use crate::route::{self, Access, Attributes, Contract, RouteId, RouteSource};
 use crate::time::Millis;
 
 /// Bumped whenever any message other than `Hello` changes its encoding.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -213,23 +213,11 @@ impl Registration {
     }
 }
 
-/// An endpoint must be an absolute `http://` or `https://` URL of bounded
-/// length without whitespace or control characters.
-pub fn check_endpoint(s: &str) -> Result<(), &'static str> {
-    if s.len() > route::MAX_ENDPOINT_LEN {
-        return Err("longer than 512 bytes");
-    }
-    let rest = s
-        .strip_prefix("http://")
-        .or_else(|| s.strip_prefix("https://"))
-        .ok_or("must start with http:// or https://")?;
-    if rest.is_empty() || rest.starts_with('/') {
-        return Err("has no host");
-    }
-    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("contains whitespace or control characters");
-    }
-    Ok(())
+/// The syntax of an endpoint, by the one URL model the gateway forwards
+/// with ([`crate::endpoint::Endpoint`]). Where it may point is checked
+/// by the daemon with its [`crate::endpoint::Guard`].
+pub fn check_endpoint(s: &str) -> Result<(), crate::endpoint::EndpointError> {
+    crate::endpoint::Endpoint::parse(s).map(|_| ())
 }
 
 /// A lease renewal, optionally carrying fresh live attributes.
@@ -519,6 +507,12 @@ pub enum IpcError {
         field: Box<str>,
         reason: Box<str>,
     },
+    /// The endpoint is a valid URL but points where no handler may be
+    /// (loopback, the router itself, its listeners, ...).
+    EndpointRefused {
+        endpoint: Box<str>,
+        reason: crate::endpoint::Refusal,
+    },
     /// The table holds `max_routes` routes already.
     Full {
         max_routes: u64,
@@ -550,6 +544,7 @@ impl IpcError {
             IpcError::Conflict { .. } => "conflict",
             IpcError::LeaseOutOfRange { .. } => "lease_out_of_range",
             IpcError::Invalid { .. } => "invalid_field",
+            IpcError::EndpointRefused { .. } => "endpoint_refused",
             IpcError::Full { .. } => "full",
             IpcError::PermissionDenied { .. } => "permission_denied",
             IpcError::Unsupported { .. } => "unsupported",
@@ -567,6 +562,7 @@ impl IpcError {
             IpcError::Conflict { .. } => 409,
             IpcError::LeaseOutOfRange { .. }
             | IpcError::Invalid { .. }
+            | IpcError::EndpointRefused { .. }
             | IpcError::Malformed { .. } => 400,
             IpcError::PermissionDenied { .. } => 403,
             IpcError::Unsupported { .. } => 501,
@@ -604,6 +600,13 @@ impl fmt::Display for IpcError {
                 write!(f, "lease of {requested} s is outside {min}..={max} s")
             }
             IpcError::Invalid { field, reason } => write!(f, "invalid {field}: {reason}"),
+            IpcError::EndpointRefused { endpoint, reason } => {
+                write!(
+                    f,
+                    "endpoint {endpoint} refused ({}): it {reason}",
+                    reason.code()
+                )
+            }
             IpcError::Full { max_routes } => write!(f, "route table is full ({max_routes} routes)"),
             IpcError::PermissionDenied { reason } => write!(f, "permission denied: {reason}"),
             IpcError::Unsupported { what } => write!(f, "unsupported: {what}"),
@@ -811,6 +814,7 @@ mod tests {
             next_hop: None,
             lease: route::Lease::Until(Millis(31_500)),
             healthy: true,
+            allow_loopback: false,
         };
         let v = serde_json::to_value(RouteView::of(&route, Millis(1_000))).unwrap();
         assert_eq!(v["route_id"], "r-1");

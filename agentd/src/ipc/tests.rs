@@ -84,6 +84,7 @@ fn route_of(id: RouteId, reg: &Registration, expires: Millis) -> Route {
         next_hop: None,
         lease: Lease::Until(expires),
         healthy: true,
+        allow_loopback: false,
     }
 }
 

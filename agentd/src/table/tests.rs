@@ -28,6 +28,7 @@ pub(crate) fn route(id: &str, cap: &str, version: u32) -> Route {
         next_hop: None,
         lease: Lease::Until(Millis(30_000)),
         healthy: true,
+        allow_loopback: false,
     }
 }
 

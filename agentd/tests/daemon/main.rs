@@ -482,6 +482,7 @@ config route 'echo'
 \toption version '1'
 \toption origin 'agent://lab/echo'
 \toption endpoint 'http://{addr}/invoke'
+\toption allow_loopback '1'
 "
     );
     let mut d = Daemon::start("health", &config);

@@ -345,6 +345,7 @@ fn agentd(r: &mut Reader) -> Agentd {
         health_fail_threshold: r.u64("health_fail_threshold"),
         health_recover_threshold: r.u64("health_recover_threshold"),
         health_max_probes_per_s: r.u64("health_max_probes_per_s"),
+        allow_loopback_endpoints: r.bool("allow_loopback_endpoints"),
     };
     r.order("min_lease", a.min_lease, "default_lease", a.default_lease);
     r.order("default_lease", a.default_lease, "max_lease", a.max_lease);
@@ -472,6 +473,7 @@ fn route(r: &mut Reader) -> StaticRoute {
         version: r.u32("version"),
         origin: r.text("origin"),
         endpoint: r.text("endpoint"),
+        allow_loopback: r.bool("allow_loopback"),
         tenant: r.text("tenant"),
         region: r.text("region"),
         latency_ms: r.u64("latency_ms"),

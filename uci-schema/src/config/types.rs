@@ -37,6 +37,8 @@ pub struct Agentd {
     pub health_recover_threshold: u64,
     /// Global cap on probe starts per second.
     pub health_max_probes_per_s: u64,
+    /// Registrations may name loopback / the router's own addresses.
+    pub allow_loopback_endpoints: bool,
 }
 
 /// `config gateway`: agent-gw.
@@ -196,6 +198,8 @@ pub struct StaticRoute {
     pub version: u32,
     pub origin: String,
     pub endpoint: String,
+    /// The endpoint may be loopback / one of the router's own addresses.
+    pub allow_loopback: bool,
     /// Filled from `origin` when absent.
     pub tenant: String,
     pub region: String,

@@ -98,6 +98,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .u64("health_fail_threshold", a.health_fail_threshold)
             .u64("health_recover_threshold", a.health_recover_threshold)
             .u64("health_max_probes_per_s", a.health_max_probes_per_s)
+            .bool("allow_loopback_endpoints", a.allow_loopback_endpoints)
             .done(),
     );
     let g = &c.gateway;
@@ -212,7 +213,8 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .text("capability", &r.capability)
             .u64("version", r.version.into())
             .text("origin", &r.origin)
-            .text("endpoint", &r.endpoint);
+            .text("endpoint", &r.endpoint)
+            .bool("allow_loopback", r.allow_loopback);
         // An absent tenant means the origin's tenant.
         if agent_uri(&r.origin).map(|(t, _)| t) != Some(r.tenant.as_str()) {
             w.text("tenant", &r.tenant);

@@ -122,6 +122,7 @@ const AGENTD: &[OptionSpec] = &[
     uint("health_fail_threshold", "3", 1, 100, "Consecutive failed probes that mark an endpoint unhealthy."),
     uint("health_recover_threshold", "2", 1, 100, "Consecutive good probes that mark it healthy again."),
     uint("health_max_probes_per_s", "50", 1, 10_000, "Most health probes started per second over all endpoints (one probe per distinct endpoint per interval, spread evenly; more endpoints than this allows are probed less often)."),
+    boolean("allow_loopback_endpoints", "0", "Let registrations name loopback or the router's own addresses as endpoints (lab/dev only: it lets LAN agents make the gateway call the router's own services). The suite's own listener ports stay refused."),
 ];
 
 /// The "trusted LAN" of trusted-LAN bootstrap: loopback, the private
@@ -240,7 +241,8 @@ const ROUTE: &[OptionSpec] = &[
     required("capability", Kind::Name, "Capability name, e.g. 'office.print'."),
     spec("version", Kind::UInt { min: 1, max: U32 }, DefaultValue::Required, "Interface version (>= 1)."),
     required("origin", Kind::AgentUri, "Agent URI 'agent://tenant/name'."),
-    required("endpoint", Kind::Url, "Handler URL."),
+    required("endpoint", Kind::Url, "Handler URL 'http://host[:port]/path' (port 80 when absent; https is not supported)."),
+    boolean("allow_loopback", "0", "Let this route's endpoint be loopback or one of the router's own addresses (an operator's choice for handlers on the router). The suite's own listener ports stay refused."),
     text("tenant", Kind::Name, "", "Owning tenant; must match origin.").or_empty("the tenant of origin"),
     text("region", Kind::Name, "", "Region label.").or_empty("none"),
     uint("latency_ms", "0", 0, MAX, "Advertised latency (ms)."),

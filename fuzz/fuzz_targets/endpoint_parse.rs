@@ -1,0 +1,29 @@
+//! Arbitrary endpoint URLs: the shared URL model and the SSRF classifier
+//! must never panic, and canonicalisation must be stable (the canonical
+//! URL parses back to the same endpoint, with the same verdict).
+#![no_main]
+
+use agentd::endpoint::{check_url, Endpoint, Guard, LocalAddrs};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let Ok(ep) = Endpoint::parse(&text) else {
+        return;
+    };
+    let again = Endpoint::parse(&ep.to_url()).expect("canonical URL parses");
+    assert_eq!(again, ep);
+    let local = LocalAddrs {
+        addrs: vec!["192.0.2.1".parse().unwrap()],
+        broadcast: vec!["192.0.2.255".parse().unwrap()],
+    };
+    for allow_loopback in [false, true] {
+        let g = Guard {
+            allow_loopback,
+            own_ports: vec![7446],
+        };
+        let a = check_url(&text, &g, &local).map(|_| ());
+        let b = check_url(&ep.to_url(), &g, &local).map(|_| ());
+        assert_eq!(a, b);
+    }
+});
