@@ -305,12 +305,16 @@ impl Policy {
                 error,
             })?;
         }
+        // Ids are unique whatever the priorities: sorted by (priority,
+        // id), two rules with one id and different priorities would not be
+        // neighbours, so check by id.
+        let mut ids = std::collections::HashSet::with_capacity(rules.len());
+        if let Some(r) = rules.iter().find(|r| !ids.insert(&r.id)) {
+            return Err(PolicyError::DuplicateRuleId(r.id.clone()));
+        }
         rules.sort_by(|a, b| {
             (std::cmp::Reverse(a.priority), &a.id).cmp(&(std::cmp::Reverse(b.priority), &b.id))
         });
-        if let Some(w) = rules.windows(2).find(|w| w[0].id == w[1].id) {
-            return Err(PolicyError::DuplicateRuleId(w[0].id.clone()));
-        }
         Ok(Policy {
             rules,
             default_action,
@@ -442,6 +446,17 @@ mod tests {
         assert_eq!(
             Policy::new(
                 vec![r.clone(), r.clone()],
+                Action::Allow,
+                Weights::default()
+            ),
+            Err(PolicyError::DuplicateRuleId("same".into()))
+        );
+        // Also when the priorities differ (they sort apart).
+        let other = rule("same", 9, Action::Deny, "*");
+        let between = rule("mid", 5, Action::Allow, "*");
+        assert_eq!(
+            Policy::new(
+                vec![r.clone(), between, other],
                 Action::Allow,
                 Weights::default()
             ),
