@@ -57,17 +57,19 @@ def workdir(request: pytest.FixtureRequest) -> Iterator[Path]:
 @pytest.fixture
 def make_stack(bins: Binaries, workdir: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Stack]]:
     """`make_stack(auth="none", sdk_host="127.0.0.1", agentd={}, gateway={},
-    tenants=[(name, opts)], rules=[...], routes=[...], start=True)`: a
-    config written into the test's directory, agentd and agent-gw started
-    and ready. Everything is stopped by PID at teardown; on failure the
+    tenants=[(name, opts)], rules=[...], routes=[...], start=True,
+    cli_overrides=True, extra_sections=[Section...])`: a config written into
+    the test's directory, agentd and agent-gw started and ready
+    (`cli_overrides=False`: socket and listener only from the file). Everything is stopped by PID at teardown; on failure the
     daemons' logs are printed."""
     stacks: List[Stack] = []
     counter = [0]
 
-    def factory(start: bool = True, **kw: Any) -> Stack:
+    def factory(start: bool = True, cli_overrides: bool = True, extra_sections: Any = (), **kw: Any) -> Stack:
         counter[0] += 1
         cfg = base_config(workdir / f"r{counter[0]}", **kw)
-        stack = Stack(bins, cfg)
+        cfg.sections.extend(extra_sections)
+        stack = Stack(bins, cfg, cli_overrides=cli_overrides)
         stacks.append(stack)
         if start:
             stack.start()

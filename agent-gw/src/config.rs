@@ -1,6 +1,7 @@
-//! What the gateway needs from `/etc/config/agentd`, with the defaults of
-//! DESIGN §13. Filled from `uci_schema` by the binary; tests build it
-//! directly.
+//! What the gateway needs from `/etc/config/agentd`. Filled from
+//! `uci_schema` by the binary; tests build it directly from
+//! `GatewayConfig::default()`, which is the schema's defaults too (the one
+//! source of defaults, DESIGN §9).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -68,40 +69,10 @@ pub struct GatewayConfig {
 }
 
 impl Default for GatewayConfig {
+    /// Every option at its schema default (what an empty file gives), so
+    /// tests that build a config directly start from the real defaults.
     fn default() -> Self {
-        GatewayConfig {
-            router_id: "router".into(),
-            sdk_listen: SocketAddr::from(([0, 0, 0, 0], 7446)),
-            auth: AuthMode::Jwt,
-            ipc_socket: PathBuf::from("/var/run/agentd/agentd.sock"),
-            max_request_bytes: 65_536,
-            rate: Rate {
-                per_second: 200,
-                burst: 400,
-            },
-            tenant_rates: HashMap::new(),
-            max_inflight: 256,
-            task_capacity: 512,
-            task_ttl_s: 300,
-            stream_history_events: 64,
-            stream_history_bytes: 1_048_576,
-            hop_limit: 8,
-            default_timeout_ms: 30_000,
-            max_connections: 1024,
-            body_read_timeout_ms: 10_000,
-            max_routes: 10_000,
-            lease_min_s: 5,
-            lease_max_s: 3600,
-            domain: "".into(),
-            issuer_key: None,
-            tenant_keys: Vec::new(),
-            jwt_clock_skew_s: 60,
-            jwt_max_lifetime_s: 86_400,
-            bootstrap: true,
-            bootstrap_networks: crate::auth::net::default_bootstrap_networks(),
-            bootstrap_ttl_s: crate::auth::bootstrap::MAX_TTL_S,
-            endpoints: agentd::endpoint::Guard::of_config(&uci_schema::Config::default()),
-        }
+        GatewayConfig::from_partial(uci_schema::Config::defaults()).0
     }
 }
 
@@ -122,15 +93,34 @@ fn usize_of(v: u64) -> usize {
 }
 
 impl GatewayConfig {
-    /// The gateway's view of a validated `/etc/config/agentd`.
+    /// The gateway's view of a validated `/etc/config/agentd`; refuses a
+    /// value the gateway cannot use.
     pub fn from_uci(c: &uci_schema::Config) -> Result<GatewayConfig, ConfigError> {
+        let (cfg, problems) = GatewayConfig::from_partial(c);
+        match problems.into_iter().next() {
+            None => Ok(cfg),
+            Some(p) => Err(ConfigError(p)),
+        }
+    }
+
+    /// The gateway's view of the valid part of a file (a partial load):
+    /// a value the gateway cannot use is left out like the schema leaves
+    /// out invalid parts (a tenant key that does not parse drops that
+    /// tenant's key; an option falls back to its default), each with a
+    /// message for the log.
+    pub fn from_partial(c: &uci_schema::Config) -> (GatewayConfig, Vec<String>) {
+        let mut problems = Vec::new();
         let g = &c.gateway;
-        let sdk_listen = g.sdk_listen.parse().map_err(|_| {
-            ConfigError(format!(
-                "gateway: option 'sdk_listen': {:?} is not a socket address",
-                g.sdk_listen
-            ))
-        })?;
+        let d = &uci_schema::Config::defaults().gateway;
+        let sdk_listen = g.sdk_listen.parse().unwrap_or_else(|_| {
+            problems.push(format!(
+                "gateway: option 'sdk_listen': {:?} is not a socket address; using the default {}",
+                g.sdk_listen, d.sdk_listen
+            ));
+            d.sdk_listen
+                .parse()
+                .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)))
+        });
         let router_id = if c.agentd.router_id.is_empty() {
             std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|h| h.trim().to_string())
@@ -154,19 +144,24 @@ impl GatewayConfig {
         let mut tenant_keys = Vec::new();
         for t in &c.tenants {
             for k in &t.jwt_key {
-                let key = crate::auth::parse_public_key(k).map_err(|e| {
-                    ConfigError(format!("tenant '{}': option 'jwt_key': {e}", t.name))
-                })?;
-                tenant_keys.push((t.name.as_str().into(), key));
+                match crate::auth::parse_public_key(k) {
+                    Ok(key) => tenant_keys.push((t.name.as_str().into(), key)),
+                    Err(e) => {
+                        problems.push(format!("{}: option 'jwt_key': {e}; key not used", t.at))
+                    }
+                }
             }
         }
-        let bootstrap_networks = g
-            .bootstrap_networks
-            .iter()
-            .map(|n| IpNet::parse(n))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ConfigError(format!("gateway: option 'bootstrap_networks': {e}")))?;
-        Ok(GatewayConfig {
+        let mut bootstrap_networks = Vec::new();
+        for n in &g.bootstrap_networks {
+            match IpNet::parse(n) {
+                Ok(net) => bootstrap_networks.push(net),
+                Err(e) => problems.push(format!(
+                    "gateway: option 'bootstrap_networks': {e}; network not used"
+                )),
+            }
+        }
+        let cfg = GatewayConfig {
             router_id: router_id.into(),
             sdk_listen,
             auth: match g.auth {
@@ -187,8 +182,8 @@ impl GatewayConfig {
             stream_history_bytes: usize_of(g.stream_history_bytes),
             hop_limit: u8::try_from(g.hop_limit).unwrap_or(u8::MAX),
             default_timeout_ms: g.default_timeout_ms,
-            max_connections: GatewayConfig::default().max_connections,
-            body_read_timeout_ms: GatewayConfig::default().body_read_timeout_ms,
+            max_connections: usize_of(g.max_connections),
+            body_read_timeout_ms: g.body_read_timeout_ms,
             max_routes: usize_of(c.agentd.max_routes),
             lease_min_s: c.agentd.min_lease,
             lease_max_s: c.agentd.max_lease,
@@ -202,7 +197,8 @@ impl GatewayConfig {
             bootstrap_networks,
             bootstrap_ttl_s: g.bootstrap_ttl,
             endpoints: agentd::endpoint::Guard::of_config(c),
-        })
+        };
+        (cfg, problems)
     }
 
     /// The file holding the router's token-issuer key: the gateway's

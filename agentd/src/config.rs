@@ -2,19 +2,24 @@
 //! runs on.
 //!
 //! `uci-schema` owns syntax, defaults and ranges and reports every problem
-//! with file/section/option. This module turns a valid [`uci_schema::Config`]
-//! into runtime objects: static routes, the policy, lease bounds, limits,
-//! the socket path and health-check settings. Conversion problems that
-//! the schema cannot see (e.g. two rules with the same id) are reported
-//! with the section name too; a broken policy does not fail the whole load
-//! but becomes [`Policy::invalid`], which denies every request with the
-//! reason until the file is repaired (DESIGN §4).
+//! with file/section/option. This module turns the valid part of a file
+//! ([`uci_schema::Partial`]) into runtime objects: static routes, the
+//! policy, lease bounds, limits, the socket path and health-check
+//! settings. Conversion problems the schema cannot see are handled like
+//! schema problems: the section is skipped and the problem recorded
+//! ([`Runtime::problems`]). Whenever the policy is not known exactly (a
+//! rule skipped, a syntax error before the end of the file, ...) it is
+//! [`Policy::invalid`], which denies every request with the reason until
+//! the file is repaired (DESIGN §4).
+//!
+//! Startup takes the partial result (a typo must not be an outage); a
+//! reload and `--check-config` are strict ([`load_file`], [`load_str`]).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use uci_schema::{HealthCheck, LogLevel};
+use uci_schema::{ConfigError, ConfigErrorKind, HealthCheck, LogLevel, Partial, Problem, Recovery};
 
 use crate::endpoint::{Guard, LocalAddrs};
 use crate::health::Thresholds;
@@ -24,14 +29,15 @@ use crate::policy::{Action, Constraints, Pattern, Policy, Rule};
 use crate::route::{Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource};
 use crate::score::Weights;
 
-/// Where the IPC socket lives unless the config or `--socket` says otherwise.
-pub const DEFAULT_SOCKET: &str = "/var/run/agentd/agentd.sock";
-/// Where runtime state lives unless the config says otherwise.
-pub const DEFAULT_STATE_DIR: &str = "/var/run/agentd";
-
 /// Prefix of route ids derived from `route` section names. Registrations
 /// may not use it, so a static route id is never taken by an agent.
 pub const STATIC_ID_PREFIX: &str = "static:";
+
+/// The schema default of `agentd.ipc_socket`, for tools that cannot read
+/// the file.
+pub fn default_socket() -> PathBuf {
+    PathBuf::from(&uci_schema::Config::defaults().agentd.ipc_socket)
+}
 
 /// Health-check driver settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,14 +54,12 @@ pub struct HealthSettings {
 }
 
 impl Default for HealthSettings {
+    /// The schema defaults.
     fn default() -> Self {
-        HealthSettings {
-            interval: Some(Duration::from_secs(5)),
-            tcp_only: true,
-            timeout: Duration::from_secs(1),
-            thresholds: Thresholds::default(),
-            max_probes_per_s: probes_per_s(&uci_schema::Config::default().agentd),
-        }
+        health_settings(
+            &uci_schema::Config::defaults().agentd,
+            Thresholds::default(),
+        )
     }
 }
 
@@ -81,23 +85,20 @@ pub struct Runtime {
     /// Where registrations' endpoints may point: this router's listener
     /// ports and `agentd.allow_loopback_endpoints`.
     pub endpoints: Guard,
+    /// What the file had wrong and what was done about each problem
+    /// (skipped section, option at its default, ...); empty when valid.
+    pub problems: Vec<Problem>,
 }
 
 impl Default for Runtime {
-    /// What agentd runs on without any file: no routes, allow by default.
+    /// What agentd runs on without any file: every option at its schema
+    /// default, no routes, allow by default.
     fn default() -> Self {
-        Runtime {
-            router_id: "agentd".into(),
-            socket: PathBuf::from(DEFAULT_SOCKET),
-            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
-            lease: LeasePolicy::default(),
-            max_routes: 10_000,
-            static_routes: Vec::new(),
-            policy: Policy::default(),
-            health: HealthSettings::default(),
-            log_level: Level::Info,
-            endpoints: Guard::of_config(&uci_schema::Config::default()),
-        }
+        convert(
+            &Partial::from(uci_schema::Config::defaults().clone()),
+            "<defaults>",
+        )
+        .0
     }
 }
 
@@ -135,22 +136,35 @@ impl LoadError {
     }
 }
 
-/// Reads and converts `path`.
+/// Reads and converts `path`, refusing a file with any problem (reload,
+/// `--check-config`).
 pub fn load_file(path: &Path) -> Result<Runtime, LoadError> {
+    strict(load_file_partial(path)?)
+}
+
+/// Reads and converts what is valid in `path` (startup). Fails only if
+/// the file does not exist or cannot be opened, so the caller decides
+/// between built-in defaults and refusing to start; any other problem is
+/// in [`Runtime::problems`].
+pub fn load_file_partial(path: &Path) -> Result<(Runtime, Vec<String>), LoadError> {
     if let Err(e) = std::fs::metadata(path) {
         return Err(LoadError::Read {
             path: path.into(),
             kind: e.kind(),
         });
     }
-    let config = uci_schema::Config::load(path).map_err(invalid)?;
-    from_config(&config, &path.display().to_string())
+    let partial = uci_schema::Config::load_partial(path);
+    Ok(convert(&partial, &path.display().to_string()))
 }
 
-/// Converts configuration text; `file` names it in errors.
+/// Converts configuration text strictly; `file` names it in errors.
 pub fn load_str(text: &str, file: &str) -> Result<Runtime, LoadError> {
-    let config = uci_schema::Config::from_str(text, file).map_err(invalid)?;
-    from_config(&config, file)
+    strict(load_str_partial(text, file))
+}
+
+/// Converts what is valid in configuration text.
+pub fn load_str_partial(text: &str, file: &str) -> (Runtime, Vec<String>) {
+    convert(&uci_schema::Config::from_str_partial(text, file), file)
 }
 
 /// The embedded demo configuration (`agentd --demo`).
@@ -158,25 +172,66 @@ pub fn load_demo() -> Result<Runtime, LoadError> {
     load_str(uci_schema::demo::DEMO_CONFIG, "<demo config>")
 }
 
-fn invalid(errors: uci_schema::ConfigErrors) -> LoadError {
-    LoadError::Invalid(errors.0.iter().map(|e| e.to_string()).collect())
-}
-
-/// How a section is named in conversion errors, like `uci-schema` does.
-fn section_name(ty: &str, name: Option<&str>, index: usize) -> String {
-    match name {
-        Some(n) => format!("{ty} '{n}'"),
-        None => format!("@{ty}[{index}]"),
+/// A strict result from a partial conversion and its strict error lines.
+fn strict((rt, errors): (Runtime, Vec<String>)) -> Result<Runtime, LoadError> {
+    if rt.problems.is_empty() {
+        Ok(rt)
+    } else {
+        Err(LoadError::Invalid(errors))
     }
 }
 
-/// The running configuration from a validated file.
-pub fn from_config(c: &uci_schema::Config, file: &str) -> Result<Runtime, LoadError> {
-    let mut errors = Vec::new();
+/// A conversion problem: the section is skipped, or (for the singleton
+/// `agentd` section) its options fall back to their defaults.
+fn refused(
+    file: &str,
+    at: &uci_schema::SectionRef,
+    option: Option<&str>,
+    reason: String,
+) -> Problem {
+    Problem {
+        error: ConfigError {
+            file: file.to_string(),
+            section: Some(at.clone()),
+            option: option.map(str::to_string),
+            kind: ConfigErrorKind::Refused { reason },
+        },
+        recovery: Recovery::SectionSkipped,
+    }
+}
+
+fn health_settings(a: &uci_schema::Agentd, thresholds: Thresholds) -> HealthSettings {
+    HealthSettings {
+        interval: match a.health_check {
+            HealthCheck::Off => None,
+            _ => Some(Duration::from_secs(a.health_interval)),
+        },
+        tcp_only: a.health_check == HealthCheck::Tcp,
+        timeout: Duration::from_millis(a.health_timeout_ms),
+        thresholds,
+        max_probes_per_s: probes_per_s(a),
+    }
+}
+
+/// The running configuration from the valid part of a file, and the lines
+/// a strict load reports (the file's errors as written plus conversion
+/// problems).
+pub fn convert(p: &Partial, file: &str) -> (Runtime, Vec<String>) {
+    let c = &p.config;
+    let mut problems = p.problems.clone();
+    let mut extra = Vec::new();
     let main = &c.agentd;
+    let main_at = uci_schema::SectionRef {
+        ty: "agentd".into(),
+        name: Some("main".into()),
+        index: 0,
+        label: None,
+    };
+    // The schema checks ranges and order already; these only guard the
+    // conversion itself.
     let lease = LeasePolicy::new(main.min_lease, main.default_lease, main.max_lease)
         .unwrap_or_else(|e| {
-            errors.push(format!("{file}: agentd 'main': {e}"));
+            extra.push(refused(file, &main_at, Some("min_lease"), e.to_string()));
             LeasePolicy::default()
         });
     let thresholds = Thresholds::new(
@@ -184,56 +239,42 @@ pub fn from_config(c: &uci_schema::Config, file: &str) -> Result<Runtime, LoadEr
         u32::try_from(main.health_recover_threshold).unwrap_or(u32::MAX),
     )
     .unwrap_or_else(|e| {
-        errors.push(format!("{file}: agentd 'main': {e}"));
+        extra.push(refused(
+            file,
+            &main_at,
+            Some("health_fail_threshold"),
+            e.to_string(),
+        ));
         Thresholds::default()
     });
-    let health = HealthSettings {
-        interval: match main.health_check {
-            HealthCheck::Off => None,
-            _ => Some(Duration::from_secs(main.health_interval)),
-        },
-        tcp_only: main.health_check == HealthCheck::Tcp,
-        timeout: Duration::from_millis(main.health_timeout_ms),
-        thresholds,
-        max_probes_per_s: probes_per_s(main),
-    };
+    let health = health_settings(main, thresholds);
     let endpoints = Guard::of_config(c);
     let local = crate::endpoint::local_addrs();
     let mut static_routes = Vec::new();
-    for (i, r) in c.routes.iter().enumerate().filter(|(_, r)| r.enabled) {
+    for r in c.routes.iter().filter(|r| r.enabled) {
         match static_route(r, &endpoints, &local) {
             Ok(route) => static_routes.push(route),
-            Err(e) => errors.push(format!(
-                "{file}: {}: {e}",
-                section_name("route", r.section.as_deref(), i)
-            )),
+            Err((option, e)) => extra.push(refused(file, &r.at, option, e)),
         }
     }
-    if !errors.is_empty() {
-        return Err(LoadError::Invalid(errors));
-    }
+    let (policy, rule_problems) = policy(p, file);
+    extra.extend(rule_problems);
+    let mut errors: Vec<String> = p.errors().0.iter().map(|e| e.to_string()).collect();
+    errors.extend(extra.iter().map(|x| x.error.to_string()));
+    problems.extend(extra);
     let router_id: Box<str> = if main.router_id.is_empty() {
         hostname().into()
     } else {
         main.router_id.as_str().into()
     };
-    let socket = if main.ipc_socket.is_empty() {
-        PathBuf::from(DEFAULT_SOCKET)
-    } else {
-        PathBuf::from(&main.ipc_socket)
-    };
-    Ok(Runtime {
+    let rt = Runtime {
         router_id,
-        socket,
-        state_dir: if main.state_dir.is_empty() {
-            PathBuf::from(DEFAULT_STATE_DIR)
-        } else {
-            PathBuf::from(&main.state_dir)
-        },
+        socket: PathBuf::from(&main.ipc_socket),
+        state_dir: PathBuf::from(&main.state_dir),
         lease,
         max_routes: usize::try_from(main.max_routes).unwrap_or(usize::MAX),
         static_routes,
-        policy: policy(c, file),
+        policy,
         health,
         log_level: match main.log_level {
             LogLevel::Error => Level::Error,
@@ -242,30 +283,38 @@ pub fn from_config(c: &uci_schema::Config, file: &str) -> Result<Runtime, LoadEr
             LogLevel::Debug | LogLevel::Trace => Level::Debug,
         },
         endpoints,
-    })
+        problems,
+    };
+    (rt, errors)
+}
+
+/// The running configuration from a validated file.
+pub fn from_config(c: &uci_schema::Config, file: &str) -> Result<Runtime, LoadError> {
+    strict(convert(&Partial::from(c.clone()), file))
 }
 
 fn non_empty(s: &str) -> Option<Box<str>> {
     (!s.is_empty()).then(|| s.into())
 }
 
-/// A `route` section as a static route with id `static:<id>`. Its
-/// endpoint passes the same checks as a registration's, with the
-/// section's own `allow_loopback` instead of the global option; a host
-/// name is checked by the gateway when it connects.
+/// A `route` section as a static route with id `static:<id>`; an error
+/// names the option at fault. Its endpoint passes the same checks as a
+/// registration's, with the section's own `allow_loopback` instead of the
+/// global option; a host name is checked by the gateway when it connects.
 fn static_route(
     r: &uci_schema::StaticRoute,
     guard: &Guard,
     local: &LocalAddrs,
-) -> Result<Route, String> {
+) -> Result<Route, (Option<&'static str>, String)> {
     let id = RouteId::new(&format!("{STATIC_ID_PREFIX}{}", r.id))
-        .map_err(|e| format!("option 'id': {e}"))?;
+        .map_err(|e| (Some("id"), e.to_string()))?;
     crate::endpoint::check_url(&r.endpoint, &guard.with_loopback(r.allow_loopback), local)
         .map_err(|e| match e {
-            crate::endpoint::Refused::Address(why) => {
-                format!("option 'endpoint': {} {why} ({})", r.endpoint, why.code())
-            }
-            crate::endpoint::Refused::Invalid(e) => format!("option 'endpoint': {e}"),
+            crate::endpoint::Refused::Address(why) => (
+                Some("endpoint"),
+                format!("{} {why} ({})", r.endpoint, why.code()),
+            ),
+            crate::endpoint::Refused::Invalid(e) => (Some("endpoint"), e.to_string()),
         })?;
     let contract = r.effect.map(|effect| Contract {
         effect: match effect {
@@ -313,25 +362,49 @@ fn static_route(
     })
 }
 
-/// The policy, or a policy that denies everything and says why.
-fn policy(c: &uci_schema::Config, file: &str) -> Policy {
+/// The policy, or a policy that denies everything and says why: when the
+/// schema left it unknown (see [`Partial::policy_problems`]) or a rule
+/// cannot be converted (that rule is then reported as skipped too).
+fn policy(p: &Partial, file: &str) -> (Policy, Vec<Problem>) {
+    let c = &p.config;
+    let mut problems = Vec::new();
     let mut rules = Vec::new();
-    for (i, r) in c.rules.iter().enumerate().filter(|(_, r)| r.enabled) {
+    for r in c.rules.iter().filter(|r| r.enabled) {
         match rule(r) {
             Ok(rule) => rules.push(rule),
-            Err(e) => {
-                let at = section_name("rule", r.section.as_deref(), i);
-                return Policy::invalid(&format!("{file}: {at}: {e}"));
-            }
+            Err(e) => problems.push(refused(file, &r.at, None, e)),
         }
+    }
+    let unknown: Vec<&Problem> = p.policy_problems().chain(problems.iter()).collect();
+    if let Some(first) = unknown.first() {
+        let more = match unknown.len() {
+            1 => String::new(),
+            n => format!(" (and {} more problem(s), see agentctl status)", n - 1),
+        };
+        return (Policy::invalid(&format!("{first}{more}")), problems);
     }
     let action = match c.agentd.default_action {
         uci_schema::Action::Allow => Action::Allow,
         uci_schema::Action::Deny => Action::Deny,
     };
     match Policy::new(rules, action, Weights::default()) {
-        Ok(p) => p,
-        Err(e) => Policy::invalid(&format!("{file}: {e}")),
+        Ok(policy) => (policy, problems),
+        Err(e) => {
+            let problem = Problem {
+                error: ConfigError {
+                    file: file.to_string(),
+                    section: None,
+                    option: None,
+                    kind: ConfigErrorKind::Refused {
+                        reason: format!("policy: {e}"),
+                    },
+                },
+                recovery: Recovery::SectionSkipped,
+            };
+            let policy = Policy::invalid(&problem.to_string());
+            problems.push(problem);
+            (policy, problems)
+        }
     }
 }
 

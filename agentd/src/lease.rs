@@ -54,11 +54,14 @@ impl fmt::Display for LeaseError {
 impl std::error::Error for LeaseError {}
 
 impl Default for LeasePolicy {
+    /// The schema defaults of `agentd.min_lease`, `default_lease` and
+    /// `max_lease`.
     fn default() -> Self {
+        let a = &uci_schema::Config::defaults().agentd;
         LeasePolicy {
-            min_s: 5,
-            default_s: 30,
-            max_s: 3600,
+            min_s: a.min_lease,
+            default_s: a.default_lease,
+            max_s: a.max_lease,
         }
     }
 }

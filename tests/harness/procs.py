@@ -120,17 +120,19 @@ class Daemon:
 class Stack:
     """agentd + agent-gw on one config, as a test uses them."""
 
-    def __init__(self, bins: Binaries, cfg: Config) -> None:
+    def __init__(self, bins: Binaries, cfg: Config, cli_overrides: bool = True) -> None:
         self.bins = bins
         self.cfg = cfg
         cfg.write()
         # The config names the socket and listener; the command-line
-        # overrides say the same (both daemons accept them).
-        sock = ["--socket", str(cfg.socket)]
+        # overrides say the same (both daemons accept them). Without them
+        # the daemons find both in the file only, as on a router.
+        sock = ["--socket", str(cfg.socket)] if cli_overrides else []
+        listen = ["--listen", f"{cfg.sdk_host}:{cfg.sdk_port}"] if cli_overrides else []
         self.agentd = Daemon("agentd", [str(bins.agentd), "--config", str(cfg.path), "-f", *sock], cfg.dir / "agentd.log")
         self.gw = Daemon(
             "agent-gw",
-            [str(bins.agent_gw), "--config", str(cfg.path), "-f", *sock, "--listen", f"{cfg.sdk_host}:{cfg.sdk_port}"],
+            [str(bins.agent_gw), "--config", str(cfg.path), "-f", *sock, *listen],
             cfg.dir / "agent-gw.log",
         )
         self.http = Http(cfg.sdk_host, cfg.sdk_port)

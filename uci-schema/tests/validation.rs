@@ -380,7 +380,16 @@ fn identifiers_must_be_unique() {
     );
     // Whatever the priorities (a disabled rule's id is taken too).
     let e = one_error("config rule 'a'\n\toption id '10'\n\toption priority '1'\n\toption enabled '0'\nconfig rule 'b'\n\toption id '10'\n\toption priority '900'\n");
-    assert!(matches!(e.kind, ConfigErrorKind::Duplicate { what: "rule id", .. }), "{e}");
+    assert!(
+        matches!(
+            e.kind,
+            ConfigErrorKind::Duplicate {
+                what: "rule id",
+                ..
+            }
+        ),
+        "{e}"
+    );
     // A section name reused as another rule's explicit id collides too.
     let e = one_error("config rule 'x'\nconfig rule 'y'\n\toption id 'x'\n");
     assert!(

@@ -15,7 +15,18 @@ use agent_gw::state::AppState;
 use agentd::log::{self, Level, Sink};
 use agentd::{log_error, log_info, log_notice, log_warn};
 
-const USAGE: &str = "usage: agent-gw [--config FILE] [-f] [--socket PATH] [--listen ADDR]";
+const USAGE: &str = "\
+usage: agent-gw [--config FILE] [-f] [--socket PATH] [--listen ADDR]
+
+  --config FILE, -c FILE  UCI file to run on (default /etc/config/agentd)
+  -f, --foreground        stay in the foreground and log to stderr
+  --socket PATH           agentd's IPC socket, overriding agentd.ipc_socket
+  --listen ADDR           SDK listener, overriding gateway.sdk_listen
+  -h, --help              print this help and exit
+";
+
+/// Configuration problems logged one per line at startup.
+const MAX_LOGGED_PROBLEMS: usize = 32;
 
 #[derive(Debug, Default)]
 struct Args {
@@ -23,6 +34,7 @@ struct Args {
     foreground: bool,
     socket: Option<PathBuf>,
     listen: Option<SocketAddr>,
+    help: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -41,8 +53,8 @@ fn parse_args() -> Result<Args, String> {
                         .map_err(|_| format!("--listen {v}: not a socket address"))?,
                 );
             }
-            "-h" | "--help" => return Err(USAGE.into()),
-            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+            "-h" | "--help" => a.help = true,
+            other => return Err(format!("unknown argument {other}")),
         }
     }
     Ok(a)
@@ -50,9 +62,13 @@ fn parse_args() -> Result<Args, String> {
 
 fn main() -> ExitCode {
     let args = match parse_args() {
+        Ok(a) if a.help => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
         Ok(a) => a,
         Err(e) => {
-            eprintln!("agent-gw: {e}");
+            eprintln!("agent-gw: {e}\n{USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -72,35 +88,58 @@ fn main() -> ExitCode {
     };
     // Like agentd: a file named on the command line must exist; the
     // default path may be absent (fresh install) and then defaults apply.
+    // Otherwise start on whatever is valid in the file (a typo in a
+    // section must not take the data plane down) and log what is not.
     let named = args.config.is_some();
     let path = args
         .config
         .unwrap_or_else(|| PathBuf::from(uci_schema::config::DEFAULT_PATH));
-    let loaded = if !named && !path.exists() {
-        log_notice!("{} does not exist; using built-in defaults", path.display());
-        uci_schema::Config::from_str("", "<built-in defaults>")
-    } else {
-        uci_schema::Config::load(&path)
-    };
-    let uci = match loaded {
-        Ok(c) => c,
-        Err(e) => {
-            fatal(e.to_string());
+    let partial = if !path.exists() {
+        if named {
+            fatal(format!(
+                "configuration file {} does not exist",
+                path.display()
+            ));
             return ExitCode::from(2);
         }
+        log_notice!("{} does not exist; using built-in defaults", path.display());
+        uci_schema::Config::from_str_partial("", "<built-in defaults>")
+    } else {
+        uci_schema::Config::load_partial(&path)
     };
+    let uci = &partial.config;
     if let Some(level) = Level::parse(uci.agentd.log_level.as_str()) {
         log::set_level(level);
     }
-    let mut cfg = match GatewayConfig::from_uci(&uci) {
-        Ok(c) => c,
-        Err(e) => {
-            fatal(format!("{}: {e}", path.display()));
-            return ExitCode::from(2);
-        }
-    };
+    let (mut cfg, gw_problems) = GatewayConfig::from_partial(uci);
+    let problems: Vec<String> = partial
+        .problems
+        .iter()
+        .map(|p| p.to_string())
+        .chain(
+            gw_problems
+                .into_iter()
+                .map(|p| format!("{}: {p}", path.display())),
+        )
+        .collect();
+    for p in problems.iter().take(MAX_LOGGED_PROBLEMS) {
+        log_error!("{p}");
+    }
+    if problems.len() > MAX_LOGGED_PROBLEMS {
+        log_error!(
+            "... and {} more configuration problem(s) (agentctl status)",
+            problems.len() - MAX_LOGGED_PROBLEMS
+        );
+    }
+    if !problems.is_empty() {
+        log_warn!(
+            "starting on the valid part of {}: {} problem(s) left out",
+            path.display(),
+            problems.len()
+        );
+    }
     if cfg.auth == AuthMode::Jwt {
-        let key_path = GatewayConfig::issuer_key_path(&uci);
+        let key_path = GatewayConfig::issuer_key_path(uci);
         match agent_gw::auth::load_or_create_key(&key_path) {
             Ok(k) => cfg.issuer_key = Some(k),
             Err(e) => {

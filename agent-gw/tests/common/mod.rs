@@ -28,6 +28,8 @@ use agentd::time::Millis;
 
 pub fn lab_config() -> GatewayConfig {
     GatewayConfig {
+        // A fixed name (the default is the host name): tokens name it.
+        router_id: "router".into(),
         sdk_listen: "127.0.0.1:0".parse().unwrap(),
         auth: AuthMode::None,
         ipc_socket: "/nonexistent/agentd.sock".into(),

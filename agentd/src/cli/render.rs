@@ -27,8 +27,17 @@ pub fn status_json(s: &StatusView) -> Value {
         "config": {
             "source": &*s.config_source,
             "generation": s.config_generation,
-            "ok": s.config_error.is_none(),
+            "ok": s.config_error.is_none() && s.config_problems_total == 0,
             "error": s.config_error.as_deref(),
+            "problems_total": s.config_problems_total,
+            "problems": s.config_problems.iter().map(|p| json!({
+                "section_type": p.section_type.as_deref(),
+                "section": p.section.as_deref(),
+                "option": p.option.as_deref(),
+                "reason": &*p.reason,
+                "action": &*p.action,
+                "message": &*p.message,
+            })).collect::<Vec<_>>(),
         },
         "policy": {
             "ok": s.policy_error.is_none(),
@@ -61,6 +70,25 @@ pub fn status_text(s: &StatusView) -> String {
             Some(e) => format!("ERROR (running on the last valid state): {e}"),
         },
     );
+    if s.config_problems_total > 0 {
+        kv(
+            "config_problems",
+            format!(
+                "{} (running on the valid part of the file)",
+                s.config_problems_total
+            ),
+        );
+        for p in &s.config_problems {
+            kv("  problem", p.message.to_string());
+        }
+        let listed = s.config_problems.len() as u64;
+        if s.config_problems_total > listed {
+            kv(
+                "  problem",
+                format!("... and {} more", s.config_problems_total - listed),
+            );
+        }
+    }
     kv(
         "policy",
         match &s.policy_error {

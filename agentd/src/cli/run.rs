@@ -38,7 +38,8 @@ impl Failure {
     }
 }
 
-/// The socket to use: `--socket`, else `ipc_socket` of the config file,
+/// The socket to use: `--socket`, else `ipc_socket` of the config file
+/// (read like agentd reads it at startup: from a partly invalid file too),
 /// else the default path.
 pub fn resolve_socket(opts: &CtlOptions) -> PathBuf {
     if let Some(s) = &opts.socket {
@@ -48,9 +49,9 @@ pub fn resolve_socket(opts: &CtlOptions) -> PathBuf {
         .config
         .clone()
         .unwrap_or_else(|| PathBuf::from(crate::daemon::options::DEFAULT_CONFIG));
-    config::load_file(&file)
-        .map(|rt| rt.socket)
-        .unwrap_or_else(|_| PathBuf::from(config::DEFAULT_SOCKET))
+    config::load_file_partial(&file)
+        .map(|(rt, _)| rt.socket)
+        .unwrap_or_else(|_| config::default_socket())
 }
 
 fn client_failure(socket: &Path, e: ClientError) -> Failure {

@@ -73,9 +73,9 @@ pub enum Control {
     Stop,
 }
 
-/// Reads the configuration the daemon was started with (also on reload).
-/// The default path may be absent on a fresh install: built-in defaults
-/// then apply.
+/// Reads the configuration strictly (reload): a file with any problem is
+/// refused and the running state stays. The default path may be absent
+/// on a fresh install: built-in defaults then apply.
 pub fn load_config(source: &ConfigSource) -> Result<Runtime, LoadError> {
     match source {
         ConfigSource::Demo => config::load_demo(),
@@ -93,6 +93,29 @@ pub fn load_config(source: &ConfigSource) -> Result<Runtime, LoadError> {
                 other => other,
             }
         }
+    }
+}
+
+/// Reads the configuration at startup: what is valid in the file (a typo
+/// must not take the router down), its problems in `Runtime::problems`.
+/// Fails only if the file cannot be opened; the default path may be
+/// absent on a fresh install (built-in defaults then apply).
+pub fn start_config(source: &ConfigSource) -> Result<Runtime, LoadError> {
+    let path = match source {
+        ConfigSource::Demo => return config::load_demo(),
+        ConfigSource::Explicit(path) => path.clone(),
+        ConfigSource::Default => std::path::PathBuf::from(super::options::DEFAULT_CONFIG),
+    };
+    match config::load_file_partial(&path) {
+        Ok((rt, _)) => Ok(rt),
+        Err(LoadError::Read {
+            kind: std::io::ErrorKind::NotFound,
+            ..
+        }) if *source == ConfigSource::Default => {
+            log_warn!("{} not found; running on built-in defaults", path.display());
+            Ok(Runtime::default())
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -41,6 +41,10 @@ use state::State;
 /// this much of renewal history, far less than the shortest lease margin.
 const PERSIST_DELAY: Duration = Duration::from_secs(1);
 
+/// Configuration problems logged one per line at startup; the rest are
+/// counted (all of them are in `agentctl status`, up to its limit).
+const MAX_LOGGED_PROBLEMS: usize = 32;
+
 /// Program name and version, as sent in the IPC `Hello` and `status`.
 pub const SOFTWARE: &str = concat!("agentd ", env!("CARGO_PKG_VERSION"));
 
@@ -167,17 +171,33 @@ fn instant_at(deadline: Millis) -> Instant {
 }
 
 async fn serve(opts: RunOptions) -> ExitCode {
-    let loaded = instance::load_config(&opts.config);
+    let loaded = instance::start_config(&opts.config);
     let state = State::start(loaded, &opts.config.describe(), SOFTWARE, Millis::now());
     log::set_level(state.runtime().log_level);
+    let problems = &state.runtime().problems;
+    for p in problems.iter().take(MAX_LOGGED_PROBLEMS) {
+        log_error!("{p}");
+    }
+    if problems.len() > MAX_LOGGED_PROBLEMS {
+        log_error!(
+            "... and {} more configuration problem(s) (agentctl status)",
+            problems.len() - MAX_LOGGED_PROBLEMS
+        );
+    }
     match state.config_error() {
-        None => log_notice!(
+        None if problems.is_empty() => log_notice!(
             "started on {}: {} static route(s)",
             opts.config.describe(),
             state.runtime().static_routes.len()
         ),
+        None => log_warn!(
+            "started on the valid part of {}: {} static route(s), {} problem(s) left out (agentctl status)",
+            opts.config.describe(),
+            state.runtime().static_routes.len(),
+            problems.len()
+        ),
         Some(e) => log_error!(
-            "configuration {} invalid, starting with empty tables: {e}",
+            "configuration {} unusable, starting with empty tables: {e}",
             opts.config.describe()
         ),
     }

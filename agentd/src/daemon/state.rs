@@ -17,8 +17,9 @@ use crate::config::{LoadError, Runtime, STATIC_ID_PREFIX};
 use crate::endpoint::{LocalAddrs, Refused};
 use crate::fib::FibChange;
 use crate::ipc::message::{
-    AgentPage, AgentView, AgentsQuery, ConflictReason, IpcError, LeaseGrant, Registration, Renewal,
-    RequestBody, ResponseBody, RoutePage, RouteView, RoutesQuery, StatsView, StatusView, MAX_PAGE,
+    AgentPage, AgentView, AgentsQuery, ConfigProblem, ConflictReason, IpcError, LeaseGrant,
+    Registration, Renewal, RequestBody, ResponseBody, RoutePage, RouteView, RoutesQuery, StatsView,
+    StatusView, MAX_PAGE, MAX_STATUS_PROBLEMS,
 };
 use crate::policy::Policy;
 use crate::route::{Lease, Route, RouteId, RouteSource};
@@ -57,8 +58,10 @@ pub struct State {
 }
 
 impl State {
-    /// State at startup. An unusable configuration leaves the tables empty
-    /// and the policy denying everything, with the reason in `status`.
+    /// State at startup, normally on the valid part of the file (problems
+    /// listed in `status`). An unusable configuration (`Err`) leaves the
+    /// tables empty and the policy denying everything, with the reason in
+    /// `status`.
     pub fn start(
         loaded: Result<Runtime, LoadError>,
         source: &str,
@@ -78,15 +81,23 @@ impl State {
             local_addrs: crate::endpoint::local_addrs,
         };
         let failure = match loaded {
-            Ok(rt) => match build_table(&rt, std::iter::empty()) {
-                Ok(table) => {
-                    state.table = table;
-                    state.runtime = rt;
-                    state.config_generation = 1;
-                    None
+            Ok(mut rt) => {
+                // Like the file's own problems: a static route the table
+                // cannot take is skipped and reported, the rest serves.
+                let mut table = RouteTable::new(rt.max_routes);
+                let mut kept = Vec::with_capacity(rt.static_routes.len());
+                for r in std::mem::take(&mut rt.static_routes) {
+                    match table.upsert(r.clone()) {
+                        Ok(_) => kept.push(r),
+                        Err(error) => rt.problems.push(static_route_problem(source, &r, error)),
+                    }
                 }
-                Err(e) => Some((e.to_string(), rt)),
-            },
+                rt.static_routes = kept;
+                state.table = table;
+                state.runtime = rt;
+                state.config_generation = 1;
+                None
+            }
             Err(e) => Some((e.to_string(), Runtime::default())),
         };
         if let Some((reason, rt)) = failure {
@@ -591,6 +602,14 @@ impl State {
             peer_routes: by[RouteSource::Peer as usize] + by[RouteSource::Relay as usize],
             fib_subscribers: 0,
             config_error: self.config_error.clone(),
+            config_problems_total: self.runtime.problems.len() as u64,
+            config_problems: self
+                .runtime
+                .problems
+                .iter()
+                .take(MAX_STATUS_PROBLEMS)
+                .map(ConfigProblem::of)
+                .collect(),
             config_source: self.config_source.clone(),
             config_generation: self.config_generation,
             policy_error: self.runtime.policy.invalid.clone(),
@@ -697,6 +716,21 @@ impl std::fmt::Display for BuildError {
                 )
             }
         }
+    }
+}
+
+/// A static route the table refused at startup, as a config problem.
+fn static_route_problem(source: &str, r: &Route, error: TableError) -> uci_schema::Problem {
+    uci_schema::Problem {
+        error: uci_schema::ConfigError {
+            file: source.to_string(),
+            section: None,
+            option: None,
+            kind: uci_schema::ConfigErrorKind::Refused {
+                reason: format!("static route {}: {error}", r.id),
+            },
+        },
+        recovery: uci_schema::Recovery::SectionSkipped,
     }
 }
 

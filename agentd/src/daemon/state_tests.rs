@@ -539,3 +539,22 @@ fn restored_leases_are_cut_to_the_current_max_lease() {
         "{reply:?}"
     );
 }
+
+#[test]
+fn static_routes_beyond_max_routes_at_start_are_skipped_and_listed() {
+    let text = format!(
+        "{}\nconfig route 'scanner'\n\toption capability 'office.scan'\n\toption version '1'\n\
+         \toption origin 'agent://lab/scanner'\n\toption endpoint 'http://192.0.2.11:8080/invoke'\n",
+        BASE.replace("'100'", "'1'")
+    );
+    let (rt, _) = crate::config::load_str_partial(&text, "test.conf");
+    assert!(rt.problems.is_empty(), "the file itself is valid");
+    let mut s = State::start(Ok(rt), "test.conf", "agentd test", Millis(0));
+    assert_eq!(route_ids(&mut s), ["static:printer"]);
+    let st = status(&mut s);
+    assert_eq!(st.config_problems_total, 1);
+    let p = &st.config_problems[0];
+    assert_eq!(&*p.action, "section_skipped");
+    assert!(p.reason.contains("static:scanner"), "{p:?}");
+    assert_eq!(st.policy_error, None);
+}

@@ -42,10 +42,14 @@ impl fmt::Display for ThresholdError {
 impl std::error::Error for ThresholdError {}
 
 impl Default for Thresholds {
+    /// The schema defaults of `agentd.health_fail_threshold` and
+    /// `health_recover_threshold`.
     fn default() -> Self {
+        let a = &uci_schema::Config::defaults().agentd;
+        let n = |v: u64| u32::try_from(v).unwrap_or(u32::MAX).max(1);
         Thresholds {
-            failures: 3,
-            recoveries: 2,
+            failures: n(a.health_fail_threshold),
+            recoveries: n(a.health_recover_threshold),
         }
     }
 }

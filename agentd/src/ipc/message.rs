@@ -354,6 +354,11 @@ pub struct StatusView {
     /// `None` when the running configuration is valid; otherwise why the
     /// last load or reload was refused.
     pub config_error: Option<Box<str>>,
+    /// What the running configuration left out of its file (the first
+    /// [`MAX_STATUS_PROBLEMS`]); empty when the file was valid.
+    pub config_problems: Vec<ConfigProblem>,
+    /// How many problems there are in all.
+    pub config_problems_total: u64,
     /// Where the configuration comes from (file path or the demo config).
     pub config_source: Box<str>,
     /// Successful configuration loads (startup counts as the first);
@@ -362,6 +367,48 @@ pub struct StatusView {
     /// Set while the policy is unusable: every request is denied for this
     /// reason until a reload repairs it.
     pub policy_error: Option<Box<str>>,
+}
+
+/// Most config problems one `status` reply lists (it must fit one frame).
+pub const MAX_STATUS_PROBLEMS: usize = 32;
+
+/// One problem of the running configuration file and what agentd did
+/// about it (`agentctl status`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigProblem {
+    /// Section type (`rule`), `None` for the whole file.
+    pub section_type: Option<Box<str>>,
+    /// How the section is named in messages: `rule 'bad'`, `@route[2]`.
+    pub section: Option<Box<str>>,
+    pub option: Option<Box<str>>,
+    /// What is wrong.
+    pub reason: Box<str>,
+    /// What was done: `section_skipped`, `option_default`, ... (see
+    /// `uci_schema::Recovery::as_str`).
+    pub action: Box<str>,
+    /// The whole message (file, section, option, reason, action).
+    pub message: Box<str>,
+}
+
+impl ConfigProblem {
+    pub fn of(p: &uci_schema::Problem) -> ConfigProblem {
+        let clip = |s: String| -> Box<str> {
+            const MAX: usize = 512;
+            match s.char_indices().nth(MAX) {
+                Some((i, _)) => format!("{}...", &s[..i]).into(),
+                None => s.into(),
+            }
+        };
+        let e = &p.error;
+        ConfigProblem {
+            section_type: e.section.as_ref().map(|s| clip(s.ty.clone())),
+            section: e.section.as_ref().map(|s| clip(s.to_string())),
+            option: e.option.clone().map(clip),
+            reason: clip(e.kind.to_string()),
+            action: p.recovery.as_str().into(),
+            message: clip(p.to_string()),
+        }
+    }
 }
 
 /// One row of `agentctl routes`.

@@ -123,25 +123,36 @@ impl Daemon {
     /// Like [`Daemon::start`] in an existing directory (a restart), with
     /// `state_dir` inside it.
     pub fn start_in(dir: TempDir, config: &str) -> Daemon {
+        Daemon::spawn(dir, config, true)
+    }
+
+    /// Like [`Daemon::start`] without `--socket`: the socket path is only
+    /// in the file (`ipc_socket`), as on a router.
+    pub fn start_on_file_socket(tag: &str, config: &str) -> Daemon {
+        Daemon::spawn(TempDir::new(tag), config, false)
+    }
+
+    fn spawn(dir: TempDir, config: &str, socket_arg: bool) -> Daemon {
         let path = dir.path().join("agentd");
         let state_dir = dir.path().join("state");
+        let socket = dir.path().join("run").join("agentd.sock");
         let config = config.replacen(
             "config agentd 'main'\n",
             &format!(
-                "config agentd 'main'\n\toption state_dir '{}'\n",
-                state_dir.display()
+                "config agentd 'main'\n\toption state_dir '{}'\n\toption ipc_socket '{}'\n",
+                state_dir.display(),
+                socket.display()
             ),
             1,
         );
         std::fs::write(&path, config).expect("write config");
-        let socket = dir.path().join("run").join("agentd.sock");
         let log = dir.path().join("agentd.log");
-        let child = Command::new(AGENTD)
-            .arg("-c")
-            .arg(dir.path())
-            .arg("-f")
-            .arg("--socket")
-            .arg(&socket)
+        let mut cmd = Command::new(AGENTD);
+        cmd.arg("-c").arg(dir.path()).arg("-f");
+        if socket_arg {
+            cmd.arg("--socket").arg(&socket);
+        }
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))

@@ -148,16 +148,129 @@ fn agentctl_reload_reports_refusal_with_exit_status_1() {
 }
 
 #[test]
-fn invalid_file_at_startup_runs_with_empty_tables_and_says_why() {
-    let d = Daemon::start("badstart", BAD);
+fn a_bad_route_at_startup_is_skipped_and_the_rest_serves() {
+    // BAD plus a valid route: only the bad one is left out.
+    let config = format!(
+        "{BAD}\nconfig route 'scanner'\n\toption capability 'office.scan'\n\toption version '1'\n\
+         \toption origin 'agent://lab/scanner'\n\toption endpoint 'http://192.0.2.11:8080/invoke'\n"
+    );
+    let d = Daemon::start("badstart", &config);
     let st = d.ctl_json(&["status"]);
-    assert_eq!(st["routes"]["total"], 0);
+    assert_eq!(st["routes"]["static"], 1);
     assert_eq!(st["config"]["ok"], false);
-    assert!(st["config"]["error"].as_str().unwrap().contains("latency"));
+    assert_eq!(
+        st["config"]["error"],
+        serde_json::Value::Null,
+        "nothing refused"
+    );
+    assert_eq!(st["config"]["generation"], 1);
+    assert_eq!(st["config"]["problems_total"], 1);
+    let p = &st["config"]["problems"][0];
+    assert_eq!(p["section_type"], "route");
+    assert_eq!(p["section"], "route 'printer'");
+    assert_eq!(p["option"], "latency");
+    assert_eq!(p["action"], "section_skipped");
+    assert!(
+        p["reason"].as_str().unwrap().contains("unknown option"),
+        "{p}"
+    );
+    assert_eq!(st["policy"]["ok"], true, "a route is not the policy");
+    let j = d.ctl_json(&["lookup", "office.scan", "--tenant", "lab"]);
+    assert_eq!(j["winner"], "static:scanner");
+    let j = d.ctl_json(&["lookup", "office.print", "--tenant", "lab"]);
+    assert_eq!(j["winner"], serde_json::Value::Null);
+    let status = text(&d.ctl(&["status"]));
+    assert!(
+        status.contains("config_problems    1 (running on the valid part of the file)")
+            && status.contains("route 'printer': option 'latency'")
+            && status.contains("(section skipped)"),
+        "{status}"
+    );
+    assert!(
+        d.log().contains("started on the valid part of"),
+        "{}",
+        d.log()
+    );
+}
+
+#[test]
+fn a_typo_in_an_unused_section_keeps_the_files_socket_and_agentctl_finds_it() {
+    let config = format!(
+        "{GOOD}\nconfig discovery 'discovery'\n\toption enabeld '0'\n\toption admission 'sometimes'\n\
+         config gatway 'gw'\n"
+    );
+    let d = Daemon::start_on_file_socket("typo", &config);
+    assert!(d.socket.exists(), "listening on the file's ipc_socket");
+    // agentctl reads the same partly invalid file to find the socket.
+    let out = std::process::Command::new(AGENTCTL)
+        .arg("--config")
+        .arg(&d.config)
+        .arg("--json")
+        .arg("status")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", err_text(&out));
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found: Vec<(String, String)> = st["config"]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["section"].as_str().unwrap_or("").to_string(),
+                p["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(
+        found,
+        [
+            s("gatway 'gw'", "section_skipped"),
+            s("discovery 'discovery'", "option_ignored"),
+            s("discovery 'discovery'", "option_default"),
+        ]
+    );
+    assert_eq!(st["policy"]["ok"], true);
+    let j = d.ctl_json(&["lookup", "office.print", "--tenant", "lab"]);
+    assert_eq!(j["winner"], "static:printer");
+}
+
+#[test]
+fn a_bad_rule_at_startup_denies_everything_and_says_which_rule() {
+    let config =
+        format!("{GOOD}\nconfig rule 'oops'\n\toption priorty '100'\n\toption action 'deny'\n");
+    let d = Daemon::start("badrule", &config);
+    let st = d.ctl_json(&["status"]);
+    assert_eq!(st["routes"]["static"], 1, "routes are still installed");
     assert_eq!(st["policy"]["ok"], false);
+    let why = st["policy"]["error"].as_str().unwrap();
+    assert!(
+        why.contains("rule 'oops'") && why.contains("priorty"),
+        "{why}"
+    );
+    assert_eq!(st["config"]["problems"][0]["section"], "rule 'oops'");
     let j = d.ctl_json(&["lookup", "office.print", "--tenant", "lab"]);
     assert_eq!(j["denied"], true);
     assert_eq!(j["refusal"], "policy_invalid");
+    assert!(text(&d.ctl(&["status"])).contains("INVALID, denying every request"));
+}
+
+#[test]
+fn a_syntax_error_at_startup_keeps_what_parsed_before_it_and_denies() {
+    let config = format!("{GOOD}\nconfig rule 'x'\n\toption 'unterminated\n");
+    let d = Daemon::start_on_file_socket("syntax", &config);
+    let st = d.ctl_json(&["status"]);
+    assert_eq!(st["routes"]["static"], 1);
+    assert_eq!(st["router_id"], "test-router");
+    let actions: Vec<&str> = st["config"]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["rest_ignored", "section_skipped"]);
+    assert_eq!(st["policy"]["ok"], false, "rules may follow the error");
 }
 
 #[test]

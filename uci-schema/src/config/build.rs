@@ -369,6 +369,8 @@ fn gateway(r: &mut Reader) -> Gateway {
         rate_per_second: r.u64("rate_per_second"),
         rate_burst: r.u64("rate_burst"),
         max_inflight: r.u64("max_inflight"),
+        max_connections: r.u64("max_connections"),
+        body_read_timeout_ms: r.u64("body_read_timeout_ms"),
         default_timeout_ms: r.u64("default_timeout_ms"),
         task_capacity: r.u64("task_capacity"),
         task_ttl: r.u64("task_ttl"),

@@ -103,6 +103,17 @@ impl Partial {
     }
 }
 
+impl From<Config> for Partial {
+    /// A valid config as a partial load without problems.
+    fn from(config: Config) -> Partial {
+        Partial {
+            config,
+            problems: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+}
+
 impl Config {
     /// Parses and validates UCI text; `file` names the source in errors.
     pub fn from_str(text: &str, file: &str) -> Result<Config, ConfigErrors> {
@@ -196,6 +207,16 @@ impl Default for Config {
     /// What an empty file yields: every option at its schema default.
     fn default() -> Config {
         build::build(&Package::default(), "<defaults>", None).config
+    }
+}
+
+impl Config {
+    /// [`Config::default`], built once: what daemon code takes its
+    /// defaults from (`Default` impls of runtime types), so no default is
+    /// ever written twice.
+    pub fn defaults() -> &'static Config {
+        static DEFAULTS: std::sync::OnceLock<Config> = std::sync::OnceLock::new();
+        DEFAULTS.get_or_init(Config::default)
     }
 }
 

@@ -63,6 +63,8 @@ pub struct Gateway {
     pub rate_per_second: u64,
     pub rate_burst: u64,
     pub max_inflight: u64,
+    pub max_connections: u64,
+    pub body_read_timeout_ms: u64,
     pub default_timeout_ms: u64,
     pub task_capacity: u64,
     pub task_ttl: u64,

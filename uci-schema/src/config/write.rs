@@ -119,6 +119,8 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .u64("rate_per_second", g.rate_per_second)
             .u64("rate_burst", g.rate_burst)
             .u64("max_inflight", g.max_inflight)
+            .u64("max_connections", g.max_connections)
+            .u64("body_read_timeout_ms", g.body_read_timeout_ms)
             .u64("default_timeout_ms", g.default_timeout_ms)
             .u64("task_capacity", g.task_capacity)
             .u64("task_ttl", g.task_ttl)

@@ -156,6 +156,8 @@ const GATEWAY: &[OptionSpec] = &[
     uint("rate_per_second", "200", 1, 1_000_000, "Request rate limit per caller (token bucket refill)."),
     uint("rate_burst", "400", 1, 1_000_000, "Token bucket size."),
     uint("max_inflight", "256", 1, 65535, "Most concurrent requests."),
+    uint("max_connections", "1024", 1, 65535, "Most open client connections; beyond it new ones are closed at once."),
+    uint("body_read_timeout_ms", "10000", 100, 600_000, "Longest time to receive a request body once its head arrived (ms)."),
     uint("default_timeout_ms", "30000", 1, 3_600_000, "Deadline of a call that names none."),
     uint("task_capacity", "512", 1, 65536, "Most async tasks; when full new async work is refused."),
     uint("task_ttl", "300", 1, 86400, "Seconds a finished task stays readable."),
