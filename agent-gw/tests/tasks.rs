@@ -351,7 +351,7 @@ fn stream_resume_after_disconnect_delivers_no_duplicate_and_no_missed_events() {
         for _ in 0..1000 {
             let done = state
                 .tasks
-                .lock()
+                .borrow_mut()
                 .task(&id)
                 .is_some_and(|t| t.state().is_terminal());
             if done {

@@ -340,7 +340,9 @@ pub struct Authenticator {
     issuer_public: VerifyingKey,
     by_kid: HashMap<String, (Signer, VerifyingKey)>,
     by_tenant: HashMap<String, Vec<VerifyingKey>>,
-    cache: std::sync::Mutex<cache::TokenCache>,
+    /// `RefCell`: the gateway is single-threaded (one current-thread
+    /// runtime in a `LocalSet`), and no borrow spans an await.
+    cache: std::cell::RefCell<cache::TokenCache>,
 }
 
 /// A configuration problem that keeps the authenticator from starting.
@@ -448,20 +450,12 @@ impl Authenticator {
         now: UnixSeconds,
     ) -> Result<VerifiedCaller, AuthError> {
         let key = cache::key(token);
-        let hit = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .cloned();
+        let hit = self.cache.borrow().get(&key).cloned();
         let entry = match hit {
             Some(e) => e,
             None => {
                 let e = self.verify_signed(token)?;
-                self.cache
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, e.clone());
+                self.cache.borrow_mut().insert(key, e.clone());
                 e
             }
         };

@@ -61,7 +61,7 @@ pub enum Plan {
 pub fn plan(cx: &Ctx, env: &Envelope, cursor: u64) -> Result<Plan, ApiError> {
     let key = StreamKey::new(&env.tenant, &env.source_agent, &env.intent, &env.task_id);
     let digest = object_digest(env.doc());
-    let mut t = cx.state.tasks.lock();
+    let mut t = cx.state.tasks.borrow_mut();
     t.expire(Millis::now());
     match t.resume(&key, &digest, cursor) {
         Ok(id) => Ok(Plan::Resume(id)),
@@ -89,7 +89,7 @@ pub fn follow(
         HeaderValue::from_static("text/event-stream"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    if let Some(task) = cx.state.tasks.lock().task(&id) {
+    if let Some(task) = cx.state.tasks.borrow_mut().task(&id) {
         if let Some(route) = task
             .route_id
             .as_ref()
@@ -166,7 +166,7 @@ pub async fn start(
     let admitted = cx
         .state
         .tasks
-        .lock()
+        .borrow_mut()
         .try_insert(new, Millis::now())
         .map_err(task_error)?;
     let id = admitted.id;
@@ -176,7 +176,7 @@ pub async fn start(
         HeaderValue::from_static("text/event-stream"),
     );
     out.relay.remove("last-event-id");
-    let pin = |route: &RouteId| cx.state.tasks.lock().pin_route(&id, route.clone());
+    let pin = |route: &RouteId| cx.state.tasks.borrow_mut().pin_route(&id, route.clone());
     let fwd = match cx
         .state
         .forwarder
@@ -185,7 +185,7 @@ pub async fn start(
     {
         Ok(f) => f,
         Err(e) => {
-            cx.state.tasks.lock().remove(&id);
+            cx.state.tasks.borrow_mut().remove(&id);
             return Err(e);
         }
     };
@@ -201,7 +201,7 @@ pub async fn start(
                     .starts_with("text/event-stream")
             });
     if !is_sse {
-        cx.state.tasks.lock().remove(&id);
+        cx.state.tasks.borrow_mut().remove(&id);
         let resp = relay_response(fwd);
         let (head, body) = resp.into_parts();
         return Ok(Response::from_parts(head, guarded(body, guard)));

@@ -63,7 +63,7 @@ pub fn task(cx: &Ctx, parts: &Parts, id: &str, op: TaskOp) -> Result<Response<Bo
         _ => 0,
     };
     let now = Millis::now();
-    let mut t = cx.state.tasks.lock();
+    let mut t = cx.state.tasks.borrow_mut();
     t.expire(now);
     let task = t.get(&id, token, tenant).map_err(task_error)?;
     let doc = match op {
@@ -146,7 +146,7 @@ pub fn invoke_async(
     let admitted = cx
         .state
         .tasks
-        .lock()
+        .borrow_mut()
         .try_insert(new, Millis::now())
         .map_err(task_error)?;
     let id = admitted.id;
@@ -158,7 +158,7 @@ pub fn invoke_async(
     let work = async move {
         // The status names the route as soon as the call is sent to it,
         // not only once (or if) it answers.
-        let pin = |route: &RouteId| state.tasks.lock().pin_route(&id, route.clone());
+        let pin = |route: &RouteId| state.tasks.borrow_mut().pin_route(&id, route.clone());
         let fwd = state
             .forwarder
             .forward_observed(&capability, &candidates, &out, kind, deadline, &pin)
@@ -245,7 +245,7 @@ pub fn direct_control(cx: &Ctx, env: &Envelope) -> Result<Option<Response<Body>>
         .and_then(Value::as_str)
         .unwrap_or("");
     let now = Millis::now();
-    let mut t = cx.state.tasks.lock();
+    let mut t = cx.state.tasks.borrow_mut();
     t.expire(now);
     if t.task(&id).is_none() {
         return Ok(None);

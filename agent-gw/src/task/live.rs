@@ -10,10 +10,11 @@
 //! stream leaves the producer running and the history filling, ready for
 //! the reconnect.
 
+use std::cell::{RefCell, RefMut};
 use std::fmt::Display;
 use std::future::Future;
 use std::pin::pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::rc::Rc;
 
 use agentd::time::Millis;
 use bytes::Bytes;
@@ -26,21 +27,21 @@ use super::sse::{self, SseItem, SseParser};
 use super::table::{CancelSignal, TaskFailure, TaskResult, TaskTable};
 use super::{TaskError, TaskId};
 
-/// The table as shared by connection tasks. Critical sections are short
-/// and never span an await.
+/// The table as shared by connection tasks. The gateway runs on one
+/// current-thread runtime inside a `LocalSet`, so a `RefCell` is enough:
+/// borrows are short and never span an await (a second borrow while one
+/// is held would be a bug and panics loudly instead of deadlocking).
 #[derive(Debug, Clone)]
-pub struct SharedTasks(Arc<Mutex<TaskTable>>);
+pub struct SharedTasks(Rc<RefCell<TaskTable>>);
 
 impl SharedTasks {
     pub fn new(table: TaskTable) -> SharedTasks {
-        SharedTasks(Arc::new(Mutex::new(table)))
+        SharedTasks(Rc::new(RefCell::new(table)))
     }
 
-    /// Locks the table. A panic while holding the lock cannot leave it
-    /// half-updated in a way later readers would misread (each method
-    /// completes its own invariants), so poisoning is ignored.
-    pub fn lock(&self) -> MutexGuard<'_, TaskTable> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    /// The table, borrowed until the returned guard is dropped.
+    pub fn borrow_mut(&self) -> RefMut<'_, TaskTable> {
+        self.0.borrow_mut()
     }
 }
 
@@ -56,15 +57,15 @@ pub async fn run_async<F, N>(
     F: Future<Output = Result<TaskResult, TaskFailure>>,
     N: Fn() -> Millis,
 {
-    tasks.lock().start(&id);
+    tasks.borrow_mut().start(&id);
     let work = pin!(work);
     let cancelled = pin!(cancel.cancelled());
     match first(work, cancelled).await {
         // The cancel call already moved the task to Cancelled; dropping
         // `work` on return is what reaches the handler.
         Either::Right(()) => {}
-        Either::Left(Ok(result)) => tasks.lock().complete(&id, Some(result), now()),
-        Either::Left(Err(failure)) => tasks.lock().fail(&id, failure, now()),
+        Either::Left(Ok(result)) => tasks.borrow_mut().complete(&id, Some(result), now()),
+        Either::Left(Err(failure)) => tasks.borrow_mut().fail(&id, failure, now()),
     }
 }
 
@@ -100,13 +101,13 @@ pub async fn produce_stream<U, B, N>(
     B::Error: Display,
     N: Fn() -> Millis,
 {
-    tasks.lock().start(&id);
+    tasks.borrow_mut().start(&id);
     let pump = pin!(pump(&tasks, &id, upstream, limits));
     let cancelled = pin!(cancel.cancelled());
     match first(pump, cancelled).await {
         Either::Right(()) => {}
-        Either::Left(Ok(())) => tasks.lock().complete(&id, None, now()),
-        Either::Left(Err(failure)) => tasks.lock().fail(&id, failure, now()),
+        Either::Left(Ok(())) => tasks.borrow_mut().complete(&id, None, now()),
+        Either::Left(Err(failure)) => tasks.borrow_mut().fail(&id, failure, now()),
     }
 }
 
@@ -148,7 +149,7 @@ where
                     // the handler (TCP flow control reaches it) and wait.
                     loop {
                         let mut drained = {
-                            let t = tasks.lock();
+                            let t = tasks.borrow_mut();
                             match t.room_for(id, event.as_deref(), &data) {
                                 None => return Ok(()),
                                 Some(true) => break,
@@ -163,7 +164,7 @@ where
                         }
                     }
                     if tasks
-                        .lock()
+                        .borrow_mut()
                         .push_event(id, event.as_deref(), &data)
                         .is_none()
                     {
@@ -216,7 +217,7 @@ impl Drop for Follower {
     fn drop(&mut self) {
         let now = (self.now)();
         if let Some(f) = self.handle {
-            self.tasks.lock().detach(&self.id, f, now);
+            self.tasks.borrow_mut().detach(&self.id, f, now);
         }
     }
 }
@@ -235,7 +236,7 @@ impl Follower {
         cursor: u64,
         now: fn() -> Millis,
     ) -> Result<Follower, TaskError> {
-        let mut t = tasks.lock();
+        let mut t = tasks.borrow_mut();
         let rx = t.task(&id).ok_or(TaskError::NotFound)?.subscribe();
         let handle = t.attach(&id, cursor);
         Ok(Follower {
@@ -262,7 +263,7 @@ impl Follower {
         while !self.done {
             self.rx.borrow_and_update();
             let batch = {
-                let mut t = self.tasks.lock();
+                let mut t = self.tasks.borrow_mut();
                 let b = t.batch(&self.id, self.cursor, BATCH);
                 if let (Ok(b), Some(f)) = (&b, self.handle) {
                     if let Some(last) = b.events.last() {
@@ -313,7 +314,7 @@ impl Follower {
 pub async fn expiry_driver(tasks: SharedTasks) {
     loop {
         let (next, ttl) = {
-            let t = tasks.lock();
+            let t = tasks.borrow_mut();
             (t.next_expiry(), t.config().ttl_ms)
         };
         let now = Millis::now();
@@ -321,6 +322,6 @@ pub async fn expiry_driver(tasks: SharedTasks) {
             .map_or(ttl.max(1000), |at| at.saturating_sub(now))
             .max(1);
         tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
-        tasks.lock().expire(Millis::now());
+        tasks.borrow_mut().expire(Millis::now());
     }
 }

@@ -258,17 +258,23 @@ fn body_channel() -> (tokio::sync::mpsc::Sender<FrameResult>, ChanBody) {
 
 #[tokio::test(flavor = "current_thread")]
 async fn follower_resumes_without_duplicates_while_the_producer_keeps_running() {
+    tokio::task::LocalSet::new()
+        .run_until(follower_resumes_without_duplicates_while_the_producer_keeps_running_local())
+        .await;
+}
+
+async fn follower_resumes_without_duplicates_while_the_producer_keeps_running_local() {
     let tasks = SharedTasks::new(TaskTable::new(TaskConfig {
         history_events: 64,
         ..cfg(4)
     }));
     let admitted = tasks
-        .lock()
+        .borrow_mut()
         .try_insert(new_task(TaskKind::Stream, "lab", None), T0)
         .unwrap();
     let id = admitted.id;
     let (tx, body) = body_channel();
-    let producer = tokio::spawn(produce_stream(
+    let producer = tokio::task::spawn_local(produce_stream(
         tasks.clone(),
         id,
         admitted.cancel,
@@ -310,16 +316,22 @@ async fn follower_resumes_without_duplicates_while_the_producer_keeps_running() 
     }
     assert_eq!(rest, "id: 4\ndata: four\n\n: nexus-stream-complete\n\n");
     assert_eq!(
-        tasks.lock().task(&id).unwrap().state(),
+        tasks.borrow_mut().task(&id).unwrap().state(),
         TaskState::Completed
     );
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn cancel_drops_the_upstream_future_and_ends_followers() {
+    tokio::task::LocalSet::new()
+        .run_until(cancel_drops_the_upstream_future_and_ends_followers_local())
+        .await;
+}
+
+async fn cancel_drops_the_upstream_future_and_ends_followers_local() {
     let tasks = SharedTasks::new(TaskTable::new(cfg(4)));
     let admitted = tasks
-        .lock()
+        .borrow_mut()
         .try_insert(new_task(TaskKind::Async, "lab", None), T0)
         .unwrap();
     let id = admitted.id;
@@ -338,10 +350,17 @@ async fn cancel_drops_the_upstream_future_and_ends_followers() {
         let _g = guard;
         std::future::pending::<Result<TaskResult, TaskFailure>>().await
     };
-    let runner = tokio::spawn(run_async(tasks.clone(), id, admitted.cancel, work, || T0));
+    let runner =
+        tokio::task::spawn_local(run_async(tasks.clone(), id, admitted.cancel, work, || T0));
     tokio::task::yield_now().await;
-    assert_eq!(tasks.lock().task(&id).unwrap().state(), TaskState::Running);
-    assert_eq!(tasks.lock().cancel(&id, T0), Some(TaskState::Cancelled));
+    assert_eq!(
+        tasks.borrow_mut().task(&id).unwrap().state(),
+        TaskState::Running
+    );
+    assert_eq!(
+        tasks.borrow_mut().cancel(&id, T0),
+        Some(TaskState::Cancelled)
+    );
     runner.await.unwrap();
     dropped_rx.await.expect("upstream future was dropped");
     let mut f = Follower::new(&tasks, id, 0).unwrap();
@@ -357,7 +376,7 @@ async fn cancel_drops_the_upstream_future_and_ends_followers() {
 async fn broken_or_invalid_upstream_streams_fail_the_task_with_a_typed_code() {
     let tasks = SharedTasks::new(TaskTable::new(cfg(4)));
     let a = tasks
-        .lock()
+        .borrow_mut()
         .try_insert(new_task(TaskKind::Stream, "lab", None), T0)
         .unwrap();
     let (tx, body) = body_channel();
@@ -374,14 +393,14 @@ async fn broken_or_invalid_upstream_streams_fail_the_task_with_a_typed_code() {
         || T0,
     )
     .await;
-    let doc = tasks.lock().task(&a.id).unwrap().status_json(T0);
+    let doc = tasks.borrow_mut().task(&a.id).unwrap().status_json(T0);
     assert_eq!(
         (doc["status"].as_str(), doc["error"]["code"].as_str()),
         (Some("failed"), Some("unknown"))
     );
 
     let b = tasks
-        .lock()
+        .borrow_mut()
         .try_insert(new_task(TaskKind::Stream, "lab", None), T0)
         .unwrap();
     let (tx, body) = body_channel();
@@ -403,7 +422,7 @@ async fn broken_or_invalid_upstream_streams_fail_the_task_with_a_typed_code() {
     )
     .await;
     assert_eq!(
-        tasks.lock().task(&b.id).unwrap().status_json(T0)["error"]["code"],
+        tasks.borrow_mut().task(&b.id).unwrap().status_json(T0)["error"]["code"],
         "error"
     );
 }
@@ -480,12 +499,18 @@ fn a_producer_may_not_evict_events_an_attached_follower_has_not_taken() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_live_follower_gets_every_event_even_beyond_the_history_bound() {
+    tokio::task::LocalSet::new()
+        .run_until(a_live_follower_gets_every_event_even_beyond_the_history_bound_local())
+        .await;
+}
+
+async fn a_live_follower_gets_every_event_even_beyond_the_history_bound_local() {
     let tasks = SharedTasks::new(TaskTable::new(TaskConfig {
         history_events: 4,
         ..cfg(4)
     }));
     let a = tasks
-        .lock()
+        .borrow_mut()
         .try_insert(new_task(TaskKind::Stream, "lab", None), T0)
         .unwrap();
     let id = a.id;
@@ -495,7 +520,7 @@ async fn a_live_follower_gets_every_event_even_beyond_the_history_bound() {
     let burst: String = (1..=10).map(|i| format!("data: {i}\n\n")).collect();
     tx.send(Ok(Frame::data(Bytes::from(burst)))).await.unwrap();
     drop(tx);
-    let producer = tokio::task::spawn(produce_stream(
+    let producer = tokio::task::spawn_local(produce_stream(
         tasks.clone(),
         id,
         a.cancel,
