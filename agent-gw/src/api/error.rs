@@ -50,6 +50,10 @@ pub enum ErrorCode {
     ControlPlaneUnavailable,
     TaskTableFull,
     DeadlineExceeded,
+    /// The handler of an async task answered with a 4xx/5xx status.
+    HandlerRejected,
+    /// A finished task's outcome was already fetched and released.
+    ResultReleased,
     Internal,
     /// A code owned by another module (auth, tasks) with its HTTP status.
     Other {
@@ -93,6 +97,8 @@ impl ErrorCode {
             ControlPlaneUnavailable => "control_plane_unavailable",
             TaskTableFull => "task_table_full",
             DeadlineExceeded => "deadline_exceeded",
+            HandlerRejected => "handler_rejected",
+            ResultReleased => "result_released",
             Internal => "internal",
             Other { code, .. } => code,
         }
@@ -110,11 +116,11 @@ impl ErrorCode {
             NotFound | NoRoute => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Conflict | StreamChanged | HistoryLost | TaskNotFinished => StatusCode::CONFLICT,
-            TaskExpired => StatusCode::GONE,
+            TaskExpired | ResultReleased => StatusCode::GONE,
             RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            NotDelivered | UpstreamUnknown | UpstreamError | HandlerRedirect => {
+            NotDelivered | UpstreamUnknown | UpstreamError | HandlerRedirect | HandlerRejected => {
                 StatusCode::BAD_GATEWAY
             }
             Overloaded | ControlPlaneUnavailable | TaskTableFull => StatusCode::SERVICE_UNAVAILABLE,

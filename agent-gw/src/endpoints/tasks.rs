@@ -163,7 +163,7 @@ pub fn invoke_async(
             .forwarder
             .forward_observed(&capability, &candidates, &out, kind, deadline, &pin)
             .await
-            .map_err(|e| TaskFailure::new(e.code.as_str(), e.message))?;
+            .map_err(TaskFailure::from)?;
         let (head, body) = fwd.response.into_parts();
         let content_type = head
             .headers
@@ -175,15 +175,10 @@ pub fn invoke_async(
         let read = read_limited(&head.headers, body, MAX_RESULT_BYTES);
         let bytes: Bytes = match tokio::time::timeout_at(deadline.instant(), read).await {
             Ok(Ok(b)) => b,
-            Ok(Err(e)) => {
-                return Err(TaskFailure::new(
-                    ErrorCode::UpstreamError.as_str(),
-                    e.message,
-                ))
-            }
+            Ok(Err(e)) => return Err(TaskFailure::new(ErrorCode::UpstreamError, e.message)),
             Err(_) => {
                 return Err(TaskFailure::new(
-                    ErrorCode::DeadlineExceeded.as_str(),
+                    ErrorCode::DeadlineExceeded,
                     "the handler's answer did not complete within the deadline",
                 ))
             }
@@ -191,7 +186,7 @@ pub fn invoke_async(
         if head.status.is_client_error() || head.status.is_server_error() {
             let text: String = String::from_utf8_lossy(&bytes).chars().take(512).collect();
             return Err(TaskFailure::new(
-                "handler_rejected",
+                ErrorCode::HandlerRejected,
                 format!("handler answered {}: {text}", head.status),
             ));
         }

@@ -23,6 +23,8 @@ use hyper::body::Body;
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::api::error::ErrorCode;
+
 use super::sse::{self, SseItem, SseParser};
 use super::table::{CancelSignal, TaskFailure, TaskResult, TaskTable};
 use super::{TaskError, TaskId};
@@ -129,7 +131,7 @@ where
             None => return Ok(()),
             Some(Err(e)) => {
                 return Err(TaskFailure::new(
-                    "unknown",
+                    ErrorCode::UpstreamUnknown,
                     format!("upstream stream broke: {e}"),
                 ))
             }
@@ -172,7 +174,7 @@ where
                         return Ok(());
                     }
                 }
-                Err(e) => return Err(TaskFailure::new("error", format!("{e}"))),
+                Err(e) => return Err(TaskFailure::new(ErrorCode::UpstreamError, format!("{e}"))),
             }
         }
     }

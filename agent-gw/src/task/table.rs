@@ -18,6 +18,8 @@ use agentd::time::Millis;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use crate::api::error::{ApiError, ErrorCode};
+
 use super::digest::StreamKey;
 use super::history::{CursorError, Event, History};
 use super::id::{TaskId, TaskToken};
@@ -91,20 +93,28 @@ pub struct TaskResult {
     pub body: Vec<u8>,
 }
 
-/// Why a task failed: a typed outcome code (`unknown`, `not_delivered`,
-/// `error`, …) and a message for humans.
+/// Why a task failed: the same typed error code a synchronous call would
+/// have answered (`upstream_unknown`, `not_delivered`, `deadline_exceeded`,
+/// `handler_rejected`, …) and a message for humans. Built from the
+/// forwarder's [`ApiError`] by `From`, so the two layers cannot drift.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskFailure {
-    pub code: Box<str>,
+    pub code: ErrorCode,
     pub message: Box<str>,
 }
 
 impl TaskFailure {
-    pub fn new(code: &str, message: impl Into<Box<str>>) -> TaskFailure {
+    pub fn new(code: ErrorCode, message: impl Into<Box<str>>) -> TaskFailure {
         TaskFailure {
-            code: code.into(),
+            code,
             message: message.into(),
         }
+    }
+}
+
+impl From<ApiError> for TaskFailure {
+    fn from(e: ApiError) -> TaskFailure {
+        TaskFailure::new(e.code, e.message)
     }
 }
 
@@ -228,7 +238,7 @@ impl Task {
             v["result_status"] = json!(r.status);
         }
         if let Some(f) = &self.failure {
-            v["error"] = json!({"code": &*f.code, "message": &*f.message});
+            v["error"] = json!({"code": f.code.as_str(), "message": &*f.message});
         }
         v
     }
@@ -538,7 +548,7 @@ impl TaskTable {
 
     pub fn fail(&mut self, id: &TaskId, failure: TaskFailure, now: Millis) {
         if let Some(t) = self.finish(id, TaskState::Failed, now) {
-            let data = json!({"task_id": id.to_string(), "code": &*failure.code, "message": &*failure.message});
+            let data = json!({"task_id": id.to_string(), "code": failure.code.as_str(), "message": &*failure.message});
             t.history.push(Some("error"), &data.to_string());
             t.failure = Some(failure);
             t.bump();

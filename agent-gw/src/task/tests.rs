@@ -4,6 +4,7 @@
 
 use super::live::{produce_stream, run_async, SseLimits};
 use super::*;
+use crate::api::error::ErrorCode;
 use agentd::time::Millis;
 use bytes::Bytes;
 use hyper::body::Frame;
@@ -154,12 +155,16 @@ fn cancel_signals_the_producer_and_wins_over_a_late_result() {
     let b = t
         .try_insert(new_task(TaskKind::Async, "lab", None), T0)
         .unwrap();
-    t.fail(&b.id, TaskFailure::new("unknown", "handler vanished"), T0);
+    t.fail(
+        &b.id,
+        TaskFailure::new(ErrorCode::UpstreamUnknown, "handler vanished"),
+        T0,
+    );
     assert_eq!(t.cancel(&b.id, T0), Some(TaskState::Failed));
     assert!(!b.cancel.is_cancelled());
     assert_eq!(
         t.task(&b.id).unwrap().status_json(T0)["error"]["code"],
-        "unknown"
+        "upstream_unknown"
     );
 }
 
@@ -396,7 +401,7 @@ async fn broken_or_invalid_upstream_streams_fail_the_task_with_a_typed_code() {
     let doc = tasks.borrow_mut().task(&a.id).unwrap().status_json(T0);
     assert_eq!(
         (doc["status"].as_str(), doc["error"]["code"].as_str()),
-        (Some("failed"), Some("unknown"))
+        (Some("failed"), Some("upstream_unknown"))
     );
 
     let b = tasks
@@ -423,7 +428,7 @@ async fn broken_or_invalid_upstream_streams_fail_the_task_with_a_typed_code() {
     .await;
     assert_eq!(
         tasks.borrow_mut().task(&b.id).unwrap().status_json(T0)["error"]["code"],
-        "error"
+        "upstream_error"
     );
 }
 
