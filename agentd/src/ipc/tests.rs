@@ -740,8 +740,25 @@ async fn server_stops_when_the_daemon_drops_its_receiver() {
     let server = IpcServer::bind(&dir.sock(), ServerConfig::default()).unwrap();
     let (tx, rx) = mpsc::channel(4);
     let run = tokio::spawn(server.run(tx));
+    // A client connected before the daemon stops.
+    let early = Client::connect(&dir.sock(), "early").await.unwrap();
     drop(rx);
-    run.await.unwrap();
+    // The accept loop ends on its own, within a bound (no hang).
+    tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("server still running 5 s after the daemon stopped")
+        .unwrap();
+    // The connected client learns it with a typed answer, not a timeout.
+    let err = early.status().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ClientError::Server(IpcError::Unavailable { .. }) | ClientError::Closed
+        ),
+        "{err}"
+    );
+    // And nobody can connect any more: the listener is gone.
+    assert!(Client::connect(&dir.sock(), "late").await.is_err());
 }
 
 #[tokio::test(flavor = "current_thread")]
