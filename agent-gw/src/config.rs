@@ -33,6 +33,15 @@ pub struct GatewayConfig {
     pub task_ttl_s: u64,
     pub stream_history_events: usize,
     pub stream_history_bytes: usize,
+    /// `buffer_budget`: bytes held for callers at most (see `budget`).
+    pub buffer_budget: usize,
+    /// `tenant_share_percent` / `source_share_percent`: most of the task
+    /// table and of the budget one tenant / one client address may hold.
+    pub tenant_share_percent: u64,
+    pub source_share_percent: u64,
+    /// `stream_drain_timeout_ms`: a follower that takes nothing for this
+    /// long is detached.
+    pub stream_drain_timeout_ms: u64,
     pub hop_limit: u8,
     /// Budget of a call whose caller named none.
     pub default_timeout_ms: u64,
@@ -180,6 +189,10 @@ impl GatewayConfig {
             task_ttl_s: g.task_ttl,
             stream_history_events: usize_of(g.stream_history_events),
             stream_history_bytes: usize_of(g.stream_history_bytes),
+            buffer_budget: usize_of(g.buffer_budget),
+            tenant_share_percent: g.tenant_share_percent,
+            source_share_percent: g.source_share_percent,
+            stream_drain_timeout_ms: g.stream_drain_timeout_ms,
             hop_limit: u8::try_from(g.hop_limit).unwrap_or(u8::MAX),
             default_timeout_ms: g.default_timeout_ms,
             max_connections: usize_of(g.max_connections),
@@ -259,6 +272,9 @@ mod tests {
             crate::auth::net::default_bootstrap_networks()
         );
         assert_eq!(g.bootstrap_ttl_s, 300);
+        assert_eq!(g.buffer_budget, 16 * 1024 * 1024);
+        assert_eq!((g.tenant_share_percent, g.source_share_percent), (50, 25));
+        assert_eq!(g.stream_drain_timeout_ms, 5000);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 pub mod api;
 pub mod auth;
 pub mod body;
+pub mod budget;
 pub mod config;
 pub mod control;
 pub mod endpoints;

@@ -8,12 +8,14 @@ use std::rc::Rc;
 use agentd::time::Millis;
 
 use crate::auth::{AuthConfig, Authenticator};
+use crate::budget::{Budget, BudgetConfig};
 use crate::config::{AuthMode, GatewayConfig};
 use crate::control::Control;
 use crate::fib_sync::Fib;
 use crate::forward::pool::{Pool, PoolConfig};
 use crate::forward::Forwarder;
 use crate::limits::{Inflight, RateLimiter};
+use crate::task::live::SseLimits;
 use crate::task::{SharedTasks, TaskConfig, TaskTable};
 
 #[derive(Debug)]
@@ -28,18 +30,44 @@ pub struct AppState {
     pub inflight: Inflight,
     pub auth: Authenticator,
     pub tasks: SharedTasks,
+    /// The one memory budget (`buffer_budget`) shared by task results,
+    /// stream histories and bodies held for resending.
+    pub budget: Budget,
+    /// Stream follower counters for `agentctl stats`.
+    pub stream_stats: std::cell::Cell<StreamStats>,
+}
+
+/// Counters of stream followers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    /// Followers detached because they took no bytes within
+    /// `stream_drain_timeout_ms`.
+    pub stalled_detached: u64,
 }
 
 impl AppState {
     pub fn new(cfg: GatewayConfig) -> Rc<AppState> {
         let limiter = RateLimiter::new(cfg.rate, cfg.tenant_rates.clone());
         let auth = authenticator(&cfg);
-        let tasks = SharedTasks::new(TaskTable::new(TaskConfig {
-            capacity: cfg.task_capacity,
-            ttl_ms: cfg.task_ttl_s.saturating_mul(1000),
-            history_events: cfg.stream_history_events,
-            history_bytes: cfg.stream_history_bytes,
-        }));
+        let budget = Budget::new(BudgetConfig {
+            limit: cfg.buffer_budget,
+            tenant_share_percent: cfg.tenant_share_percent,
+            source_share_percent: cfg.source_share_percent,
+        });
+        let sse = SseLimits::default();
+        let tasks = SharedTasks::new(TaskTable::with_budget(
+            TaskConfig {
+                capacity: cfg.task_capacity,
+                ttl_ms: cfg.task_ttl_s.saturating_mul(1000),
+                history_events: cfg.stream_history_events,
+                history_bytes: cfg.stream_history_bytes,
+                tenant_share_percent: cfg.tenant_share_percent,
+                source_share_percent: cfg.source_share_percent,
+                result_reserve: crate::endpoints::tasks::MAX_RESULT_BYTES,
+                stream_reserve: sse.max_event + sse.max_line + crate::task::history::EVENT_OVERHEAD,
+            },
+            budget.clone(),
+        ));
         Rc::new(AppState {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
             fib_applied: tokio::sync::Notify::new(),
@@ -49,6 +77,8 @@ impl AppState {
             inflight: Inflight::new(cfg.max_inflight),
             auth,
             tasks,
+            budget,
+            stream_stats: Default::default(),
             cfg,
         })
     }

@@ -159,7 +159,7 @@ fn stream_envelope(task_id: &str, payload: &str) -> String {
 #[test]
 fn async_task_reports_status_result_and_events_only_to_its_token_holder() {
     run(async {
-        let (b, gw, _state) = echo_gateway(lab_config()).await;
+        let (b, gw, state) = echo_gateway(lab_config()).await;
         let r = invoke(
             gw,
             "demo.echo",
@@ -175,8 +175,6 @@ fn async_task_reports_status_result_and_events_only_to_its_token_holder() {
         assert_eq!(doc["route_id"], "r-a");
         // The handler got a plain synchronous call (no Prefer relayed).
         assert!(b.seen.borrow()[0].headers.get("prefer").is_none());
-        let res = task_request(gw, "GET", &id, "/result", &token).await;
-        assert_eq!(res.json()["result"]["backend"], "a");
         let ev = task_request(gw, "GET", &id, "/events?after=1", &token).await;
         let events = ev.json()["events"].as_array().unwrap().clone();
         assert_eq!(events.len(), 1);
@@ -214,6 +212,39 @@ fn async_task_reports_status_result_and_events_only_to_its_token_holder() {
             (unknown.status.as_u16(), unknown.error_code()),
             (404, "not_found".into())
         );
+        // Fetching the result releases the task: its slot and bytes free
+        // at once; status still answers (without the result), the result
+        // and events are gone with a typed 410, and only for the holder.
+        let res = task_request(gw, "GET", &id, "/result", &token).await;
+        assert_eq!(res.json()["result"]["backend"], "a");
+        let st = task_request(gw, "GET", &id, "", &token).await;
+        assert_eq!(st.status.as_u16(), 200);
+        let st = st.json();
+        assert_eq!(
+            (st["status"].as_str(), st["result_released"].as_bool()),
+            (Some("completed"), Some(true)),
+            "{st}"
+        );
+        assert!(st.get("result").is_none(), "{st}");
+        for suffix in ["/result", "/events?after=0"] {
+            let again = task_request(gw, "GET", &id, suffix, &token).await;
+            assert_eq!(
+                (again.status.as_u16(), again.error_code()),
+                (410, "result_released".into()),
+                "{suffix}"
+            );
+        }
+        let wrong = send(
+            gw,
+            "GET",
+            &format!("/agent/v1/tasks/{id}"),
+            &[("x-nexus-task-token", &"0".repeat(64))],
+            b"",
+        )
+        .await;
+        assert_eq!(wrong.status.as_u16(), 404);
+        assert_eq!(state.tasks.borrow_mut().len(), 0, "the slot is free");
+        assert_eq!(state.budget.ledger().used(), 0, "the bytes are free");
     });
 }
 

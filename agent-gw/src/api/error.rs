@@ -54,6 +54,9 @@ pub enum ErrorCode {
     HandlerRejected,
     /// A finished task's outcome was already fetched and released.
     ResultReleased,
+    /// The caller's tenant or address holds its whole share of the task
+    /// table or of the buffer budget.
+    ShareExceeded,
     Internal,
     /// A code owned by another module (auth, tasks) with its HTTP status.
     Other {
@@ -99,6 +102,7 @@ impl ErrorCode {
             DeadlineExceeded => "deadline_exceeded",
             HandlerRejected => "handler_rejected",
             ResultReleased => "result_released",
+            ShareExceeded => "share_exceeded",
             Internal => "internal",
             Other { code, .. } => code,
         }
@@ -119,7 +123,7 @@ impl ErrorCode {
             TaskExpired | ResultReleased => StatusCode::GONE,
             RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            RateLimited | ShareExceeded => StatusCode::TOO_MANY_REQUESTS,
             NotDelivered | UpstreamUnknown | UpstreamError | HandlerRedirect | HandlerRejected => {
                 StatusCode::BAD_GATEWAY
             }

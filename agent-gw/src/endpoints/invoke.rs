@@ -18,6 +18,7 @@ use agentd::time::Millis;
 use crate::api::envelope::{Envelope, MAX_CURSOR};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::{guarded, with_deadline, Body};
+use crate::budget::Holder;
 use crate::endpoints::streams::{self, Dispatch, Plan};
 use crate::endpoints::{authenticate, json, read_body, tasks, Ctx, Need};
 use crate::fib_sync::Ranked;
@@ -244,6 +245,14 @@ async fn forward(
     let deadline = Deadline::after_ms(start, budget);
     let candidates = candidates(cx, &a.env)?;
     let mut out = Outgoing::new(a.env.to_bytes(), &parts.headers);
+    // The body is kept to resend it to the next candidate: it counts
+    // against the buffer budget while held (never refused: sync calls are
+    // bounded by the in-flight cap), so async/stream admission sees it.
+    let _held = cx.state.budget.reserve_forced(
+        Holder::new(&a.env.tenant, cx.peer.ip()),
+        out.body.len(),
+        Some(tasks::deadline_millis(deadline)),
+    );
     if let Some(accept) = accept {
         out.relay
             .insert(header::ACCEPT, HeaderValue::from_static(accept));

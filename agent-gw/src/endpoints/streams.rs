@@ -154,6 +154,7 @@ pub async fn start(
         kind,
         deadline,
     } = dispatch;
+    let body = env.to_bytes();
     let new = NewTask {
         kind: TaskKind::Stream,
         tenant: env.tenant.to_string(),
@@ -162,6 +163,9 @@ pub async fn start(
         route_id: None,
         request_digest: digest,
         stream_key: Some(key),
+        source: cx.peer.ip(),
+        deadline: Some(crate::endpoints::tasks::deadline_millis(deadline)),
+        body_bytes: body.len(),
     };
     let admitted = cx
         .state
@@ -170,7 +174,7 @@ pub async fn start(
         .try_insert(new, Millis::now())
         .map_err(task_error)?;
     let id = admitted.id;
-    let mut out = Outgoing::new(env.to_bytes(), &parts.headers);
+    let mut out = Outgoing::new(body, &parts.headers);
     out.relay.insert(
         header::ACCEPT,
         HeaderValue::from_static("text/event-stream"),
@@ -206,6 +210,9 @@ pub async fn start(
         let (head, body) = resp.into_parts();
         return Ok(Response::from_parts(head, guarded(body, guard)));
     }
+    // Dispatched: the body is no longer kept for a resend.
+    drop(out);
+    cx.state.tasks.borrow_mut().dispatched(&id);
     let body = fwd.response.into_body();
     tokio::task::spawn_local(produce_stream(
         cx.state.tasks.clone(),

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use crate::api::envelope::Envelope;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::{read_limited, Body};
+use crate::budget::Scope;
 use crate::endpoints::{authenticate, json, Ctx, Need};
 use crate::forward::deadline::Deadline;
 use crate::forward::retry::CallKind;
@@ -29,23 +30,64 @@ pub const MAX_RESULT_BYTES: usize = 1 << 20;
 /// Most events returned by one `/events` call.
 const MAX_EVENTS_PER_CALL: usize = 256;
 
-/// A task-module refusal as an API error with the contract's code.
-pub fn task_error(e: TaskError) -> ApiError {
-    let code = match e {
-        TaskError::Full { .. } => ErrorCode::TaskTableFull,
-        TaskError::NotFound => ErrorCode::NotFound,
-        TaskError::Expired => ErrorCode::TaskExpired,
-        TaskError::HistoryLost { .. } => ErrorCode::HistoryLost,
-        TaskError::BadCursor { .. } => ErrorCode::InvalidCursor,
-        TaskError::RequestMismatch | TaskError::Duplicate => ErrorCode::StreamChanged,
-        TaskError::NotFinished => ErrorCode::TaskNotFinished,
-        TaskError::Random => ErrorCode::Internal,
-    };
-    let mut err = ApiError::new(code, e.to_string());
-    if let TaskError::Full { .. } = e {
-        err = err.rejected().retry_after_ms(1000);
+/// `Retry-After` when nothing held has a known release time (only
+/// followed streams hold the slots or bytes): a while, said as such.
+pub const UNKNOWN_RELEASE_RETRY_MS: u64 = 30_000;
+
+impl From<TaskError> for ApiError {
+    /// A task-module refusal as an API error with the contract's code. A
+    /// refusal caused by held slots or bytes carries a `Retry-After` of
+    /// when they really free (the earliest expiry or deadline among the
+    /// holders that bind), and says when none will by itself.
+    fn from(e: TaskError) -> ApiError {
+        let code = match e {
+            TaskError::Full { .. } => ErrorCode::TaskTableFull,
+            TaskError::Share { .. } => ErrorCode::ShareExceeded,
+            TaskError::Budget(r) if r.scope == Scope::Total => ErrorCode::Overloaded,
+            TaskError::Budget(_) => ErrorCode::ShareExceeded,
+            TaskError::Released => ErrorCode::ResultReleased,
+            TaskError::NotFound => ErrorCode::NotFound,
+            TaskError::Expired => ErrorCode::TaskExpired,
+            TaskError::HistoryLost { .. } => ErrorCode::HistoryLost,
+            TaskError::BadCursor { .. } => ErrorCode::InvalidCursor,
+            TaskError::RequestMismatch | TaskError::Duplicate => ErrorCode::StreamChanged,
+            TaskError::NotFinished => ErrorCode::TaskNotFinished,
+            TaskError::Random => ErrorCode::Internal,
+        };
+        let Some(retry_at) = e.retry_at() else {
+            return ApiError::new(code, e.to_string());
+        };
+        let (ms, when) = match retry_at {
+            Some(at) => {
+                let ms = at.saturating_sub(Millis::now()).max(1000);
+                (
+                    ms,
+                    format!(
+                        "the first of them frees by itself in {} s (expiry or deadline), sooner when results are fetched",
+                        ms.div_ceil(1000)
+                    ),
+                )
+            }
+            None => (
+                UNKNOWN_RELEASE_RETRY_MS,
+                "none of them has a known release time (held by running streams); retry later"
+                    .into(),
+            ),
+        };
+        ApiError::new(code, format!("{e}; {when}"))
+            .rejected()
+            .retry_after_ms(ms)
     }
-    err
+}
+
+/// A task-module refusal as an API error (see the `From` impl).
+pub fn task_error(e: TaskError) -> ApiError {
+    e.into()
+}
+
+/// The caller's deadline on the monotonic clock the task table uses.
+pub fn deadline_millis(deadline: Deadline) -> Millis {
+    Millis::now().saturating_add_ms(deadline.remaining_ms(tokio::time::Instant::now()))
 }
 
 /// `/agent/v1/tasks/{id}…`. Needs `agent.invoke` and the task token; a
@@ -65,14 +107,30 @@ pub fn task(cx: &Ctx, parts: &Parts, id: &str, op: TaskOp) -> Result<Response<Bo
     let now = Millis::now();
     let mut t = cx.state.tasks.borrow_mut();
     t.expire(now);
-    let task = t.get(&id, token, tenant).map_err(task_error)?;
+    let task = match t.get(&id, token, tenant) {
+        Ok(task) => task,
+        // A released task stays visible to its caller's status and cancel
+        // calls; its result and events are gone (410 result_released).
+        Err(TaskError::Released) if matches!(op, TaskOp::Status | TaskOp::Cancel) => {
+            let doc = t
+                .released_status(&id, token, tenant, now)
+                .ok_or_else(|| task_error(TaskError::NotFound))?;
+            return Ok(json(StatusCode::OK, &doc));
+        }
+        Err(e) => return Err(task_error(e)),
+    };
     let doc = match op {
         TaskOp::Status => task.status_json(now),
         TaskOp::Result => match task.state() {
             TaskState::Pending | TaskState::Running => {
                 return Err(task_error(TaskError::NotFinished))
             }
-            _ => task.status_json(now),
+            _ => {
+                let doc = task.status_json(now);
+                // Fetched: the slot and the bytes free now, not at expiry.
+                t.release(&id);
+                doc
+            }
         },
         TaskOp::Events => {
             let state = task.state();
@@ -134,6 +192,7 @@ pub fn invoke_async(
     kind: CallKind,
     deadline: Deadline,
 ) -> Result<Response<Body>, ApiError> {
+    let body = env.to_bytes();
     let new = NewTask {
         kind: TaskKind::Async,
         tenant: env.tenant.to_string(),
@@ -142,6 +201,9 @@ pub fn invoke_async(
         route_id: None,
         request_digest: object_digest(env.doc()),
         stream_key: None,
+        source: cx.peer.ip(),
+        deadline: Some(deadline_millis(deadline)),
+        body_bytes: body.len(),
     };
     let admitted = cx
         .state
@@ -150,7 +212,7 @@ pub fn invoke_async(
         .try_insert(new, Millis::now())
         .map_err(task_error)?;
     let id = admitted.id;
-    let mut out = Outgoing::new(env.to_bytes(), &parts.headers);
+    let mut out = Outgoing::new(body, &parts.headers);
     // The gateway holds the task; the handler answers synchronously.
     out.relay.remove("prefer");
     let state = cx.state.clone();
@@ -162,8 +224,11 @@ pub fn invoke_async(
         let fwd = state
             .forwarder
             .forward_observed(&capability, &candidates, &out, kind, deadline, &pin)
-            .await
-            .map_err(TaskFailure::from)?;
+            .await;
+        // The body is no longer kept for a resend.
+        drop(out);
+        state.tasks.borrow_mut().dispatched(&id);
+        let fwd = fwd.map_err(TaskFailure::from)?;
         let (head, body) = fwd.response.into_parts();
         let content_type = head
             .headers

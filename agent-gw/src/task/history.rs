@@ -21,12 +21,17 @@ pub struct Event {
 }
 
 /// Fixed accounting overhead per event, so many empty events still count.
-const EVENT_OVERHEAD: usize = 32;
+pub const EVENT_OVERHEAD: usize = 32;
 
 impl Event {
     fn cost(&self) -> usize {
         EVENT_OVERHEAD + self.data.len() + self.event.as_ref().map_or(0, |e| e.len())
     }
+}
+
+/// What an event of this name and data counts against a byte bound.
+pub fn event_cost(event: Option<&str>, data: &str) -> usize {
+    EVENT_OVERHEAD + data.len() + event.map_or(0, str::len)
 }
 
 /// Why a cursor cannot be served.
@@ -63,6 +68,14 @@ impl History {
     /// even if it alone exceeds `max_bytes` (the SSE parser bounds a single
     /// event well below that).
     pub fn push(&mut self, event: Option<&str>, data: &str) -> u64 {
+        self.push_within(event, data, self.max_bytes)
+    }
+
+    /// As [`push`](History::push), with a byte bound tighter than the
+    /// configured one for this push (a stream whose history cannot grow
+    /// within the gateway budget degrades its own history).
+    pub fn push_within(&mut self, event: Option<&str>, data: &str, max_bytes: usize) -> u64 {
+        let max_bytes = max_bytes.min(self.max_bytes);
         self.last_id += 1;
         let e = Event {
             id: self.last_id,
@@ -72,7 +85,7 @@ impl History {
         self.bytes += e.cost();
         self.events.push_back(e);
         while self.events.len() > 1
-            && (self.events.len() > self.max_events || self.bytes > self.max_bytes)
+            && (self.events.len() > self.max_events || self.bytes > max_bytes)
         {
             if let Some(old) = self.events.pop_front() {
                 self.bytes -= old.cost();
@@ -84,12 +97,23 @@ impl History {
     /// The id of the newest event that appending an event of this size
     /// would drop, if any (what [`push`](History::push) would evict).
     pub fn would_drop(&self, event: Option<&str>, data: &str) -> Option<u64> {
-        let cost = EVENT_OVERHEAD + data.len() + event.map_or(0, str::len);
+        self.would_drop_within(event, data, self.max_bytes)
+    }
+
+    /// What [`push_within`](History::push_within) with this bound would evict.
+    pub fn would_drop_within(
+        &self,
+        event: Option<&str>,
+        data: &str,
+        max_bytes: usize,
+    ) -> Option<u64> {
+        let max_bytes = max_bytes.min(self.max_bytes);
+        let cost = event_cost(event, data);
         let mut len = self.events.len() + 1;
         let mut bytes = self.bytes + cost;
         let mut dropped = None;
         for e in &self.events {
-            if !(len > self.max_events || bytes > self.max_bytes) {
+            if !(len > self.max_events || bytes > max_bytes) {
                 break;
             }
             len -= 1;
@@ -97,6 +121,11 @@ impl History {
             dropped = Some(e.id);
         }
         dropped
+    }
+
+    /// The configured byte bound.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
     }
 
     /// Id of the newest event (0 before the first).
@@ -203,6 +232,24 @@ mod tests {
         }
         // Two events' worth of data evicts the two oldest.
         assert_eq!(b.would_drop(None, &"y".repeat(EVENT_OVERHEAD + 2)), Some(2));
+    }
+
+    #[test]
+    fn a_tighter_bound_for_one_push_drops_more_but_keeps_the_newest() {
+        let mut h = History::new(64, 1 << 20);
+        for _ in 0..4 {
+            h.push(None, "0123456789");
+        }
+        let one = event_cost(None, "0123456789");
+        assert_eq!(h.would_drop_within(None, "0123456789", 2 * one), Some(3));
+        h.push_within(None, "0123456789", 2 * one);
+        assert_eq!((h.len(), h.oldest_id()), (2, Some(4)));
+        assert_eq!(h.bytes(), 2 * one);
+        // Never looser than the configured bound.
+        let mut small = History::new(64, one);
+        small.push_within(None, "0123456789", 1 << 20);
+        small.push_within(None, "0123456789", 1 << 20);
+        assert_eq!(small.len(), 1);
     }
 
     #[test]

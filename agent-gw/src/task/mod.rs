@@ -31,9 +31,13 @@ pub use history::{CursorError, Event, History};
 pub use id::{hex, TaskId, TaskToken};
 pub use live::{Follower, SharedTasks};
 pub use table::{
-    Admitted, Batch, CancelSignal, NewTask, Task, TaskConfig, TaskFailure, TaskKind, TaskResult,
-    TaskState, TaskTable,
+    Admitted, Batch, CancelSignal, NewTask, TableStats, Task, TaskConfig, TaskFailure, TaskKind,
+    TaskResult, TaskState, TaskTable, TASK_OVERHEAD,
 };
+
+use agentd::time::Millis;
+
+use crate::budget::{Refusal, Scope};
 
 /// Request header carrying a task id (Nexus SDK compatible).
 pub const TASK_ID_HEADER: &str = "x-nexus-task-id";
@@ -43,8 +47,24 @@ pub const TASK_TOKEN_HEADER: &str = "x-nexus-task-token";
 /// Why a task operation was refused. Every variant maps to a stable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskError {
-    /// The table holds `capacity` tasks; new async work is refused before dispatch.
-    Full { capacity: usize },
+    /// The table holds `capacity` tasks; new async work is refused before
+    /// dispatch. `retry_at`: when the first slot frees by itself.
+    Full {
+        capacity: usize,
+        retry_at: Option<Millis>,
+    },
+    /// The caller's tenant or address holds its whole share of the table.
+    Share {
+        scope: Scope,
+        held: usize,
+        limit: usize,
+        retry_at: Option<Millis>,
+    },
+    /// The gateway buffer budget (or the caller's share of it) has no room
+    /// for what the new task must reserve.
+    Budget(Refusal),
+    /// A finished task whose outcome was already fetched and released.
+    Released,
     /// Unknown id, wrong token or another tenant's task.
     NotFound,
     /// The task existed and has expired.
@@ -64,9 +84,23 @@ pub enum TaskError {
 }
 
 impl TaskError {
+    /// When the refused work may be retried with a chance of success,
+    /// for refusals that depend on held state.
+    pub fn retry_at(&self) -> Option<Option<Millis>> {
+        match self {
+            TaskError::Full { retry_at, .. } | TaskError::Share { retry_at, .. } => Some(*retry_at),
+            TaskError::Budget(r) => Some(r.retry_at),
+            _ => None,
+        }
+    }
+
     pub fn status(&self) -> u16 {
         match self {
             TaskError::Full { .. } => 503,
+            TaskError::Share { .. } => 429,
+            TaskError::Budget(r) if r.scope == Scope::Total => 503,
+            TaskError::Budget(_) => 429,
+            TaskError::Released => 410,
             TaskError::NotFound => 404,
             TaskError::Expired => 410,
             TaskError::HistoryLost { .. } => 409,
@@ -82,6 +116,10 @@ impl TaskError {
     pub fn code(&self) -> &'static str {
         match self {
             TaskError::Full { .. } => "task_table_full",
+            TaskError::Share { .. } => "share_exceeded",
+            TaskError::Budget(r) if r.scope == Scope::Total => "overloaded",
+            TaskError::Budget(_) => "share_exceeded",
+            TaskError::Released => "result_released",
             TaskError::NotFound => "not_found",
             TaskError::Expired => "task_expired",
             TaskError::HistoryLost { .. } => "history_lost",
@@ -96,8 +134,24 @@ impl TaskError {
 impl fmt::Display for TaskError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TaskError::Full { capacity } => {
-                write!(f, "task table is full ({capacity} tasks); retry later")
+            TaskError::Full { capacity, .. } => {
+                write!(f, "task table is full ({capacity} tasks)")
+            }
+            TaskError::Share {
+                scope, held, limit, ..
+            } => {
+                let whose = match scope {
+                    Scope::Tenant => "the tenant",
+                    _ => "this client address",
+                };
+                write!(
+                    f,
+                    "{whose} holds {held} of its {limit} task slots (its share of the task table)"
+                )
+            }
+            TaskError::Budget(r) => write!(f, "{r}"),
+            TaskError::Released => {
+                f.write_str("the outcome of this task was already fetched and released")
             }
             TaskError::NotFound => f.write_str("no such task"),
             TaskError::Expired => f.write_str("task has expired"),
@@ -140,3 +194,6 @@ pub fn parse_cursor(s: &[u8]) -> Result<u64, TaskError> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod share_tests;

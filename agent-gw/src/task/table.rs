@@ -12,6 +12,7 @@
 //! the table only `ttl` after it reached a terminal state.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::net::IpAddr;
 
 use agentd::route::RouteId;
 use agentd::time::Millis;
@@ -19,9 +20,10 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use crate::api::error::{ApiError, ErrorCode};
+use crate::budget::{Budget, BudgetConfig, Holder, Reservation, Scope};
 
 use super::digest::StreamKey;
-use super::history::{CursorError, Event, History};
+use super::history::{event_cost, CursorError, Event, History};
 use super::id::{TaskId, TaskToken};
 use super::TaskError;
 
@@ -36,7 +38,21 @@ pub struct TaskConfig {
     pub history_events: usize,
     /// `stream_history_bytes`.
     pub history_bytes: usize,
+    /// `tenant_share_percent`: most of `capacity` one tenant may hold.
+    pub tenant_share_percent: u64,
+    /// `source_share_percent`: most of `capacity` one client address may hold.
+    pub source_share_percent: u64,
+    /// Bytes a running async task reserves for the answer it may come to
+    /// hold (the largest result kept), so an accepted task never finds the
+    /// budget full when its answer arrives.
+    pub result_reserve: usize,
+    /// Bytes a stream always holds for its history: one largest event, so
+    /// a stream can always keep (and deliver) its newest event.
+    pub stream_reserve: usize,
 }
+
+/// Accounting cost of a task itself (ids, names, its few status events).
+pub const TASK_OVERHEAD: usize = 1024;
 
 impl Default for TaskConfig {
     fn default() -> Self {
@@ -45,6 +61,10 @@ impl Default for TaskConfig {
             ttl_ms: 300_000,
             history_events: 64,
             history_bytes: 1 << 20,
+            tenant_share_percent: 100,
+            source_share_percent: 100,
+            result_reserve: 1 << 20,
+            stream_reserve: 320 * 1024,
         }
     }
 }
@@ -132,6 +152,12 @@ pub struct NewTask {
     pub request_digest: [u8; 32],
     /// Set for resumable streams.
     pub stream_key: Option<StreamKey>,
+    /// The client address the request came from (per-source shares).
+    pub source: IpAddr,
+    /// The caller's deadline: an async task is finished by then.
+    pub deadline: Option<Millis>,
+    /// Request body bytes held until the call is dispatched.
+    pub body_bytes: usize,
 }
 
 /// Producer-side view of cancellation: resolves once the task is cancelled
@@ -188,6 +214,16 @@ pub struct Task {
     drained: watch::Sender<u64>,
     /// When the last follower left, while the stream is still producing.
     detached_at: Option<Millis>,
+    source: IpAddr,
+    deadline: Option<Millis>,
+    /// Body bytes still held (until dispatched).
+    body_bytes: usize,
+    /// Bytes this task always holds beyond its overhead (result or event
+    /// reserve, see [`TaskConfig`]).
+    floor: usize,
+    /// This task's bytes in the gateway budget, released when it leaves
+    /// the table.
+    bytes: Reservation,
 }
 
 impl Task {
@@ -209,6 +245,36 @@ impl Task {
 
     pub fn history(&self) -> &History {
         &self.history
+    }
+
+    pub fn source(&self) -> IpAddr {
+        self.source
+    }
+
+    /// Bytes this task holds in the gateway budget.
+    pub fn reserved_bytes(&self) -> usize {
+        self.bytes.bytes()
+    }
+
+    /// What the task needs to hold in its current state (streams: before
+    /// the next event).
+    fn needed(&self) -> usize {
+        let own = match (self.kind, &self.result) {
+            (TaskKind::Async, Some(r)) => r.body.len(),
+            (TaskKind::Async, None) if self.state.is_terminal() => 0,
+            (TaskKind::Async, None) => self.floor,
+            (TaskKind::Stream, _) => self.floor.max(self.history.bytes()),
+        };
+        TASK_OVERHEAD + self.body_bytes + own
+    }
+
+    /// Shrinks (or, for a result within its reserve, keeps) the budget
+    /// charge to what the task needs now.
+    fn settle(&mut self) {
+        let need = self.needed();
+        if need <= self.bytes.bytes() {
+            let _ = self.bytes.resize(need);
+        }
     }
 
     /// A receiver that wakes on every change of this task.
@@ -252,9 +318,42 @@ pub struct Batch {
     pub finished: Option<TaskState>,
 }
 
+/// Counters for `agentctl stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    pub refused_full: u64,
+    pub refused_tenant_share: u64,
+    pub refused_source_share: u64,
+    /// Results released because they were fetched.
+    pub released: u64,
+    /// Stream events pushed with a bound tighter than configured, because
+    /// the history could not grow within the budget.
+    pub history_degraded: u64,
+}
+
+/// A finished async task whose outcome was fetched: its slot and bytes are
+/// free; this small record answers later status calls.
+#[derive(Debug)]
+struct Released {
+    id: TaskId,
+    token: TaskToken,
+    tenant: String,
+    state: TaskState,
+    capability: String,
+    route_id: Option<RouteId>,
+    result_status: Option<u16>,
+    /// The task's original expiry: after it, `task_expired`.
+    expires: Millis,
+}
+
 #[derive(Debug)]
 pub struct TaskTable {
     cfg: TaskConfig,
+    budget: Budget,
+    per_tenant: HashMap<String, usize>,
+    per_source: HashMap<IpAddr, usize>,
+    released: VecDeque<Released>,
+    stats: TableStats,
     tasks: HashMap<TaskId, Task>,
     streams: HashMap<StreamKey, TaskId>,
     /// (deadline, id) of terminal tasks: the expiry timer.
@@ -269,9 +368,28 @@ pub struct TaskTable {
 }
 
 impl TaskTable {
+    /// A table with a budget of its own that never binds (tests, tools).
     pub fn new(cfg: TaskConfig) -> TaskTable {
+        TaskTable::with_budget(
+            cfg,
+            Budget::new(BudgetConfig {
+                limit: usize::MAX,
+                tenant_share_percent: 100,
+                source_share_percent: 100,
+            }),
+        )
+    }
+
+    /// A table whose tasks hold their bytes in `budget` (shared with the
+    /// rest of the gateway).
+    pub fn with_budget(cfg: TaskConfig, budget: Budget) -> TaskTable {
         TaskTable {
             cfg,
+            budget,
+            per_tenant: HashMap::new(),
+            per_source: HashMap::new(),
+            released: VecDeque::new(),
+            stats: TableStats::default(),
             tasks: HashMap::new(),
             streams: HashMap::new(),
             expiry: BTreeSet::new(),
@@ -288,6 +406,62 @@ impl TaskTable {
         self.tasks.len()
     }
 
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    pub fn stats(&self) -> TableStats {
+        self.stats
+    }
+
+    /// Most slots one tenant / one client address may hold.
+    pub fn tenant_slots(&self) -> usize {
+        BudgetConfig::share(self.cfg.capacity, self.cfg.tenant_share_percent)
+    }
+
+    pub fn source_slots(&self) -> usize {
+        BudgetConfig::share(self.cfg.capacity, self.cfg.source_share_percent)
+    }
+
+    pub fn tenant_len(&self, tenant: &str) -> usize {
+        self.per_tenant.get(tenant).copied().unwrap_or(0)
+    }
+
+    pub fn source_len(&self, source: IpAddr) -> usize {
+        self.per_source.get(&source).copied().unwrap_or(0)
+    }
+
+    /// When `t` leaves the table by itself: its expiry once finished, the
+    /// end of its deadline plus `ttl` while an async task runs, its idle
+    /// deadline while a stream is unfollowed; `None` while a followed
+    /// stream runs (no end is known).
+    fn frees_at(&self, t: &Task) -> Option<Millis> {
+        let ttl = self.cfg.ttl_ms;
+        if let Some(f) = t.finished {
+            return Some(f.saturating_add_ms(ttl));
+        }
+        match t.kind {
+            TaskKind::Async => t.deadline.map(|d| d.saturating_add_ms(ttl)),
+            TaskKind::Stream => t.detached_at.map(|d| d.saturating_add_ms(ttl)),
+        }
+    }
+
+    /// The earliest moment a slot of the matching tasks frees by itself.
+    fn slot_frees_at(&self, matches: impl Fn(&Task) -> bool) -> Option<Millis> {
+        self.tasks
+            .values()
+            .filter(|t| matches(t))
+            .filter_map(|t| self.frees_at(t))
+            .min()
+    }
+
+    /// Updates the budget's release hint of task `id` after a state change.
+    fn hint(&self, id: &TaskId) {
+        if let Some(t) = self.tasks.get(id) {
+            t.bytes.set_free_at(self.frees_at(t));
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.tasks.is_empty()
     }
@@ -298,8 +472,30 @@ impl TaskTable {
     pub fn try_insert(&mut self, new: NewTask, now: Millis) -> Result<Admitted, TaskError> {
         self.expire(now);
         if self.tasks.len() >= self.cfg.capacity {
+            self.stats.refused_full += 1;
             return Err(TaskError::Full {
                 capacity: self.cfg.capacity,
+                retry_at: self.slot_frees_at(|_| true),
+            });
+        }
+        let (held, limit) = (self.tenant_len(&new.tenant), self.tenant_slots());
+        if held >= limit {
+            self.stats.refused_tenant_share += 1;
+            return Err(TaskError::Share {
+                scope: Scope::Tenant,
+                held,
+                limit,
+                retry_at: self.slot_frees_at(|t| t.tenant == new.tenant),
+            });
+        }
+        let (held, limit) = (self.source_len(new.source), self.source_slots());
+        if held >= limit {
+            self.stats.refused_source_share += 1;
+            return Err(TaskError::Share {
+                scope: Scope::Source,
+                held,
+                limit,
+                retry_at: self.slot_frees_at(|t| t.source == new.source),
             });
         }
         if let Some(key) = &new.stream_key {
@@ -307,6 +503,23 @@ impl TaskTable {
                 return Err(TaskError::Duplicate);
             }
         }
+        let floor = match new.kind {
+            TaskKind::Async => self.cfg.result_reserve,
+            TaskKind::Stream => self.cfg.stream_reserve,
+        };
+        let first_free = match new.kind {
+            TaskKind::Async => new.deadline,
+            TaskKind::Stream => Some(now),
+        }
+        .map(|at| at.saturating_add_ms(self.cfg.ttl_ms));
+        let bytes = self
+            .budget
+            .reserve(
+                Holder::new(&new.tenant, new.source),
+                TASK_OVERHEAD + new.body_bytes + floor,
+                first_free,
+            )
+            .map_err(TaskError::Budget)?;
         let id = loop {
             let id = TaskId::random().map_err(|_| TaskError::Random)?;
             if !self.tasks.contains_key(&id) {
@@ -319,6 +532,8 @@ impl TaskTable {
         if let Some(key) = new.stream_key {
             self.streams.insert(key, id);
         }
+        *self.per_tenant.entry(new.tenant.clone()).or_default() += 1;
+        *self.per_source.entry(new.source).or_default() += 1;
         self.tasks.insert(
             id,
             Task {
@@ -343,6 +558,11 @@ impl TaskTable {
                 next_follower: 0,
                 drained: watch::channel(0).0,
                 detached_at: None,
+                source: new.source,
+                deadline: new.deadline,
+                body_bytes: new.body_bytes,
+                floor,
+                bytes,
             },
         );
         if new.kind == TaskKind::Stream {
@@ -361,7 +581,9 @@ impl TaskTable {
     }
 
     fn gone(&self, id: &TaskId) -> TaskError {
-        if self.tombstones.iter().any(|(t, _)| t == id) {
+        if self.released.iter().any(|r| r.id == *id) {
+            TaskError::Released
+        } else if self.tombstones.iter().any(|(t, _)| t == id) {
             TaskError::Expired
         } else {
             TaskError::NotFound
@@ -371,7 +593,19 @@ impl TaskTable {
     /// A task for a caller holding its token. A wrong token or another
     /// tenant reads as "not found", so ids cannot be probed.
     pub fn get(&self, id: &TaskId, token: &[u8], tenant: Option<&str>) -> Result<&Task, TaskError> {
-        let task = self.tasks.get(id).ok_or_else(|| self.gone(id))?;
+        let Some(task) = self.tasks.get(id) else {
+            return Err(match self.gone(id) {
+                // Only the task's own caller learns that it was released.
+                TaskError::Released
+                    if self
+                        .released_status(id, token, tenant, Millis::ZERO)
+                        .is_none() =>
+                {
+                    TaskError::NotFound
+                }
+                e => e,
+            });
+        };
         if !task.token.matches(token) || tenant.is_some_and(|t| t != task.tenant) {
             return Err(TaskError::NotFound);
         }
@@ -417,20 +651,108 @@ impl TaskTable {
         }
     }
 
+    /// The request was handed to a handler (or failed to be): its body is
+    /// no longer held for a resend.
+    pub fn dispatched(&mut self, id: &TaskId) {
+        if let Some(t) = self.tasks.get_mut(id) {
+            t.body_bytes = 0;
+            t.settle();
+        }
+    }
+
+    /// Takes a task out of every index and count; dropping it releases its
+    /// budget bytes.
+    fn take(&mut self, id: &TaskId) -> Option<Task> {
+        let t = self.tasks.remove(id)?;
+        if let Some(k) = &t.stream_key {
+            self.streams.remove(k);
+        }
+        if let Some(at) = t.finished.map(|f| f.saturating_add_ms(self.cfg.ttl_ms)) {
+            self.expiry.remove(&(at, *id));
+        }
+        if let Some(at) = t.detached_at.map(|d| d.saturating_add_ms(self.cfg.ttl_ms)) {
+            self.idle.remove(&(at, *id));
+        }
+        if let Some(n) = self.per_tenant.get_mut(&t.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_tenant.remove(&t.tenant);
+            }
+        }
+        if let Some(n) = self.per_source.get_mut(&t.source) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_source.remove(&t.source);
+            }
+        }
+        Some(t)
+    }
+
     /// Forgets a task that never started producing (its dispatch failed),
     /// so the caller may retry with the same stream `task_id`.
     pub fn remove(&mut self, id: &TaskId) {
-        if let Some(t) = self.tasks.remove(id) {
-            if let Some(k) = &t.stream_key {
-                self.streams.remove(k);
-            }
-            if let Some(at) = t.finished.map(|f| f.saturating_add_ms(self.cfg.ttl_ms)) {
-                self.expiry.remove(&(at, *id));
-            }
-            if let Some(at) = t.detached_at.map(|d| d.saturating_add_ms(self.cfg.ttl_ms)) {
-                self.idle.remove(&(at, *id));
-            }
+        self.take(id);
+    }
+
+    /// The caller fetched the outcome of finished async task `id`: its
+    /// slot and bytes are freed at once (so a client that collects its
+    /// results never waits for `ttl`), and a small record answers later
+    /// status calls with `result_released` until the original expiry.
+    /// Returns whether the task was released.
+    pub fn release(&mut self, id: &TaskId) -> bool {
+        let releasable = self
+            .tasks
+            .get(id)
+            .is_some_and(|t| t.kind == TaskKind::Async && t.state.is_terminal());
+        if !releasable {
+            return false;
         }
+        let Some(t) = self.take(id) else {
+            return false;
+        };
+        if self.released.len() == self.cfg.capacity.max(1) {
+            self.released.pop_front();
+        }
+        self.released.push_back(Released {
+            id: t.id,
+            token: t.token.clone(),
+            tenant: t.tenant.clone(),
+            state: t.state,
+            capability: t.capability.clone(),
+            route_id: t.route_id.clone(),
+            result_status: t.result.as_ref().map(|r| r.status),
+            expires: t
+                .finished
+                .unwrap_or(Millis::ZERO)
+                .saturating_add_ms(self.cfg.ttl_ms),
+        });
+        self.stats.released += 1;
+        true
+    }
+
+    /// The status document of a released task for its own caller, or
+    /// `None` (unknown, wrong token, other tenant).
+    pub fn released_status(
+        &self,
+        id: &TaskId,
+        token: &[u8],
+        tenant: Option<&str>,
+        now: Millis,
+    ) -> Option<Value> {
+        let r = self.released.iter().find(|r| r.id == *id)?;
+        if !r.token.matches(token) || tenant.is_some_and(|t| t != r.tenant) {
+            return None;
+        }
+        Some(json!({
+            "task_id": r.id.to_string(),
+            "status": r.state.as_str(),
+            "kind": "async",
+            "capability": r.capability,
+            "route_id": r.route_id.as_ref().map(|r| r.as_str()),
+            "result_released": true,
+            "result_status": r.result_status,
+            "expires_in_ms": r.expires.saturating_sub(now),
+        }))
     }
 
     /// A follower attaches to a stream at `cursor`: the stream is no longer
@@ -445,6 +767,7 @@ impl TaskTable {
             self.idle
                 .remove(&(at.saturating_add_ms(self.cfg.ttl_ms), *id));
         }
+        self.hint(id);
         Some(f)
     }
 
@@ -470,6 +793,7 @@ impl TaskTable {
                     .insert((now.saturating_add_ms(self.cfg.ttl_ms), *id));
             }
         }
+        self.hint(id);
     }
 
     /// Whether appending this event keeps every event an attached follower
@@ -479,10 +803,35 @@ impl TaskTable {
     /// task is gone.
     pub fn room_for(&self, id: &TaskId, event: Option<&str>, data: &str) -> Option<bool> {
         let t = self.tasks.get(id)?;
-        let Some(dropped) = t.history.would_drop(event, data) else {
+        let target = Self::history_target(t, event, data);
+        let bound = if target <= t.bytes.bytes() || t.bytes.can_resize(target) {
+            t.history.max_bytes()
+        } else {
+            Self::degraded_bound(t)
+        };
+        let Some(dropped) = t.history.would_drop_within(event, data, bound) else {
             return Some(true);
         };
         Some(t.followers.iter().all(|(_, cursor)| *cursor >= dropped))
+    }
+
+    /// What stream `t` must hold in the budget to push this event under
+    /// its configured history bound.
+    fn history_target(t: &Task, event: Option<&str>, data: &str) -> usize {
+        let cfg_bound = t.history.max_bytes();
+        let cost = event_cost(event, data);
+        let after = (t.history.bytes() + cost).min(cfg_bound.max(cost));
+        TASK_OVERHEAD + t.body_bytes + t.floor.max(after)
+    }
+
+    /// The history bound of a stream whose charge cannot grow: what it
+    /// already holds (never less than its event reserve). The stream then
+    /// drops its own oldest events instead of taking bytes nobody granted.
+    fn degraded_bound(t: &Task) -> usize {
+        t.bytes
+            .bytes()
+            .saturating_sub(TASK_OVERHEAD + t.body_bytes)
+            .max(t.floor)
     }
 
     /// A receiver that wakes when a follower of `id` advances or leaves.
@@ -514,8 +863,19 @@ impl TaskTable {
             return None;
         }
         t.state = TaskState::Running;
-        let n = t.history.push(event, data);
+        let target = Self::history_target(t, event, data);
+        let degraded = target > t.bytes.bytes() && t.bytes.resize(target).is_err();
+        let bound = if degraded {
+            Self::degraded_bound(t)
+        } else {
+            t.history.max_bytes()
+        };
+        let n = t.history.push_within(event, data, bound);
+        t.settle();
         t.bump();
+        if degraded {
+            self.stats.history_degraded += 1;
+        }
         Some(n)
     }
 
@@ -526,6 +886,8 @@ impl TaskTable {
         }
         t.state = state;
         t.finished = Some(now);
+        t.bytes
+            .set_free_at(Some(now.saturating_add_ms(self.cfg.ttl_ms)));
         self.expiry
             .insert((now.saturating_add_ms(self.cfg.ttl_ms), *id));
         Some(t)
@@ -542,6 +904,8 @@ impl TaskTable {
                 );
             }
             t.result = result;
+            t.body_bytes = 0;
+            t.settle();
             t.bump();
         }
     }
@@ -551,6 +915,8 @@ impl TaskTable {
             let data = json!({"task_id": id.to_string(), "code": failure.code.as_str(), "message": &*failure.message});
             t.history.push(Some("error"), &data.to_string());
             t.failure = Some(failure);
+            t.body_bytes = 0;
+            t.settle();
             t.bump();
         }
     }
@@ -565,6 +931,8 @@ impl TaskTable {
                 &json!({"task_id": id.to_string(), "status": "cancelled"}).to_string(),
             );
             t.cancel.send_replace(true);
+            t.body_bytes = 0;
+            t.settle();
             t.bump();
         }
         self.tasks.get(id).map(|t| t.state)
@@ -612,16 +980,9 @@ impl TaskTable {
     /// Removes an ended task, leaving a tombstone so late callers learn
     /// "expired" rather than "never existed".
     fn forget(&mut self, id: &TaskId) -> bool {
-        let Some(t) = self.tasks.remove(id) else {
+        let Some(t) = self.take(id) else {
             return false;
         };
-        if let Some(k) = &t.stream_key {
-            self.streams.remove(k);
-        }
-        if let Some(f) = t.finished {
-            self.expiry
-                .remove(&(f.saturating_add_ms(self.cfg.ttl_ms), *id));
-        }
         if self.tombstones.len() == self.cfg.capacity.max(1) {
             self.tombstones.pop_front();
         }

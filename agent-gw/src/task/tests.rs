@@ -15,6 +15,7 @@ fn cfg(capacity: usize) -> TaskConfig {
         ttl_ms: 1_000,
         history_events: 4,
         history_bytes: 1 << 20,
+        ..TaskConfig::default()
     }
 }
 
@@ -27,6 +28,9 @@ fn new_task(kind: TaskKind, tenant: &str, key: Option<StreamKey>) -> NewTask {
         route_id: Some(agentd::route::RouteId::new("r-1").unwrap()),
         request_digest: [1; 32],
         stream_key: key,
+        source: std::net::IpAddr::from([192, 0, 2, 1]),
+        deadline: None,
+        body_bytes: 0,
     }
 }
 
@@ -44,9 +48,19 @@ fn full_table_refuses_new_work_and_keeps_existing_tasks_readable() {
     assert_eq!(
         t.try_insert(new_task(TaskKind::Async, "lab", None), T0)
             .unwrap_err(),
-        TaskError::Full { capacity: 2 }
+        TaskError::Full {
+            capacity: 2,
+            retry_at: None
+        }
     );
-    assert_eq!(TaskError::Full { capacity: 2 }.code(), "task_table_full");
+    assert_eq!(
+        TaskError::Full {
+            capacity: 2,
+            retry_at: None
+        }
+        .code(),
+        "task_table_full"
+    );
     // Accepted tasks are not evicted, however long they run.
     let later = Millis(T0.0 + 10_000_000);
     assert!(t
