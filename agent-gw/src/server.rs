@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
-use crate::endpoints::{self, auth, health, invoke, lease, tasks, Ctx};
+use crate::endpoints::{self, auth, health, invoke, lease, tasks, ConnAbort, Ctx};
 use crate::http_guard::{ConnGuard, GuardedIo};
 use crate::router::{self, Endpoint, NoEndpoint};
 use crate::state::AppState;
@@ -65,7 +65,12 @@ pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
         let open = open.clone();
         let state = state.clone();
         tokio::task::spawn_local(async move {
-            let cx = Ctx { state, peer };
+            let conn = Rc::new(ConnAbort::default());
+            let cx = Ctx {
+                state,
+                peer,
+                conn: conn.clone(),
+            };
             // JSON errors also for heads hyper refuses itself (http_guard).
             let guard = ConnGuard::new();
             let g = guard.clone();
@@ -74,14 +79,18 @@ pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
                 let served = g.begin();
                 async move { Ok::<_, Infallible>(served.finish(dispatch(&cx, req).await)) }
             });
-            let result = http1::Builder::new()
+            let serve = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
                 .max_buf_size(MAX_HEAD_BYTES)
                 .keep_alive(true)
-                .serve_connection(TokioIo::new(GuardedIo::new(stream, guard.clone())), svc)
-                .await;
-            guard.answer_refused(result).await;
+                .serve_connection(TokioIo::new(GuardedIo::new(stream, guard.clone())), svc);
+            // An endpoint may close the connection outright (a stalled
+            // stream follower): dropping `serve` closes the socket.
+            tokio::select! {
+                result = serve => guard.answer_refused(result).await,
+                () = conn.aborted() => {}
+            }
             open.set(open.get() - 1);
         });
     }

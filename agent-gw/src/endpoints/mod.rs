@@ -29,6 +29,28 @@ use crate::state::AppState;
 pub struct Ctx {
     pub state: Rc<AppState>,
     pub peer: SocketAddr,
+    /// Closes this request's client connection (e.g. a stream follower
+    /// that stopped reading), whatever hyper is doing on it.
+    pub conn: Rc<ConnAbort>,
+}
+
+/// A one-shot "close this connection now" for the server's connection
+/// task, which races the hyper connection against it.
+#[derive(Debug, Default)]
+pub struct ConnAbort(tokio::sync::Notify);
+
+impl ConnAbort {
+    /// Asks the server to drop the connection (its socket closes, its
+    /// response body is dropped).
+    pub fn abort(&self) {
+        // A stored permit: an abort before the server waits still counts.
+        self.0.notify_one();
+    }
+
+    /// Resolves once [`abort`](ConnAbort::abort) was called.
+    pub async fn aborted(&self) {
+        self.0.notified().await;
+    }
 }
 
 /// What an endpoint needs the caller to be allowed to do.

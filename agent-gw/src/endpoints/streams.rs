@@ -11,9 +11,13 @@
 //! `X-Nexus-Task-*` response headers) cancels it, which closes the
 //! connection to the handler.
 
+use std::cell::RefCell;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use agentd::route::RouteId;
 use agentd::time::Millis;
@@ -27,11 +31,12 @@ use crate::api::envelope::Envelope;
 use crate::api::error::ApiError;
 use crate::body::{guarded, Body};
 use crate::endpoints::tasks::task_error;
-use crate::endpoints::Ctx;
+use crate::endpoints::{ConnAbort, Ctx};
 use crate::forward::deadline::Deadline;
 use crate::forward::retry::CallKind;
 use crate::forward::{relay_response, Candidate, Outgoing, ROUTE_ID_HEADER};
 use crate::limits::InflightGuard;
+use crate::state::AppState;
 use crate::task::live::{produce_stream, SseLimits};
 use crate::task::{
     object_digest, Follower, NewTask, StreamKey, TaskError, TaskFailure, TaskId, TaskKind,
@@ -72,6 +77,11 @@ pub fn plan(cx: &Ctx, env: &Envelope, cursor: u64) -> Result<Plan, ApiError> {
     }
 }
 
+/// The in-flight slot of a stream response, shared by the response body
+/// (normal end: released when the body is done) and the pump (a stalled
+/// follower: released at once).
+type Slot = Rc<RefCell<Option<InflightGuard>>>;
+
 /// Serves a follower of `id` from `cursor` as the SSE response.
 pub fn follow(
     cx: &Ctx,
@@ -81,8 +91,20 @@ pub fn follow(
 ) -> Result<Response<Body>, ApiError> {
     let follower = Follower::new(&cx.state.tasks, id, cursor).map_err(task_error)?;
     let (tx, rx) = mpsc::channel::<Bytes>(4);
-    tokio::task::spawn_local(pump(follower, tx));
-    let mut r = Response::new(guarded(Body::new(ChannelBody(rx)), guard));
+    let slot: Slot = Rc::new(RefCell::new(Some(guard)));
+    let drain = Duration::from_millis(cx.state.cfg.stream_drain_timeout_ms);
+    tokio::task::spawn_local(pump(
+        follower,
+        tx,
+        Stall {
+            drain,
+            slot: slot.clone(),
+            conn: cx.conn.clone(),
+            state: cx.state.clone(),
+            peer: cx.peer,
+        },
+    ));
+    let mut r = Response::new(guarded(Body::new(ChannelBody(rx)), slot));
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -104,17 +126,46 @@ pub fn follow(
     Ok(r)
 }
 
+/// What the pump needs to detach a follower that stopped reading.
+struct Stall {
+    drain: Duration,
+    slot: Slot,
+    conn: Rc<ConnAbort>,
+    state: Rc<AppState>,
+    peer: SocketAddr,
+}
+
 /// Moves follower chunks to the response until the stream ends or the
 /// caller goes away (the receiver is dropped with the response body).
-async fn pump(mut follower: Follower, tx: mpsc::Sender<Bytes>) {
+///
+/// A caller that takes no bytes for `drain` (its socket, hyper's buffer
+/// and the channel are full) is detached: the follower leaves the task
+/// (the producer is no longer held back for it and keeps filling the
+/// history, so the caller can resume with `Last-Event-ID`), the in-flight
+/// slot is released and the connection is closed.
+async fn pump(mut follower: Follower, tx: mpsc::Sender<Bytes>, stall: Stall) {
     loop {
         tokio::select! {
             chunk = follower.next_chunk() => match chunk {
-                Some(c) => {
-                    if tx.send(Bytes::from(c)).await.is_err() {
+                Some(c) => match tokio::time::timeout(stall.drain, tx.send(Bytes::from(c))).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return,
+                    Err(_) => {
+                        let cursor = follower.cursor();
+                        drop(follower);
+                        stall.slot.borrow_mut().take();
+                        stall.conn.abort();
+                        let mut s = stall.state.stream_stats.get();
+                        s.stalled_detached += 1;
+                        stall.state.stream_stats.set(s);
+                        agentd::log_notice!(
+                            "stream follower {} took nothing for {} ms: detached at event {cursor}, connection closed (the stream keeps running)",
+                            stall.peer,
+                            stall.drain.as_millis()
+                        );
                         return;
                     }
-                }
+                },
                 None => return,
             },
             _ = tx.closed() => return,

@@ -263,18 +263,19 @@ impl Task {
             (TaskKind::Async, Some(r)) => r.body.len(),
             (TaskKind::Async, None) if self.state.is_terminal() => 0,
             (TaskKind::Async, None) => self.floor,
+            // A finished stream keeps its history for resumes, nothing more.
+            (TaskKind::Stream, _) if self.state.is_terminal() => self.history.bytes(),
             (TaskKind::Stream, _) => self.floor.max(self.history.bytes()),
         };
         TASK_OVERHEAD + self.body_bytes + own
     }
 
-    /// Shrinks (or, for a result within its reserve, keeps) the budget
-    /// charge to what the task needs now.
+    /// Brings the budget charge to what the task needs now (a shrink
+    /// after dispatch or completion).
     fn settle(&mut self) {
-        let need = self.needed();
-        if need <= self.bytes.bytes() {
-            let _ = self.bytes.resize(need);
-        }
+        // Growth here is only ever a task's few small status events; if
+        // even that finds no room the task keeps what it holds.
+        let _ = self.bytes.resize(self.needed());
     }
 
     /// A receiver that wakes on every change of this task.
