@@ -4,6 +4,7 @@ the code of docs/sdk-api.md) and leaves other calls and state untouched."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 
 from harness.backend import registration
@@ -152,3 +153,57 @@ def test_concurrent_garbage_does_not_disturb_good_calls(stack, backend):
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "workers did not finish in 60 s"
     assert not failures, failures[:5]
+
+
+def _until_closed(stack, request: bytes) -> bytes:
+    """Sends `request` on a raw socket and reads until the gateway closes
+    the connection (bounded by the socket timeout: a gateway that keeps
+    the connection open fails the test)."""
+    with socket.create_connection((stack.http.host, stack.http.port), timeout=10) as sock:
+        try:
+            sock.sendall(request)
+        except OSError:
+            pass  # the gateway may answer and stop reading first
+        data = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                raise AssertionError(f"connection left open after {data[:200]!r}")
+            if not chunk:
+                return data
+            data += chunk
+
+
+def test_requests_the_http_layer_refuses_get_the_json_shape_and_close(stack, backend):
+    """Proves, on the real agent-gw binary: an oversized head (431), two
+    different Content-Length values, a non-numeric Content-Length,
+    `Transfer-Encoding: gzip`, an obs-folded header line and a malformed
+    request line each get `{"error":{"code","message","outcome"}}` with
+    `X-Agentd-Outcome: rejected` and the connection closed; a good call
+    right after each succeeds."""
+    stack.register(registration("bad.echo", backend.endpoint, lease_seconds=60))
+    stack.wait_routable(envelope("bad.echo", {}))
+    big = b"".join(b"x-pad-%d: %s\r\n" % (i, b"p" * 1000) for i in range(40))
+    post = b"POST /agent/v1/invoke HTTP/1.1\r\nHost: gw\r\n"
+    cases = [
+        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\n" + big + b"\r\n", 431, "header_too_large"),
+        (post + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400, "malformed_request"),
+        (post + b"Content-Length: 2x\r\n\r\n{}", 400, "malformed_request"),
+        (post + b"Transfer-Encoding: gzip\r\n\r\n", 400, "malformed_request"),
+        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\nX-A: 1\r\n folded\r\n\r\n", 400, "malformed_request"),
+        (b"GET /healthz\r\nHost: gw\r\n\r\n", 400, "malformed_request"),
+    ]
+    for request, status, code in cases:
+        data = _until_closed(stack, request)
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        assert lines[0].startswith(f"HTTP/1.1 {status} "), data[:300]
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        assert headers.get("x-agentd-outcome") == "rejected", headers
+        assert headers.get("connection") == "close", headers
+        assert headers.get("content-type") == "application/json", headers
+        error = json.loads(body)["error"]
+        assert error["code"] == code and error["outcome"] == "rejected", error
+        assert error["message"], error
+        _good_call(stack)
