@@ -2,19 +2,22 @@
 //! verifier (fresh and cached paths) must return typed errors, never panic.
 #![no_main]
 
-use std::sync::OnceLock;
-
 use agent_gw::auth::{jwt, AuthConfig, Authenticator, UnixSeconds};
 use ed25519_dalek::SigningKey;
 use libfuzzer_sys::fuzz_target;
 
-fn auth() -> &'static Authenticator {
-    static AUTH: OnceLock<Authenticator> = OnceLock::new();
-    AUTH.get_or_init(|| {
+// One authenticator for the whole run, so the cached path is exercised.
+// Per thread: it holds `RefCell`s (the gateway is single-threaded).
+thread_local! {
+    static AUTH: &'static Authenticator = Box::leak(Box::new({
         let tenant = SigningKey::from_bytes(&[1; 32]).verifying_key();
         Authenticator::new(AuthConfig::new("r", ""), SigningKey::from_bytes(&[2; 32]), [("lab".into(), tenant)])
             .expect("static test config")
-    })
+    }));
+}
+
+fn auth() -> &'static Authenticator {
+    AUTH.with(|a| *a)
 }
 
 fuzz_target!(|data: &[u8]| {
