@@ -143,30 +143,29 @@ impl Client {
     async fn handshake(stream: UnixStream, software: &str) -> Result<Client, ClientError> {
         let (mut rd, mut wr) = stream.into_split();
         let hello = frame::encode(&Hello::ours(software)).map_err(ClientError::Frame)?;
-        wr.write_all(&hello)
-            .await
-            .map_err(|e| ClientError::Io(e.kind()))?;
+        // A server that refuses us at accept answers and closes at once, so
+        // the write may fail: its answer is still there to read.
+        let written = wr.write_all(&hello).await;
         let mut decoder = FrameDecoder::new();
         let mut buf = vec![0u8; READ_CHUNK];
-        let server = loop {
-            if let Some(h) = decoder
-                .next_message::<Hello>()
-                .map_err(ClientError::Frame)?
-            {
-                break h;
-            }
-            match rd.read(&mut buf).await {
-                Ok(0) => return Err(ClientError::Closed),
-                Ok(n) => decoder.push(&buf[..n]),
-                Err(e) => return Err(ClientError::Io(e.kind())),
-            }
-        };
+        let server: Hello = read_one(&mut rd, &mut decoder, &mut buf).await?;
         if server.protocol != PROTOCOL_VERSION {
             return Err(ClientError::ProtocolMismatch {
                 ours: PROTOCOL_VERSION,
                 theirs: server.protocol,
                 server: server.software,
             });
+        }
+        if let Err(e) = written {
+            return Err(
+                match read_one::<ServerMsg>(&mut rd, &mut decoder, &mut buf).await {
+                    Ok(ServerMsg::Response(crate::ipc::message::Response {
+                        id: CONNECTION_ERROR_ID,
+                        body: Err(err),
+                    })) => ClientError::Server(err),
+                    _ => ClientError::Io(e.kind()),
+                },
+            );
         }
         let shared = Arc::new(Mutex::new(Shared::default()));
         let (out, out_rx) = mpsc::channel(OUT_QUEUE);
@@ -422,5 +421,23 @@ async fn read_loop(
     }
     if let Some(fib) = fib {
         let _ = fib.send(Err(reason)).await;
+    }
+}
+
+/// Reads until one whole message is decoded (the handshake).
+async fn read_one<T: serde::de::DeserializeOwned>(
+    rd: &mut OwnedReadHalf,
+    decoder: &mut FrameDecoder,
+    buf: &mut [u8],
+) -> Result<T, ClientError> {
+    loop {
+        if let Some(m) = decoder.next_message::<T>().map_err(ClientError::Frame)? {
+            return Ok(m);
+        }
+        match rd.read(buf).await {
+            Ok(0) => return Err(ClientError::Closed),
+            Ok(n) => decoder.push(&buf[..n]),
+            Err(e) => return Err(ClientError::Io(e.kind())),
+        }
     }
 }

@@ -5,8 +5,9 @@
 //! * [`message`] — handshake, requests, responses, typed errors.
 //! * [`client`] — the tokio client of agent-gw and agentctl.
 //! * [`server`] — agentd's accept loop and the channel interface to its
-//!   state loop.
+//!   state loop; [`admission`] — who gets a connection slot.
 
+pub mod admission;
 pub mod client;
 pub mod convert;
 pub mod frame;

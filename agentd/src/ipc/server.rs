@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!                       +-------------------- IpcServer::run ---------------------+
-//!  UnixListener ------> | accept, SO_PEERCRED, spawn one task per connection      |
+//!  UnixListener ------> | accept, SO_PEERCRED + slot (admission), spawn a task    |
 //!                       +---------------------------------------------------------+
 //!   connection task (one per client; owns the socket and a FrameDecoder):
 //!     socket bytes --decode--> ServerEvent::Request --(events: mpsc, bounded)--> daemon state loop
@@ -17,9 +17,11 @@
 //! * `Request(IncomingRequest { conn, peer, id, body, reply })` — handle
 //!   `body`, then call `reply.send(result)` exactly once (dropping the
 //!   `Replier` unanswered sends `internal`). `peer` carries the client's
-//!   uid/gid/pid from `SO_PEERCRED`; the server has already refused peers
-//!   that are neither root nor in [`ServerConfig::allowed_uids`], and the
-//!   daemon may restrict admin commands further
+//!   uid/gid/pid from `SO_PEERCRED`; the server has already refused, at
+//!   accept and before taking a slot, peers that are neither root nor in
+//!   [`ServerConfig::allowed_uids`] or whose uid holds its share of slots
+//!   ([`admission`](super::admission)), and the daemon may restrict admin
+//!   commands further
 //!   ([`RequestBody::is_admin_command`]).
 //! * For `RequestBody::SubscribeFib`: take `reply.fib_sink()` first, send
 //!   `Ok(ResponseBody::Subscribed)`, then call
@@ -68,7 +70,7 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,6 +78,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Notify};
 
+use super::admission::{Admission, Limits, Refusal};
 use crate::fib::export;
 use crate::fib::FibEvent;
 use crate::ipc::frame::{self, FrameDecoder, FrameError};
@@ -94,6 +97,13 @@ pub struct ServerConfig {
     pub allow_root: bool,
     /// Connections beyond this are refused with `unavailable`.
     pub max_connections: usize,
+    /// Connections one non-root uid may hold at once (each uid counted
+    /// on its own: the gateway's user, agentd's own user); see
+    /// [`admission`](super::admission).
+    pub max_per_uid: usize,
+    /// Slots only root may take, so the operator's `agentctl` always gets
+    /// in.
+    pub root_reserve: usize,
     /// Frames (replies and FIB events) queued per connection before the
     /// client counts as stuck and is disconnected. Must exceed the number
     /// of chunks in a FIB snapshot (64 KiB each).
@@ -110,6 +120,8 @@ impl Default for ServerConfig {
             allowed_uids: Vec::new(),
             allow_root: true,
             max_connections: 64,
+            max_per_uid: 8,
+            root_reserve: 8,
             outbound_queue: 1024,
             handshake_timeout: Duration::from_secs(5),
             software: concat!("agentd ", env!("CARGO_PKG_VERSION")).into(),
@@ -167,10 +179,13 @@ pub enum Disconnect {
     Io(io::ErrorKind),
     /// The client sent bytes that are not a valid frame or request.
     Malformed(FrameError),
-    /// Neither root nor an allowed uid.
+    /// Neither root nor an allowed uid (refused at accept).
     PermissionDenied {
         uid: u32,
     },
+    /// Turned away at accept: the peer's uid, or the server, has no free
+    /// slot.
+    Refused(Refusal),
     /// The client speaks another protocol version.
     ProtocolMismatch {
         theirs: u32,
@@ -334,8 +349,17 @@ impl IpcServer {
 
     /// Accepts connections until the daemon drops the receiving end of
     /// `events`. Must run inside a tokio runtime (current-thread is fine).
+    ///
+    /// Each peer's credentials are checked at accept, before it gets a
+    /// slot or a task: a refused peer (not permitted, or over its uid's
+    /// share) is answered and closed at once, without waiting for its
+    /// `Hello`.
     pub async fn run(self, events: mpsc::Sender<ServerEvent>) {
-        let active = Arc::new(AtomicUsize::new(0));
+        let admission = Admission::new(Limits {
+            total: self.config.max_connections,
+            per_uid: self.config.max_per_uid,
+            root_reserve: self.config.root_reserve,
+        });
         let mut next_conn = 1u64;
         loop {
             let accepted = tokio::select! {
@@ -350,19 +374,34 @@ impl IpcServer {
                     continue;
                 }
             };
+            let Ok(cred) = stream.peer_cred() else {
+                continue;
+            };
+            let peer = PeerCred {
+                uid: cred.uid(),
+                gid: cred.gid(),
+                pid: cred.pid(),
+            };
             let conn = ConnId(next_conn);
             next_conn += 1;
             let config = Arc::clone(&self.config);
+            let slot = match admission.admit(peer.uid, config.permits(peer.uid)) {
+                Ok(slot) => slot,
+                Err(refusal) => {
+                    refuse(stream, &config, &refusal);
+                    // Worth a log line in the daemon; never wait for room.
+                    let reason = match refusal {
+                        Refusal::NotPermitted { uid } => Disconnect::PermissionDenied { uid },
+                        _ => Disconnect::Refused(refusal),
+                    };
+                    let _ = events.try_send(ServerEvent::Disconnected { conn, reason });
+                    continue;
+                }
+            };
             let events = events.clone();
-            let active = Arc::clone(&active);
-            if active.fetch_add(1, Ordering::Relaxed) >= config.max_connections {
-                active.fetch_sub(1, Ordering::Relaxed);
-                tokio::spawn(refuse(stream, config));
-                continue;
-            }
             tokio::spawn(async move {
-                let reason = serve_connection(stream, conn, &config, &events).await;
-                active.fetch_sub(1, Ordering::Relaxed);
+                let reason = serve_connection(stream, conn, peer, &config, &events).await;
+                drop(slot);
                 let _ = events
                     .send(ServerEvent::Disconnected { conn, reason })
                     .await;
@@ -371,24 +410,32 @@ impl IpcServer {
     }
 }
 
-/// Tells a client over the connection limit why it is turned away.
-async fn refuse(mut stream: UnixStream, config: Arc<ServerConfig>) {
-    let mut out = Vec::new();
-    let err = IpcError::Unavailable {
-        reason: "too many IPC connections".into(),
+/// Tells a refused client why, then closes: our `Hello` (so it can read
+/// the error in its own protocol) and the error, written without waiting
+/// (a fresh socket's buffer takes these few bytes; if not, the client
+/// just sees the close). What the client already sent is read first, so
+/// that closing does not reset the connection before it reads the answer.
+fn refuse(stream: UnixStream, config: &ServerConfig, refusal: &Refusal) {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = stream.into_std() else {
+        return;
     };
+    let mut out = Vec::new();
     let ok = frame::encode_into(&Hello::ours(&config.software), &mut out).is_ok()
         && frame::encode_into(
             &ServerMsg::Response(Response {
                 id: CONNECTION_ERROR_ID,
-                body: Err(err),
+                body: Err(IpcError::from(refusal)),
             }),
             &mut out,
         )
         .is_ok();
+    let mut sink = [0u8; 1024];
+    let _ = stream.read(&mut sink);
     if ok {
-        let _ = tokio::time::timeout(config.handshake_timeout, stream.write_all(&out)).await;
+        let _ = stream.write(&out);
     }
+    let _ = stream.shutdown(std::net::Shutdown::Write);
 }
 
 /// Size of one socket read.
@@ -397,17 +444,10 @@ const READ_CHUNK: usize = 16 * 1024;
 async fn serve_connection(
     mut stream: UnixStream,
     conn: ConnId,
+    peer: PeerCred,
     config: &ServerConfig,
     events: &mpsc::Sender<ServerEvent>,
 ) -> Disconnect {
-    let peer = match stream.peer_cred() {
-        Ok(c) => PeerCred {
-            uid: c.uid(),
-            gid: c.gid(),
-            pid: c.pid(),
-        },
-        Err(e) => return Disconnect::Io(e.kind()),
-    };
     let mut out = Vec::new();
     let mut decoder = FrameDecoder::new();
     let mut buf = vec![0u8; READ_CHUNK];
@@ -449,11 +489,6 @@ async fn serve_connection(
             theirs: hello.protocol,
             software: hello.software,
         };
-    }
-    if !config.permits(peer.uid) {
-        let reason = format!("uid {} may not use the agentd socket", peer.uid).into();
-        send_connection_error(&mut stream, IpcError::PermissionDenied { reason }).await;
-        return Disconnect::PermissionDenied { uid: peer.uid };
     }
 
     let (tx, mut rx) = mpsc::channel(config.outbound_queue.max(1));

@@ -2,6 +2,7 @@
 //! IPC bytes over its real Unix socket.
 
 mod harness;
+mod peers;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
