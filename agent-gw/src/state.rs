@@ -72,7 +72,12 @@ impl AppState {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
             fib_applied: tokio::sync::Notify::new(),
             control: Control::new(cfg.lease_min_s, cfg.lease_max_s),
-            forwarder: Forwarder::new(Pool::new(PoolConfig::default()), cfg.endpoints.clone()),
+            forwarder: Forwarder::new(
+                Pool::new(PoolConfig::default()),
+                cfg.endpoints.clone(),
+                &cfg.router_id,
+                via_nonce(),
+            ),
             limiter: RefCell::new(limiter),
             inflight: Inflight::new(cfg.max_inflight),
             auth,
@@ -82,6 +87,16 @@ impl AppState {
             cfg,
         })
     }
+}
+
+/// A random per-process nonce for `X-Agentd-Via` (clock-derived only if
+/// the system has no entropy at all).
+fn via_nonce() -> u64 {
+    let mut b = [0u8; 8];
+    if crate::auth::fill_random(&mut b).is_err() {
+        b = Millis::now().0.to_le_bytes();
+    }
+    u64::from_le_bytes(b)
 }
 
 /// The authenticator of `cfg`. Without a configured issuer key a fresh one

@@ -26,16 +26,17 @@ fn invoke_reaches_the_handler_with_route_and_deadline_headers() {
             r.body.len().to_string().as_str()
         );
         // The handler's JSON comes back unchanged; the envelope went through
-        // byte for byte (auth off).
+        // byte for byte (auth off) except for the hop this forward took.
         assert_eq!(r.json()["backend"], "a");
         let seen = b.seen.borrow()[0].clone();
-        assert_eq!(seen.body, env.as_bytes());
+        let forwarded = env.replace(r#""hop_limit":8"#, r#""hop_limit":7"#);
+        assert_eq!(seen.body, forwarded.as_bytes());
         assert_eq!(seen.headers["x-agentd-route-id"], "r-a");
         assert_eq!(seen.headers["x-nexus-route-id"], "r-a");
         assert_eq!(seen.headers["idempotency-key"], "k1");
         assert_eq!(
             seen.headers["content-length"],
-            env.len().to_string().as_str()
+            forwarded.len().to_string().as_str()
         );
         assert!(seen.headers.get("transfer-encoding").is_none());
         let left: u64 = seen.headers["x-agentd-deadline-ms"]

@@ -2,9 +2,11 @@
 //!
 //! Decoded strictly (see `api::json`) and validated like the nexilume
 //! agent server validates it, so a request we accept is one the handler
-//! accepts too. The original bytes are kept: with auth off the handler gets
-//! exactly what the caller sent; with auth on the verified identity is
-//! written into `tenant`/`source_agent` and the document re-encoded.
+//! accepts too. The original bytes are kept: the handler gets the
+//! protocol's members of what the caller sent (unknown top-level members
+//! dropped, the payload byte for byte), with the gateway's own values for
+//! `hop_limit` and, with auth on, `tenant`/`source_agent` (see
+//! `api::handler_body`).
 //!
 //! Decoding validates the whole body but builds only the members routing
 //! needs (see `json::parse_sketch`); the full document is built on first
@@ -18,6 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::fields::{self, err, FieldError, Problem};
+use crate::api::handler_body;
 use crate::api::json::{self, JsonError, Keep};
 
 pub const MAX_INTENT: usize = 127;
@@ -123,7 +126,7 @@ pub struct Envelope {
     direct_control: Option<Value>,
     /// The whole document, built from `original` on first use.
     doc: OnceCell<Map<String, Value>>,
-    /// The received bytes while the document is unchanged.
+    /// The received bytes.
     original: Option<Bytes>,
 }
 
@@ -202,7 +205,6 @@ impl Envelope {
             if let Some(doc) = self.doc.get_mut() {
                 doc.insert("tenant".into(), tenant.into());
             }
-            self.original = None;
         }
         if *self.source_agent != *source_agent {
             self.doc();
@@ -210,7 +212,6 @@ impl Envelope {
             if let Some(doc) = self.doc.get_mut() {
                 doc.insert("source_agent".into(), source_agent.into());
             }
-            self.original = None;
         }
     }
 
@@ -232,12 +233,54 @@ impl Envelope {
         self.direct_control.as_ref()
     }
 
-    /// The bytes to forward: the original when untouched.
-    pub fn to_bytes(&self) -> Bytes {
-        match &self.original {
-            Some(b) => b.clone(),
-            None => Bytes::from(Value::Object(self.doc().clone()).to_string()),
+    /// Takes the hop this forward uses (DESIGN §7): the handler or next
+    /// gateway gets `hop_limit - 1`, capped at the gateway's own
+    /// `hop_limit`; a call arriving with 1 has none left and is refused
+    /// before dispatch, which ends any forwarding loop.
+    pub fn consume_hop(&mut self, cap: u8) -> Result<(), ApiError> {
+        if self.hop_limit <= 1 {
+            return Err(ApiError::new(
+                ErrorCode::HopLimitExceeded,
+                format!(
+                    "{} not forwarded: hop_limit {} leaves no hop (a forwarding loop, or too many routers on the path)",
+                    self.intent, self.hop_limit
+                ),
+            )
+            .rejected()
+            .capability(&self.intent));
         }
+        self.hop_limit = (self.hop_limit - 1).min(cap.max(1));
+        Ok(())
+    }
+
+    /// The body a handler receives (docs/sdk-api.md): the protocol's
+    /// members of the caller's envelope, payload byte for byte, with the
+    /// gateway's `hop_limit`, `tenant` and `source_agent`.
+    pub fn to_bytes(&self) -> Bytes {
+        let o = handler_body::Overrides {
+            tenant: &self.tenant,
+            source_agent: &self.source_agent,
+            hop_limit: self.hop_limit,
+        };
+        if let Some(b) = self
+            .original
+            .as_deref()
+            .and_then(|src| handler_body::build(src, o))
+        {
+            return Bytes::from(b);
+        }
+        // Not expected (the bytes passed the strict decoder): re-encode
+        // the decoded document under the same rules.
+        let mut doc = Map::new();
+        for (k, v) in self.doc() {
+            if handler_body::HANDLER_MEMBERS.contains(&k.as_str()) {
+                doc.insert(k.clone(), v.clone());
+            }
+        }
+        doc.insert("tenant".into(), (*self.tenant).into());
+        doc.insert("source_agent".into(), (*self.source_agent).into());
+        doc.insert("hop_limit".into(), self.hop_limit.into());
+        Bytes::from(Value::Object(doc).to_string())
     }
 }
 
@@ -303,7 +346,25 @@ mod tests {
         let e = env(OK).unwrap();
         assert_eq!(&*e.intent, "demo.echo");
         assert_eq!(e.timeout_ms, Some(500));
-        assert_eq!(e.to_bytes(), Bytes::from(OK));
+        // Untouched: the same members with the same values (only the
+        // whitespace between members is the gateway's).
+        let got: Value = serde_json::from_slice(&e.to_bytes()).unwrap();
+        assert_eq!(got, serde_json::from_str::<Value>(OK).unwrap());
+    }
+
+    #[test]
+    fn each_forward_takes_one_hop_and_the_last_one_is_refused() {
+        let mut e = env(OK).unwrap();
+        e.consume_hop(64).unwrap();
+        assert_eq!(e.hop_limit, 7);
+        let v: Value = serde_json::from_slice(&e.to_bytes()).unwrap();
+        assert_eq!(v["hop_limit"], 7);
+        e.consume_hop(3).unwrap();
+        assert_eq!(e.hop_limit, 3, "capped by the gateway's hop_limit");
+        let mut last = env(&OK.replace(r#""hop_limit":8"#, r#""hop_limit":1"#)).unwrap();
+        let err = last.consume_hop(8).unwrap_err();
+        assert_eq!(err.code, ErrorCode::HopLimitExceeded);
+        assert_eq!(err.outcome, Some(crate::api::error::Outcome::Rejected));
     }
 
     #[test]

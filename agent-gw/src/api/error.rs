@@ -27,6 +27,10 @@ pub enum ErrorCode {
     NoRoute,
     MethodNotAllowed,
     Conflict,
+    /// `hop_limit` used up (a loop or too long a path).
+    HopLimitExceeded,
+    /// A call this gateway forwarded came back to it.
+    ForwardingLoop,
     StreamChanged,
     HistoryLost,
     TaskNotFinished,
@@ -82,6 +86,8 @@ impl ErrorCode {
             NoRoute => "no_route",
             MethodNotAllowed => "method_not_allowed",
             Conflict => "conflict",
+            HopLimitExceeded => "hop_limit_exceeded",
+            ForwardingLoop => "forwarding_loop",
             StreamChanged => "stream_changed",
             HistoryLost => "history_lost",
             TaskNotFinished => "task_not_finished",
@@ -121,6 +127,7 @@ impl ErrorCode {
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Conflict | StreamChanged | HistoryLost | TaskNotFinished => StatusCode::CONFLICT,
             TaskExpired | ResultReleased => StatusCode::GONE,
+            HopLimitExceeded | ForwardingLoop => StatusCode::LOOP_DETECTED,
             RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             RateLimited | ShareExceeded => StatusCode::TOO_MANY_REQUESTS,

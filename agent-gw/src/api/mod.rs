@@ -4,6 +4,7 @@
 pub mod envelope;
 pub mod error;
 pub mod fields;
+pub mod handler_body;
 pub mod json;
 pub mod registration;
 

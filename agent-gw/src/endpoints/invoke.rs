@@ -173,12 +173,30 @@ pub async fn route(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<B
     ))
 }
 
+/// A call this gateway forwarded has come back to it (an endpoint that
+/// leads to one of its own listeners): refused before anything else.
+fn refuse_own_forward(cx: &Ctx, parts: &Parts) -> Result<(), ApiError> {
+    if cx.state.forwarder.forwarded_by_us(&parts.headers) {
+        return Err(ApiError::new(
+            ErrorCode::ForwardingLoop,
+            format!(
+                "forwarding loop: this gateway ({}) already forwarded this call; a route's endpoint leads back to it",
+                cx.state.cfg.router_id
+            ),
+        )
+        .rejected());
+    }
+    Ok(())
+}
+
 pub async fn invoke(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<Body>, ApiError> {
     let start = Instant::now();
-    let a = admit(cx, parts, body, Need::Invoke).await?;
+    refuse_own_forward(cx, parts)?;
+    let mut a = admit(cx, parts, body, Need::Invoke).await?;
     if let Some(answer) = tasks::direct_control(cx, &a.env)? {
         return Ok(answer);
     }
+    a.env.consume_hop(cx.state.cfg.hop_limit)?;
     let is_async = wants_async(&parts.headers);
     let kind = call_kind(&parts.headers, !is_async, false)?;
     if is_async {
@@ -217,7 +235,9 @@ pub async fn invoke_stream(
 ) -> Result<Response<Body>, ApiError> {
     let start = Instant::now();
     let header_cursor = last_event_id(&parts.headers)?;
-    let a = admit(cx, parts, body, Need::Invoke).await?;
+    refuse_own_forward(cx, parts)?;
+    let mut a = admit(cx, parts, body, Need::Invoke).await?;
+    a.env.consume_hop(cx.state.cfg.hop_limit)?;
     let cursor = header_cursor.max(a.env.resume_from).unwrap_or(0);
     let kind = call_kind(&parts.headers, false, cursor > 0)?;
     match streams::plan(cx, &a.env, cursor)? {

@@ -39,8 +39,16 @@ pub const NEXUS_ROUTE_ID_HEADER: &str = "x-nexus-route-id";
 const ROUTE_ID_NAME: HeaderName = HeaderName::from_static(ROUTE_ID_HEADER);
 const NEXUS_ROUTE_ID_NAME: HeaderName = HeaderName::from_static(NEXUS_ROUTE_ID_HEADER);
 
+/// Marks a request a gateway forwarded: `<router_id>;nonce=<hex>` per
+/// gateway on the path (the caller's values are relayed, ours appended),
+/// so a gateway recognises a call it forwarded itself when it comes back
+/// (an endpoint pointing at a gateway listener) and refuses it.
+pub const VIA_HEADER: &str = "x-agentd-via";
+pub const VIA_NAME: HeaderName = HeaderName::from_static(VIA_HEADER);
+
 /// Request headers relayed from the caller to the handler.
-const RELAYED: [HeaderName; 8] = [
+const RELAYED: [HeaderName; 9] = [
+    VIA_NAME,
     header::ACCEPT,
     HeaderName::from_static("prefer"),
     HeaderName::from_static("last-event-id"),
@@ -97,6 +105,9 @@ pub struct Forwarder {
     /// The endpoint rules checked before every new connection: this
     /// router's listener ports (loopback leave comes from each route).
     guard: Guard,
+    /// This process's `X-Agentd-Via` value and the nonce inside it.
+    via: HeaderValue,
+    nonce: Box<str>,
 }
 
 /// How one attempt on one candidate ended.
@@ -109,8 +120,28 @@ enum AttemptError {
 }
 
 impl Forwarder {
-    pub fn new(pool: Rc<Pool>, guard: Guard) -> Forwarder {
-        Forwarder { pool, guard }
+    /// `nonce`: random per process, so two gateways with one router id
+    /// (or a restarted one) are still told apart.
+    pub fn new(pool: Rc<Pool>, guard: Guard, router_id: &str, nonce: u64) -> Forwarder {
+        let nonce = format!("{nonce:016x}");
+        let via = HeaderValue::from_str(&format!("{router_id};nonce={nonce}"))
+            .unwrap_or_else(|_| HeaderValue::from_static("agent-gw"));
+        Forwarder {
+            pool,
+            guard,
+            via,
+            nonce: nonce.into(),
+        }
+    }
+
+    /// Did this gateway forward the request with these headers itself?
+    pub fn forwarded_by_us(&self, h: &HeaderMap) -> bool {
+        h.get_all(&VIA_NAME)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|hop| hop.trim().split_once(";nonce="))
+            .any(|(_, n)| n == &*self.nonce)
     }
 
     pub fn pool(&self) -> &Rc<Pool> {
@@ -251,16 +282,22 @@ impl Forwarder {
         })
     }
 
-    fn request(cand: &Candidate, out: &Outgoing, deadline: Deadline) -> Request<Full<Bytes>> {
+    fn request(
+        &self,
+        cand: &Candidate,
+        out: &Outgoing,
+        deadline: Deadline,
+    ) -> Request<Full<Bytes>> {
         let mut req = Request::new(Full::new(out.body.clone()));
         *req.method_mut() = Method::POST;
         *req.uri_mut() = cand.target.path.clone().into();
-        // Sized once: the six headers below plus the relayed ones.
-        *req.headers_mut() = HeaderMap::with_capacity(6 + out.relay.len());
+        // Sized once: the seven headers below plus the relayed ones.
+        *req.headers_mut() = HeaderMap::with_capacity(7 + out.relay.len());
         let h = req.headers_mut();
         for (k, v) in &out.relay {
             h.append(k, v.clone());
         }
+        h.append(VIA_NAME, self.via.clone());
         if let Some(host) = cand.target.host_header() {
             h.insert(header::HOST, host);
         }
@@ -288,7 +325,7 @@ impl Forwarder {
         sent: &Cell<bool>,
     ) -> Result<Response<Incoming>, AttemptError> {
         let key: Box<str> = cand.target.connect_addr().into();
-        let mut req = Self::request(cand, out, deadline);
+        let mut req = self.request(cand, out, deadline);
         if let Some(mut sender) = self.pool.take(&cand.target) {
             sent.set(true);
             match sender.try_send_request(req).await {

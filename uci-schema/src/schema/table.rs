@@ -167,7 +167,7 @@ const GATEWAY: &[OptionSpec] = &[
     uint("tenant_share_percent", "50", 1, 100, "Most of the task table and of buffer_budget one tenant may hold (%); beyond it that tenant's new async/stream work gets 429 share_exceeded."),
     uint("source_share_percent", "25", 1, 100, "Most of the task table and of buffer_budget one client address may hold (%); beyond it that address's new async/stream work gets 429 share_exceeded."),
     uint("stream_drain_timeout_ms", "5000", 100, 600_000, "A stream follower that takes no bytes for this long is detached and its connection closed (the stream keeps running; resume with Last-Event-ID)."),
-    uint("hop_limit", "8", 1, 64, "Router hops a call may take."),
+    uint("hop_limit", "8", 1, 64, "Most hops a forwarded call may still take: the gateway forwards with min(hop_limit - 1, this) and refuses a call arriving with hop_limit 1 (hop_limit_exceeded)."),
     uint("assertion_ttl", "30", 1, 300, "Lifetime (s) of forwarding assertions."),
     uint("replay_cache", "65536", 1, 1_000_000, "Assertion nonces remembered; when full, new ones are refused."),
 ];
