@@ -29,6 +29,8 @@ pub struct GatewayConfig {
     /// Per-tenant overrides from `tenant` sections.
     pub tenant_rates: HashMap<Box<str>, Rate>,
     pub max_inflight: usize,
+    /// Most requests in flight from one source (IPv4 address, IPv6 /64).
+    pub max_inflight_per_source: usize,
     pub task_capacity: usize,
     pub task_ttl_s: u64,
     pub stream_history_events: usize,
@@ -47,6 +49,9 @@ pub struct GatewayConfig {
     pub default_timeout_ms: u64,
     /// Most concurrent client connections; beyond it new ones are closed.
     pub max_connections: usize,
+    /// Most open connections from one source; beyond it that source's new
+    /// connections are closed at accept.
+    pub max_conns_per_source: usize,
     /// Longest time to receive a request body once its head arrived.
     pub body_read_timeout_ms: u64,
     /// Most routes the FIB replica holds.
@@ -185,6 +190,7 @@ impl GatewayConfig {
             },
             tenant_rates,
             max_inflight: usize_of(g.max_inflight),
+            max_inflight_per_source: usize_of(g.max_inflight_per_source),
             task_capacity: usize_of(g.task_capacity),
             task_ttl_s: g.task_ttl,
             stream_history_events: usize_of(g.stream_history_events),
@@ -196,6 +202,7 @@ impl GatewayConfig {
             hop_limit: u8::try_from(g.hop_limit).unwrap_or(u8::MAX),
             default_timeout_ms: g.default_timeout_ms,
             max_connections: usize_of(g.max_connections),
+            max_conns_per_source: usize_of(g.max_conns_per_source),
             body_read_timeout_ms: g.body_read_timeout_ms,
             max_routes: usize_of(c.agentd.max_routes),
             lease_min_s: c.agentd.min_lease,

@@ -5,7 +5,8 @@
 //!
 //! Layout: `server` (listener, dispatch) → `router` (path table) →
 //! `endpoints` (one function per endpoint) using `api` (wire types,
-//! strict JSON, errors), `limits` (size/rate/concurrency), `fib_sync`
+//! strict JSON, errors), `limits` (size/rate/concurrency), `sources`
+//! (per-source connection shares), `fib_sync`
 //! (replica + decision), `control` (registration IPC) and `forward`
 //! (pool, deadline, retry, typed outcomes).
 
@@ -22,5 +23,6 @@ pub mod http_guard;
 pub mod limits;
 pub mod router;
 pub mod server;
+pub mod sources;
 pub mod state;
 pub mod task;

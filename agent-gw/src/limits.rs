@@ -1,15 +1,19 @@
-//! Admission limits: per-tenant token buckets and the in-flight cap.
+//! Admission limits: per-tenant token buckets and the in-flight cap (in
+//! total and per source).
 //!
 //! Sans-IO: the buckets take `Millis` as input so tests drive time
 //! directly. Tenant names on the invoke path may be caller-chosen (auth
 //! `none`), so the bucket map is bounded: when it is full, buckets that have
 //! refilled completely — indistinguishable from fresh ones — are dropped.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::rc::Rc;
 
 use agentd::time::Millis;
+
+use crate::sources::SourceKey;
 
 /// Most tenant buckets held at once.
 pub const MAX_BUCKETS: usize = 4096;
@@ -118,46 +122,109 @@ impl RateLimiter {
     }
 }
 
-/// Counts requests in flight; a guard per admitted request.
+/// Counts requests in flight, in total and per source; a guard per
+/// admitted request. The per-source share keeps one host's slow calls
+/// from taking every slot (`gateway.max_inflight_per_source`); a source
+/// is counted as in [`crate::sources::SourceKey`].
 #[derive(Debug)]
 pub struct Inflight {
     max: usize,
-    current: Rc<Cell<usize>>,
+    max_per_source: usize,
+    counts: Rc<InflightCounts>,
+}
+
+#[derive(Debug, Default)]
+struct InflightCounts {
+    current: Cell<usize>,
+    /// Sources with a request in flight (at most `max` entries).
+    per_source: RefCell<HashMap<SourceKey, usize>>,
+}
+
+/// Why a request was refused a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InflightFull {
+    /// `gateway.max_inflight` requests are in flight.
+    Total { max: usize },
+    /// The request's source holds `gateway.max_inflight_per_source`.
+    Source { source: SourceKey, max: usize },
+}
+
+impl std::fmt::Display for InflightFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InflightFull::Total { max } => write!(f, "{max} requests already in flight"),
+            InflightFull::Source { source, max } => {
+                write!(f, "source {source} already has {max} requests in flight")
+            }
+        }
+    }
 }
 
 /// Releases its slot on drop, however the request ends.
 #[derive(Debug)]
 pub struct InflightGuard {
-    current: Rc<Cell<usize>>,
+    counts: Rc<InflightCounts>,
+    source: SourceKey,
 }
 
 impl Drop for InflightGuard {
     fn drop(&mut self) {
-        self.current.set(self.current.get().saturating_sub(1));
+        let c = &self.counts;
+        c.current.set(c.current.get().saturating_sub(1));
+        let mut per = c.per_source.borrow_mut();
+        if let Some(n) = per.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&self.source);
+            }
+        }
     }
 }
 
 impl Inflight {
-    pub fn new(max: usize) -> Inflight {
+    pub fn new(max: usize, max_per_source: usize) -> Inflight {
         Inflight {
             max,
-            current: Rc::new(Cell::new(0)),
+            max_per_source,
+            counts: Rc::new(InflightCounts::default()),
         }
     }
 
-    pub fn try_acquire(&self) -> Option<InflightGuard> {
-        let n = self.current.get();
-        if n >= self.max {
-            return None;
+    /// A slot for a request from `source`, or which cap is full.
+    pub fn try_acquire(&self, source: IpAddr) -> Result<InflightGuard, InflightFull> {
+        let source = SourceKey::of(source);
+        let c = &self.counts;
+        let mut per = c.per_source.borrow_mut();
+        let held = per.get(&source).copied().unwrap_or(0);
+        if held >= self.max_per_source {
+            return Err(InflightFull::Source {
+                source,
+                max: self.max_per_source,
+            });
         }
-        self.current.set(n + 1);
-        Some(InflightGuard {
-            current: self.current.clone(),
+        if c.current.get() >= self.max {
+            return Err(InflightFull::Total { max: self.max });
+        }
+        *per.entry(source).or_insert(0) += 1;
+        c.current.set(c.current.get() + 1);
+        Ok(InflightGuard {
+            counts: c.clone(),
+            source,
         })
     }
 
     pub fn current(&self) -> usize {
-        self.current.get()
+        self.counts.current.get()
+    }
+
+    /// Requests in flight from the source of `ip`.
+    pub fn current_from(&self, ip: IpAddr) -> usize {
+        self.counts
+            .per_source
+            .borrow()
+            .get(&SourceKey::of(ip))
+            .copied()
+            .unwrap_or(0)
     }
 }
 
@@ -266,12 +333,44 @@ mod tests {
 
     #[test]
     fn inflight_guard_releases_on_drop() {
-        let f = Inflight::new(2);
-        let a = f.try_acquire().unwrap();
-        let _b = f.try_acquire().unwrap();
-        assert!(f.try_acquire().is_none());
+        let f = Inflight::new(2, 2);
+        let src: IpAddr = "192.0.2.1".parse().unwrap();
+        let a = f.try_acquire(src).unwrap();
+        let _b = f.try_acquire(src).unwrap();
+        assert!(f.try_acquire(src).is_err());
         drop(a);
         assert_eq!(f.current(), 1);
-        assert!(f.try_acquire().is_some());
+        assert!(f.try_acquire(src).is_ok());
+    }
+
+    #[test]
+    fn one_source_cannot_take_every_inflight_slot() {
+        let f = Inflight::new(10, 3);
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let held: Vec<_> = (0..3).map(|_| f.try_acquire(a).unwrap()).collect();
+        assert_eq!(
+            f.try_acquire(a).unwrap_err(),
+            InflightFull::Source {
+                source: SourceKey::of(a),
+                max: 3
+            }
+        );
+        let others: Vec<_> = (0..7).filter_map(|_| f.try_acquire(b).ok()).collect();
+        assert_eq!(others.len(), 3, "b has its own share of 3");
+        drop(held);
+        assert_eq!(f.current_from(a), 0);
+        assert_eq!(f.current(), 3);
+    }
+
+    #[test]
+    fn the_total_cap_holds_across_sources() {
+        let f = Inflight::new(2, 2);
+        let _a = f.try_acquire("192.0.2.1".parse().unwrap()).unwrap();
+        let _b = f.try_acquire("192.0.2.2".parse().unwrap()).unwrap();
+        assert_eq!(
+            f.try_acquire("192.0.2.3".parse().unwrap()).unwrap_err(),
+            InflightFull::Total { max: 2 }
+        );
     }
 }

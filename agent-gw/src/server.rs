@@ -8,10 +8,11 @@
 //! ```
 //!
 //! Everything runs on one current-thread runtime inside a `LocalSet`; the
-//! number of open client connections is bounded (`max_connections`), and a
-//! slow client cannot hold a connection open without sending headers.
+//! number of open client connections is bounded in total
+//! (`max_connections`) and per source (`max_conns_per_source`, see
+//! `sources`), and a slow client cannot hold a connection open without
+//! sending headers for long.
 
-use std::cell::Cell;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
@@ -25,11 +26,14 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+use agentd::time::Millis;
+
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
 use crate::endpoints::{self, auth, health, invoke, lease, tasks, ConnAbort, Ctx};
 use crate::http_guard::{ConnGuard, GuardedIo};
 use crate::router::{self, Endpoint, NoEndpoint};
+use crate::sources::{Cap, ConnRefusal};
 use crate::state::AppState;
 
 /// A client must finish its request head within this time.
@@ -45,7 +49,6 @@ pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
 /// Serves connections from `listener` until the task is dropped. Must run
 /// inside a `tokio::task::LocalSet`.
 pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
-    let open = Rc::new(Cell::new(0usize));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -56,13 +59,18 @@ pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
                 continue;
             }
         };
-        if open.get() >= state.cfg.max_connections {
-            drop(stream);
-            continue;
-        }
+        // Caps first, before anything is allocated for the connection: a
+        // capped source's excess connections are closed here and nobody
+        // else's are touched (`sources`).
+        let slot = match state.conns.admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                drop(stream);
+                note_refusal(&state, refused);
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
-        open.set(open.get() + 1);
-        let open = open.clone();
         let state = state.clone();
         tokio::task::spawn_local(async move {
             let conn = Rc::new(ConnAbort::default());
@@ -91,8 +99,24 @@ pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
                 result = serve => guard.answer_refused(result).await,
                 () = conn.aborted() => {}
             }
-            open.set(open.get() - 1);
+            drop(slot);
         });
+    }
+}
+
+/// Logs a connection refused at accept (rate-limited: a flood of refused
+/// connections is a few lines, each counting the refusals it stands for).
+fn note_refusal(state: &AppState, refused: ConnRefusal) {
+    let cap = match refused {
+        ConnRefusal::Full { .. } => Cap::Connections,
+        ConnRefusal::SourceFull { .. } => Cap::ConnsPerSource,
+    };
+    let line = state
+        .cap_log
+        .borrow_mut()
+        .refused(cap, &refused, Millis::now());
+    if let Some(line) = line {
+        agentd::log_warn!("connection {line}");
     }
 }
 

@@ -15,6 +15,7 @@ use crate::fib_sync::Fib;
 use crate::forward::pool::{Pool, PoolConfig};
 use crate::forward::Forwarder;
 use crate::limits::{Inflight, RateLimiter};
+use crate::sources::{CapLog, ConnCaps, ConnLimits};
 use crate::task::live::SseLimits;
 use crate::task::{SharedTasks, TaskConfig, TaskTable};
 
@@ -28,6 +29,10 @@ pub struct AppState {
     pub forwarder: Forwarder,
     pub limiter: RefCell<RateLimiter>,
     pub inflight: Inflight,
+    /// Open client connections, in total and per source.
+    pub conns: ConnLimits,
+    /// Rate limit of the log lines about refusals by these caps.
+    pub cap_log: RefCell<CapLog>,
     pub auth: Authenticator,
     pub tasks: SharedTasks,
     /// The one memory budget (`buffer_budget`) shared by task results,
@@ -79,7 +84,12 @@ impl AppState {
                 via_nonce(),
             ),
             limiter: RefCell::new(limiter),
-            inflight: Inflight::new(cfg.max_inflight),
+            inflight: Inflight::new(cfg.max_inflight, cfg.max_inflight_per_source),
+            conns: ConnLimits::new(ConnCaps {
+                max_connections: cfg.max_connections,
+                max_conns_per_source: cfg.max_conns_per_source,
+            }),
+            cap_log: RefCell::new(CapLog::default()),
             auth,
             tasks,
             budget,

@@ -286,3 +286,159 @@ fn connections_beyond_the_cap_are_closed_and_the_slot_comes_back() {
         assert!(served);
     });
 }
+
+/// Connects from a chosen loopback source address.
+async fn connect_from(src: &str, gw: std::net::SocketAddr) -> tokio::net::TcpStream {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(std::net::SocketAddr::new(src.parse().unwrap(), 0))
+        .unwrap();
+    sock.connect(gw).await.unwrap()
+}
+
+/// Whether the gateway closed `s` (EOF or reset) within 5 s.
+async fn closed_by_gateway(s: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 16];
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(5), s.read(&mut buf)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+#[test]
+fn a_source_at_its_connection_share_cannot_lock_out_another() {
+    run(async {
+        let cfg = agent_gw::config::GatewayConfig {
+            max_connections: 16,
+            max_conns_per_source: 4,
+            ..lab_config()
+        };
+        let (b, gw, state) = {
+            let b = backend("echo", Mode::Echo).await;
+            let (gw, state) = gateway_with(
+                cfg,
+                vec![route("r-e", "demo.echo", &b.endpoint(), 1, false)],
+            )
+            .await;
+            (b, gw, state)
+        };
+        // Source A: four half-open connections (no request head at all)
+        // take its share; they count against it.
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(connect_from("127.0.0.2", gw).await);
+        }
+        let a: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+        for _ in 0..200 {
+            if state.conns.open_from(a) == 4 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(state.conns.open_from(a), 4);
+        // A fifth is closed at accept.
+        let mut extra = connect_from("127.0.0.2", gw).await;
+        assert!(
+            closed_by_gateway(&mut extra).await,
+            "A's excess connection stays open"
+        );
+        // Source B is served, on and on.
+        let env = envelope("demo.echo", "lab", "{}");
+        for _ in 0..8 {
+            let r = send_from(
+                "127.0.0.3".parse().unwrap(),
+                gw,
+                "POST",
+                "/agent/v1/invoke",
+                &[],
+                env.as_bytes(),
+            )
+            .await;
+            assert_eq!(r.status, 200);
+        }
+        assert_eq!(b.count(), 8);
+        // A's held connections are untouched and still usable.
+        let r = send_on(
+            held.pop().unwrap(),
+            "POST",
+            "/agent/v1/invoke",
+            &[],
+            env.as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        drop(held);
+        // Its share comes back when its connections close.
+        let mut served = false;
+        for _ in 0..100 {
+            let r = send_from(a, gw, "GET", "/healthz", &[], b"").await;
+            if r.status == 200 {
+                served = true;
+                break;
+            }
+        }
+        assert!(served);
+    });
+}
+
+#[test]
+fn slow_calls_of_one_source_cannot_take_every_inflight_slot() {
+    run(async {
+        let b = backend("hold", Mode::Hold).await;
+        let cfg = agent_gw::config::GatewayConfig {
+            max_inflight: 8,
+            max_inflight_per_source: 3,
+            ..lab_config()
+        };
+        let (gw, state) = gateway_with(
+            cfg,
+            vec![route("r-h", "demo.hold", &b.endpoint(), 1, false)],
+        )
+        .await;
+        let env = envelope("demo.hold", "lab", "{}");
+        let a: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+        let held: Vec<_> = (0..3)
+            .map(|_| {
+                let env = env.clone();
+                tokio::task::spawn_local(async move {
+                    send_from(a, gw, "POST", "/agent/v1/invoke", &[], env.as_bytes()).await
+                })
+            })
+            .collect();
+        for _ in 0..400 {
+            if state.inflight.current_from(a) == 3 && b.count() == 3 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(state.inflight.current_from(a), 3);
+        // A's fourth: typed refusal naming the per-source share.
+        let r = send_from(a, gw, "POST", "/agent/v1/invoke", &[], env.as_bytes()).await;
+        assert_eq!(r.status, 503);
+        assert_eq!(r.error_code(), "overloaded");
+        assert_eq!(r.json()["error"]["reason"], "source_inflight");
+        assert_eq!(r.headers["retry-after"], "1");
+        // B still gets its calls in (they are held too, then released).
+        let bsrc: std::net::IpAddr = "127.0.0.3".parse().unwrap();
+        let b_calls: Vec<_> = (0..3)
+            .map(|_| {
+                let env = env.clone();
+                tokio::task::spawn_local(async move {
+                    send_from(bsrc, gw, "POST", "/agent/v1/invoke", &[], env.as_bytes()).await
+                })
+            })
+            .collect();
+        for _ in 0..400 {
+            if state.inflight.current_from(bsrc) == 3 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(state.inflight.current_from(bsrc), 3);
+        b.release.notify_waiters();
+        for h in held.into_iter().chain(b_calls) {
+            assert_eq!(h.await.unwrap().status, 200);
+        }
+        assert_eq!(state.inflight.current(), 0);
+    });
+}

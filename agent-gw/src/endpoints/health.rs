@@ -16,6 +16,7 @@ pub fn healthz(cx: &Ctx) -> Response<Body> {
             "control_plane": if s.control.is_up() { "up" } else { "down" },
             "fib": {"generation": fib.generation(), "routes": fib.routes(), "in_sync": fib.replica().in_sync()},
             "inflight": s.inflight.current(),
+            "connections": s.conns.open(),
         }),
     )
 }

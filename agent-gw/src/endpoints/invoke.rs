@@ -25,7 +25,8 @@ use crate::fib_sync::Ranked;
 use crate::forward::deadline::{budget_ms, Deadline};
 use crate::forward::retry::CallKind;
 use crate::forward::{relay_response, Candidate, Outgoing};
-use crate::limits::InflightGuard;
+use crate::limits::{InflightFull, InflightGuard};
+use crate::sources::Cap;
 
 // Pre-parsed names: a `&str` lookup parses the name on every request.
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -43,16 +44,11 @@ struct Admitted {
 }
 
 async fn admit(cx: &Ctx, parts: &Parts, body: Incoming, need: Need) -> Result<Admitted, ApiError> {
-    let guard = cx.state.inflight.try_acquire().ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::Overloaded,
-            format!(
-                "{} requests already in flight; retry shortly",
-                cx.state.cfg.max_inflight
-            ),
-        )
-        .retry_after_ms(1000)
-    })?;
+    let guard = cx
+        .state
+        .inflight
+        .try_acquire(cx.peer.ip())
+        .map_err(|full| inflight_refused(cx, full))?;
     let who = authenticate(cx, parts, need)?;
     let bytes = read_body(cx, parts, body).await?;
     let mut env = Envelope::decode(bytes)?;
@@ -71,6 +67,25 @@ async fn admit(cx: &Ctx, parts: &Parts, body: Incoming, need: Need) -> Result<Ad
             .retry_after_ms(wait_ms.min(60_000))
         })?;
     Ok(Admitted { env, guard })
+}
+
+/// The typed refusal of a full in-flight cap, logged (rate-limited).
+fn inflight_refused(cx: &Ctx, full: InflightFull) -> ApiError {
+    let (cap, reason) = match full {
+        InflightFull::Total { .. } => (Cap::Inflight, "inflight"),
+        InflightFull::Source { .. } => (Cap::InflightPerSource, "source_inflight"),
+    };
+    if let Some(line) = cx
+        .state
+        .cap_log
+        .borrow_mut()
+        .refused(cap, &full, Millis::now())
+    {
+        agentd::log_warn!("{line}");
+    }
+    ApiError::new(ErrorCode::Overloaded, format!("{full}; retry shortly"))
+        .reason(reason)
+        .retry_after_ms(1000)
 }
 
 fn query(env: &Envelope) -> Query<'_> {
