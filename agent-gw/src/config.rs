@@ -282,6 +282,39 @@ mod tests {
         assert_eq!(g.buffer_budget, 16 * 1024 * 1024);
         assert_eq!((g.tenant_share_percent, g.source_share_percent), (50, 25));
         assert_eq!(g.stream_drain_timeout_ms, 5000);
+        assert_eq!(
+            (
+                g.max_connections,
+                g.max_conns_per_source,
+                g.max_inflight_per_source
+            ),
+            (1024, 128, 64)
+        );
+        let d = GatewayConfig::default();
+        assert_eq!(
+            (
+                d.max_connections,
+                d.max_conns_per_source,
+                d.max_inflight_per_source
+            ),
+            (1024, 128, 64)
+        );
+    }
+
+    #[test]
+    fn connection_and_inflight_caps_come_from_uci() {
+        let text = "config gateway 'gateway'\n\toption max_connections '300'\n\
+            \toption max_conns_per_source '7'\n\toption max_inflight_per_source '5'\n";
+        let c = uci_schema::Config::from_str(text, "test").unwrap();
+        let g = GatewayConfig::from_uci(&c).unwrap();
+        assert_eq!(
+            (
+                g.max_connections,
+                g.max_conns_per_source,
+                g.max_inflight_per_source
+            ),
+            (300, 7, 5)
+        );
     }
 
     #[test]
