@@ -329,7 +329,7 @@ fn a_source_at_its_connection_share_cannot_lock_out_another() {
             held.push(connect_from("127.0.0.2", gw).await);
         }
         let a: std::net::IpAddr = "127.0.0.2".parse().unwrap();
-        for _ in 0..200 {
+        for _ in 0..2000 {
             if state.conns.open_from(a) == 4 {
                 break;
             }
@@ -405,7 +405,7 @@ fn slow_calls_of_one_source_cannot_take_every_inflight_slot() {
                 })
             })
             .collect();
-        for _ in 0..400 {
+        for _ in 0..2000 {
             if state.inflight.current_from(a) == 3 && b.count() == 3 {
                 break;
             }
@@ -428,13 +428,16 @@ fn slow_calls_of_one_source_cannot_take_every_inflight_slot() {
                 })
             })
             .collect();
-        for _ in 0..400 {
-            if state.inflight.current_from(bsrc) == 3 {
+        // All six inside the handler (waiting for `release`) before it is
+        // given: `notify_waiters` wakes only calls already waiting.
+        for _ in 0..2000 {
+            if state.inflight.current_from(bsrc) == 3 && b.count() == 6 {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         assert_eq!(state.inflight.current_from(bsrc), 3);
+        assert_eq!(b.count(), 6);
         b.release.notify_waiters();
         for h in held.into_iter().chain(b_calls) {
             assert_eq!(h.await.unwrap().status, 200);
