@@ -18,6 +18,17 @@
 //! Refusals are logged through [`CapLog`]: at most one line per kind of
 //! cap per [`LOG_EVERY_MS`], with the number of refusals it stands for, so
 //! a flood of refused connections does not flood the log.
+//!
+//! Idle connections need no separate reclaiming when the global cap is
+//! near: the server's header read timeout (10 s) runs both for a new
+//! connection's first head and between requests on a keep-alive
+//! connection, so a connection that is not sending a request gives its
+//! slot back within 10 s whoever holds it. With the per-source share at an
+//! eighth of the total (128 of 1024 by default), filling the gateway takes
+//! eight sources at their share, and even then slots come back within
+//! that time. Closing other sources' idle connections early would touch
+//! sources that are within their share, which is what the share is meant
+//! to prevent; so the gateway does not.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
