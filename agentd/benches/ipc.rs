@@ -52,6 +52,7 @@ fn route(i: usize) -> Route {
         lease: Lease::Until(Millis(10_000_000)),
         healthy: true,
         allow_loopback: false,
+        owner: None,
     }
 }
 

@@ -181,6 +181,7 @@ fn build(cell: Cell) -> Fixture {
             lease,
             healthy: rng.below(20) != 0,
             allow_loopback: false,
+            owner: None,
         };
         table.upsert(route).unwrap();
     }

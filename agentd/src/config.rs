@@ -359,6 +359,7 @@ fn static_route(
         lease: Lease::Permanent,
         healthy: true,
         allow_loopback: r.allow_loopback,
+        owner: None,
     })
 }
 

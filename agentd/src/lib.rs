@@ -11,6 +11,7 @@ pub mod health;
 pub mod ipc;
 pub mod lease;
 pub mod log;
+pub mod owner;
 pub mod policy;
 pub mod route;
 pub mod score;

@@ -216,6 +216,10 @@ pub struct Route {
     /// `agentd.allow_loopback_endpoints` when it was registered). The
     /// gateway re-checks the endpoint at connect time with this leave.
     pub allow_loopback: bool,
+    /// The identity a local registration is bound to (see `owner`);
+    /// `None` for static and peer routes and for routes an administrator
+    /// registered.
+    pub owner: Option<crate::owner::Owner>,
 }
 
 impl Route {

@@ -90,6 +90,7 @@ pub fn route(
         healthy: true,
         // Test handlers listen on 127.0.0.1 (lab mode).
         allow_loopback: true,
+        owner: None,
     }
 }
 

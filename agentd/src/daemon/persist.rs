@@ -181,6 +181,7 @@ mod tests {
                 lease: Lease::Until(Millis(90_000)),
                 healthy: true,
                 allow_loopback: false,
+                owner: None,
             },
             lease_s: 30,
         }

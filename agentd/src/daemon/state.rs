@@ -374,6 +374,7 @@ impl State {
             // route on an endpoint known to be down before it is published.
             healthy: self.table.get(&id).is_none_or(|r| r.healthy),
             allow_loopback: self.runtime.endpoints.allow_loopback,
+            owner: None,
         };
         let tenant = route.tenant.clone();
         let outcome = self

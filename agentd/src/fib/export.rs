@@ -291,6 +291,7 @@ mod tests {
             lease: Lease::Until(Millis(5_000)),
             healthy: true,
             allow_loopback: false,
+            owner: None,
         }
     }
 

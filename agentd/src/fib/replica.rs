@@ -336,6 +336,7 @@ mod tests {
             lease: Lease::Until(Millis(deadline)),
             healthy: true,
             allow_loopback: false,
+            owner: None,
         }
     }
 

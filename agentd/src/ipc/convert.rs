@@ -143,6 +143,7 @@ mod tests {
             lease: Lease::Until(Millis(deadline)),
             healthy: true,
             allow_loopback: false,
+            owner: None,
         }
     }
 

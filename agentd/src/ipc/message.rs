@@ -862,6 +862,7 @@ mod tests {
             lease: route::Lease::Until(Millis(31_500)),
             healthy: true,
             allow_loopback: false,
+            owner: None,
         };
         let v = serde_json::to_value(RouteView::of(&route, Millis(1_000))).unwrap();
         assert_eq!(v["route_id"], "r-1");

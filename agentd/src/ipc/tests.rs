@@ -85,6 +85,7 @@ fn route_of(id: RouteId, reg: &Registration, expires: Millis) -> Route {
         lease: Lease::Until(expires),
         healthy: true,
         allow_loopback: false,
+        owner: None,
     }
 }
 

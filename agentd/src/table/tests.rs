@@ -29,6 +29,7 @@ pub(crate) fn route(id: &str, cap: &str, version: u32) -> Route {
         lease: Lease::Until(Millis(30_000)),
         healthy: true,
         allow_loopback: false,
+        owner: None,
     }
 }
 
