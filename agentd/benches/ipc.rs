@@ -71,6 +71,8 @@ fn register() -> Request {
             access: Access::default(),
             contract: None,
             lease_seconds: Some(30),
+            caller: None,
+            owner: None,
         }),
     }
 }

@@ -15,6 +15,7 @@
 //! Startup takes the partial result (a typo must not be an outage); a
 //! reload and `--check-config` are strict ([`load_file`], [`load_str`]).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,7 +23,9 @@ use std::time::Duration;
 use uci_schema::{ConfigError, ConfigErrorKind, HealthCheck, LogLevel, Partial, Problem, Recovery};
 
 use crate::endpoint::{Guard, LocalAddrs};
+use crate::daemon::origins::Quotas;
 use crate::health::Thresholds;
+use crate::owner::AgentPin;
 use crate::lease::LeasePolicy;
 use crate::log::Level;
 use crate::policy::{Action, Constraints, Pattern, Policy, Rule};
@@ -88,6 +91,10 @@ pub struct Runtime {
     /// What the file had wrong and what was done about each problem
     /// (skipped section, option at its default, ...); empty when valid.
     pub problems: Vec<Problem>,
+    /// Route quotas of local registrations.
+    pub quotas: Quotas,
+    /// `agent` sections by origin.
+    pub pins: HashMap<Box<str>, AgentPin>,
 }
 
 impl Default for Runtime {
@@ -284,6 +291,8 @@ pub fn convert(p: &Partial, file: &str) -> (Runtime, Vec<String>) {
         },
         endpoints,
         problems,
+        quotas: quotas(c),
+        pins: pins(c),
     };
     (rt, errors)
 }
@@ -291,6 +300,43 @@ pub fn convert(p: &Partial, file: &str) -> (Runtime, Vec<String>) {
 /// The running configuration from a validated file.
 pub fn from_config(c: &uci_schema::Config, file: &str) -> Result<Runtime, LoadError> {
     strict(convert(&Partial::from(c.clone()), file))
+}
+
+/// The quotas of a configuration (schema defaults where unset).
+fn quotas(c: &uci_schema::Config) -> Quotas {
+    Quotas {
+        per_origin: c.agentd.max_routes_per_origin,
+        per_source: c.agentd.max_routes_per_source,
+        per_tenant: c
+            .tenants
+            .iter()
+            .filter(|t| t.max_routes != u64::MAX)
+            .map(|t| (t.name.as_str().into(), t.max_routes))
+            .collect(),
+    }
+}
+
+/// `agent` sections as pins by origin. The schema validated every value,
+/// so nothing here can fail; a value that did not parse pins nothing
+/// rather than everything.
+fn pins(c: &uci_schema::Config) -> HashMap<Box<str>, AgentPin> {
+    c.agents
+        .iter()
+        .map(|a| {
+            let pin = AgentPin {
+                name: a.section.as_deref().unwrap_or(&a.origin).into(),
+                origin: a.origin.as_str().into(),
+                sources: a
+                    .source
+                    .iter()
+                    .filter_map(|s| uci_schema::schema::parse_ip_net(s))
+                    .collect(),
+                key: uci_schema::schema::parse_jwt_key(&a.key),
+                allow_loopback: a.allow_loopback,
+            };
+            (pin.origin.clone(), pin)
+        })
+        .collect()
 }
 
 fn non_empty(s: &str) -> Option<Box<str>> {

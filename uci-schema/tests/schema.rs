@@ -80,7 +80,7 @@ fn names_are_valid_uci_and_unique() {
             );
         }
     }
-    assert_eq!(types.len(), 12);
+    assert_eq!(types.len(), 13);
 }
 
 #[test]

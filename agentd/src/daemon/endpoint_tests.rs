@@ -51,6 +51,8 @@ fn reg(endpoint: &str) -> Registration {
         access: Access::default(),
         contract: None,
         lease_seconds: None,
+        caller: None,
+        owner: None,
     }
 }
 

@@ -12,6 +12,7 @@ mod endpoint_tests;
 pub mod instance;
 pub mod lookup;
 pub mod options;
+pub mod origins;
 pub mod persist;
 pub mod probe;
 pub mod state;

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::origins::{scoped_route_id, Ledger};
 use super::persist::SavedLease;
 use crate::config::{LoadError, Runtime, STATIC_ID_PREFIX};
 use crate::endpoint::{LocalAddrs, Refused};
@@ -21,6 +22,7 @@ use crate::ipc::message::{
     Registration, Renewal, RequestBody, ResponseBody, RoutePage, RouteView, RoutesQuery, StatsView,
     StatusView, MAX_PAGE, MAX_STATUS_PROBLEMS,
 };
+use crate::owner::{may_act, Caller, Owner};
 use crate::policy::Policy;
 use crate::route::{Lease, Route, RouteId, RouteSource};
 use crate::table::{RouteTable, TableError, UpsertOutcome};
@@ -44,6 +46,9 @@ pub struct State {
     /// Granted lease length of each local route, so a renewal without a
     /// length keeps the one the agent asked for.
     lease_len: HashMap<RouteId, u32>,
+    /// Owners, route ids and counts of the local routes (ownership and
+    /// quotas).
+    ledger: Ledger,
     /// Successful configuration loads; a refused reload keeps it.
     config_generation: u64,
     config_source: Box<str>,
@@ -72,6 +77,7 @@ impl State {
             table: RouteTable::new(0),
             runtime: Runtime::default(),
             lease_len: HashMap::new(),
+            ledger: Ledger::default(),
             config_generation: 0,
             config_source: source.into(),
             config_error: None,
@@ -239,9 +245,15 @@ impl State {
         let (reply, changes) = match body {
             RequestBody::Register(reg) => self.register(reg, now),
             RequestBody::Renew(renewal) => self.renew(renewal, now),
-            RequestBody::Unregister { route_id, origin } => {
-                self.unregister(&route_id, origin.as_deref())
+            RequestBody::Unregister { route_id, caller } => {
+                self.unregister(&route_id, caller.as_ref())
             }
+            RequestBody::Flush { origin } => self.flush(&origin),
+            RequestBody::CheckOrigin { origin, caller } => (
+                self.check_origin(&origin, &caller)
+                    .map(|()| ResponseBody::OriginFree),
+                Vec::new(),
+            ),
             RequestBody::Status => (Ok(ResponseBody::Status(self.status(now))), Vec::new()),
             RequestBody::Routes(q) => (Ok(ResponseBody::Routes(self.routes(&q, now))), Vec::new()),
             RequestBody::Agents(q) => (Ok(ResponseBody::Agents(self.agents(&q))), Vec::new()),
@@ -270,8 +282,9 @@ impl State {
         Ok(u32::try_from(secs).unwrap_or(u32::MAX))
     }
 
-    /// The route `id` if `origin` (when given) may change it.
-    fn owned(&self, id: &RouteId, origin: Option<&str>) -> Result<&Route, IpcError> {
+    /// The route `id` if `caller` (`None`: an administrator) may change
+    /// it: it must be a local route and the caller its origin's owner.
+    fn owned(&self, id: &RouteId, caller: Option<&Caller>) -> Result<&Route, IpcError> {
         let route = self.table.get(id).ok_or_else(|| IpcError::NotFound {
             route_id: id.clone(),
         })?;
@@ -281,12 +294,7 @@ impl State {
                 reason: ConflictReason::NotLocal,
             });
         }
-        if origin.is_some_and(|o| o != &*route.origin) {
-            return Err(IpcError::Conflict {
-                route_id: id.clone(),
-                reason: ConflictReason::OtherOrigin,
-            });
-        }
+        self.may_act(&route.origin, caller)?;
         Ok(route)
     }
 
@@ -311,6 +319,23 @@ impl State {
             })
     }
 
+    /// Whether `caller` may act for `origin` (ownership and pins).
+    fn may_act(&self, origin: &str, caller: Option<&Caller>) -> Result<(), IpcError> {
+        let pin = self.runtime.pins.get(origin);
+        may_act(origin, self.ledger.owner_of(origin), caller, pin).map_err(|reason| {
+            IpcError::Forbidden {
+                origin: origin.into(),
+                reason,
+            }
+        })
+    }
+
+    /// `CheckOrigin`: may `caller` be given a bootstrap token for
+    /// `origin`?
+    pub fn check_origin(&self, origin: &str, caller: &Caller) -> Result<(), IpcError> {
+        self.may_act(origin, Some(caller))
+    }
+
     fn register(
         &mut self,
         reg: Registration,
@@ -326,9 +351,21 @@ impl State {
     ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
         reg.validate()?;
         self.check_endpoint(&reg.endpoint)?;
-        let id = match &reg.route_id {
-            Some(id) => id.clone(),
-            None => derived_route_id(&reg)?,
+        self.may_act(&reg.origin, reg.caller.as_ref())?;
+        // A caller's ids live in its (tenant, origin) scope; an
+        // administrator (the gateway handing back a restarted agentd's
+        // routes) keeps the ids it names.
+        let id = match (&reg.caller, &reg.route_id) {
+            (None, Some(id)) => id.clone(),
+            (None, None) => derived_route_id(&reg)?,
+            (Some(_), named) => scoped_route_id(
+                &reg.tenant,
+                &reg.origin,
+                named.as_ref(),
+                &reg.capability,
+                reg.version,
+                &reg.endpoint,
+            ),
         };
         if id.as_str().starts_with(STATIC_ID_PREFIX) && self.table.get(&id).is_none() {
             return Err(IpcError::invalid(
@@ -336,7 +373,8 @@ impl State {
                 format_args!("prefix {STATIC_ID_PREFIX} is reserved"),
             ));
         }
-        if let Some(existing) = self.table.get(&id) {
+        let existing = self.table.get(&id);
+        if let Some(existing) = existing {
             let reason = if existing.source != RouteSource::Local {
                 Some(ConflictReason::NotLocal)
             } else if existing.tenant != reg.tenant {
@@ -352,6 +390,25 @@ impl State {
                     reason,
                 });
             }
+        }
+        let is_new = existing.is_none();
+        // An update keeps the owner its route was created with (the
+        // ledger's counts follow it).
+        let owner: Option<Owner> = match (existing, &reg.caller) {
+            (Some(e), _) => e.owner,
+            (None, Some(c)) => Some(c.owner()),
+            (None, None) => reg.owner.or(self.ledger.owner_of(&reg.origin)),
+        };
+        // Quotas bound what LAN callers add; an update of a route already
+        // held (and an administrator) is never refused by one.
+        if is_new && reg.caller.is_some() {
+            self.ledger
+                .check_new(&self.runtime.quotas, &reg.origin, &reg.tenant, owner)
+                .map_err(|(quota, holder, limit)| IpcError::QuotaExceeded {
+                    quota,
+                    holder: holder.into(),
+                    limit,
+                })?;
         }
         let secs = self.grant(reg.lease_seconds)?;
         let expires_at = now.saturating_add_ms(u64::from(secs) * 1000);
@@ -374,13 +431,16 @@ impl State {
             // route on an endpoint known to be down before it is published.
             healthy: self.table.get(&id).is_none_or(|r| r.healthy),
             allow_loopback: self.runtime.endpoints.allow_loopback,
-            owner: None,
+            owner,
         };
         let tenant = route.tenant.clone();
         let outcome = self
             .table
             .upsert(route.clone())
             .map_err(|e| IpcError::from_table(e, &tenant))?;
+        if outcome == UpsertOutcome::Created {
+            self.ledger.add(&route);
+        }
         self.lease_len.insert(id.clone(), secs);
         let grant = LeaseGrant {
             route_id: id,
@@ -403,7 +463,7 @@ impl State {
         r: Renewal,
         now: Millis,
     ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
-        let mut route = self.owned(&r.route_id, r.origin.as_deref())?.clone();
+        let mut route = self.owned(&r.route_id, r.caller.as_ref())?.clone();
         if let Some(endpoint) = &r.endpoint {
             self.check_endpoint(endpoint)?;
             route.endpoint = endpoint.clone();
@@ -448,13 +508,12 @@ impl State {
     fn unregister(
         &mut self,
         id: &RouteId,
-        origin: Option<&str>,
+        caller: Option<&Caller>,
     ) -> (Result<ResponseBody, IpcError>, Changes) {
-        if let Err(e) = self.owned(id, origin) {
+        if let Err(e) = self.owned(id, caller) {
             return (Err(e), Vec::new());
         }
-        self.table.remove(id);
-        self.lease_len.remove(id);
+        self.remove_local(id);
         (
             Ok(ResponseBody::Unregistered {
                 route_id: id.clone(),
@@ -462,6 +521,31 @@ impl State {
             }),
             vec![FibChange::Remove(id.clone())],
         )
+    }
+
+    /// Removes a local route from the table and every side record.
+    fn remove_local(&mut self, id: &RouteId) {
+        if let Some(route) = self.table.remove(id) {
+            self.ledger.remove(&route);
+        }
+        self.lease_len.remove(id);
+    }
+
+    /// `agentctl flush --origin`: withdraws every local route of `origin`
+    /// at once (the FIB sees one removal per route in the same batch).
+    fn flush(&mut self, origin: &str) -> (Result<ResponseBody, IpcError>, Changes) {
+        let ids: Vec<RouteId> = self.ledger.routes_of(origin).to_vec();
+        for id in &ids {
+            self.remove_local(id);
+        }
+        self.count("flushes");
+        let reply = ResponseBody::Flushed {
+            origin: origin.into(),
+            removed: ids.len() as u64,
+            route_ids: ids.iter().take(MAX_PAGE as usize).cloned().collect(),
+            generation: self.table.generation(),
+        };
+        (Ok(reply), ids.into_iter().map(FibChange::Remove).collect())
     }
 
     // ===== persistence =====
@@ -514,6 +598,8 @@ impl State {
                 access: route.access.clone(),
                 contract: route.contract.clone(),
                 lease_seconds: Some(lease_s),
+                caller: None,
+                owner: route.owner,
             };
             let ok = live
                 && route.source == RouteSource::Local
@@ -528,7 +614,9 @@ impl State {
                 continue;
             }
             let id = route.id.clone();
+            let kept = route.clone();
             if self.table.upsert(route).is_ok() {
+                self.ledger.add(&kept);
                 self.lease_len.insert(id, lease_s);
                 self.count("leases.restored");
                 restored += 1;
@@ -545,6 +633,9 @@ impl State {
         let changes: Changes = gone
             .into_iter()
             .map(|r| {
+                if r.source == RouteSource::Local {
+                    self.ledger.remove(&r);
+                }
                 self.lease_len.remove(&r.id);
                 FibChange::Remove(r.id)
             })

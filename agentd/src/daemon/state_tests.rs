@@ -97,6 +97,8 @@ fn registration(origin: &str, port: u16, lease: Option<u32>) -> Registration {
         access: Access::default(),
         contract: None,
         lease_seconds: lease,
+        caller: None,
+        owner: None,
     }
 }
 
@@ -377,7 +379,7 @@ fn static_route_ids_cannot_be_registered_or_unregistered() {
         .handle(
             RequestBody::Unregister {
                 route_id: id.clone(),
-                origin: None,
+                caller: None,
             },
             Millis(0),
         )
@@ -424,7 +426,7 @@ fn unregister_withdraws_the_route_from_the_fib() {
     let h = s.handle(
         RequestBody::Unregister {
             route_id: id.clone(),
-            origin: Some("agent://lab/echo".into()),
+            caller: None,
         },
         Millis(0),
     );

@@ -36,6 +36,7 @@ use crate::ipc::message::{
     Renewal, Request, RequestBody, ResponseBody, RoutePage, RoutesQuery, ServerMsg, StatsView,
     StatusView, CONNECTION_ERROR_ID, PROTOCOL_VERSION,
 };
+use crate::owner::Caller;
 use crate::route::RouteId;
 
 /// Default limit on one call (and on the handshake).
@@ -258,14 +259,48 @@ impl Client {
     pub async fn unregister(
         &self,
         route_id: RouteId,
-        origin: Option<Box<str>>,
+        caller: Option<Caller>,
     ) -> Result<u64, ClientError> {
         match self
-            .call(RequestBody::Unregister { route_id, origin })
+            .call(RequestBody::Unregister { route_id, caller })
             .await
         {
             Ok(ResponseBody::Unregistered { generation, .. }) => Ok(generation),
             other => Err(expect_err("unregistered", other)),
+        }
+    }
+
+    /// Withdraws every local route of `origin` (administrators only);
+    /// returns how many, up to [`MAX_PAGE`](crate::ipc::message::MAX_PAGE)
+    /// of their ids, and the table generation after the removal.
+    pub async fn flush(&self, origin: &str) -> Result<(u64, Vec<RouteId>, u64), ClientError> {
+        match self
+            .call(RequestBody::Flush {
+                origin: origin.into(),
+            })
+            .await
+        {
+            Ok(ResponseBody::Flushed {
+                removed,
+                route_ids,
+                generation,
+                ..
+            }) => Ok((removed, route_ids, generation)),
+            other => Err(expect_err("flushed", other)),
+        }
+    }
+
+    /// Whether `caller` may be given a bootstrap token for `origin`.
+    pub async fn check_origin(&self, origin: &str, caller: Caller) -> Result<(), ClientError> {
+        match self
+            .call(RequestBody::CheckOrigin {
+                origin: origin.into(),
+                caller,
+            })
+            .await
+        {
+            Ok(ResponseBody::OriginFree) => Ok(()),
+            other => Err(expect_err("origin_free", other)),
         }
     }
 

@@ -20,6 +20,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::fib::FibEvent;
+pub use crate::ipc::error::{ConflictReason, IpcError, Quota};
+use crate::owner::{Caller, Owner};
 use crate::route::{self, Access, Attributes, Contract, RouteId, RouteSource};
 use crate::time::Millis;
 
@@ -73,9 +75,17 @@ pub enum RequestBody {
     /// Withdraw a route → `Unregistered`.
     Unregister {
         route_id: RouteId,
-        /// The authenticated agent asking; `None` for an administrator.
-        origin: Option<Box<str>>,
+        /// Who asks (must own the route's origin); `None` for an
+        /// administrator (`agentctl unregister`).
+        caller: Option<Caller>,
     },
+    /// Withdraw every local route of an origin → `Flushed`
+    /// (`agentctl flush --origin`; administrators only).
+    Flush { origin: Box<str> },
+    /// May `caller` get a bootstrap token for `origin`? → `OriginFree`, or
+    /// `Forbidden` when the origin's live routes are bound to another
+    /// identity or an `agent` section pins it elsewhere.
+    CheckOrigin { origin: Box<str>, caller: Caller },
     /// Start receiving the FIB on this connection → `Subscribed`, then
     /// `ServerMsg::Fib` frames: a snapshot, then deltas.
     SubscribeFib,
@@ -100,6 +110,8 @@ impl RequestBody {
             RequestBody::Register(_) => "register",
             RequestBody::Renew(_) => "renew",
             RequestBody::Unregister { .. } => "unregister",
+            RequestBody::Flush { .. } => "flush",
+            RequestBody::CheckOrigin { .. } => "check_origin",
             RequestBody::SubscribeFib => "subscribe_fib",
             RequestBody::Status => "status",
             RequestBody::Routes(_) => "routes",
@@ -113,7 +125,12 @@ impl RequestBody {
     /// Whether the request changes state only an administrator may change
     /// (the daemon decides who counts as one, e.g. root).
     pub fn is_admin_command(&self) -> bool {
-        matches!(self, RequestBody::Reload)
+        matches!(
+            self,
+            RequestBody::Reload
+                | RequestBody::Flush { .. }
+                | RequestBody::Unregister { caller: None, .. }
+        )
     }
 }
 
@@ -136,6 +153,13 @@ pub struct Registration {
     pub contract: Option<Contract>,
     /// Requested lease; `None` means the configured default.
     pub lease_seconds: Option<u32>,
+    /// Who registers: the origin is bound to this caller's identity while
+    /// it has live routes. `None` for an administrator.
+    pub caller: Option<Caller>,
+    /// Administrators only (`caller` is `None`): the owner to record —
+    /// the gateway handing a restarted agentd the routes of its last FIB
+    /// keeps their owners. Ignored when `caller` is set.
+    pub owner: Option<Owner>,
 }
 
 impl Registration {
@@ -224,9 +248,8 @@ pub fn check_endpoint(s: &str) -> Result<(), crate::endpoint::EndpointError> {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Renewal {
     pub route_id: RouteId,
-    /// The authenticated agent asking; must own the route. `None` for an
-    /// administrator or with auth off.
-    pub origin: Option<Box<str>>,
+    /// Who asks; must own the route's origin. `None` for an administrator.
+    pub caller: Option<Caller>,
     /// New lease length; `None` keeps the route's current length.
     pub lease_seconds: Option<u32>,
     pub latency_ms: Option<u64>,
@@ -240,7 +263,7 @@ impl Renewal {
     pub fn of(route_id: RouteId) -> Renewal {
         Renewal {
             route_id,
-            origin: None,
+            caller: None,
             lease_seconds: None,
             latency_ms: None,
             load_permille: None,
@@ -310,6 +333,15 @@ pub enum ResponseBody {
         generation: u64,
     },
     Stats(StatsView),
+    /// `removed` routes of `origin` were withdrawn (at most [`MAX_PAGE`]
+    /// of their ids listed); `generation` as for `Unregistered`.
+    Flushed {
+        origin: Box<str>,
+        removed: u64,
+        route_ids: Vec<RouteId>,
+        generation: u64,
+    },
+    OriginFree,
 }
 
 impl ResponseBody {
@@ -324,6 +356,8 @@ impl ResponseBody {
             ResponseBody::Lookup(_) => "lookup",
             ResponseBody::Reloaded { .. } => "reloaded",
             ResponseBody::Stats(_) => "stats",
+            ResponseBody::Flushed { .. } => "flushed",
+            ResponseBody::OriginFree => "origin_free",
         }
     }
 }
@@ -513,158 +547,6 @@ pub struct StatsView {
     pub counters: BTreeMap<Box<str>, u64>,
 }
 
-/// Why an existing route may not be taken over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ConflictReason {
-    /// The route belongs to another origin.
-    OtherOrigin,
-    /// The route belongs to another tenant.
-    OtherTenant,
-    /// The route is static or learned from a peer, not registered here.
-    NotLocal,
-}
-
-impl ConflictReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConflictReason::OtherOrigin => "belongs to another origin",
-            ConflictReason::OtherTenant => "belongs to another tenant",
-            ConflictReason::NotLocal => "is not a locally registered route",
-        }
-    }
-}
-
-/// A refused request. Each variant has a stable [`code`](IpcError::code)
-/// that the HTTP gateway returns as `{"error":{"code","message"}}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum IpcError {
-    NotFound {
-        route_id: RouteId,
-    },
-    Conflict {
-        route_id: RouteId,
-        reason: ConflictReason,
-    },
-    LeaseOutOfRange {
-        requested: u64,
-        min: u64,
-        max: u64,
-    },
-    Invalid {
-        field: Box<str>,
-        reason: Box<str>,
-    },
-    /// The endpoint is a valid URL but points where no handler may be
-    /// (loopback, the router itself, its listeners, ...).
-    EndpointRefused {
-        endpoint: Box<str>,
-        reason: crate::endpoint::Refusal,
-    },
-    /// The table holds `max_routes` routes already.
-    Full {
-        max_routes: u64,
-    },
-    PermissionDenied {
-        reason: Box<str>,
-    },
-    Unsupported {
-        what: Box<str>,
-    },
-    /// A frame from the client could not be decoded; the connection closes.
-    Malformed {
-        reason: Box<str>,
-    },
-    /// The daemon cannot take the request now (shutting down, overloaded).
-    Unavailable {
-        reason: Box<str>,
-    },
-    Internal {
-        reason: Box<str>,
-    },
-}
-
-impl IpcError {
-    /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            IpcError::NotFound { .. } => "not_found",
-            IpcError::Conflict { .. } => "conflict",
-            IpcError::LeaseOutOfRange { .. } => "lease_out_of_range",
-            IpcError::Invalid { .. } => "invalid_field",
-            IpcError::EndpointRefused { .. } => "endpoint_refused",
-            IpcError::Full { .. } => "full",
-            IpcError::PermissionDenied { .. } => "permission_denied",
-            IpcError::Unsupported { .. } => "unsupported",
-            IpcError::Malformed { .. } => "malformed",
-            IpcError::Unavailable { .. } => "unavailable",
-            IpcError::Internal { .. } => "internal",
-        }
-    }
-
-    /// The HTTP status the gateway answers with. `not_found` is 404 so the
-    /// SDK re-registers after a renew of an unknown route.
-    pub fn http_status(&self) -> u16 {
-        match self {
-            IpcError::NotFound { .. } => 404,
-            IpcError::Conflict { .. } => 409,
-            IpcError::LeaseOutOfRange { .. }
-            | IpcError::Invalid { .. }
-            | IpcError::EndpointRefused { .. }
-            | IpcError::Malformed { .. } => 400,
-            IpcError::PermissionDenied { .. } => 403,
-            IpcError::Unsupported { .. } => 501,
-            IpcError::Full { .. } | IpcError::Unavailable { .. } => 503,
-            IpcError::Internal { .. } => 500,
-        }
-    }
-
-    pub fn invalid(field: &str, reason: impl fmt::Display) -> IpcError {
-        IpcError::Invalid {
-            field: field.into(),
-            reason: reason.to_string().into(),
-        }
-    }
-
-    pub fn internal(reason: impl fmt::Display) -> IpcError {
-        IpcError::Internal {
-            reason: reason.to_string().into(),
-        }
-    }
-}
-
-impl fmt::Display for IpcError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            IpcError::NotFound { route_id } => write!(f, "route {route_id} not found"),
-            IpcError::Conflict { route_id, reason } => {
-                write!(f, "route {route_id} {}", reason.as_str())
-            }
-            IpcError::LeaseOutOfRange {
-                requested,
-                min,
-                max,
-            } => {
-                write!(f, "lease of {requested} s is outside {min}..={max} s")
-            }
-            IpcError::Invalid { field, reason } => write!(f, "invalid {field}: {reason}"),
-            IpcError::EndpointRefused { endpoint, reason } => {
-                write!(
-                    f,
-                    "endpoint {endpoint} refused ({}): it {reason}",
-                    reason.code()
-                )
-            }
-            IpcError::Full { max_routes } => write!(f, "route table is full ({max_routes} routes)"),
-            IpcError::PermissionDenied { reason } => write!(f, "permission denied: {reason}"),
-            IpcError::Unsupported { what } => write!(f, "unsupported: {what}"),
-            IpcError::Malformed { reason } => write!(f, "malformed request: {reason}"),
-            IpcError::Unavailable { reason } => write!(f, "unavailable: {reason}"),
-            IpcError::Internal { reason } => write!(f, "internal error: {reason}"),
-        }
-    }
-}
-
-impl std::error::Error for IpcError {}
 
 #[cfg(test)]
 mod tests {
@@ -684,6 +566,8 @@ mod tests {
             access: Access::default(),
             contract: None,
             lease_seconds: None,
+            caller: None,
+            owner: None,
         }
     }
 

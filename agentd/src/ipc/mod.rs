@@ -2,7 +2,8 @@
 //! carrying `u32`-length-prefixed postcard frames.
 //!
 //! * [`frame`] — the framing and its bounded, sans-IO decoder.
-//! * [`message`] — handshake, requests, responses, typed errors.
+//! * [`message`] — handshake, requests, responses.
+//! * [`error`] — the typed refusals.
 //! * [`client`] — the tokio client of agent-gw and agentctl.
 //! * [`server`] — agentd's accept loop and the channel interface to its
 //!   state loop; [`admission`] — who gets a connection slot.
@@ -10,6 +11,7 @@
 pub mod admission;
 pub mod client;
 pub mod convert;
+pub mod error;
 pub mod frame;
 pub mod message;
 pub mod server;

@@ -64,6 +64,8 @@ fn registration(name: &str) -> Registration {
         access: Access::default(),
         contract: None,
         lease_seconds: Some(30),
+        caller: None,
+        owner: None,
     }
 }
 

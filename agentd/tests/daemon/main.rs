@@ -666,6 +666,8 @@ fn local_leases_survive_kill_9_of_agentd() {
             access: Default::default(),
             contract: None,
             lease_seconds: Some(600),
+            caller: None,
+            owner: None,
         };
         client.register(reg).await.unwrap()
     });

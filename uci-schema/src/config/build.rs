@@ -72,6 +72,9 @@ pub(crate) fn build(pkg: &Package, file: &str, cut_line: Option<u32>) -> Built {
         tenants: multi("tenant", &many("tenant"), e, tenant, |t| {
             Some(("tenant name", "name", t.name.clone()))
         }),
+        agents: multi("agent", &many("agent"), e, agent, |a| {
+            Some(("agent origin", "origin", a.origin.clone()))
+        }),
         rules: multi("rule", &many("rule"), e, rule, |r| {
             Some(("rule id", "id", r.id.clone()))
         }),
@@ -337,6 +340,8 @@ fn agentd(r: &mut Reader) -> Agentd {
         min_lease: r.u64("min_lease"),
         max_lease: r.u64("max_lease"),
         max_routes: r.u64("max_routes"),
+        max_routes_per_origin: r.u64("max_routes_per_origin"),
+        max_routes_per_source: r.u64("max_routes_per_source"),
         default_action: r.choice("default_action"),
         log_level: r.choice("log_level"),
         health_check: r.choice("health_check"),
@@ -433,6 +438,18 @@ fn tenant(r: &mut Reader) -> Tenant {
         jwt_key: r.list("jwt_key"),
         rate_per_second: r.u64("rate_per_second"),
         rate_burst: r.u64("rate_burst"),
+        max_routes: r.u64("max_routes"),
+    }
+}
+
+fn agent(r: &mut Reader) -> Agent {
+    Agent {
+        section: section_name(r),
+        at: at(r),
+        origin: r.text("origin"),
+        source: r.list("source"),
+        key: r.text("key"),
+        allow_loopback: r.bool("allow_loopback"),
     }
 }
 

@@ -23,6 +23,7 @@ pub struct Config {
     pub discovery: Discovery,
     pub peers: Vec<Peer>,
     pub tenants: Vec<Tenant>,
+    pub agents: Vec<Agent>,
     pub rules: Vec<Rule>,
     pub routes: Vec<StaticRoute>,
     pub mappings: Vec<Mapping>,

@@ -27,6 +27,8 @@ pub struct Agentd {
     pub min_lease: u64,
     pub max_lease: u64,
     pub max_routes: u64,
+    pub max_routes_per_origin: u64,
+    pub max_routes_per_source: u64,
     pub default_action: Action,
     pub log_level: LogLevel,
     pub health_check: HealthCheck,
@@ -136,6 +138,22 @@ pub struct Tenant {
     pub jwt_key: Vec<String>,
     pub rate_per_second: u64,
     pub rate_burst: u64,
+    /// Local routes of the tenant's agents together; 2^64-1: unlimited.
+    pub max_routes: u64,
+}
+
+/// `config agent`: an origin pinned to sources or a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    pub section: Option<String>,
+    /// Where the section is in the file, for messages about it.
+    pub at: SectionRef,
+    pub origin: String,
+    /// `addr/len` strings (validated); empty: any source.
+    pub source: Vec<String>,
+    /// `ed25519:BASE64`; empty: no key pin.
+    pub key: String,
+    pub allow_loopback: bool,
 }
 
 /// `config rule`: one policy rule.

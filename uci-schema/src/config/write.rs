@@ -90,6 +90,8 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .u64("min_lease", a.min_lease)
             .u64("max_lease", a.max_lease)
             .u64("max_routes", a.max_routes)
+            .u64("max_routes_per_origin", a.max_routes_per_origin)
+            .u64("max_routes_per_source", a.max_routes_per_source)
             .choice("default_action", a.default_action)
             .choice("log_level", a.log_level)
             .choice("health_check", a.health_check)
@@ -180,6 +182,17 @@ pub(crate) fn to_package(c: &Config) -> Package {
                 .list("jwt_key", &t.jwt_key)
                 .u64("rate_per_second", t.rate_per_second)
                 .u64("rate_burst", t.rate_burst)
+                .u64("max_routes", t.max_routes)
+                .done(),
+        );
+    }
+    for a in &c.agents {
+        sections.push(
+            W::new("agent", a.section.clone())
+                .text("origin", &a.origin)
+                .list("source", &a.source)
+                .text("key", &a.key)
+                .bool("allow_loopback", a.allow_loopback)
                 .done(),
         );
     }

@@ -67,6 +67,37 @@ pub fn check_value(kind: Kind, s: &str) -> bool {
     }
 }
 
+/// The 32 key bytes of a valid `ed25519:BASE64` value (standard or
+/// URL-safe alphabet, padding optional), as [`Kind::JwtKey`] accepts it.
+pub fn parse_jwt_key(s: &str) -> Option<[u8; 32]> {
+    if !check_value(Kind::JwtKey, s) {
+        return None;
+    }
+    let body = s.strip_prefix("ed25519:")?.trim_end_matches('=');
+    let sextet = |b: u8| -> Option<u32> {
+        Some(match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let mut out = Vec::with_capacity(33);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for b in body.bytes() {
+        acc = (acc << 6) | sextet(b)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out.try_into().ok()
+}
+
 /// `[A-Za-z0-9._-]{1,128}` plus `extra` bytes.
 fn token(s: &str, extra: &[u8]) -> bool {
     !s.is_empty()
@@ -285,6 +316,15 @@ mod tests {
         assert!(!check_value(Kind::Url, "http://192.0.2.10:0/"));
         assert!(!check_value(Kind::Url, "http://user@192.0.2.10/"));
         assert!(!check_value(Kind::Url, "http:// 192.0.2.10/"));
+    }
+
+    #[test]
+    fn jwt_keys_decode_to_their_bytes() {
+        let key = "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
+        let bytes = parse_jwt_key(key).unwrap();
+        assert_eq!(&bytes[..4], &[0xd7, 0x5a, 0x98, 0x01]);
+        assert_eq!(bytes[31], 0x1a);
+        assert_eq!(parse_jwt_key("ed25519:AAAA"), None);
     }
 
     #[test]

@@ -12,7 +12,9 @@ mod table;
 
 use std::fmt;
 
-pub use check::{agent_uri, check_value, parse_bool, parse_ip_net, parse_uint, MAX_ID_LEN};
+pub use check::{
+    agent_uri, check_value, parse_bool, parse_ip_net, parse_jwt_key, parse_uint, MAX_ID_LEN,
+};
 pub use table::SECTIONS;
 
 /// One section type.

@@ -114,6 +114,8 @@ const AGENTD: &[OptionSpec] = &[
     uint("min_lease", "5", 1, 86400, "Shortest lease (s) granted; must be <= default_lease."),
     uint("max_lease", "3600", 1, 86400, "Longest lease (s) granted; must be >= default_lease."),
     uint("max_routes", "10000", 1, 1_000_000, "Most routes in the RIB (all sources)."),
+    uint("max_routes_per_origin", "64", 1, 1_000_000, "Most local routes one origin (agent URI) may hold; registering more is refused 'quota_exceeded', renewals never are."),
+    uint("max_routes_per_source", "1024", 1, 1_000_000, "Most local routes registered from one source address (auth 'none' and bootstrap tokens); tenant-signed tokens count against tenant.max_routes instead."),
     one_of("default_action", Action::NAMES, "allow", "Verdict when no rule matches."),
     one_of("log_level", LogLevel::NAMES, "info", "Log verbosity."),
     one_of("health_check", HealthCheck::NAMES, "tcp", "Endpoint probe: TCP connect, HTTP GET /healthz, or none."),
@@ -212,6 +214,15 @@ const TENANT: &[OptionSpec] = &[
     list("jwt_key", Kind::JwtKey, &[], "Public keys that sign this tenant's tokens."),
     uint("rate_per_second", "100", 0, 1_000_000, "Request rate limit of the tenant (0 blocks it)."),
     uint("rate_burst", "200", 0, 1_000_000, "Token bucket size of the tenant."),
+    uint("max_routes", "18446744073709551615", 0, MAX, "Most local routes the tenant's agents may hold together (default: only agentd.max_routes bounds them)."),
+];
+
+#[rustfmt::skip]
+const AGENT: &[OptionSpec] = &[
+    required("origin", Kind::AgentUri, "The pinned origin 'agent://tenant/name'; unique."),
+    list("source", Kind::IpNet, &[], "Source networks the origin may register and bootstrap from (none: any source)."),
+    text("key", Kind::JwtKey, "", "Only tokens signed by this key act for the origin (no bootstrap, no auth 'none').").or_empty("any key of the tenant, or bootstrap"),
+    boolean("allow_loopback", "0", "The origin may register loopback endpoints (an agent running on the router itself)."),
 ];
 
 #[rustfmt::skip]
@@ -309,6 +320,7 @@ pub static SECTIONS: &[SectionSpec] = &[
     SectionSpec { ty: "discovery", many: false, canonical_name: "discovery", doc: "mDNS/DNS-SD discovery and admission of routers.", options: DISCOVERY },
     SectionSpec { ty: "peer", many: true, canonical_name: "", doc: "A static peer router.", options: PEER },
     SectionSpec { ty: "tenant", many: true, canonical_name: "", doc: "A tenant: JWT keys and rate limits.", options: TENANT },
+    SectionSpec { ty: "agent", many: true, canonical_name: "", doc: "Pins an origin to source networks or a key (route ownership, docs/trust-model.md).", options: AGENT },
     SectionSpec { ty: "rule", many: true, canonical_name: "", doc: "A policy rule: match, verdict, constraints, score weights.", options: RULE },
     SectionSpec { ty: "route", many: true, canonical_name: "", doc: "A static route (never expires).", options: ROUTE },
     SectionSpec { ty: "mapping", many: true, canonical_name: "", doc: "An MCP tool or A2A skill backed by a capability.", options: MAPPING },

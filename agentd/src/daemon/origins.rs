@@ -1,0 +1,280 @@
+//! Who holds what among the locally registered routes: per origin its
+//! owner and route ids, per tenant and per source address a count. The
+//! daemon's state keeps this ledger next to the table (every local route
+//! added or removed goes through [`Ledger::add`] / [`Ledger::remove`]), so
+//! ownership checks and quotas cost a hash lookup, never a table scan.
+//!
+//! Route ids are scoped to (tenant, origin) by [`scoped_route_id`]: no
+//! caller can name an id that another origin's registration would need.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use sha2::{Digest, Sha256};
+
+use crate::ipc::error::Quota;
+use crate::owner::Owner;
+use crate::route::{Route, RouteId, MAX_ID_LEN};
+
+#[derive(Debug, Default)]
+struct OriginEntry {
+    owner: Option<Owner>,
+    routes: Vec<RouteId>,
+}
+
+/// Local routes by origin, tenant and source.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    origins: HashMap<Box<str>, OriginEntry>,
+    tenants: HashMap<Box<str>, u64>,
+    sources: HashMap<IpAddr, u64>,
+}
+
+/// The quota limits of the running configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Quotas {
+    pub per_origin: u64,
+    pub per_source: u64,
+    /// `tenant.max_routes` of tenants that have a `tenant` section; other
+    /// tenants are bounded by the per-origin and per-source quotas and
+    /// `max_routes`.
+    pub per_tenant: HashMap<Box<str>, u64>,
+}
+
+impl Ledger {
+    /// The identity `origin`'s live routes are bound to; `None` when it
+    /// has none (or only routes an administrator registered unowned).
+    pub fn owner_of(&self, origin: &str) -> Option<Owner> {
+        self.origins.get(origin).and_then(|e| e.owner)
+    }
+
+    /// Ids of `origin`'s local routes.
+    pub fn routes_of(&self, origin: &str) -> &[RouteId] {
+        self.origins.get(origin).map_or(&[], |e| &e.routes)
+    }
+
+    /// Whether one more route for `origin`/`tenant` by `owner` fits the
+    /// quotas; the first one exceeded is named with its holder.
+    pub fn check_new(
+        &self,
+        q: &Quotas,
+        origin: &str,
+        tenant: &str,
+        owner: Option<Owner>,
+    ) -> Result<(), (Quota, String, u64)> {
+        let held = self.routes_of(origin).len() as u64;
+        if held >= q.per_origin {
+            return Err((Quota::PerOrigin, format!("origin {origin}"), q.per_origin));
+        }
+        if let Some(src) = owner.and_then(Owner::source) {
+            if self.sources.get(&src).copied().unwrap_or(0) >= q.per_source {
+                return Err((Quota::PerSource, format!("source {src}"), q.per_source));
+            }
+        }
+        if let Some(&limit) = q.per_tenant.get(tenant) {
+            if self.tenants.get(tenant).copied().unwrap_or(0) >= limit {
+                return Err((Quota::PerTenant, format!("tenant {tenant}"), limit));
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a new local route (not an update of one already held).
+    pub fn add(&mut self, route: &Route) {
+        let e = self.origins.entry(route.origin.clone()).or_default();
+        if e.routes.is_empty() || e.owner.is_none() {
+            e.owner = route.owner;
+        }
+        e.routes.push(route.id.clone());
+        *self.tenants.entry(route.tenant.clone()).or_insert(0) += 1;
+        if let Some(src) = route.owner.and_then(Owner::source) {
+            *self.sources.entry(src).or_insert(0) += 1;
+        }
+    }
+
+    /// Forgets a local route; the origin is free again after its last.
+    pub fn remove(&mut self, route: &Route) {
+        if let Some(e) = self.origins.get_mut(&*route.origin) {
+            e.routes.retain(|id| *id != route.id);
+            if e.routes.is_empty() {
+                self.origins.remove(&*route.origin);
+            }
+        }
+        decrement(&mut self.tenants, &*route.tenant);
+        if let Some(src) = route.owner.and_then(Owner::source) {
+            decrement(&mut self.sources, &src);
+        }
+    }
+
+    /// Local routes counted for `tenant`.
+    pub fn tenant_routes(&self, tenant: &str) -> u64 {
+        self.tenants.get(tenant).copied().unwrap_or(0)
+    }
+}
+
+fn decrement<K: std::hash::Hash + Eq + ?Sized, Q>(map: &mut HashMap<Q, u64>, key: &K)
+where
+    Q: std::borrow::Borrow<K> + std::hash::Hash + Eq,
+{
+    if let Some(n) = map.get_mut(key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
+}
+
+fn hex16(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p);
+    }
+    let d = h.finalize();
+    d[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The route id prefix of everything `origin` of `tenant` registers:
+/// `r-` and 64 bits of SHA-256 over both (collision-resistant, so nobody
+/// can pick an origin whose ids land in another's namespace).
+pub fn scope_prefix(tenant: &str, origin: &str) -> String {
+    format!(
+        "r-{}-",
+        hex16(&[b"agentd route scope", tenant.as_bytes(), origin.as_bytes()])
+    )
+}
+
+/// The route id a caller's registration gets.
+///
+/// * No id named: `<scope>` + a hash of capability, version and endpoint,
+///   so the same agent registering the same thing gets the same id back.
+/// * An id inside the caller's own scope (what an earlier reply said):
+///   used as it is — re-registering with the reply's `route_id` is an
+///   idempotent upsert.
+/// * Any other id `X`: `<scope>X` (or `<scope>h` + a hash of `X` when that
+///   would be too long). A caller naming another origin's id thus gets an
+///   id of its own and cannot block or take over that origin's route.
+pub fn scoped_route_id(
+    tenant: &str,
+    origin: &str,
+    named: Option<&RouteId>,
+    capability: &str,
+    version: u32,
+    endpoint: &str,
+) -> RouteId {
+    let scope = scope_prefix(tenant, origin);
+    let id = match named {
+        Some(x) if x.as_str().starts_with(&scope) => x.as_str().to_string(),
+        Some(x) if scope.len() + x.as_str().len() <= MAX_ID_LEN => format!("{scope}{}", x.as_str()),
+        Some(x) => format!("{scope}h{}", hex16(&[x.as_str().as_bytes()])),
+        None => format!(
+            "{scope}{}",
+            hex16(&[
+                capability.as_bytes(),
+                &version.to_be_bytes(),
+                endpoint.as_bytes()
+            ])
+        ),
+    };
+    // Hex digits, '-' and a valid route id are a valid route id.
+    RouteId::new(&id).unwrap_or_else(|_| RouteId::new(&scope[..scope.len() - 1]).expect("hex"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> RouteId {
+        RouteId::new(s).unwrap()
+    }
+
+    #[test]
+    fn ids_are_scoped_to_tenant_and_origin() {
+        let a = scoped_route_id("lab", "agent://lab/a", None, "demo.echo", 1, "http://h:1/");
+        let b = scoped_route_id("lab", "agent://lab/b", None, "demo.echo", 1, "http://h:1/");
+        assert_ne!(a, b);
+        assert!(a.as_str().starts_with(&scope_prefix("lab", "agent://lab/a")));
+        // Stable: the same registration gets the same id.
+        assert_eq!(
+            a,
+            scoped_route_id("lab", "agent://lab/a", None, "demo.echo", 1, "http://h:1/")
+        );
+        // b naming a's id gets an id of its own scope.
+        let claimed = scoped_route_id("lab", "agent://lab/b", Some(&a), "x", 1, "http://h:1/");
+        assert_ne!(claimed, a);
+        assert!(claimed
+            .as_str()
+            .starts_with(&scope_prefix("lab", "agent://lab/b")));
+        // a naming its own reply id keeps it.
+        assert_eq!(
+            scoped_route_id("lab", "agent://lab/a", Some(&a), "x", 9, "http://other:2/"),
+            a
+        );
+        // A short free-form name is kept readable, a long one hashed.
+        let named = scoped_route_id("lab", "agent://lab/a", Some(&id("printer-1")), "x", 1, "e");
+        assert!(named.as_str().ends_with("-printer-1"), "{named}");
+        let long = "x".repeat(MAX_ID_LEN);
+        let hashed = scoped_route_id("lab", "agent://lab/a", Some(&id(&long)), "x", 1, "e");
+        assert!(hashed.as_str().len() <= MAX_ID_LEN);
+    }
+
+    fn route(origin: &str, rid: &str, owner: Option<Owner>) -> Route {
+        Route {
+            id: id(rid),
+            capability: "demo.echo".into(),
+            version: 1,
+            origin: origin.into(),
+            endpoint: "http://192.0.2.1:1/".into(),
+            tenant: "lab".into(),
+            region: "local".into(),
+            attrs: Default::default(),
+            access: Default::default(),
+            contract: None,
+            source: crate::route::RouteSource::Local,
+            path: vec![],
+            next_hop: None,
+            lease: crate::route::Lease::Permanent,
+            healthy: true,
+            allow_loopback: false,
+            owner,
+        }
+    }
+
+    #[test]
+    fn quotas_count_per_origin_source_and_tenant_and_free_on_removal() {
+        let src: IpAddr = "192.0.2.9".parse().unwrap();
+        let owner = Some(Owner::Bootstrap(src));
+        let mut per_tenant = HashMap::new();
+        per_tenant.insert("lab".into(), 3);
+        let q = Quotas {
+            per_origin: 2,
+            per_source: 3,
+            per_tenant,
+        };
+        let mut l = Ledger::default();
+        l.add(&route("agent://lab/a", "r1", owner));
+        l.add(&route("agent://lab/a", "r2", owner));
+        assert_eq!(l.owner_of("agent://lab/a"), owner);
+        assert_eq!(
+            l.check_new(&q, "agent://lab/a", "lab", owner).unwrap_err().0,
+            Quota::PerOrigin
+        );
+        l.add(&route("agent://lab/b", "r3", owner));
+        assert_eq!(
+            l.check_new(&q, "agent://lab/c", "lab", owner).unwrap_err().0,
+            Quota::PerSource
+        );
+        assert_eq!(
+            l.check_new(&q, "agent://lab/c", "lab", Some(Owner::Subject))
+                .unwrap_err()
+                .0,
+            Quota::PerTenant
+        );
+        assert_eq!(l.check_new(&q, "agent://ops/c", "ops", None), Ok(()));
+        l.remove(&route("agent://lab/a", "r1", owner));
+        l.remove(&route("agent://lab/a", "r2", owner));
+        assert_eq!(l.owner_of("agent://lab/a"), None, "free after its last route");
+        assert_eq!(l.check_new(&q, "agent://lab/a", "lab", owner), Ok(()));
+        assert_eq!(l.tenant_routes("lab"), 1);
+    }
+}
