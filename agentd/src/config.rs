@@ -25,9 +25,9 @@ use uci_schema::{ConfigError, ConfigErrorKind, HealthCheck, LogLevel, Partial, P
 use crate::endpoint::{Guard, LocalAddrs};
 use crate::daemon::origins::Quotas;
 use crate::health::Thresholds;
-use crate::owner::AgentPin;
 use crate::lease::LeasePolicy;
 use crate::log::Level;
+use crate::owner::AgentPin;
 use crate::policy::{Action, Constraints, Pattern, Policy, Rule};
 use crate::route::{Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource};
 use crate::score::Weights;

@@ -239,7 +239,10 @@ mod tests {
         let owner = boot("192.0.2.10", O).owner();
         assert_eq!(owner, Owner::Bootstrap(ip("192.0.2.10")));
         // The owner itself, with a fresh token from the same address.
-        assert_eq!(may_act(O, Some(owner), Some(&boot("192.0.2.10", O)), None), Ok(()));
+        assert_eq!(
+            may_act(O, Some(owner), Some(&boot("192.0.2.10", O)), None),
+            Ok(())
+        );
         // Another host with a token for the same origin.
         assert_eq!(
             may_act(O, Some(owner), Some(&boot("192.0.2.66", O)), None),
@@ -247,7 +250,12 @@ mod tests {
         );
         // The same host without a token (auth none) is another identity.
         assert_eq!(
-            may_act(O, Some(owner), Some(&Caller::address(ip("192.0.2.10"))), None),
+            may_act(
+                O,
+                Some(owner),
+                Some(&Caller::address(ip("192.0.2.10"))),
+                None
+            ),
             Err(Refusal::OriginOwned)
         );
         // A token for another agent never acts for this origin.

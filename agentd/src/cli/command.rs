@@ -16,6 +16,8 @@ commands:
   lookup CAPABILITY [--version N] [--tenant T] [--source S] [--explain]
                                  the route a call would take (and why)
   reload                         re-read the config (same as SIGHUP)
+  unregister ROUTE_ID            withdraw one locally registered route now
+  flush --origin AGENT_URI       withdraw every local route of one agent now
   stats                          the daemon's counters
   rpcd list | rpcd call METHOD   rpcd exec-plugin protocol (ubus object agentd)
 
@@ -55,6 +57,10 @@ pub enum Command {
     Lookup(LookupQuery),
     Reload,
     Stats,
+    /// Withdraw one local route (operator).
+    Unregister(String),
+    /// Withdraw every local route of an origin (operator).
+    Flush(String),
     RpcdList,
     RpcdCall(String),
     Help,
@@ -77,6 +83,7 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
     let mut words: Vec<String> = Vec::new();
     let mut lookup = LookupQuery::default();
     let mut lookup_opts = false;
+    let mut origin: Option<String> = None;
     while let Some(arg) = p.next_arg()? {
         match arg {
             Arg::Long(l) if l == "socket" => socket = Some(PathBuf::from(p.value()?)),
@@ -110,6 +117,7 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
                 lookup.source = Some(p.value()?);
                 lookup_opts = true;
             }
+            Arg::Long(l) if l == "origin" => origin = Some(p.value()?),
             Arg::Long(l) if l == "explain" => {
                 lookup.explain = true;
                 lookup_opts = true;
@@ -127,6 +135,16 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
         Some("reload") => Command::Reload,
         Some("stats") => Command::Stats,
         Some("help") => Command::Help,
+        Some("unregister") => Command::Unregister(
+            words
+                .next()
+                .ok_or(UsageError::Missing("route_id for unregister"))?,
+        ),
+        Some("flush") => Command::Flush(
+            origin
+                .take()
+                .ok_or(UsageError::Missing("--origin AGENT_URI for flush"))?,
+        ),
         Some("lookup") => {
             lookup.capability = words
                 .next()
@@ -147,6 +165,12 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
     };
     if let Some(extra) = words.next() {
         return Err(UsageError::UnexpectedArgument(extra));
+    }
+    if origin.is_some() {
+        return Err(UsageError::Conflict(
+            "--origin",
+            "a command other than flush",
+        ));
     }
     if lookup_opts && !matches!(command, Command::Lookup(_)) {
         return Err(UsageError::Conflict(
@@ -222,6 +246,26 @@ mod tests {
             Command::RpcdCall("status".into())
         );
         assert!(parse_args(&["rpcd", "call"]).is_err());
+    }
+
+    #[test]
+    fn unregister_and_flush_name_what_they_remove() {
+        assert_eq!(
+            parse_args(&["unregister", "r-1"]).unwrap().command,
+            Command::Unregister("r-1".into())
+        );
+        assert!(parse_args(&["unregister"]).is_err());
+        assert_eq!(
+            parse_args(&["flush", "--origin", "agent://lab/x"])
+                .unwrap()
+                .command,
+            Command::Flush("agent://lab/x".into())
+        );
+        assert!(parse_args(&["flush"]).is_err());
+        assert!(matches!(
+            parse_args(&["status", "--origin", "agent://lab/x"]),
+            Err(UsageError::Conflict(..))
+        ));
     }
 
     #[test]

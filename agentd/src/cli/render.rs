@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::table::Table;
 use crate::ipc::message::{AgentView, IpcError, LookupView, RouteView, StatsView, StatusView};
+use crate::route::RouteId;
 
 /// `{"error": code, "message": text}` for a refused request.
 pub fn error_json(e: &IpcError) -> Value {
@@ -316,6 +317,30 @@ pub fn reloaded_json(generation: u64) -> Value {
 
 pub fn reloaded_text(generation: u64) -> String {
     format!("configuration reloaded, generation {generation}\n")
+}
+
+pub fn unregistered_json(route_id: &str, generation: u64) -> Value {
+    json!({ "route_id": route_id, "removed": true, "generation": generation })
+}
+
+pub fn unregistered_text(route_id: &str, generation: u64) -> String {
+    format!("route {route_id} withdrawn, generation {generation}\n")
+}
+
+pub fn flushed_json(origin: &str, removed: u64, ids: &[RouteId], generation: u64) -> Value {
+    let ids: Vec<&str> = ids.iter().map(RouteId::as_str).collect();
+    json!({ "origin": origin, "removed": removed, "route_ids": ids, "generation": generation })
+}
+
+pub fn flushed_text(origin: &str, removed: u64, ids: &[RouteId], generation: u64) -> String {
+    let mut t = format!("{removed} route(s) of {origin} withdrawn, generation {generation}\n");
+    for id in ids {
+        t.push_str(&format!("  {id}\n"));
+    }
+    if (ids.len() as u64) < removed {
+        t.push_str(&format!("  … and {} more\n", removed - ids.len() as u64));
+    }
+    t
 }
 
 pub fn stats_json(s: &StatsView) -> Value {

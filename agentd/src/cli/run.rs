@@ -162,6 +162,25 @@ async fn execute(socket: &Path, command: &Command) -> Result<Output, Failure> {
                 json: render::stats_json(&s),
             })
         }
+        Command::Unregister(id) => {
+            let route_id = crate::route::RouteId::new(id).map_err(|e| Failure {
+                code: exit::USAGE,
+                kind: "invalid_argument",
+                message: e.to_string(),
+            })?;
+            let generation = client.unregister(route_id, None).await.map_err(fail)?;
+            Ok(Output {
+                text: render::unregistered_text(id, generation),
+                json: render::unregistered_json(id, generation),
+            })
+        }
+        Command::Flush(origin) => {
+            let (removed, ids, generation) = client.flush(origin).await.map_err(fail)?;
+            Ok(Output {
+                text: render::flushed_text(origin, removed, &ids, generation),
+                json: render::flushed_json(origin, removed, &ids, generation),
+            })
+        }
         Command::RpcdList | Command::RpcdCall(_) | Command::Help => Err(Failure {
             code: exit::USAGE,
             kind: "invalid_argument",

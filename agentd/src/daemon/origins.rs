@@ -193,7 +193,9 @@ mod tests {
         let a = scoped_route_id("lab", "agent://lab/a", None, "demo.echo", 1, "http://h:1/");
         let b = scoped_route_id("lab", "agent://lab/b", None, "demo.echo", 1, "http://h:1/");
         assert_ne!(a, b);
-        assert!(a.as_str().starts_with(&scope_prefix("lab", "agent://lab/a")));
+        assert!(a
+            .as_str()
+            .starts_with(&scope_prefix("lab", "agent://lab/a")));
         // Stable: the same registration gets the same id.
         assert_eq!(
             a,
@@ -256,12 +258,16 @@ mod tests {
         l.add(&route("agent://lab/a", "r2", owner));
         assert_eq!(l.owner_of("agent://lab/a"), owner);
         assert_eq!(
-            l.check_new(&q, "agent://lab/a", "lab", owner).unwrap_err().0,
+            l.check_new(&q, "agent://lab/a", "lab", owner)
+                .unwrap_err()
+                .0,
             Quota::PerOrigin
         );
         l.add(&route("agent://lab/b", "r3", owner));
         assert_eq!(
-            l.check_new(&q, "agent://lab/c", "lab", owner).unwrap_err().0,
+            l.check_new(&q, "agent://lab/c", "lab", owner)
+                .unwrap_err()
+                .0,
             Quota::PerSource
         );
         assert_eq!(
@@ -273,7 +279,11 @@ mod tests {
         assert_eq!(l.check_new(&q, "agent://ops/c", "ops", None), Ok(()));
         l.remove(&route("agent://lab/a", "r1", owner));
         l.remove(&route("agent://lab/a", "r2", owner));
-        assert_eq!(l.owner_of("agent://lab/a"), None, "free after its last route");
+        assert_eq!(
+            l.owner_of("agent://lab/a"),
+            None,
+            "free after its last route"
+        );
         assert_eq!(l.check_new(&q, "agent://lab/a", "lab", owner), Ok(()));
         assert_eq!(l.tenant_routes("lab"), 1);
     }

@@ -559,4 +559,220 @@ fn static_routes_beyond_max_routes_at_start_are_skipped_and_listed() {
     assert_eq!(&*p.action, "section_skipped");
     assert!(p.reason.contains("static:scanner"), "{p:?}");
     assert_eq!(st.policy_error, None);
+
+// ===== ownership and quotas =====
+
+fn boot(src: &str, origin: &str) -> crate::owner::Caller {
+    crate::owner::Caller {
+        source: src.parse().unwrap(),
+        proof: crate::owner::Proof::Bootstrap {
+            subject: origin.into(),
+        },
+    }
+}
+
+fn by(caller: crate::owner::Caller, reg: Registration) -> Registration {
+    Registration {
+        caller: Some(caller),
+        ..reg
+    }
+}
+
+fn forbidden_reason(r: Result<impl std::fmt::Debug, IpcError>) -> &'static str {
+    match r {
+        Err(IpcError::Forbidden { reason, .. }) => reason.as_str(),
+        other => panic!("expected forbidden, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_live_origin_belongs_to_its_registrant_until_its_last_route_ends() {
+    let mut s = started("");
+    let victim = boot("192.0.2.10", "agent://lab/printer");
+    let attacker = boot("192.0.2.66", "agent://lab/printer");
+    let (id, _) = register(
+        &mut s,
+        by(
+            victim.clone(),
+            registration("agent://lab/printer", 9000, Some(10)),
+        ),
+        0,
+    )
+    .unwrap();
+    // Another host with a token for the same origin: no new route, no
+    // renewal (moving the endpoint), no withdrawal, no bootstrap.
+    assert_eq!(
+        forbidden_reason(register(
+            &mut s,
+            by(
+                attacker.clone(),
+                registration("agent://lab/printer", 9666, None)
+            ),
+            0
+        )),
+        "origin_owned"
+    );
+    let steal = Renewal {
+        caller: Some(attacker.clone()),
+        endpoint: Some("http://192.0.2.66:9666/invoke".into()),
+        ..Renewal::of(id.clone())
+    };
+    assert_eq!(
+        forbidden_reason(s.handle(RequestBody::Renew(steal), Millis(1_000)).reply),
+        "origin_owned"
+    );
+    let gone = RequestBody::Unregister {
+        route_id: id.clone(),
+        caller: Some(attacker.clone()),
+    };
+    assert_eq!(
+        forbidden_reason(s.handle(gone, Millis(1_000)).reply),
+        "origin_owned"
+    );
+    assert_eq!(
+        forbidden_reason(s.check_origin("agent://lab/printer", &attacker).map(|()| 0)),
+        "origin_owned"
+    );
+    assert_eq!(
+        s.table()
+            .get(&id)
+            .map(|r| r.endpoint.to_string())
+            .as_deref(),
+        Some("http://192.0.2.20:9000/invoke"),
+        "still the victim's endpoint"
+    );
+    // The owner renews with a fresh token from its address.
+    let renew = Renewal {
+        caller: Some(boot("192.0.2.10", "agent://lab/printer")),
+        ..Renewal::of(id.clone())
+    };
+    assert!(s
+        .handle(RequestBody::Renew(renew), Millis(2_000))
+        .reply
+        .is_ok());
+    // After the last lease ends the origin is free for anyone.
+    assert_eq!(s.expire(Millis(13_000)).len(), 1);
+    assert_eq!(s.check_origin("agent://lab/printer", &attacker), Ok(()));
+}
+
+#[test]
+fn a_caller_named_route_id_cannot_take_or_block_another_origins_id() {
+    let mut s = started("");
+    let victim = boot("192.0.2.10", "agent://lab/printer");
+    let attacker = boot("192.0.2.66", "agent://lab/evil");
+    // The attacker learns (or computes) the id the victim will get and
+    // claims it first.
+    let mut probe = started("");
+    let (victim_id, _) = register(
+        &mut probe,
+        by(
+            victim.clone(),
+            registration("agent://lab/printer", 9000, None),
+        ),
+        0,
+    )
+    .unwrap();
+    let claim = Registration {
+        route_id: Some(victim_id.clone()),
+        ..by(attacker, registration("agent://lab/evil", 9666, None))
+    };
+    let (claimed, _) = register(&mut s, claim, 0).unwrap();
+    assert_ne!(claimed, victim_id, "namespaced into the attacker's scope");
+    let (got, _) = register(
+        &mut s,
+        by(
+            victim.clone(),
+            registration("agent://lab/printer", 9000, None),
+        ),
+        0,
+    )
+    .unwrap();
+    assert_eq!(got, victim_id);
+    // Re-registering with the reply's id is an idempotent upsert.
+    let again = Registration {
+        route_id: Some(got.clone()),
+        ..by(victim, registration("agent://lab/printer", 9000, None))
+    };
+    assert_eq!(register(&mut s, again, 0).unwrap().0, got);
+}
+
+#[test]
+fn quotas_refuse_new_routes_but_never_renewals() {
+    let mut s = State::start(
+        load_str(
+            &BASE.replace(
+                "max_routes '100'",
+                "max_routes '100'\n\toption max_routes_per_origin '2'\n\toption max_routes_per_source '3'",
+            ),
+            "test.conf",
+        ),
+        "test.conf",
+        "agentd test",
+        Millis(1_000),
+    );
+    let host = "192.0.2.10";
+    let reg = |origin: &str, port| by(boot(host, origin), registration(origin, port, None));
+    let (first, _) = register(&mut s, reg("agent://lab/a", 9001), 0).unwrap();
+    register(&mut s, reg("agent://lab/a", 9002), 0).unwrap();
+    match register(&mut s, reg("agent://lab/a", 9003), 0) {
+        Err(IpcError::QuotaExceeded { quota, limit, .. }) => {
+            assert_eq!((quota.option(), limit), ("agentd.max_routes_per_origin", 2))
+        }
+        other => panic!("{other:?}"),
+    }
+    // Updating a route already held is not a new route.
+    register(&mut s, reg("agent://lab/a", 9002), 0).unwrap();
+    register(&mut s, reg("agent://lab/b", 9004), 0).unwrap();
+    let e = register(&mut s, reg("agent://lab/c", 9005), 0).unwrap_err();
+    assert!(
+        e.to_string().contains("agentd.max_routes_per_source"),
+        "{e}"
+    );
+    let renew = Renewal {
+        caller: Some(boot(host, "agent://lab/a")),
+        ..Renewal::of(first)
+    };
+    assert!(s
+        .handle(RequestBody::Renew(renew), Millis(1_000))
+        .reply
+        .is_ok());
+    // Another host is not bound by this one's quota.
+    register(
+        &mut s,
+        by(
+            boot("192.0.2.11", "agent://lab/c"),
+            registration("agent://lab/c", 9006, None),
+        ),
+        0,
+    )
+    .unwrap();
+}
+
+#[test]
+fn agent_sections_pin_an_origin_to_sources_and_keys() {
+    let mut s = started(
+        "
+config agent 'pin_printer'
+\toption origin 'agent://lab/printer'
+\tlist source '192.0.2.0/24'
+",
+    );
+    let e = register(
+        &mut s,
+        by(
+            boot("198.51.100.7", "agent://lab/printer"),
+            registration("agent://lab/printer", 9000, None),
+        ),
+        0,
+    );
+    assert_eq!(forbidden_reason(e), "origin_pinned_source");
+    register(
+        &mut s,
+        by(
+            boot("192.0.2.7", "agent://lab/printer"),
+            registration("agent://lab/printer", 9000, None),
+        ),
+        0,
+    )
+    .unwrap();
 }

@@ -547,7 +547,6 @@ pub struct StatsView {
     pub counters: BTreeMap<Box<str>, u64>,
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -692,3 +692,90 @@ fn local_leases_survive_kill_9_of_agentd() {
     let j = d.ctl_json(&["lookup", "demo.echo", "--tenant", "lab"]);
     assert_eq!(j["winner"], grant.route_id.as_str());
 }
+
+// ===== operator withdrawal =====
+
+fn register_via_ipc(d: &Daemon, origin: &str, port: u16) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = agentd::ipc::client::Client::connect(&d.socket, "daemon-test")
+            .await
+            .unwrap();
+        let reg = agentd::ipc::message::Registration {
+            route_id: None,
+            capability: "demo.echo".into(),
+            version: 1,
+            origin: origin.into(),
+            endpoint: format!("http://192.0.2.20:{port}/invoke").into(),
+            tenant: "lab".into(),
+            region: "local".into(),
+            attrs: Default::default(),
+            access: Default::default(),
+            contract: None,
+            lease_seconds: Some(600),
+            caller: Some(agentd::owner::Caller::address(
+                "192.0.2.20".parse().unwrap(),
+            )),
+            owner: None,
+        };
+        client.register(reg).await.unwrap().route_id.to_string()
+    })
+}
+
+fn local_ids(d: &Daemon) -> Vec<String> {
+    d.ctl_json(&["routes"])["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["source"] == "local")
+        .map(|r| r["route_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn agentctl_unregister_and_flush_withdraw_local_routes() {
+    let d = Daemon::start("flush", GOOD);
+    let a1 = register_via_ipc(&d, "agent://lab/a", 9001);
+    let a2 = register_via_ipc(&d, "agent://lab/a", 9002);
+    let a3 = register_via_ipc(&d, "agent://lab/a", 9003);
+    let b = register_via_ipc(&d, "agent://lab/b", 9004);
+    assert_eq!(local_ids(&d).len(), 4);
+
+    // One route by id.
+    let out = d.ctl(&["unregister", &a1]);
+    assert!(out.status.success(), "{}", err_text(&out));
+    assert!(text(&out).contains(&a1), "{}", text(&out));
+    assert!(!local_ids(&d).contains(&a1));
+    // Unknown id: the daemon refuses (exit 1), naming it.
+    let out = d.ctl(&["unregister", &a1]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err_text(&out).contains(&a1), "{}", err_text(&out));
+    // A static route is not the operator's to withdraw this way.
+    let out = d.ctl(&["--json", "unregister", "static:printer"]);
+    assert_eq!(out.status.code(), Some(1));
+
+    // Every route of one origin, the other origin untouched.
+    let j = d.ctl_json(&["flush", "--origin", "agent://lab/a"]);
+    assert_eq!(j["removed"], 2, "{j}");
+    let mut listed: Vec<String> = j["route_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    listed.sort();
+    let mut want = vec![a2, a3];
+    want.sort();
+    assert_eq!(listed, want);
+    assert_eq!(local_ids(&d), vec![b]);
+    // The origin is free again: flushing it again removes nothing.
+    assert_eq!(
+        d.ctl_json(&["flush", "--origin", "agent://lab/a"])["removed"],
+        0
+    );
+    let j = d.ctl_json(&["lookup", "demo.echo", "--tenant", "lab"]);
+    assert_eq!(j["candidates"].as_array().map(Vec::len), Some(1), "{j}");
+}
