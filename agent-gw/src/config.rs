@@ -31,6 +31,8 @@ pub struct GatewayConfig {
     pub max_inflight: usize,
     /// Most requests in flight from one source (IPv4 address, IPv6 /64).
     pub max_inflight_per_source: usize,
+    /// register/renew/unregister/bootstrap per source address.
+    pub control_rate: Rate,
     pub task_capacity: usize,
     pub task_ttl_s: u64,
     pub stream_history_events: usize,
@@ -80,6 +82,8 @@ pub struct GatewayConfig {
     /// Where handler endpoints may point: the suite's listener ports and
     /// `agentd.allow_loopback_endpoints` (the same rules agentd applies).
     pub endpoints: agentd::endpoint::Guard,
+    /// `agent` sections by origin: who may get bootstrap tokens for them.
+    pub pins: HashMap<Box<str>, agentd::owner::AgentPin>,
 }
 
 impl Default for GatewayConfig {
@@ -101,6 +105,36 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// `agent` sections as pins by origin (values validated by the schema;
+/// agentd builds the same pins from the same file).
+fn pins(c: &uci_schema::Config) -> HashMap<Box<str>, agentd::owner::AgentPin> {
+    c.agents
+        .iter()
+        .map(|a| {
+            let pin = agentd::owner::AgentPin {
+                name: a.section.as_deref().unwrap_or(&a.origin).into(),
+                origin: a.origin.as_str().into(),
+                sources: a
+                    .source
+                    .iter()
+                    .filter_map(|s| uci_schema::schema::parse_ip_net(s))
+                    .collect(),
+                key: uci_schema::schema::parse_jwt_key(&a.key),
+                allow_loopback: a.allow_loopback,
+            };
+            (pin.origin.clone(), pin)
+        })
+        .collect()
+}
+
+/// The per-source rate of control calls (schema defaults where unset).
+fn control_rate(g: &uci_schema::Gateway) -> Rate {
+    Rate {
+        per_second: g.control_rate_per_source,
+        burst: g.control_burst_per_source,
+    }
+}
 
 fn usize_of(v: u64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
@@ -191,6 +225,7 @@ impl GatewayConfig {
             tenant_rates,
             max_inflight: usize_of(g.max_inflight),
             max_inflight_per_source: usize_of(g.max_inflight_per_source),
+            control_rate: control_rate(g),
             task_capacity: usize_of(g.task_capacity),
             task_ttl_s: g.task_ttl,
             stream_history_events: usize_of(g.stream_history_events),
@@ -217,6 +252,7 @@ impl GatewayConfig {
             bootstrap_networks,
             bootstrap_ttl_s: g.bootstrap_ttl,
             endpoints: agentd::endpoint::Guard::of_config(c),
+            pins: pins(c),
         };
         (cfg, problems)
     }

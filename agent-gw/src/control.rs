@@ -11,6 +11,7 @@ use std::cell::RefCell;
 
 use agentd::ipc::client::{Client, ClientError};
 use agentd::ipc::message::{self as ipc, IpcError, LeaseGrant};
+use agentd::owner::Caller;
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::registration::{LeaseReply, Registration, Renewal, Unregistration};
@@ -45,6 +46,12 @@ fn from_ipc(e: IpcError) -> ApiError {
     if let IpcError::EndpointRefused { reason, .. } = e {
         return ApiError::new(ErrorCode::EndpointRefused, msg).reason(reason.code());
     }
+    // Refusals with a stable reason carry it.
+    let reason = match &e {
+        IpcError::Forbidden { reason, .. } => Some(reason.as_str()),
+        IpcError::QuotaExceeded { quota, .. } => Some(quota.option()),
+        _ => None,
+    };
     let code = match e {
         IpcError::NotFound { .. } => ErrorCode::NotFound,
         IpcError::Conflict { .. } => ErrorCode::Conflict,
@@ -54,7 +61,8 @@ fn from_ipc(e: IpcError) -> ApiError {
             code: "route_table_full",
             status: 503,
         },
-        IpcError::PermissionDenied { .. } => ErrorCode::Forbidden,
+        IpcError::PermissionDenied { .. } | IpcError::Forbidden { .. } => ErrorCode::Forbidden,
+        IpcError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
         IpcError::Unsupported { .. } => ErrorCode::Other {
             code: "unsupported",
             status: 501,
@@ -62,7 +70,11 @@ fn from_ipc(e: IpcError) -> ApiError {
         IpcError::Unavailable { .. } => ErrorCode::ControlPlaneUnavailable,
         IpcError::Malformed { .. } | IpcError::Internal { .. } => ErrorCode::Internal,
     };
-    ApiError::new(code, msg)
+    let err = ApiError::new(code, msg);
+    match reason {
+        Some(r) => err.reason(r),
+        None => err,
+    }
 }
 
 fn reply(g: LeaseGrant, ignored: Vec<&'static str>) -> LeaseReply {
@@ -106,7 +118,13 @@ impl Control {
         })
     }
 
-    pub async fn register(&self, reg: Registration) -> Result<LeaseReply, ApiError> {
+    /// `caller` is who asks (source address and what authentication
+    /// proved); agentd binds the origin to it.
+    pub async fn register(
+        &self,
+        reg: Registration,
+        caller: Caller,
+    ) -> Result<LeaseReply, ApiError> {
         let link = self.link()?;
         let req = ipc::Registration {
             route_id: reg.route_id,
@@ -120,18 +138,19 @@ impl Control {
             access: reg.access,
             contract: reg.contract,
             lease_seconds: self.clamp(reg.lease_seconds),
+            caller: Some(caller),
+            owner: None,
         };
         let grant = link.register(req).await.map_err(from_client)?;
         Ok(reply(grant, reg.ignored))
     }
 
-    /// `origin` is the authenticated agent (auth on), which must own the
-    /// route.
-    pub async fn renew(&self, r: Renewal, origin: Option<&str>) -> Result<LeaseReply, ApiError> {
+    /// `caller` must own the route's origin.
+    pub async fn renew(&self, r: Renewal, caller: Caller) -> Result<LeaseReply, ApiError> {
         let link = self.link()?;
         let req = ipc::Renewal {
             route_id: r.route_id,
-            origin: origin.map(Into::into),
+            caller: Some(caller),
             lease_seconds: self.clamp(r.lease_seconds),
             latency_ms: r.latency_ms,
             load_permille: r.load_permille,
@@ -145,11 +164,11 @@ impl Control {
     pub async fn unregister(
         &self,
         u: Unregistration,
-        origin: Option<&str>,
+        caller: Caller,
     ) -> Result<LeaseReply, ApiError> {
         let link = self.link()?;
         let generation = link
-            .unregister(u.route_id.clone(), origin.map(Into::into))
+            .unregister(u.route_id.clone(), Some(caller))
             .await
             .map_err(from_client)?;
         Ok(LeaseReply {
@@ -197,7 +216,7 @@ mod tests {
                 Unregistration {
                     route_id: RouteId::new("r-1").unwrap(),
                 },
-                None,
+                Caller::address("192.0.2.1".parse().unwrap()),
             )
             .await
             .unwrap_err();

@@ -382,6 +382,10 @@ async fn reseed(state: &AppState, client: &Client) {
                     access: r.access.clone(),
                     contract: r.contract.clone(),
                     lease_seconds: Some(u32::try_from(lease).unwrap_or(u32::MAX)),
+                    // Handed back as administrator, keeping the owner the
+                    // route was bound to (and its id).
+                    caller: None,
+                    owner: r.owner,
                 }
             })
             .collect()

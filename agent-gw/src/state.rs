@@ -28,6 +28,9 @@ pub struct AppState {
     pub control: Control,
     pub forwarder: Forwarder,
     pub limiter: RefCell<RateLimiter>,
+    /// register/renew/unregister/bootstrap per source address, so one
+    /// host's registration storm cannot starve the others.
+    pub control_limiter: RefCell<RateLimiter>,
     pub inflight: Inflight,
     /// Open client connections, in total and per source.
     pub conns: ConnLimits,
@@ -84,6 +87,7 @@ impl AppState {
                 via_nonce(),
             ),
             limiter: RefCell::new(limiter),
+            control_limiter: RefCell::new(RateLimiter::new(cfg.control_rate, Default::default())),
             inflight: Inflight::new(cfg.max_inflight, cfg.max_inflight_per_source),
             conns: ConnLimits::new(ConnCaps {
                 max_connections: cfg.max_connections,

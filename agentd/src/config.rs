@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use uci_schema::{ConfigError, ConfigErrorKind, HealthCheck, LogLevel, Partial, Problem, Recovery};
 
-use crate::endpoint::{Guard, LocalAddrs};
 use crate::daemon::origins::Quotas;
+use crate::endpoint::{Guard, LocalAddrs};
 use crate::health::Thresholds;
 use crate::lease::LeasePolicy;
 use crate::log::Level;

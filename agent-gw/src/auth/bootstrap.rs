@@ -216,8 +216,9 @@ impl Authenticator {
         })
     }
 
-    /// The `GET /agent/v1/authentication` document (schema 2).
-    pub fn metadata(&self) -> Value {
+    /// The `GET /agent/v1/authentication` document (schema 2) as `peer`
+    /// sees it: bootstrap is announced only to a source that may use it.
+    pub fn metadata(&self, peer: IpAddr) -> Value {
         let cfg = self.config();
         let scopes = json!({
             "register": [Scope::Register.as_str()],
@@ -245,7 +246,7 @@ impl Authenticator {
                     },
                     "required_scopes": scopes,
                 });
-                if cfg.bootstrap {
+                if self.bootstrap_allowed(peer).is_ok() {
                     doc["bootstrap"] = json!({
                         "type": "trusted-lan",
                         "endpoint": ENDPOINT,

@@ -191,6 +191,28 @@ pub struct VerifiedCaller {
     pub token_id: Option<String>,
     /// `exp`, for callers that cache or report it.
     pub expires_at: UnixSeconds,
+    /// The key that verified the signature (raw Ed25519 public key), for
+    /// `agent` sections that pin an origin to a key.
+    pub key: [u8; 32],
+    /// A router-signed token bound to a source address (`src`): a
+    /// trusted-LAN bootstrap token, whose identity is that address plus
+    /// the subject.
+    pub bootstrap: bool,
+}
+
+impl VerifiedCaller {
+    /// What this token proves, for route ownership.
+    pub fn proof(&self) -> agentd::owner::Proof {
+        let subject = self.subject.as_str().into();
+        if self.bootstrap {
+            agentd::owner::Proof::Bootstrap { subject }
+        } else {
+            agentd::owner::Proof::Token {
+                subject,
+                key: self.key,
+            }
+        }
+    }
 }
 
 /// The outcome of authentication for one request.
@@ -489,25 +511,26 @@ impl Authenticator {
             .tenant
             .as_deref()
             .ok_or(Malformed::MissingClaim("tenant"))?;
-        let signer = match &d.kid {
+        let (signer, signing_key) = match &d.kid {
             Some(kid) => {
                 let (signer, key) = self.by_kid.get(kid.as_str()).ok_or(AuthError::UnknownKey)?;
                 key.verify_strict(d.signing_input, &d.signature)
                     .map_err(|_| AuthError::BadSignature)?;
-                signer.clone()
+                (signer.clone(), *key)
             }
             None if c.iss.as_deref() == Some(self.config.issuer.as_str()) => {
                 self.issuer_public
                     .verify_strict(d.signing_input, &d.signature)
                     .map_err(|_| AuthError::BadSignature)?;
-                Signer::Router
+                (Signer::Router, self.issuer_public)
             }
             None => {
                 let keys = self.by_tenant.get(tenant).ok_or(AuthError::UnknownKey)?;
-                keys.iter()
+                let key = keys
+                    .iter()
                     .find(|k| k.verify_strict(d.signing_input, &d.signature).is_ok())
                     .ok_or(AuthError::BadSignature)?;
-                Signer::Tenant(tenant.to_string())
+                (Signer::Tenant(tenant.to_string()), *key)
             }
         };
         // From here on the claims are the signer's word.
@@ -553,6 +576,8 @@ impl Authenticator {
             scopes: Scopes::parse(c.scope.as_deref().unwrap_or("")),
             token_id: c.jti.clone(),
             expires_at: UnixSeconds(exp),
+            key: signing_key.to_bytes(),
+            bootstrap: signer == Signer::Router && source.is_some(),
         };
         Ok(cache::Entry {
             caller,

@@ -273,8 +273,8 @@ fn lab_mode_accepts_the_body_identity_without_a_token() {
             subject: "agent://lab/x"
         }
     );
-    assert_eq!(a.metadata()["authentication"]["required"], false);
-    assert!(a.metadata().get("bootstrap").is_none());
+    assert_eq!(a.metadata(LAN)["authentication"]["required"], false);
+    assert!(a.metadata(LAN).get("bootstrap").is_none());
 }
 
 #[test]
@@ -395,7 +395,7 @@ fn bootstrap_is_refused_outside_the_trusted_networks() {
 
 #[test]
 fn metadata_advertises_bootstrap_in_the_nexus_schema() {
-    let m = auth().metadata();
+    let m = auth().metadata(LAN);
     assert_eq!(m["schema_version"], 2);
     assert_eq!(m["authentication"]["type"], "oauth2");
     assert!(m["authentication"]["issuer"]
@@ -406,6 +406,11 @@ fn metadata_advertises_bootstrap_in_the_nexus_schema() {
     assert_eq!(m["bootstrap"]["endpoint"], "/agent/v1/bootstrap");
     assert_eq!(m["bootstrap"]["token_ttl_seconds"], 300);
     assert_eq!(m["required_scopes"]["register"][0], "agent.register");
+    // A source that may not bootstrap is not told about it.
+    let outside: IpAddr = "203.0.113.7".parse().unwrap();
+    let m = auth().metadata(outside);
+    assert!(m.get("bootstrap").is_none(), "{m}");
+    assert_eq!(m["authentication"]["type"], "oauth2");
 }
 
 #[test]

@@ -2,19 +2,51 @@
 //! `POST /agent/v1/bootstrap` (trusted-LAN tokens bound to the caller's
 //! address). Neither needs a token.
 
+use agentd::ipc::message::IpcError;
+use agentd::owner::{may_act, Caller, Proof};
+use agentd::route::RouteSource;
+use agentd::time::Millis;
 use http::request::Parts;
 use http::{Response, StatusCode};
 use hyper::body::Incoming;
 
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, ErrorCode};
 use crate::api::json::parse_object;
 use crate::auth::bootstrap::{BootstrapRequest, MAX_BODY};
 use crate::auth::UnixSeconds;
 use crate::body::{read_limited, Body};
+use crate::endpoints::lease::admit_control;
 use crate::endpoints::{json, Ctx};
 
+/// Advertises bootstrap only to a source that may use it.
 pub fn authentication(cx: &Ctx) -> Response<Body> {
-    json(StatusCode::OK, &cx.state.auth.metadata())
+    json(StatusCode::OK, &cx.state.auth.metadata(cx.peer.ip()))
+}
+
+/// The bootstrap side of route ownership, decided with agentd's own rule
+/// ([`may_act`]) on the FIB replica, which carries every local route's
+/// owner: no token for an origin whose live routes are bound to another
+/// identity, or that an `agent` section pins to other sources or a key.
+/// (agentd checks again on every register/renew/unregister, so a replica
+/// a moment behind cannot let anyone take a route over.)
+fn origin_free(cx: &Ctx, origin: &str, caller: &Caller) -> Result<(), ApiError> {
+    let now = Millis::now();
+    let owner = cx
+        .state
+        .fib
+        .borrow()
+        .replica()
+        .table()
+        .iter()
+        .find(|r| r.source == RouteSource::Local && &*r.origin == origin && r.lease.live_at(now))
+        .and_then(|r| r.owner);
+    may_act(origin, owner, Some(caller), cx.state.cfg.pins.get(origin)).map_err(|reason| {
+        let why = IpcError::Forbidden {
+            origin: origin.into(),
+            reason,
+        };
+        ApiError::new(ErrorCode::Forbidden, why.to_string()).reason(reason.as_str())
+    })
 }
 
 pub async fn bootstrap(
@@ -22,12 +54,23 @@ pub async fn bootstrap(
     parts: &Parts,
     body: Incoming,
 ) -> Result<Response<Body>, ApiError> {
+    let _guard = admit_control(cx)?;
     cx.state.auth.bootstrap_allowed(cx.peer.ip())?;
     let bytes = read_limited(&parts.headers, body, MAX_BODY).await?;
     // The shared strict decoder first (duplicate keys anywhere, depth),
     // then the bootstrap fields.
     parse_object(&bytes).map_err(|e| ApiError::from(crate::api::envelope::DecodeError::Json(e)))?;
     let req = BootstrapRequest::decode(&bytes)?;
+    // agentd decides whether this source may act for the origin at all:
+    // an origin with live routes bound to another identity, or pinned by
+    // an `agent` section to other sources or a key, gets no token.
+    let caller = Caller {
+        source: cx.peer.ip().to_canonical(),
+        proof: Proof::Bootstrap {
+            subject: req.origin.as_str().into(),
+        },
+    };
+    origin_free(cx, &req.origin, &caller)?;
     let issued = cx
         .state
         .auth

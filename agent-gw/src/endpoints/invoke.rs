@@ -70,7 +70,7 @@ async fn admit(cx: &Ctx, parts: &Parts, body: Incoming, need: Need) -> Result<Ad
 }
 
 /// The typed refusal of a full in-flight cap, logged (rate-limited).
-fn inflight_refused(cx: &Ctx, full: InflightFull) -> ApiError {
+pub(crate) fn inflight_refused(cx: &Ctx, full: InflightFull) -> ApiError {
     let (cap, reason) = match full {
         InflightFull::Total { .. } => (Cap::Inflight, "inflight"),
         InflightFull::Source { .. } => (Cap::InflightPerSource, "source_inflight"),

@@ -1,6 +1,17 @@
 //! `POST /agent/v1/register | renew | unregister`: decoded here, decided
 //! by agentd (see `control`).
 //!
+//! Admission like an invocation, in the same order (cheap refusals
+//! first): an in-flight slot, then the per-source bucket
+//! (`gateway.control_rate_per_source`, so a registration storm from one
+//! host cannot starve the others), auth, the bounded body, then the
+//! tenant's bucket where the tenant is known. Every refusal answers 429 or
+//! 503 with a `Retry-After` the bucket or cap computed.
+//!
+//! agentd decides ownership and quotas: the request carries the
+//! [`Caller`](agentd::owner::Caller) (source address plus what the token
+//! proved), and a non-owner gets 403 `forbidden`.
+//!
 //! A registration or withdrawal answers once this gateway's own FIB shows
 //! it (bounded by `FIB_CATCH_UP`): an SDK that invokes right after
 //! registering finds its route, and nothing is forwarded to a route after
@@ -12,12 +23,15 @@ use http::request::Parts;
 use http::{Response, StatusCode};
 use hyper::body::Incoming;
 
+use agentd::time::Millis;
+
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::registration::{Registration, Renewal, Unregistration};
 use crate::body::Body;
-use crate::endpoints::{authenticate, json, read_body, Ctx, Need};
+use crate::endpoints::{authenticate, caller, json, read_body, Ctx, Need, Verified};
 use crate::fib_sync::wait_fib;
 use crate::forward::target::{resolve_checked, ResolveError};
+use crate::limits::InflightGuard;
 use agentd::endpoint::{Endpoint, Host, Refusal};
 
 /// Longest wait for the FIB to reflect an acknowledged change. agentd
@@ -52,11 +66,71 @@ async fn check_host_name(cx: &Ctx, endpoint: &str) -> Result<(), ApiError> {
     }
 }
 
+/// Longest `Retry-After` a bucket answers (a rate of 0 never refills).
+const MAX_RETRY_MS: u64 = 60_000;
+
+/// An in-flight slot and the source's control bucket: taken before auth
+/// and before any body byte is read. Bootstrap uses it too.
+pub fn admit_control(cx: &Ctx) -> Result<InflightGuard, ApiError> {
+    let guard = cx
+        .state
+        .inflight
+        .try_acquire(cx.peer.ip())
+        .map_err(|full| super::invoke::inflight_refused(cx, full))?;
+    let source = cx.peer.ip().to_canonical();
+    cx.state
+        .control_limiter
+        .borrow_mut()
+        .check(&source.to_string(), Millis::now())
+        .map_err(|wait_ms| {
+            ApiError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "source {source} is over its registration rate (gateway.control_rate_per_source)"
+                ),
+            )
+            .retry_after_ms(wait_ms.min(MAX_RETRY_MS))
+        })?;
+    Ok(guard)
+}
+
+/// The tenant's own bucket (shared with its invocations).
+fn tenant_rate(cx: &Ctx, tenant: &str) -> Result<(), ApiError> {
+    cx.state
+        .limiter
+        .borrow_mut()
+        .check(tenant, Millis::now())
+        .map_err(|wait_ms| {
+            ApiError::new(
+                ErrorCode::RateLimited,
+                format!("tenant {tenant} is over its request rate"),
+            )
+            .retry_after_ms(wait_ms.min(MAX_RETRY_MS))
+        })
+}
+
+/// Admission of a renew or unregister: its tenant is known only from a
+/// token (the body names just a route id).
+async fn admit_lease_call(
+    cx: &Ctx,
+    parts: &Parts,
+    body: Incoming,
+) -> Result<(InflightGuard, Option<Verified>, bytes::Bytes), ApiError> {
+    let guard = admit_control(cx)?;
+    let who = authenticate(cx, parts, Need::Register)?;
+    let bytes = read_body(cx, parts, body).await?;
+    if let Some(v) = &who {
+        tenant_rate(cx, &v.tenant)?;
+    }
+    Ok((guard, who, bytes))
+}
+
 pub async fn register(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<Body>, ApiError> {
+    let _guard = admit_control(cx)?;
     let who = authenticate(cx, parts, Need::Register)?;
     let bytes = read_body(cx, parts, body).await?;
     let mut reg = Registration::decode(&bytes)?;
-    if let Some(v) = who {
+    if let Some(v) = &who {
         // The token decides tenant and origin; the body cannot claim
         // someone else's agent.
         reg.tenant = v.tenant.clone();
@@ -71,7 +145,12 @@ pub async fn register(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Respons
         }
     }
     check_host_name(cx, &reg.endpoint).await?;
-    let reply = cx.state.control.register(reg).await?;
+    tenant_rate(cx, &reg.tenant)?;
+    let reply = cx
+        .state
+        .control
+        .register(reg, caller(cx, who.as_ref()))
+        .await?;
     let id = reply.route_id.clone();
     wait_fib(&cx.state, FIB_CATCH_UP, |f| {
         f.replica().table().get(&id).is_some()
@@ -81,8 +160,7 @@ pub async fn register(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Respons
 }
 
 pub async fn renew(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<Body>, ApiError> {
-    let who = authenticate(cx, parts, Need::Register)?;
-    let bytes = read_body(cx, parts, body).await?;
+    let (_guard, who, bytes) = admit_lease_call(cx, parts, body).await?;
     let renewal = Renewal::decode(&bytes)?;
     if let Some(endpoint) = &renewal.endpoint {
         check_host_name(cx, endpoint).await?;
@@ -90,7 +168,7 @@ pub async fn renew(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<B
     let reply = cx
         .state
         .control
-        .renew(renewal, who.as_ref().map(|v| &*v.subject))
+        .renew(renewal, caller(cx, who.as_ref()))
         .await?;
     Ok(json(StatusCode::OK, &reply.to_json()))
 }
@@ -100,13 +178,12 @@ pub async fn unregister(
     parts: &Parts,
     body: Incoming,
 ) -> Result<Response<Body>, ApiError> {
-    let who = authenticate(cx, parts, Need::Register)?;
-    let bytes = read_body(cx, parts, body).await?;
+    let (_guard, who, bytes) = admit_lease_call(cx, parts, body).await?;
     let req = Unregistration::decode(&bytes)?;
     let reply = cx
         .state
         .control
-        .unregister(req, who.as_ref().map(|v| &*v.subject))
+        .unregister(req, caller(cx, who.as_ref()))
         .await?;
     let id = reply.route_id.clone();
     wait_fib(&cx.state, FIB_CATCH_UP, |f| {

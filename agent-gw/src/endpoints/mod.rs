@@ -20,7 +20,9 @@ use http::{header, HeaderValue, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::api::error::{ApiError, ErrorCode};
-use crate::auth::{Caller, Scope, UnixSeconds};
+use agentd::owner::{Caller, Proof};
+
+use crate::auth::{Caller as AuthCaller, Scope, UnixSeconds};
 use crate::body::{full, read_limited, Body};
 use crate::state::AppState;
 
@@ -67,6 +69,22 @@ pub struct Verified {
     pub tenant: Box<str>,
     /// Agent URI of the caller (`sub`).
     pub subject: Box<str>,
+    /// What the token proves, for route ownership.
+    pub proof: Proof,
+}
+
+/// Who asks for a registration change, as agentd's ownership checks see
+/// it: the TCP source address plus what authentication proved (nothing
+/// in auth `none`).
+pub fn caller(cx: &Ctx, who: Option<&Verified>) -> Caller {
+    let source = cx.peer.ip().to_canonical();
+    match who {
+        Some(v) => Caller {
+            source,
+            proof: v.proof.clone(),
+        },
+        None => Caller::address(source),
+    }
 }
 
 /// Authenticates the request for `need`. `Ok(None)` is lab mode (auth
@@ -82,8 +100,9 @@ pub fn authenticate(cx: &Ctx, parts: &Parts, need: Need) -> Result<Option<Verifi
         .auth
         .authenticate(&parts.headers, cx.peer.ip(), UnixSeconds::now(), scope)
     {
-        Ok(Caller::Unauthenticated) => Ok(None),
-        Ok(Caller::Verified(v)) => Ok(Some(Verified {
+        Ok(AuthCaller::Unauthenticated) => Ok(None),
+        Ok(AuthCaller::Verified(v)) => Ok(Some(Verified {
+            proof: v.proof(),
             tenant: v.tenant.into(),
             subject: v.subject.into(),
         })),

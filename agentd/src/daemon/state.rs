@@ -249,11 +249,6 @@ impl State {
                 self.unregister(&route_id, caller.as_ref())
             }
             RequestBody::Flush { origin } => self.flush(&origin),
-            RequestBody::CheckOrigin { origin, caller } => (
-                self.check_origin(&origin, &caller)
-                    .map(|()| ResponseBody::OriginFree),
-                Vec::new(),
-            ),
             RequestBody::Status => (Ok(ResponseBody::Status(self.status(now))), Vec::new()),
             RequestBody::Routes(q) => (Ok(ResponseBody::Routes(self.routes(&q, now))), Vec::new()),
             RequestBody::Agents(q) => (Ok(ResponseBody::Agents(self.agents(&q))), Vec::new()),
@@ -330,8 +325,8 @@ impl State {
         })
     }
 
-    /// `CheckOrigin`: may `caller` be given a bootstrap token for
-    /// `origin`?
+    /// May `caller` act for `origin` now (what the gateway's bootstrap
+    /// check decides on its FIB replica)?
     pub fn check_origin(&self, origin: &str, caller: &Caller) -> Result<(), IpcError> {
         self.may_act(origin, Some(caller))
     }

@@ -559,6 +559,7 @@ fn static_routes_beyond_max_routes_at_start_are_skipped_and_listed() {
     assert_eq!(&*p.action, "section_skipped");
     assert!(p.reason.contains("static:scanner"), "{p:?}");
     assert_eq!(st.policy_error, None);
+}
 
 // ===== ownership and quotas =====
 

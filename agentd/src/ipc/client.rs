@@ -290,20 +290,6 @@ impl Client {
         }
     }
 
-    /// Whether `caller` may be given a bootstrap token for `origin`.
-    pub async fn check_origin(&self, origin: &str, caller: Caller) -> Result<(), ClientError> {
-        match self
-            .call(RequestBody::CheckOrigin {
-                origin: origin.into(),
-                caller,
-            })
-            .await
-        {
-            Ok(ResponseBody::OriginFree) => Ok(()),
-            other => Err(expect_err("origin_free", other)),
-        }
-    }
-
     pub async fn status(&self) -> Result<StatusView, ClientError> {
         match self.call(RequestBody::Status).await {
             Ok(ResponseBody::Status(s)) => Ok(s),

@@ -82,10 +82,6 @@ pub enum RequestBody {
     /// Withdraw every local route of an origin → `Flushed`
     /// (`agentctl flush --origin`; administrators only).
     Flush { origin: Box<str> },
-    /// May `caller` get a bootstrap token for `origin`? → `OriginFree`, or
-    /// `Forbidden` when the origin's live routes are bound to another
-    /// identity or an `agent` section pins it elsewhere.
-    CheckOrigin { origin: Box<str>, caller: Caller },
     /// Start receiving the FIB on this connection → `Subscribed`, then
     /// `ServerMsg::Fib` frames: a snapshot, then deltas.
     SubscribeFib,
@@ -111,7 +107,6 @@ impl RequestBody {
             RequestBody::Renew(_) => "renew",
             RequestBody::Unregister { .. } => "unregister",
             RequestBody::Flush { .. } => "flush",
-            RequestBody::CheckOrigin { .. } => "check_origin",
             RequestBody::SubscribeFib => "subscribe_fib",
             RequestBody::Status => "status",
             RequestBody::Routes(_) => "routes",
@@ -341,7 +336,6 @@ pub enum ResponseBody {
         route_ids: Vec<RouteId>,
         generation: u64,
     },
-    OriginFree,
 }
 
 impl ResponseBody {
@@ -357,7 +351,6 @@ impl ResponseBody {
             ResponseBody::Reloaded { .. } => "reloaded",
             ResponseBody::Stats(_) => "stats",
             ResponseBody::Flushed { .. } => "flushed",
-            ResponseBody::OriginFree => "origin_free",
         }
     }
 }

@@ -378,6 +378,8 @@ fn gateway(r: &mut Reader) -> Gateway {
         max_connections: r.u64("max_connections"),
         max_conns_per_source: r.u64("max_conns_per_source"),
         body_read_timeout_ms: r.u64("body_read_timeout_ms"),
+        control_rate_per_source: r.u64("control_rate_per_source"),
+        control_burst_per_source: r.u64("control_burst_per_source"),
         default_timeout_ms: r.u64("default_timeout_ms"),
         task_capacity: r.u64("task_capacity"),
         task_ttl: r.u64("task_ttl"),

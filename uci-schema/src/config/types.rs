@@ -69,6 +69,8 @@ pub struct Gateway {
     pub max_connections: u64,
     pub max_conns_per_source: u64,
     pub body_read_timeout_ms: u64,
+    pub control_rate_per_source: u64,
+    pub control_burst_per_source: u64,
     pub default_timeout_ms: u64,
     pub task_capacity: u64,
     pub task_ttl: u64,

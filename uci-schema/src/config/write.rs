@@ -125,6 +125,8 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .u64("max_connections", g.max_connections)
             .u64("max_conns_per_source", g.max_conns_per_source)
             .u64("body_read_timeout_ms", g.body_read_timeout_ms)
+            .u64("control_rate_per_source", g.control_rate_per_source)
+            .u64("control_burst_per_source", g.control_burst_per_source)
             .u64("default_timeout_ms", g.default_timeout_ms)
             .u64("task_capacity", g.task_capacity)
             .u64("task_ttl", g.task_ttl)

@@ -162,6 +162,8 @@ const GATEWAY: &[OptionSpec] = &[
     uint("max_connections", "1024", 1, 65535, "Most open client connections on the SDK listener; beyond it new ones are closed at accept."),
     uint("max_conns_per_source", "128", 1, 65535, "Most open connections from one source (IPv4 address or IPv6 /64), counting those that have not sent a complete request head; beyond it the source's new connections are closed at accept."),
     uint("body_read_timeout_ms", "10000", 100, 600_000, "Longest time to receive a request body once its head arrived (ms)."),
+    uint("control_rate_per_source", "20", 0, 1_000_000, "register/renew/unregister/bootstrap requests per second one source address may make (token bucket refill; the tenant's rate applies too); beyond it 429 'rate_limited'."),
+    uint("control_burst_per_source", "40", 0, 1_000_000, "Token bucket size of control_rate_per_source."),
     uint("default_timeout_ms", "30000", 1, 3_600_000, "Deadline of a call that names none."),
     uint("task_capacity", "512", 1, 65536, "Most async tasks; when full new async work is refused."),
     uint("task_ttl", "300", 1, 86400, "Seconds a finished task stays readable."),
