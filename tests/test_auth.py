@@ -148,14 +148,16 @@ def test_scope_and_origin_are_enforced(auth_env):
     assert r.json()["error"].get("reason") == "tenant_access", r.describe()
 
 
-# Runs inside the namespace: one JSON POST, prints {"status", "body"}.
+# Runs inside the namespace: one JSON POST (a GET when the body is
+# null), prints {"status", "body"}.
 _NS_POST = r"""
 import json, sys, urllib.request, urllib.error
 url, body, token = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
 headers = {"Content-Type": "application/json"}
 if token:
     headers["Authorization"] = "Bearer " + token
-req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+get = body == b"null"
+req = urllib.request.Request(url, data=None if get else body, headers=headers, method="GET" if get else "POST")
 try:
     with urllib.request.urlopen(req, timeout=10) as r:
         print(json.dumps({"status": r.status, "body": json.loads(r.read())}))
@@ -197,8 +199,11 @@ def test_trusted_lan_bootstrap_token_is_short_lived_and_bound(make_stack, netns,
         tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})],
     )
     base = stack.http.base_url
-    meta = stack.http.get("/agent/v1/authentication").json()
+    # Bootstrap is announced only to a source that may use it.
+    meta = _ns_post(netns, base + "/agent/v1/authentication", None)["body"]
     assert meta["bootstrap"]["endpoint"] == "/agent/v1/bootstrap", meta
+    outside_meta = stack.http.get("/agent/v1/authentication").json()
+    assert "bootstrap" not in outside_meta and outside_meta["authentication"]["required"], outside_meta
     ask = {"tenant": "lab", "origin": "agent://lab/boot", "scopes": ["agent.register", "agent.invoke"]}
     got = _ns_post(netns, base + "/agent/v1/bootstrap", ask)
     assert got["status"] == 200, got

@@ -97,7 +97,9 @@ def test_nexilume_lease_keeping_recovers_a_withdrawn_route(make_stack, netns, wo
     registers again; (b) with the SDK default it re-registers with its
     route_id (an upsert of an unknown id). Either way the capability is
     routable and invocable again without restarting the agent. Lease 5 s:
-    nexilume renews at 0.6 of it (about 3 s)."""
+    nexilume renews at 0.6 of it (about 3 s). The withdrawal is the
+    operator's (`agentctl unregister`): the gateway refuses it from another
+    host with 403 `forbidden`."""
     stack = make_stack(sdk_host=netns.host_addr)
     agent, ready = start_nexilume_agent(stack, netns, workdir, lease=5, cloud_publish=cloud_publish)
     try:
@@ -107,8 +109,11 @@ def test_nexilume_lease_keeping_recovers_a_withdrawn_route(make_stack, netns, wo
             if rt.status == 200 and rt.json()["route"]["route_id"] == rid:
                 echo_route = rid
         assert echo_route is not None, ready
+        # Withdrawn by the operator: another host may not unregister the
+        # agent's route (route ownership), agentctl may.
         r = stack.http.post("/agent/v1/unregister", {"route_id": echo_route})
-        assert r.status == 200 and r.json().get("removed") is True, r.describe()
+        assert r.status == 403 and r.json()["error"]["reason"] == "origin_owned", r.describe()
+        assert stack.ctl_json("unregister", echo_route)["removed"] is True
         wait_for(
             "nx.echo to be withdrawn",
             lambda: stack.http.post("/agent/v1/route", envelope("nx.echo", {})).error_code() == "no_route",
