@@ -101,3 +101,12 @@ def netns() -> Iterator[NetNs]:
     ns = NetNs()
     yield ns
     ns.close()
+
+
+@pytest.fixture
+def netns2() -> Iterator[NetNs]:
+    """A second LAN host, for tests that need two (attacker and victim,
+    flooder and well-behaved host)."""
+    ns = NetNs()
+    yield ns
+    ns.close()

@@ -44,6 +44,12 @@ class NetNs:
             self.close()
             raise
 
+    def reach(self, addr: str) -> None:
+        """Route `addr` (an address of the test's own namespace on another
+        veth, e.g. the gateway's listener) through this namespace's veth
+        peer, so two namespace hosts can talk to one listener."""
+        _ip("-n", self.name, "route", "add", f"{addr}/32", "via", self.host_addr)
+
     def exec_argv(self, argv: List[str]) -> List[str]:
         """`argv` run inside the namespace."""
         return ["ip", "netns", "exec", self.name, *argv]
