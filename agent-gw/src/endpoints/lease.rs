@@ -70,13 +70,15 @@ async fn check_host_name(cx: &Ctx, endpoint: &str) -> Result<(), ApiError> {
 const MAX_RETRY_MS: u64 = 60_000;
 
 /// An in-flight slot and the source's control bucket: taken before auth
-/// and before any body byte is read. Bootstrap uses it too.
+/// and before any body byte is read. Bootstrap uses it too. A refusal here
+/// leaves the body unread, so it says `Connection: close` (the client
+/// reconnects instead of writing into a connection being closed).
 pub fn admit_control(cx: &Ctx) -> Result<InflightGuard, ApiError> {
     let guard = cx
         .state
         .inflight
         .try_acquire(cx.peer.ip())
-        .map_err(|full| super::invoke::inflight_refused(cx, full))?;
+        .map_err(|full| super::invoke::inflight_refused(cx, full).close())?;
     let source = cx.peer.ip().to_canonical();
     cx.state
         .control_limiter
@@ -90,6 +92,7 @@ pub fn admit_control(cx: &Ctx) -> Result<InflightGuard, ApiError> {
                 ),
             )
             .retry_after_ms(wait_ms.min(MAX_RETRY_MS))
+            .close()
         })?;
     Ok(guard)
 }
