@@ -34,6 +34,8 @@ def test_one_hosts_registration_flood_leaves_another_host_working(make_stack, ne
         start=False,
         sdk_host=steady_ns.host_addr,
         agentd={"max_routes_per_source": PER_SOURCE_QUOTA},
+        # The router's defaults (the harness lifts them for bulk setup).
+        gateway={"control_rate_per_source": 20, "control_burst_per_source": 40},
     )
     stack.start()
     flood_ns.reach(steady_ns.host_addr)

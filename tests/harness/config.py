@@ -90,7 +90,12 @@ def base_config(
     `loopback_endpoints` (default on, lab mode): most tests run handlers on
     127.0.0.1, which agentd refuses unless `agentd.allow_loopback_endpoints`
     is set; static routes get `allow_loopback 1` unless they say otherwise.
-    SSRF tests pass `loopback_endpoints=False` to get the router's default."""
+    SSRF tests pass `loopback_endpoints=False` to get the router's default.
+
+    Tests register many routes from the test host itself as setup, so the
+    per-source registration rate and route quota are lifted here (as the
+    lab setting they are); the flood test sets the router's defaults back
+    explicitly."""
     dir.mkdir(parents=True, exist_ok=True)
     port = free_port(sdk_host)
     cfg = Config(dir=dir, sdk_host=sdk_host, sdk_port=port)
@@ -107,6 +112,7 @@ def base_config(
         "log_level": "debug",
         "health_check": "off",
         "allow_loopback_endpoints": 1 if loopback_endpoints else 0,
+        "max_routes_per_source": 1_000_000,
     }
     main.update(agentd or {})
     gw: Dict[str, Value] = {
@@ -114,6 +120,8 @@ def base_config(
         "public_listen": "",
         "peer_listen": "",
         "auth": auth,
+        "control_rate_per_source": 1_000_000,
+        "control_burst_per_source": 1_000_000,
     }
     gw.update(gateway or {})
     cfg.sections = [
