@@ -26,8 +26,9 @@ use crate::route::Route;
 
 /// File name inside `state_dir`.
 pub const FILE_NAME: &str = "leases";
-/// Format tag and version; a different one is refused, not misread.
-const MAGIC: &[u8; 8] = b"AGLEASE1";
+/// Format tag and version; a different one is refused, not misread
+/// (2: routes carry their owner).
+const MAGIC: &[u8; 8] = b"AGLEASE2";
 /// Largest file read back (about 10 000 routes of generous size).
 pub const MAX_FILE_BYTES: usize = 32 * 1024 * 1024;
 
