@@ -1,5 +1,5 @@
-//! Where the agent-gw binary logs: stderr with `-f` (lines prefixed
-//! `agent-gw[level]:`), syslog otherwise — then nothing but a fatal
+//! Where the agent-gw binary logs: stderr with `-f` (lines prefixed with
+//! an ISO 8601 UTC time and `agent-gw[level]:`), syslog otherwise — then nothing but a fatal
 //! startup error reaches stderr. Real processes, loopback only.
 
 use std::io::{BufRead, BufReader, Read};
@@ -90,14 +90,31 @@ fn foreground_logs_to_stderr_with_the_gateway_prefix() {
         }
     }
     let _ = std::fs::remove_file(&conf);
+    // `2026-12-01T09:30:12.345Z agent-gw[notice]: ...`
+    let stamped: Vec<(&str, &str)> = seen.iter().filter_map(|l| l.split_once(' ')).collect();
+    assert_eq!(stamped.len(), seen.len(), "{seen:?}");
+    for (ts, _) in &stamped {
+        let b = ts.as_bytes();
+        assert!(
+            b.len() == 24
+                && b[4] == b'-'
+                && b[10] == b'T'
+                && b[19] == b'.'
+                && b[23] == b'Z'
+                && ts.starts_with("20"),
+            "not an ISO 8601 UTC time: {ts:?}"
+        );
+    }
     assert!(
-        seen.iter()
-            .any(|l| l.starts_with("agent-gw[warning]: WARNING: auth 'none' (lab mode)")),
+        stamped
+            .iter()
+            .any(|(_, l)| l.starts_with("agent-gw[warning]: WARNING: auth 'none' (lab mode)")),
         "{seen:?}"
     );
     assert!(
-        seen.iter()
-            .any(|l| l == &format!("agent-gw[notice]: listening sdk={addr}")),
+        stamped
+            .iter()
+            .any(|(_, l)| *l == format!("agent-gw[notice]: listening sdk={addr}")),
         "{seen:?}"
     );
 }

@@ -1,5 +1,10 @@
 //! Logging of both daemons: syslog (OpenWrt `logd`) by default, stderr
-//! with `-f`. Outside the `daemon` feature because agent-gw logs the same
+//! with `-f`. Syslog stamps its own time; stderr lines start with the
+//! wall-clock time in ISO 8601 UTC with milliseconds
+//! (`2026-12-01T09:30:12.345Z agentd[info]: ...`) so a foreground log can be
+//! lined up with other logs and captures. (Wall time can jump; every
+//! deadline in the daemons runs on the monotonic clock, only log lines
+//! carry wall time.) Outside the `daemon` feature because agent-gw logs the same
 //! way (`agentd::log::init(Sink::Syslog, c"agent-gw")`, then the
 //! exported `log_*!` macros).
 //!
@@ -114,14 +119,38 @@ pub fn write(level: Level, args: fmt::Arguments<'_>) {
         // SAFETY: "%s" with one valid NUL-terminated string argument.
         unsafe { libc::syslog(level as libc::c_int, c"%s".as_ptr(), c.as_ptr()) };
     } else {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
         let _ = writeln!(
             std::io::stderr().lock(),
-            "{}[{}]: {}",
+            "{} {}[{}]: {}",
+            utc_timestamp(u64::try_from(now).unwrap_or(u64::MAX)),
             IDENT.get().copied().unwrap_or("agentd"),
             level.label(),
             line
         );
     }
+}
+
+/// `unix_ms` (milliseconds since 1970-01-01 UTC) as ISO 8601 UTC with
+/// milliseconds, e.g. `2026-12-01T09:30:12.345Z`. Civil date from the day
+/// count by Howard Hinnant's `civil_from_days` (proleptic Gregorian).
+pub fn utc_timestamp(unix_ms: u64) -> String {
+    let ms = unix_ms % 1000;
+    let secs = unix_ms / 1000;
+    let (days, sod) = (secs / 86_400, secs % 86_400);
+    let (h, m, s) = (sod / 3600, sod % 3600 / 60, sod % 60);
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
 }
 
 #[macro_export]
@@ -144,6 +173,18 @@ mod tests {
         assert_eq!(Level::parse("warning"), Some(Level::Warn));
         assert_eq!(Level::parse("debug"), Some(Level::Debug));
         assert_eq!(Level::parse("loud"), None);
+    }
+
+    #[test]
+    fn timestamps_are_iso_8601_utc_with_milliseconds() {
+        assert_eq!(utc_timestamp(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc_timestamp(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(utc_timestamp(1_709_164_800_001), "2024-02-29T00:00:00.001Z");
+        assert_eq!(
+            utc_timestamp(1_798_761_599_999),
+            "2026-12-31T23:59:59.999Z"
+        );
+        assert_eq!(utc_timestamp(4_102_444_800_000), "2100-01-01T00:00:00.000Z");
     }
 
     #[test]
