@@ -180,10 +180,7 @@ mod tests {
         assert_eq!(utc_timestamp(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(utc_timestamp(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(utc_timestamp(1_709_164_800_001), "2024-02-29T00:00:00.001Z");
-        assert_eq!(
-            utc_timestamp(1_798_761_599_999),
-            "2026-12-31T23:59:59.999Z"
-        );
+        assert_eq!(utc_timestamp(1_798_761_599_999), "2026-12-31T23:59:59.999Z");
         assert_eq!(utc_timestamp(4_102_444_800_000), "2100-01-01T00:00:00.000Z");
     }
 

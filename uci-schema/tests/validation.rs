@@ -114,7 +114,7 @@ fn empty_file_is_the_default_config_with_design_defaults() {
         Auth::Jwt,
         "auth 'none' is never the default"
     );
-    assert_eq!(c.gateway.sdk_listen, "0.0.0.0:7446");
+    assert_eq!(c.gateway.sdk_listen, "[::]:7446", "dual-stack");
     assert_eq!(c.gateway.public_listen, "[::]:7443");
     assert_eq!(c.gateway.peer_listen, "[::]:7447");
     assert_eq!(c.arpx.listen, "[::]:7444");

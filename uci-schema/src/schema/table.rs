@@ -143,7 +143,7 @@ const BOOTSTRAP_NETWORKS: &[&str] = &[
 
 #[rustfmt::skip]
 const GATEWAY: &[OptionSpec] = &[
-    text("sdk_listen", Kind::SocketAddr, "0.0.0.0:7446", "LAN SDK API listener (HTTP/1.1)."),
+    text("sdk_listen", Kind::SocketAddr, "[::]:7446", "LAN SDK API listener (HTTP/1.1); an IPv6 address is dual-stack (IPv4 clients too); '[::]' falls back to 0.0.0.0 on a host without IPv6."),
     text("public_listen", Kind::SocketAddr, "[::]:7443", "Public HTTPS ingress.").or_empty("disabled"),
     text("peer_listen", Kind::SocketAddr, "[::]:7447", "Peer/relay data plane (h2 over mTLS).").or_empty("disabled"),
     text("admin_listen", Kind::SocketAddr, "", "Admin listener (Prometheus metrics).").or_empty("disabled"),
