@@ -354,6 +354,20 @@ mod tests {
     }
 
     #[test]
+    fn every_default_is_the_schemas() {
+        // Literal design numbers: a second default anywhere shows here.
+        let g = GatewayConfig::default();
+        assert_eq!((g.jwt_clock_skew_s, g.jwt_max_lifetime_s), (30, 3600));
+        assert_eq!((g.max_connections, g.body_read_timeout_ms), (1024, 10_000));
+        let a = crate::auth::AuthConfig::new("r", "");
+        assert_eq!((a.clock_skew_s, a.max_lifetime_s), (30, 3600));
+        assert_eq!((a.bootstrap, a.bootstrap_ttl_s), (true, 300));
+        let t = crate::task::TaskConfig::default();
+        assert_eq!((t.capacity, t.ttl_ms, t.history_events), (512, 300_000, 64));
+        assert_eq!(t.history_bytes, 1 << 20);
+    }
+
+    #[test]
     fn bootstrap_networks_and_ttl_come_from_uci() {
         let text = "config gateway 'gateway'\n\tlist bootstrap_networks '192.0.2.0/24'\n\
             \tlist bootstrap_networks '2001:db8::1'\n\toption bootstrap_ttl '60'\n";

@@ -16,7 +16,6 @@ use crate::forward::pool::{Pool, PoolConfig};
 use crate::forward::Forwarder;
 use crate::limits::{Inflight, RateLimiter};
 use crate::sources::{CapLog, ConnCaps, ConnLimits};
-use crate::task::live::SseLimits;
 use crate::task::{SharedTasks, TaskConfig, TaskTable};
 
 #[derive(Debug)]
@@ -62,20 +61,7 @@ impl AppState {
             tenant_share_percent: cfg.tenant_share_percent,
             source_share_percent: cfg.source_share_percent,
         });
-        let sse = SseLimits::default();
-        let tasks = SharedTasks::new(TaskTable::with_budget(
-            TaskConfig {
-                capacity: cfg.task_capacity,
-                ttl_ms: cfg.task_ttl_s.saturating_mul(1000),
-                history_events: cfg.stream_history_events,
-                history_bytes: cfg.stream_history_bytes,
-                tenant_share_percent: cfg.tenant_share_percent,
-                source_share_percent: cfg.source_share_percent,
-                result_reserve: crate::endpoints::tasks::MAX_RESULT_BYTES,
-                stream_reserve: sse.max_event + sse.max_line + crate::task::history::EVENT_OVERHEAD,
-            },
-            budget.clone(),
-        ));
+        let tasks = SharedTasks::new(TaskTable::with_budget(TaskConfig::of(&cfg), budget.clone()));
         Rc::new(AppState {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
             fib_applied: tokio::sync::Notify::new(),

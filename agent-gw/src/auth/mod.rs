@@ -148,23 +148,25 @@ pub struct AuthConfig {
 impl AuthConfig {
     /// Defaults for router `router_id` of `domain` (may be empty): JWT
     /// mode, issuer `https://<router_id>.<domain>/agentd`, audience
-    /// `agentd:<router_id>`, 60 s skew, one-day maximum lifetime,
-    /// bootstrap on with 300 s tokens for the default trusted LAN.
+    /// `agentd:<router_id>`; skew, maximum lifetime and bootstrap at their
+    /// schema defaults (`gateway.clock_skew`, `max_token_lifetime`,
+    /// `bootstrap`, `bootstrap_ttl`, `bootstrap_networks`).
     pub fn new(router_id: &str, domain: &str) -> AuthConfig {
         let host = if domain.is_empty() {
             router_id.to_string()
         } else {
             format!("{router_id}.{domain}")
         };
+        let d = &uci_schema::Config::defaults().gateway;
         AuthConfig {
             mode: AuthMode::Jwt,
             issuer: format!("https://{host}/agentd"),
             audience: format!("agentd:{router_id}"),
-            clock_skew_s: 60,
-            max_lifetime_s: 86_400,
-            bootstrap: true,
+            clock_skew_s: d.clock_skew,
+            max_lifetime_s: d.max_token_lifetime,
+            bootstrap: d.bootstrap,
             bootstrap_networks: net::default_bootstrap_networks(),
-            bootstrap_ttl_s: bootstrap::MAX_TTL_S,
+            bootstrap_ttl_s: d.bootstrap_ttl,
         }
     }
 }

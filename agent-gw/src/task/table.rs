@@ -54,18 +54,28 @@ pub struct TaskConfig {
 /// Accounting cost of a task itself (ids, names, its few status events).
 pub const TASK_OVERHEAD: usize = 1024;
 
-impl Default for TaskConfig {
-    fn default() -> Self {
+impl TaskConfig {
+    /// The bounds `cfg` sets (`gateway` options), with the reserves the
+    /// gateway's own limits imply.
+    pub fn of(cfg: &crate::config::GatewayConfig) -> TaskConfig {
+        let sse = crate::task::live::SseLimits::default();
         TaskConfig {
-            capacity: 512,
-            ttl_ms: 300_000,
-            history_events: 64,
-            history_bytes: 1 << 20,
-            tenant_share_percent: 100,
-            source_share_percent: 100,
-            result_reserve: 1 << 20,
-            stream_reserve: 320 * 1024,
+            capacity: cfg.task_capacity,
+            ttl_ms: cfg.task_ttl_s.saturating_mul(1000),
+            history_events: cfg.stream_history_events,
+            history_bytes: cfg.stream_history_bytes,
+            tenant_share_percent: cfg.tenant_share_percent,
+            source_share_percent: cfg.source_share_percent,
+            result_reserve: crate::endpoints::tasks::MAX_RESULT_BYTES,
+            stream_reserve: sse.max_event + sse.max_line + super::history::EVENT_OVERHEAD,
         }
+    }
+}
+
+impl Default for TaskConfig {
+    /// The schema defaults (what an empty file gives).
+    fn default() -> Self {
+        TaskConfig::of(&crate::config::GatewayConfig::default())
     }
 }
 

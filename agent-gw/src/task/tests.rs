@@ -15,6 +15,9 @@ fn cfg(capacity: usize) -> TaskConfig {
         ttl_ms: 1_000,
         history_events: 4,
         history_bytes: 1 << 20,
+        // Shares are tested on their own; here one client may use it all.
+        tenant_share_percent: 100,
+        source_share_percent: 100,
         ..TaskConfig::default()
     }
 }
