@@ -217,6 +217,8 @@ async fn serve(opts: RunOptions) -> ExitCode {
     let server_config = ServerConfig {
         software: SOFTWARE.into(),
         allowed_uids: allowed_uids(),
+        // A reload may raise max_routes; the bound follows the start value.
+        outbound_bytes: ServerConfig::outbound_bytes_for(state.runtime().max_routes),
         ..ServerConfig::default()
     };
     let server = match IpcServer::bind(&socket, server_config) {

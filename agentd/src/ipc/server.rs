@@ -62,15 +62,17 @@
 //! } }
 //! ```
 //!
-//! Nothing the daemon calls here blocks: replies and FIB events go into a
-//! bounded queue with `try_send`; a client whose queue is full is
-//! disconnected (a FIB subscriber then reconnects and gets a snapshot).
+//! Nothing the daemon calls here blocks: replies and FIB events are
+//! encoded and go into a queue bounded in frames and in bytes
+//! ([`ServerConfig::outbound_queue`], [`ServerConfig::outbound_bytes`]) with
+//! `try_send`; a client over either bound is disconnected (a FIB
+//! subscriber then reconnects and gets a snapshot).
 //! A malformed frame gets a `malformed` error with request id 0, then that
 //! connection closes; other connections never notice.
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,6 +110,11 @@ pub struct ServerConfig {
     /// client counts as stuck and is disconnected. Must exceed the number
     /// of chunks in a FIB snapshot (64 KiB each).
     pub outbound_queue: usize,
+    /// Encoded bytes queued per connection before the client counts as
+    /// stuck and is disconnected, like the frame bound: frames alone would
+    /// let one slow client hold `outbound_queue` × 256 KiB. Must exceed
+    /// the encoded FIB snapshot.
+    pub outbound_bytes: usize,
     /// A client must send its `Hello` within this time.
     pub handshake_timeout: Duration,
     /// Sent in our `Hello`, e.g. `agentd 0.1.0`.
@@ -123,13 +130,24 @@ impl Default for ServerConfig {
             max_per_uid: 8,
             root_reserve: 8,
             outbound_queue: 1024,
+            outbound_bytes: DEFAULT_OUTBOUND_BYTES,
             handshake_timeout: Duration::from_secs(5),
             software: concat!("agentd ", env!("CARGO_PKG_VERSION")).into(),
         }
     }
 }
 
+/// Default of [`ServerConfig::outbound_bytes`]: a snapshot of 16 MiB is
+/// some 50 000 typical routes.
+pub const DEFAULT_OUTBOUND_BYTES: usize = 16 * 1024 * 1024;
+
 impl ServerConfig {
+    /// The byte bound for a table of `max_routes`: the default, or room for
+    /// a snapshot of that many routes of 1 KiB each when that is more.
+    pub fn outbound_bytes_for(max_routes: usize) -> usize {
+        DEFAULT_OUTBOUND_BYTES.max(max_routes.saturating_mul(1024))
+    }
+
     /// Whether a peer with this uid may use the socket.
     pub fn permits(&self, uid: u32) -> bool {
         (uid == 0 && self.allow_root) || self.allowed_uids.contains(&uid)
@@ -210,6 +228,9 @@ struct ConnShared {
     id: ConnId,
     kill: Notify,
     killed: AtomicBool,
+    /// Encoded bytes queued and not yet written.
+    queued: AtomicUsize,
+    max_bytes: usize,
 }
 
 impl ConnShared {
@@ -219,22 +240,61 @@ impl ConnShared {
     }
 }
 
+/// One queued frame, encoded when it was offered (so its size is known
+/// and the bound is in bytes as well as frames).
+#[derive(Debug)]
+enum Outbound {
+    Frame(Vec<u8>),
+    /// A FIB event of ours that cannot be framed: the connection ends.
+    Unsendable(FrameError),
+}
+
 #[derive(Clone, Debug)]
 struct ConnHandle {
-    tx: mpsc::Sender<ServerMsg>,
+    tx: mpsc::Sender<Outbound>,
     shared: Arc<ConnShared>,
 }
 
 impl ConnHandle {
-    /// Queues a frame without waiting. A full queue disconnects the client.
+    /// Queues a frame without waiting. A full queue — in frames or in
+    /// bytes — disconnects the client.
     fn offer(&self, msg: ServerMsg) -> bool {
-        match self.tx.try_send(msg) {
+        let out = match frame::encode(&msg) {
+            Ok(bytes) => Outbound::Frame(bytes),
+            // Only an oversized reply can fail here; answer it with an
+            // error instead of dropping the request silently.
+            Err(e) => match msg {
+                ServerMsg::Response(r) => {
+                    let body = Err(IpcError::internal(format_args!("reply not sendable: {e}")));
+                    match frame::encode(&ServerMsg::Response(Response { id: r.id, body })) {
+                        Ok(bytes) => Outbound::Frame(bytes),
+                        Err(e) => Outbound::Unsendable(e),
+                    }
+                }
+                ServerMsg::Fib(_) => Outbound::Unsendable(e),
+            },
+        };
+        let len = match &out {
+            Outbound::Frame(b) => b.len(),
+            Outbound::Unsendable(_) => 0,
+        };
+        let queued = self.shared.queued.fetch_add(len, Ordering::Relaxed) + len;
+        if queued > self.shared.max_bytes {
+            self.shared.queued.fetch_sub(len, Ordering::Relaxed);
+            self.shared.kill();
+            return false;
+        }
+        match self.tx.try_send(out) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
+                self.shared.queued.fetch_sub(len, Ordering::Relaxed);
                 self.shared.kill();
                 false
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.shared.queued.fetch_sub(len, Ordering::Relaxed);
+                false
+            }
         }
     }
 }
@@ -496,6 +556,8 @@ async fn serve_connection(
         id: conn,
         kill: Notify::new(),
         killed: AtomicBool::new(false),
+        queued: AtomicUsize::new(0),
+        max_bytes: config.outbound_bytes.max(1),
     });
     let handle = ConnHandle {
         tx,
@@ -544,11 +606,8 @@ async fn serve_connection(
                         req.reply.send(Err(IpcError::Unavailable { reason: "agentd is shutting down".into() }));
                     }
                     // Flush that reply before closing.
-                    while let Ok(msg) = rx.try_recv() {
-                        out.clear();
-                        if frame::encode_into(&msg, &mut out).is_ok() {
-                            let _ = tokio::time::timeout(config.handshake_timeout, wr.write_all(&out)).await;
-                        }
+                    while let Ok(Outbound::Frame(bytes)) = rx.try_recv() {
+                        let _ = tokio::time::timeout(config.handshake_timeout, wr.write_all(&bytes)).await;
                     }
                     return Disconnect::ServerShutdown;
                 },
@@ -559,22 +618,17 @@ async fn serve_connection(
             () = shared.kill.notified() => return Disconnect::QueueFull,
             msg = rx.recv() => {
                 // `handle` keeps one sender alive, so `None` cannot happen.
-                let Some(msg) = msg else { return Disconnect::ServerShutdown };
-                out.clear();
-                if let Err(e) = frame::encode_into(&msg, &mut out) {
-                    // Only an oversized reply can fail here; answer it with
-                    // an error instead of dropping the request silently.
-                    let ServerMsg::Response(r) = msg else { return Disconnect::Unsendable(e) };
-                    let body = Err(IpcError::internal(format_args!("reply not sendable: {e}")));
-                    if frame::encode_into(&ServerMsg::Response(Response { id: r.id, body }), &mut out).is_err() {
-                        return Disconnect::Unsendable(e);
-                    }
-                }
+                let bytes = match msg {
+                    None => return Disconnect::ServerShutdown,
+                    Some(Outbound::Unsendable(e)) => return Disconnect::Unsendable(e),
+                    Some(Outbound::Frame(bytes)) => bytes,
+                };
                 tokio::select! {
                     biased;
                     () = shared.kill.notified() => return Disconnect::QueueFull,
-                    w = wr.write_all(&out) => if let Err(e) = w { return Disconnect::Io(e.kind()) },
+                    w = wr.write_all(&bytes) => if let Err(e) = w { return Disconnect::Io(e.kind()) },
                 }
+                shared.queued.fetch_sub(bytes.len(), Ordering::Relaxed);
             }
             n = rd.read(&mut buf) => {
                 let n = match n {

@@ -666,6 +666,43 @@ async fn subscriber_that_cannot_take_the_snapshot_is_disconnected() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn subscriber_over_the_byte_bound_is_disconnected_like_over_the_frame_bound() {
+    // Plenty of frames, but only 128 KiB: eight ~40 KiB routes make a
+    // snapshot of about 320 KiB in 8 frames.
+    let mut h = Harness::start(ServerConfig {
+        outbound_queue: 1024,
+        outbound_bytes: 128 * 1024,
+        ..ServerConfig::default()
+    });
+    let admin = h.client().await;
+    for i in 0..8 {
+        admin
+            .register(big_registration(&format!("big{i}"), 40_000))
+            .await
+            .unwrap();
+    }
+    let gw = h.client().await;
+    assert_eq!(gw.subscribe_fib().await.unwrap_err(), ClientError::Closed);
+    assert_eq!(h.next_disconnect().await, Disconnect::QueueFull);
+    // Small replies on other connections stay within the bound.
+    assert_eq!(admin.status().await.unwrap().routes, 8);
+    let small = h.client().await;
+    for _ in 0..100 {
+        assert!(small.status().await.is_ok());
+    }
+}
+
+#[test]
+fn byte_bound_grows_with_the_route_table() {
+    use crate::ipc::server::DEFAULT_OUTBOUND_BYTES;
+    assert_eq!(
+        ServerConfig::outbound_bytes_for(100),
+        DEFAULT_OUTBOUND_BYTES
+    );
+    assert_eq!(ServerConfig::outbound_bytes_for(100_000), 100_000 * 1024);
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn stalled_subscriber_is_dropped_and_resubscribing_gets_a_fresh_snapshot() {
     let mut h = Harness::start(ServerConfig {
         outbound_queue: 128,
