@@ -161,6 +161,12 @@ impl Control {
         Ok(reply(grant, r.ignored))
     }
 
+    /// Sends the gateway's counters to agentd (`agentctl stats`).
+    pub async fn report_stats(&self, stats: ipc::GatewayStats) -> Result<(), ApiError> {
+        let link = self.link()?;
+        link.gateway_stats(stats).await.map_err(from_client)
+    }
+
     pub async fn unregister(
         &self,
         u: Unregistration,

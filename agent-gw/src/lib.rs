@@ -25,4 +25,5 @@ pub mod router;
 pub mod server;
 pub mod sources;
 pub mod state;
+pub mod stats;
 pub mod task;

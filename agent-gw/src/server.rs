@@ -211,6 +211,7 @@ pub async fn run(state: Rc<AppState>) -> io::Result<()> {
     agentd::log_notice!("listening sdk={}", listener.local_addr()?);
     tokio::task::spawn_local(crate::fib_sync::run(state.clone()));
     tokio::task::spawn_local(crate::task::live::expiry_driver(state.tasks.clone()));
+    tokio::task::spawn_local(crate::stats::report(state.clone()));
     serve(listener, state).await;
     Ok(())
 }

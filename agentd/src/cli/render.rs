@@ -349,7 +349,26 @@ pub fn stats_json(s: &StatsView) -> Value {
         .iter()
         .map(|(k, v)| (k.to_string(), json!(v)))
         .collect();
-    json!({ "counters": counters })
+    let gateway = s.gateway.as_ref().map(|g| {
+        let st = &g.stats;
+        json!({
+            "age_ms": g.age_ms,
+            "buffer": {"used": st.buffer_used, "limit": st.buffer_limit, "peak": st.buffer_peak},
+            "tasks": {"used": st.tasks, "capacity": st.task_capacity},
+            "refused": {
+                "budget": st.refused_budget,
+                "budget_tenant_share": st.refused_budget_tenant,
+                "budget_source_share": st.refused_budget_source,
+                "tasks_full": st.refused_tasks_full,
+                "tasks_tenant_share": st.refused_tasks_tenant,
+                "tasks_source_share": st.refused_tasks_source,
+            },
+            "history_degraded": st.history_degraded,
+            "results_released": st.results_released,
+            "stalled_followers": st.stalled_followers,
+        })
+    });
+    json!({ "counters": counters, "gateway": gateway })
 }
 
 pub fn stats_text(s: &StatsView) -> String {
@@ -357,5 +376,85 @@ pub fn stats_text(s: &StatsView) -> String {
     for (k, v) in &s.counters {
         t.row(vec![k.to_string(), v.to_string()]);
     }
-    t.render()
+    let mut out = t.render();
+    match &s.gateway {
+        None => out.push_str("\ngateway: no report from agent-gw yet\n"),
+        Some(g) => {
+            let st = &g.stats;
+            let mut t = Table::new(&["GATEWAY", "VALUE"]).right(1);
+            let pct = |used: u64, of: u64| match used.saturating_mul(100).checked_div(of) {
+                Some(p) => format!("{used}/{of} ({p}%)"),
+                None => format!("{used}/{of}"),
+            };
+            for (k, v) in [
+                ("buffer bytes", pct(st.buffer_used, st.buffer_limit)),
+                ("buffer peak", st.buffer_peak.to_string()),
+                ("tasks", pct(st.tasks, st.task_capacity)),
+                ("refused: budget full", st.refused_budget.to_string()),
+                (
+                    "refused: tenant budget share",
+                    st.refused_budget_tenant.to_string(),
+                ),
+                (
+                    "refused: source budget share",
+                    st.refused_budget_source.to_string(),
+                ),
+                (
+                    "refused: task table full",
+                    st.refused_tasks_full.to_string(),
+                ),
+                (
+                    "refused: tenant task share",
+                    st.refused_tasks_tenant.to_string(),
+                ),
+                (
+                    "refused: source task share",
+                    st.refused_tasks_source.to_string(),
+                ),
+                ("history degraded", st.history_degraded.to_string()),
+                ("results released", st.results_released.to_string()),
+                ("stalled followers", st.stalled_followers.to_string()),
+                ("report age", format!("{} ms", g.age_ms)),
+            ] {
+                t.row(vec![k.to_string(), v]);
+            }
+            out.push('\n');
+            out.push_str(&t.render());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipc::message::{GatewayStats, GatewayView};
+
+    #[test]
+    fn stats_show_the_gateway_report_in_json_and_text() {
+        let mut s = StatsView::default();
+        assert_eq!(stats_json(&s)["gateway"], Value::Null);
+        assert!(stats_text(&s).contains("no report from agent-gw"));
+        s.gateway = Some(GatewayView {
+            stats: GatewayStats {
+                buffer_used: 4 << 20,
+                buffer_limit: 16 << 20,
+                tasks: 3,
+                task_capacity: 512,
+                refused_budget: 7,
+                refused_tasks_source: 2,
+                ..GatewayStats::default()
+            },
+            age_ms: 900,
+        });
+        let j = stats_json(&s);
+        assert_eq!(j["gateway"]["buffer"]["used"], 4 << 20);
+        assert_eq!(j["gateway"]["buffer"]["limit"], 16 << 20);
+        assert_eq!(j["gateway"]["tasks"]["capacity"], 512);
+        assert_eq!(j["gateway"]["refused"]["budget"], 7);
+        assert_eq!(j["gateway"]["refused"]["tasks_source_share"], 2);
+        let t = stats_text(&s);
+        assert!(t.contains("4194304/16777216 (25%)"), "{t}");
+        assert!(t.contains("refused: budget full"), "{t}");
+    }
 }

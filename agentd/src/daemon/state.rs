@@ -18,9 +18,9 @@ use crate::config::{LoadError, Runtime, STATIC_ID_PREFIX};
 use crate::endpoint::{LocalAddrs, Refused};
 use crate::fib::FibChange;
 use crate::ipc::message::{
-    AgentPage, AgentView, AgentsQuery, ConfigProblem, ConflictReason, IpcError, LeaseGrant,
-    Registration, Renewal, RequestBody, ResponseBody, RoutePage, RouteView, RoutesQuery, StatsView,
-    StatusView, MAX_PAGE, MAX_STATUS_PROBLEMS,
+    AgentPage, AgentView, AgentsQuery, ConfigProblem, ConflictReason, GatewayStats, GatewayView,
+    IpcError, LeaseGrant, Registration, Renewal, RequestBody, ResponseBody, RoutePage, RouteView,
+    RoutesQuery, StatsView, StatusView, MAX_PAGE, MAX_STATUS_PROBLEMS,
 };
 use crate::owner::{may_act, Caller, Owner};
 use crate::policy::Policy;
@@ -57,6 +57,8 @@ pub struct State {
     started: Millis,
     software: Box<str>,
     counters: BTreeMap<Box<str>, u64>,
+    /// agent-gw's latest counters and when they arrived.
+    gateway: Option<(GatewayStats, Millis)>,
     /// The router's interface addresses, read at every endpoint check
     /// (the one input that is not an argument: tests replace it).
     local_addrs: fn() -> LocalAddrs,
@@ -84,6 +86,7 @@ impl State {
             started: now,
             software: software.into(),
             counters: BTreeMap::new(),
+            gateway: None,
             local_addrs: crate::endpoint::local_addrs,
         };
         let failure = match loaded {
@@ -258,7 +261,11 @@ impl State {
                 ))),
                 Vec::new(),
             ),
-            RequestBody::Stats => (Ok(ResponseBody::Stats(self.stats())), Vec::new()),
+            RequestBody::Stats => (Ok(ResponseBody::Stats(self.stats_at(now))), Vec::new()),
+            RequestBody::GatewayStats(s) => {
+                self.gateway = Some((s, now));
+                (Ok(ResponseBody::Noted), Vec::new())
+            }
             RequestBody::SubscribeFib | RequestBody::Reload => (
                 Err(IpcError::internal(
                     "request must be handled by the event loop",
@@ -760,12 +767,18 @@ impl State {
         AgentPage { agents, next }
     }
 
-    pub fn stats(&self) -> StatsView {
+    /// `agentctl stats` at `now`: our counters and the gateway's latest
+    /// report with its age.
+    pub fn stats_at(&self, now: Millis) -> StatsView {
         let mut counters = self.counters.clone();
         counters.insert("routes".into(), self.table.len() as u64);
         counters.insert("generation".into(), self.table.generation());
         counters.insert("config_generation".into(), self.config_generation);
-        StatsView { counters }
+        let gateway = self.gateway.map(|(stats, at)| GatewayView {
+            stats,
+            age_ms: now.saturating_sub(at),
+        });
+        StatsView { counters, gateway }
     }
 }
 

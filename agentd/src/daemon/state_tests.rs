@@ -531,7 +531,12 @@ fn restored_leases_are_cut_to_the_current_max_lease() {
         Some(Millis(5_000 + 600_000)),
         "cut to now + max_lease"
     );
-    assert_eq!(new.stats().counters.get("leases.restore_clamped"), Some(&1));
+    assert_eq!(
+        new.stats_at(Millis(6_000))
+            .counters
+            .get("leases.restore_clamped"),
+        Some(&1)
+    );
     // The remembered length is within the bounds too.
     let reply = new
         .handle(RequestBody::Renew(Renewal::of(id)), Millis(6_000))
@@ -776,4 +781,25 @@ config agent 'pin_printer'
         0,
     )
     .unwrap();
+}
+
+#[test]
+fn the_gateway_report_is_kept_and_shown_in_stats_with_its_age() {
+    use crate::ipc::message::GatewayStats;
+    let mut s = started("");
+    let stats = |s: &mut State, now: u64| match s.handle(RequestBody::Stats, Millis(now)).reply {
+        Ok(ResponseBody::Stats(v)) => v,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(stats(&mut s, 2_000).gateway, None);
+    let report = GatewayStats {
+        buffer_used: 100,
+        buffer_limit: 16 << 20,
+        refused_budget: 3,
+        ..GatewayStats::default()
+    };
+    let r = s.handle(RequestBody::GatewayStats(report), Millis(3_000));
+    assert_eq!(r.reply, Ok(ResponseBody::Noted));
+    let g = stats(&mut s, 4_500).gateway.unwrap();
+    assert_eq!((g.stats, g.age_ms), (report, 1_500));
 }

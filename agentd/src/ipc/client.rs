@@ -32,9 +32,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::fib::FibEvent;
 use crate::ipc::frame::{self, FrameDecoder, FrameError};
 use crate::ipc::message::{
-    AgentPage, AgentsQuery, Hello, IpcError, LeaseGrant, LookupQuery, LookupView, Registration,
-    Renewal, Request, RequestBody, ResponseBody, RoutePage, RoutesQuery, ServerMsg, StatsView,
-    StatusView, CONNECTION_ERROR_ID, PROTOCOL_VERSION,
+    AgentPage, AgentsQuery, GatewayStats, Hello, IpcError, LeaseGrant, LookupQuery, LookupView,
+    Registration, Renewal, Request, RequestBody, ResponseBody, RoutePage, RoutesQuery, ServerMsg,
+    StatsView, StatusView, CONNECTION_ERROR_ID, PROTOCOL_VERSION,
 };
 use crate::owner::Caller;
 use crate::route::RouteId;
@@ -334,6 +334,14 @@ impl Client {
         match self.call(RequestBody::Stats).await {
             Ok(ResponseBody::Stats(s)) => Ok(s),
             other => Err(expect_err("stats", other)),
+        }
+    }
+
+    /// agent-gw's report of its counters (see [`GatewayStats`]).
+    pub async fn gateway_stats(&self, stats: GatewayStats) -> Result<(), ClientError> {
+        match self.call(RequestBody::GatewayStats(stats)).await {
+            Ok(ResponseBody::Noted) => Ok(()),
+            other => Err(expect_err("noted", other)),
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::route::{self, Access, Attributes, Contract, RouteId, RouteSource};
 use crate::time::Millis;
 
 /// Bumped whenever any message other than `Hello` changes its encoding.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -97,6 +97,10 @@ pub enum RequestBody {
     Reload,
     /// → `Stats`.
     Stats,
+    /// agent-gw's own counters (buffer budget, task table, refusals), sent
+    /// when they change (at most once a second, and every few seconds
+    /// anyway) → `Noted`. agentd keeps the latest for `Stats`.
+    GatewayStats(GatewayStats),
 }
 
 impl RequestBody {
@@ -114,6 +118,7 @@ impl RequestBody {
             RequestBody::Lookup { .. } => "lookup",
             RequestBody::Reload => "reload",
             RequestBody::Stats => "stats",
+            RequestBody::GatewayStats(_) => "gateway_stats",
         }
     }
 
@@ -336,6 +341,8 @@ pub enum ResponseBody {
         route_ids: Vec<RouteId>,
         generation: u64,
     },
+    /// The report was kept.
+    Noted,
 }
 
 impl ResponseBody {
@@ -351,6 +358,7 @@ impl ResponseBody {
             ResponseBody::Reloaded { .. } => "reloaded",
             ResponseBody::Stats(_) => "stats",
             ResponseBody::Flushed { .. } => "flushed",
+            ResponseBody::Noted => "noted",
         }
     }
 }
@@ -534,10 +542,51 @@ pub struct LookupView {
     pub rejections: BTreeMap<Box<str>, u64>,
 }
 
-/// `agentctl stats`: named counters.
+/// `agentctl stats`: named counters, and the gateway's latest report.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatsView {
     pub counters: BTreeMap<Box<str>, u64>,
+    /// `None` until an agent-gw reported.
+    pub gateway: Option<GatewayView>,
+}
+
+/// What agent-gw reports about its memory budget and task table. Fixed
+/// fields (no maps, no strings): decoding stays bounded and typed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayStats {
+    /// `buffer_budget` in use / its limit / the most ever in use.
+    pub buffer_used: u64,
+    pub buffer_limit: u64,
+    pub buffer_peak: u64,
+    /// Tasks held / `task_capacity`.
+    pub tasks: u64,
+    pub task_capacity: u64,
+    /// New async/stream work refused because the whole budget was used
+    /// (503 overloaded), or a tenant's / a client address's share of it
+    /// (429 share_exceeded).
+    pub refused_budget: u64,
+    pub refused_budget_tenant: u64,
+    pub refused_budget_source: u64,
+    /// Refused because the task table was full (503 task_table_full), or a
+    /// tenant's / address's share of it was held (429 share_exceeded).
+    pub refused_tasks_full: u64,
+    pub refused_tasks_tenant: u64,
+    pub refused_tasks_source: u64,
+    /// Stream events pushed with a degraded history bound (budget full).
+    pub history_degraded: u64,
+    /// Finished async tasks released when their result was fetched.
+    pub results_released: u64,
+    /// Stream followers detached for taking no bytes.
+    pub stalled_followers: u64,
+}
+
+/// The gateway's latest report as agentd holds it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayView {
+    pub stats: GatewayStats,
+    /// Milliseconds since it arrived (agent-gw reports at least every few
+    /// seconds; a large age means the gateway is gone or stuck).
+    pub age_ms: u64,
 }
 
 #[cfg(test)]
@@ -719,8 +768,15 @@ mod tests {
     fn admin_views_serialise_to_plain_json() {
         let mut counters = BTreeMap::new();
         counters.insert("requests".into(), 3);
-        let stats = serde_json::to_value(StatsView { counters }).unwrap();
-        assert_eq!(stats, serde_json::json!({"counters": {"requests": 3}}));
+        let stats = serde_json::to_value(StatsView {
+            counters,
+            gateway: None,
+        })
+        .unwrap();
+        assert_eq!(
+            stats,
+            serde_json::json!({"counters": {"requests": 3}, "gateway": null})
+        );
         let route = route::Route {
             id: RouteId::new("r-1").unwrap(),
             capability: "demo.echo".into(),

@@ -1,0 +1,90 @@
+//! The gateway's counters reported to agentd (`agentctl stats` shows them
+//! under `gateway`): buffer budget use, task table use, refusals per
+//! reason. Change-driven and throttled: a report goes out when the
+//! counters changed, at most once per [`MIN_INTERVAL`], and at least every
+//! [`MAX_INTERVAL`] (so a restarted agentd learns them again and a stale
+//! report shows its age).
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use agentd::ipc::message::GatewayStats;
+
+use crate::state::AppState;
+
+/// Shortest time between two reports.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// Longest time without a report while agentd is reachable.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The counters now.
+pub fn snapshot(state: &AppState) -> GatewayStats {
+    let (tasks, capacity, t) = {
+        let table = state.tasks.borrow_mut();
+        (table.len(), table.config().capacity, table.stats())
+    };
+    let ledger = state.budget.ledger();
+    let b = ledger.stats();
+    GatewayStats {
+        buffer_used: ledger.used() as u64,
+        buffer_limit: ledger.config().limit as u64,
+        buffer_peak: b.peak as u64,
+        tasks: tasks as u64,
+        task_capacity: capacity as u64,
+        refused_budget: b.refused_total,
+        refused_budget_tenant: b.refused_tenant,
+        refused_budget_source: b.refused_source,
+        refused_tasks_full: t.refused_full,
+        refused_tasks_tenant: t.refused_tenant_share,
+        refused_tasks_source: t.refused_source_share,
+        history_degraded: t.history_degraded,
+        results_released: t.released,
+        stalled_followers: state.stream_stats.get().stalled_detached,
+    }
+}
+
+/// Whether a report is due: changed counters after `MIN_INTERVAL`, or
+/// `MAX_INTERVAL` since the last one. (Pure, for tests.)
+pub fn due(last: Option<&GatewayStats>, now: &GatewayStats, since_last: Duration) -> bool {
+    match last {
+        None => true,
+        Some(l) => since_last >= MAX_INTERVAL || (l != now && since_last >= MIN_INTERVAL),
+    }
+}
+
+/// Reports to agentd for as long as the gateway runs. A failed report is
+/// retried at the next tick (agentd may be restarting).
+pub async fn report(state: Rc<AppState>) {
+    let mut last: Option<GatewayStats> = None;
+    let mut sent_at = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(MIN_INTERVAL).await;
+        let now = snapshot(&state);
+        if !due(last.as_ref(), &now, sent_at.elapsed()) {
+            continue;
+        }
+        match state.control.report_stats(now).await {
+            Ok(()) => {
+                last = Some(now);
+                sent_at = tokio::time::Instant::now();
+            }
+            Err(_) => last = None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_on_change_throttled_and_periodically() {
+        let a = GatewayStats::default();
+        let b = GatewayStats { tasks: 1, ..a };
+        assert!(due(None, &a, Duration::ZERO));
+        assert!(!due(Some(&a), &a, MIN_INTERVAL), "unchanged");
+        assert!(!due(Some(&a), &b, Duration::from_millis(10)), "throttled");
+        assert!(due(Some(&a), &b, MIN_INTERVAL), "changed");
+        assert!(due(Some(&a), &a, MAX_INTERVAL), "periodic");
+    }
+}
