@@ -146,7 +146,9 @@ class Backend:
             req.send_header("Connection", "close")
             req.end_headers()
             pace_ms = int(payload.get("pace_ms", 0)) if isinstance(payload, dict) else 0
-            chunks = [f"id: {n}\nevent: message\ndata: {json.dumps({'n': n})}\n\n" for n in range(1, count + 1)]
+            size = int(payload.get("size", 0)) if isinstance(payload, dict) else 0
+            pad = {"pad": "x" * size} if size else {}
+            chunks = [f"id: {n}\nevent: message\ndata: {json.dumps({'n': n, **pad})}\n\n" for n in range(1, count + 1)]
             chunks.append(": nexus-stream-complete\n\n")
             try:
                 if pace_ms:
