@@ -27,6 +27,10 @@ use super::history::{event_cost, CursorError, Event, History};
 use super::id::{TaskId, TaskToken};
 use super::TaskError;
 
+mod release;
+mod shares;
+use release::Released;
+
 /// Table and history bounds (from the `gateway` section).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskConfig {
@@ -342,21 +346,6 @@ pub struct TableStats {
     pub history_degraded: u64,
 }
 
-/// A finished async task whose outcome was fetched: its slot and bytes are
-/// free; this small record answers later status calls.
-#[derive(Debug)]
-struct Released {
-    id: TaskId,
-    token: TaskToken,
-    tenant: String,
-    state: TaskState,
-    capability: String,
-    route_id: Option<RouteId>,
-    result_status: Option<u16>,
-    /// The task's original expiry: after it, `task_expired`.
-    expires: Millis,
-}
-
 #[derive(Debug)]
 pub struct TaskTable {
     cfg: TaskConfig,
@@ -423,58 +412,6 @@ impl TaskTable {
 
     pub fn stats(&self) -> TableStats {
         self.stats
-    }
-
-    /// Most slots one tenant / one client address may hold.
-    pub fn tenant_slots(&self) -> usize {
-        BudgetConfig::share(self.cfg.capacity, self.cfg.tenant_share_percent)
-    }
-
-    pub fn source_slots(&self) -> usize {
-        BudgetConfig::share(self.cfg.capacity, self.cfg.source_share_percent)
-    }
-
-    pub fn tenant_len(&self, tenant: &str) -> usize {
-        self.per_tenant.get(tenant).copied().unwrap_or(0)
-    }
-
-    pub fn source_len(&self, source: IpAddr) -> usize {
-        self.per_source.get(&source).copied().unwrap_or(0)
-    }
-
-    /// When `t` leaves the table by itself: its expiry once finished, the
-    /// end of its deadline plus `ttl` while an async task runs, its idle
-    /// deadline while a stream is unfollowed; `None` while a followed
-    /// stream runs (no end is known).
-    fn frees_at(&self, t: &Task) -> Option<Millis> {
-        let ttl = self.cfg.ttl_ms;
-        if let Some(f) = t.finished {
-            return Some(f.saturating_add_ms(ttl));
-        }
-        match t.kind {
-            TaskKind::Async => t.deadline.map(|d| d.saturating_add_ms(ttl)),
-            TaskKind::Stream => t.detached_at.map(|d| d.saturating_add_ms(ttl)),
-        }
-    }
-
-    /// The earliest moment a slot of the matching tasks frees by itself.
-    fn slot_frees_at(&self, matches: impl Fn(&Task) -> bool) -> Option<Millis> {
-        self.tasks
-            .values()
-            .filter(|t| matches(t))
-            .filter_map(|t| self.frees_at(t))
-            .min()
-    }
-
-    /// Updates the budget's release hint of task `id` after a state change.
-    fn hint(&self, id: &TaskId) {
-        if let Some(t) = self.tasks.get(id) {
-            t.bytes.set_free_at(self.frees_at(t));
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tasks.is_empty()
     }
 
     /// Admits a task, or refuses with [`TaskError::Full`] — the caller must
@@ -703,67 +640,6 @@ impl TaskTable {
     /// so the caller may retry with the same stream `task_id`.
     pub fn remove(&mut self, id: &TaskId) {
         self.take(id);
-    }
-
-    /// The caller fetched the outcome of finished async task `id`: its
-    /// slot and bytes are freed at once (so a client that collects its
-    /// results never waits for `ttl`), and a small record answers later
-    /// status calls with `result_released` until the original expiry.
-    /// Returns whether the task was released.
-    pub fn release(&mut self, id: &TaskId) -> bool {
-        let releasable = self
-            .tasks
-            .get(id)
-            .is_some_and(|t| t.kind == TaskKind::Async && t.state.is_terminal());
-        if !releasable {
-            return false;
-        }
-        let Some(t) = self.take(id) else {
-            return false;
-        };
-        if self.released.len() == self.cfg.capacity.max(1) {
-            self.released.pop_front();
-        }
-        self.released.push_back(Released {
-            id: t.id,
-            token: t.token.clone(),
-            tenant: t.tenant.clone(),
-            state: t.state,
-            capability: t.capability.clone(),
-            route_id: t.route_id.clone(),
-            result_status: t.result.as_ref().map(|r| r.status),
-            expires: t
-                .finished
-                .unwrap_or(Millis::ZERO)
-                .saturating_add_ms(self.cfg.ttl_ms),
-        });
-        self.stats.released += 1;
-        true
-    }
-
-    /// The status document of a released task for its own caller, or
-    /// `None` (unknown, wrong token, other tenant).
-    pub fn released_status(
-        &self,
-        id: &TaskId,
-        token: &[u8],
-        tenant: Option<&str>,
-        now: Millis,
-    ) -> Option<Value> {
-        let r = self.released.iter().find(|r| r.id == *id)?;
-        if !r.token.matches(token) || tenant.is_some_and(|t| t != r.tenant) {
-            return None;
-        }
-        Some(json!({
-            "task_id": r.id.to_string(),
-            "status": r.state.as_str(),
-            "kind": "async",
-            "capability": r.capability,
-            "route_id": r.route_id.as_ref().map(|r| r.as_str()),
-            "result_released": true,
-            "result_status": r.result_status,
-            "expires_in_ms": r.expires.saturating_sub(now),
-        }))
     }
 
     /// A follower attaches to a stream at `cursor`: the stream is no longer
