@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use crate::cli::args::{Arg, Parser, UsageError};
 
 /// The UCI file OpenWrt keeps our configuration in.
-pub const DEFAULT_CONFIG: &str = "/etc/config/agentd";
+pub const DEFAULT_CONFIG: &str = uci_schema::DEFAULT_PATH;
 
 pub const USAGE: &str = "\
 usage: agentd [--config FILE | -c DIR] [-f] [--socket PATH] [--demo]
