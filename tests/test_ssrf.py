@@ -120,3 +120,21 @@ def test_lab_mode_still_refuses_the_gateways_own_invoke_url(make_stack, backend)
     r = stack.http.post("/agent/v1/invoke", envelope("ssrf.lab", {"n": 1}))
     assert r.status == 200, r.describe()
     assert len(backend.calls("ssrf.lab")) == 1
+
+
+def test_one_set_of_rules_for_attributes_and_ports(router):
+    """Proves that the register and renew decoders refuse what agentd and
+    the forwarder refuse (one shared model): `load_permille` beyond the
+    schema's 0–1000, `trust` beyond 100 and port 0 are 400 `invalid_field`
+    naming the field; a URL without a port means port 80 everywhere."""
+    stack, headers = router
+    for extra, field in (({"load_permille": 5000}, "load_permille"), ({"trust": 101}, "trust")):
+        r = stack.http.post("/agent/v1/register", {**registration("attr.x", "http://192.0.2.77:8080/x"), **extra}, headers=headers)
+        assert r.status == 400 and r.error_code() == "invalid_field", r.describe()
+        assert field in r.json()["error"]["message"], r.describe()
+    r = stack.http.post("/agent/v1/register", registration("attr.x", "http://192.0.2.77:0/x"), headers=headers)
+    assert r.status == 400 and r.error_code() == "invalid_field", r.describe()
+    info = stack.register(registration("attr.x", "http://192.0.2.77/x"), headers=headers)
+    r = stack.http.post("/agent/v1/renew", {"route_id": info["route_id"], "load_permille": 1001}, headers=headers)
+    assert r.status == 400 and r.error_code() == "invalid_field", r.describe()
+    assert [x["load"] for x in stack.routes()] == [0], stack.routes()

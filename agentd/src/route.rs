@@ -133,10 +133,92 @@ pub struct Attributes {
     pub latency_ms: u64,
     /// Cost in millionths of a unit.
     pub cost_micros: u64,
-    /// Load in ‰ (0–1000 by convention; larger values only rank worse).
+    /// Load in ‰, 0–1000 (the schema's `route.load` range, checked by
+    /// [`Attributes::check`] on every way in).
     pub load_permille: u64,
-    /// Trust 0–100; values above 100 count as 100.
+    /// Trust 0–100 (the schema's `route.trust` range).
     pub trust: u64,
+}
+
+/// The inclusive range of a route attribute, as the `route` section of
+/// the schema declares it (`latency_ms`, `cost`, `load`, `trust`,
+/// `version`): registrations, renewals, static routes and the gateway's
+/// decoder all accept exactly what a static route may say.
+pub fn attr_range(option: &str) -> (u64, u64) {
+    match uci_schema::schema::section_spec("route")
+        .and_then(|s| s.option(option))
+        .map(|o| o.kind)
+    {
+        Some(uci_schema::schema::Kind::UInt { min, max }) => (min, max),
+        _ => (0, u64::MAX),
+    }
+}
+
+/// The schema default of a route attribute (`trust` 50, ...).
+pub fn attr_default(option: &str) -> u64 {
+    match uci_schema::schema::section_spec("route")
+        .and_then(|s| s.option(option))
+        .map(|o| o.default)
+    {
+        Some(uci_schema::schema::DefaultValue::Text(t)) => t.parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// An attribute outside its schema range. `field` is the SDK API name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttrError {
+    pub field: &'static str,
+    pub value: u64,
+    pub min: u64,
+    pub max: u64,
+}
+
+impl fmt::Display for AttrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} is outside {}..={}",
+            self.field, self.value, self.min, self.max
+        )
+    }
+}
+
+/// The SDK API field of each attribute and its `route` option.
+pub const ATTR_FIELDS: [(&str, &str); 4] = [
+    ("latency_ms", "latency_ms"),
+    ("cost_microunits", "cost"),
+    ("load_permille", "load"),
+    ("trust", "trust"),
+];
+
+/// Checks `value` of SDK field `field` against its schema range.
+pub fn check_attr(field: &'static str, value: u64) -> Result<(), AttrError> {
+    let option = ATTR_FIELDS
+        .iter()
+        .find(|(f, _)| *f == field)
+        .map_or(field, |(_, o)| o);
+    let (min, max) = attr_range(option);
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(AttrError {
+            field,
+            value,
+            min,
+            max,
+        })
+    }
+}
+
+impl Attributes {
+    /// Every attribute within its schema range.
+    pub fn check(&self) -> Result<(), AttrError> {
+        check_attr("latency_ms", self.latency_ms)?;
+        check_attr("cost_microunits", self.cost_micros)?;
+        check_attr("load_permille", self.load_permille)?;
+        check_attr("trust", self.trust)
+    }
 }
 
 /// Effect class of a capability's contract.
@@ -251,6 +333,42 @@ mod tests {
         assert!(check_agent_uri("http://lab/printer").is_err());
         assert!(check_agent_uri("agent://lab").is_err());
         assert!(check_agent_uri("agent://la b/x").is_err());
+    }
+
+    #[test]
+    fn attribute_ranges_come_from_the_schema_table() {
+        assert_eq!(attr_range("load"), (0, 1000));
+        assert_eq!(attr_range("trust"), (0, 100));
+        assert_eq!(attr_range("latency_ms"), (0, u64::MAX));
+        assert_eq!(attr_range("version"), (1, u64::from(u32::MAX)));
+        assert_eq!(attr_default("trust"), 50);
+        let ok = Attributes {
+            latency_ms: 3,
+            cost_micros: 0,
+            load_permille: 1000,
+            trust: 100,
+        };
+        assert_eq!(ok.check(), Ok(()));
+        let e = Attributes {
+            load_permille: 5000,
+            ..ok
+        }
+        .check()
+        .unwrap_err();
+        assert_eq!((e.field, e.min, e.max), ("load_permille", 0, 1000));
+        assert_eq!(e.to_string(), "load_permille 5000 is outside 0..=1000");
+        assert_eq!(
+            Attributes { trust: 101, ..ok }.check().unwrap_err().field,
+            "trust"
+        );
+        for (_, option) in ATTR_FIELDS {
+            assert!(
+                uci_schema::schema::section_spec("route")
+                    .and_then(|s| s.option(option))
+                    .is_some(),
+                "route.{option} is in the schema"
+            );
+        }
     }
 
     #[test]

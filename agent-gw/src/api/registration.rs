@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-use agentd::route::{Access, Attributes, Contract, Effect, RouteId};
+use agentd::route::{attr_default, Access, Attributes, Contract, Effect, RouteId};
 
 use crate::api::envelope::DecodeError;
 use crate::api::fields::{self, err, Problem};
@@ -117,6 +117,17 @@ fn endpoint(doc: &Map<String, Value>, required: bool) -> Result<Option<Box<str>>
     }
 }
 
+/// An optional route attribute in the range the schema gives it (the same
+/// rule agentd applies: `agentd::route::check_attr`).
+fn attr(doc: &Map<String, Value>, field: &'static str) -> Result<Option<u64>, DecodeError> {
+    let option = agentd::route::ATTR_FIELDS
+        .iter()
+        .find(|(f, _)| *f == field)
+        .map_or(field, |(_, o)| o);
+    let (min, max) = agentd::route::attr_range(option);
+    Ok(fields::opt_uint(doc, field, min, max)?)
+}
+
 fn contract(doc: &Map<String, Value>) -> Result<Option<Contract>, DecodeError> {
     let Some(c) = fields::opt_object(doc, "contract")? else {
         return Ok(None);
@@ -180,10 +191,10 @@ impl Registration {
             .map_err(|_| err("tenant", Problem::Invalid("not a tenant name")))?;
         let region = fields::opt_str(&doc, "region", agentd::route::MAX_ID_LEN)?.unwrap_or("local");
         let attrs = Attributes {
-            latency_ms: fields::opt_uint(&doc, "latency_ms", 0, u64::MAX)?.unwrap_or(0),
-            cost_micros: fields::opt_uint(&doc, "cost_microunits", 0, u64::MAX)?.unwrap_or(0),
-            load_permille: fields::opt_uint(&doc, "load_permille", 0, u64::MAX)?.unwrap_or(0),
-            trust: fields::opt_uint(&doc, "trust", 0, 100)?.unwrap_or(50),
+            latency_ms: attr(&doc, "latency_ms")?.unwrap_or(attr_default("latency_ms")),
+            cost_micros: attr(&doc, "cost_microunits")?.unwrap_or(attr_default("cost")),
+            load_permille: attr(&doc, "load_permille")?.unwrap_or(attr_default("load")),
+            trust: attr(&doc, "trust")?.unwrap_or(attr_default("trust")),
         };
         fields::opt_uint(&doc, "hop_count", 0, 255)?;
         let lease_seconds = fields::opt_uint(&doc, "lease_seconds", 1, MAX_LEASE_REQUEST_S)?;
@@ -219,8 +230,8 @@ impl Renewal {
         Ok(Renewal {
             route_id: route_id(&doc)?.ok_or(err("route_id", Problem::Missing))?,
             lease_seconds: fields::opt_uint(&doc, "lease_seconds", 1, MAX_LEASE_REQUEST_S)?,
-            latency_ms: fields::opt_uint(&doc, "latency_ms", 0, u64::MAX)?,
-            load_permille: fields::opt_uint(&doc, "load_permille", 0, u64::MAX)?,
+            latency_ms: attr(&doc, "latency_ms")?,
+            load_permille: attr(&doc, "load_permille")?,
             healthy: fields::opt_bool(&doc, "healthy")?,
             endpoint: endpoint(&doc, false)?,
             ignored: ignored(&doc),
@@ -285,6 +296,28 @@ mod tests {
         let e = reg(r#"{"intent":"x","origin":"agent://lab/e","endpoint":"http://h:1/","tenant":"lab","trust":101}"#)
             .unwrap_err();
         assert!(e.to_string().contains("trust"), "{e}");
+    }
+
+    #[test]
+    fn attribute_and_port_rules_are_the_shared_models() {
+        let base = r#"{"intent":"x","origin":"agent://lab/e","endpoint":"http://192.0.2.5:1/","tenant":"lab""#;
+        let e = reg(&format!(r#"{base},"load_permille":5000}}"#)).unwrap_err();
+        assert!(e.to_string().contains("load_permille"), "{e}");
+        assert!(reg(&format!(r#"{base},"load_permille":1000}}"#)).is_ok());
+        let e = Renewal::decode(&Bytes::from_static(
+            br#"{"route_id":"r-1","load_permille":1001}"#,
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("load_permille"), "{e}");
+        let port0 = base.replace(":1/", ":0/") + "}";
+        assert!(reg(&port0).unwrap_err().to_string().contains("port"));
+        // No port means 80, as agentd and the forwarder read it too.
+        let r = reg(&(base.replace(":1/", "/") + "}")).unwrap();
+        assert_eq!(
+            agentd::endpoint::Endpoint::parse(&r.endpoint).unwrap().port,
+            80
+        );
+        assert_eq!(reg(&(base.to_string() + "}")).unwrap().attrs.trust, 50);
     }
 
     #[test]

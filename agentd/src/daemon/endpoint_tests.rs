@@ -187,3 +187,18 @@ fn static_routes_name_loopback_only_with_their_own_leave() {
         "{listener}"
     );
 }
+
+#[test]
+fn renewals_keep_attributes_in_the_schema_ranges() {
+    let mut s = state("", "");
+    let id = register(&mut s, "http://192.0.2.20:8080/invoke").unwrap();
+    let mut r = Renewal::of(id.clone());
+    r.load_permille = Some(5000);
+    let h = s.handle(RequestBody::Renew(r), Millis(2_000));
+    assert!(
+        matches!(&h.reply, Err(IpcError::Invalid { field, .. }) if &**field == "load_permille"),
+        "{:?}",
+        h.reply
+    );
+    assert_eq!(s.table().get(&id).unwrap().attrs.load_permille, 0);
+}

@@ -466,6 +466,14 @@ impl State {
         now: Millis,
     ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
         let mut route = self.owned(&r.route_id, r.caller.as_ref())?.clone();
+        for (field, v) in [
+            ("latency_ms", r.latency_ms),
+            ("load_permille", r.load_permille),
+        ] {
+            if let Some(v) = v {
+                crate::route::check_attr(field, v).map_err(|e| IpcError::invalid(field, e))?;
+            }
+        }
         if let Some(endpoint) = &r.endpoint {
             self.check_endpoint(endpoint)?;
             route.endpoint = endpoint.clone();

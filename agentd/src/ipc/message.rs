@@ -190,6 +190,7 @@ impl Registration {
             }
         }
         check_endpoint(&self.endpoint).map_err(|r| invalid("endpoint", &r))?;
+        self.attrs.check().map_err(|e| invalid(e.field, &e))?;
         if self.region.len() > MAX_TEXT_LEN {
             return Err(invalid(
                 "region",
@@ -617,6 +618,22 @@ mod tests {
             Err(IpcError::Invalid { field, .. }) => field.into(),
             other => format!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn attributes_outside_the_schema_ranges_are_refused_naming_the_field() {
+        let mut r = registration();
+        r.attrs.load_permille = 5000;
+        assert_eq!(field_of(r.validate()), "load_permille");
+        let mut r = registration();
+        r.attrs.trust = 101;
+        assert_eq!(field_of(r.validate()), "trust");
+        let mut r = registration();
+        r.endpoint = "http://192.0.2.10:0/".into();
+        assert_eq!(field_of(r.validate()), "endpoint");
+        let mut r = registration();
+        r.endpoint = "https://192.0.2.10:443/".into();
+        assert_eq!(field_of(r.validate()), "endpoint");
     }
 
     #[test]
