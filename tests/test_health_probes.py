@@ -8,7 +8,8 @@ The handler listener is a counting TCP server in a network namespace host
 Measuring mode: `AGENTD_PROBE_ROUTES=10000 pytest -s tests/test_health_probes.py
 -k one_probe_per_interval` registers that many routes (spread over origins so
 per-origin quotas stay at their defaults) and prints the probe connections
-per second the listener saw.
+per second the listener saw (`AGENTD_PROBE_INTERVAL=5` for the default
+interval).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from harness.poll import wait_for
 
 COUNT_SERVER = Path(__file__).resolve().parent / "agents" / "count_server.py"
 PORT = 18080
-INTERVAL_S = 1
+INTERVAL_S = int(os.environ.get("AGENTD_PROBE_INTERVAL", "1"))
 ROUTES = int(os.environ.get("AGENTD_PROBE_ROUTES", "300"))
 ROUTES_PER_ORIGIN = 10
 # Counting window, in intervals.

@@ -20,13 +20,12 @@ use crate::api::error::{ApiError, ErrorCode};
 use crate::body::{guarded, with_deadline, Body};
 use crate::budget::Holder;
 use crate::endpoints::streams::{self, Dispatch, Plan};
-use crate::endpoints::{authenticate, json, read_body, tasks, Ctx, Need};
+use crate::endpoints::{authenticate, inflight_slot, json, read_body, tasks, Ctx, Need};
 use crate::fib_sync::Ranked;
 use crate::forward::deadline::{budget_ms, Deadline};
 use crate::forward::retry::CallKind;
 use crate::forward::{relay_response, Candidate, Outgoing};
-use crate::limits::{InflightFull, InflightGuard};
-use crate::sources::Cap;
+use crate::limits::InflightGuard;
 
 // Pre-parsed names: a `&str` lookup parses the name on every request.
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -44,11 +43,7 @@ struct Admitted {
 }
 
 async fn admit(cx: &Ctx, parts: &Parts, body: Incoming, need: Need) -> Result<Admitted, ApiError> {
-    let guard = cx
-        .state
-        .inflight
-        .try_acquire(cx.peer.ip())
-        .map_err(|full| inflight_refused(cx, full))?;
+    let guard = inflight_slot(cx)?;
     let who = authenticate(cx, parts, need)?;
     let bytes = read_body(cx, parts, body).await?;
     let mut env = Envelope::decode(bytes)?;
@@ -67,25 +62,6 @@ async fn admit(cx: &Ctx, parts: &Parts, body: Incoming, need: Need) -> Result<Ad
             .retry_after_ms(wait_ms.min(60_000))
         })?;
     Ok(Admitted { env, guard })
-}
-
-/// The typed refusal of a full in-flight cap, logged (rate-limited).
-pub(crate) fn inflight_refused(cx: &Ctx, full: InflightFull) -> ApiError {
-    let (cap, reason) = match full {
-        InflightFull::Total { .. } => (Cap::Inflight, "inflight"),
-        InflightFull::Source { .. } => (Cap::InflightPerSource, "source_inflight"),
-    };
-    if let Some(line) = cx
-        .state
-        .cap_log
-        .borrow_mut()
-        .refused(cap, &full, Millis::now())
-    {
-        agentd::log_warn!("{line}");
-    }
-    ApiError::new(ErrorCode::Overloaded, format!("{full}; retry shortly"))
-        .reason(reason)
-        .retry_after_ms(1000)
 }
 
 fn query(env: &Envelope) -> Query<'_> {

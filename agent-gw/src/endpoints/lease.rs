@@ -74,11 +74,7 @@ const MAX_RETRY_MS: u64 = 60_000;
 /// leaves the body unread, so it says `Connection: close` (the client
 /// reconnects instead of writing into a connection being closed).
 pub fn admit_control(cx: &Ctx) -> Result<InflightGuard, ApiError> {
-    let guard = cx
-        .state
-        .inflight
-        .try_acquire(cx.peer.ip())
-        .map_err(|full| super::invoke::inflight_refused(cx, full).close())?;
+    let guard = super::inflight_slot(cx).map_err(ApiError::close)?;
     let source = cx.peer.ip().to_canonical();
     cx.state
         .control_limiter

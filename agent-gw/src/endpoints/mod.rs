@@ -24,6 +24,8 @@ use agentd::owner::{Caller, Proof};
 
 use crate::auth::{Caller as AuthCaller, Scope, UnixSeconds};
 use crate::body::{full, read_limited, Body};
+use crate::limits::{InflightFull, InflightGuard};
+use crate::sources::Cap;
 use crate::state::AppState;
 
 /// Per-request context.
@@ -108,6 +110,30 @@ pub fn authenticate(cx: &Ctx, parts: &Parts, need: Need) -> Result<Option<Verifi
         })),
         Err(e) => Err(e.into()),
     }
+}
+
+/// A slot under the in-flight caps (in total and for the caller's
+/// source), or the typed refusal: 503 `overloaded` with reason `inflight`
+/// or `source_inflight` and `Retry-After: 1`, logged rate-limited. Every
+/// endpoint that holds work in flight takes its slot here.
+pub fn inflight_slot(cx: &Ctx) -> Result<InflightGuard, ApiError> {
+    cx.state.inflight.try_acquire(cx.peer.ip()).map_err(|full| {
+        let (cap, reason) = match full {
+            InflightFull::Total { .. } => (Cap::Inflight, "inflight"),
+            InflightFull::Source { .. } => (Cap::InflightPerSource, "source_inflight"),
+        };
+        if let Some(line) =
+            cx.state
+                .cap_log
+                .borrow_mut()
+                .refused(cap, &full, agentd::time::Millis::now())
+        {
+            agentd::log_warn!("{line}");
+        }
+        ApiError::new(ErrorCode::Overloaded, format!("{full}; retry shortly"))
+            .reason(reason)
+            .retry_after_ms(1000)
+    })
 }
 
 /// Reads the whole body within the configured request size limit.
