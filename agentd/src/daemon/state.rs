@@ -309,8 +309,12 @@ impl State {
     /// name passes here; the gateway resolves it at registration and
     /// again at connect time, and checks every address with the same
     /// [`crate::endpoint::Guard`].
-    fn check_endpoint(&self, endpoint: &str) -> Result<(), IpcError> {
-        crate::endpoint::check_url(endpoint, &self.runtime.endpoints, &(self.local_addrs)())
+    fn check_endpoint(&self, origin: &str, endpoint: &str) -> Result<(), IpcError> {
+        let guard = crate::endpoint::Guard {
+            allow_loopback: self.loopback_allowed(origin),
+            ..self.runtime.endpoints.clone()
+        };
+        crate::endpoint::check_url(endpoint, &guard, &(self.local_addrs)())
             .map(|_| ())
             .map_err(|e| match e {
                 Refused::Invalid(e) => IpcError::invalid("endpoint", e),
@@ -319,6 +323,20 @@ impl State {
                     reason,
                 },
             })
+    }
+
+    /// Whether `origin`'s endpoints may be loopback or the router's own
+    /// addresses: `agentd.allow_loopback_endpoints`, or the origin's
+    /// `agent` section with `allow_loopback` — honoured only when that
+    /// section also pins a source or a key, so naming the origin never
+    /// reopens the guard to anyone.
+    fn loopback_allowed(&self, origin: &str) -> bool {
+        self.runtime.endpoints.allow_loopback
+            || self
+                .runtime
+                .pins
+                .get(origin)
+                .is_some_and(|p| p.allow_loopback && (!p.sources.is_empty() || p.key.is_some()))
     }
 
     /// Whether `caller` may act for `origin` (ownership and pins).
@@ -352,8 +370,8 @@ impl State {
         now: Millis,
     ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
         reg.validate()?;
-        self.check_endpoint(&reg.endpoint)?;
         self.may_act(&reg.origin, reg.caller.as_ref())?;
+        self.check_endpoint(&reg.origin, &reg.endpoint)?;
         // A caller's ids live in its (tenant, origin) scope; an
         // administrator (the gateway handing back a restarted agentd's
         // routes) keeps the ids it names.
@@ -414,6 +432,7 @@ impl State {
         }
         let secs = self.grant(reg.lease_seconds)?;
         let expires_at = now.saturating_add_ms(u64::from(secs) * 1000);
+        let allow_loopback = self.loopback_allowed(&reg.origin);
         let route = Route {
             id: id.clone(),
             capability: reg.capability,
@@ -432,7 +451,7 @@ impl State {
             // An upsert keeps the verdict; the health monitor marks a new
             // route on an endpoint known to be down before it is published.
             healthy: self.table.get(&id).is_none_or(|r| r.healthy),
-            allow_loopback: self.runtime.endpoints.allow_loopback,
+            allow_loopback,
             owner,
         };
         let tenant = route.tenant.clone();
@@ -475,9 +494,9 @@ impl State {
             }
         }
         if let Some(endpoint) = &r.endpoint {
-            self.check_endpoint(endpoint)?;
+            self.check_endpoint(&route.origin, endpoint)?;
             route.endpoint = endpoint.clone();
-            route.allow_loopback = self.runtime.endpoints.allow_loopback;
+            route.allow_loopback = self.loopback_allowed(&route.origin);
         }
         let secs = match r.lease_seconds {
             Some(s) => self.grant(Some(s))?,
@@ -587,7 +606,7 @@ impl State {
         let max_ms = bounds.max_s().saturating_mul(1000);
         for SavedLease { mut route, lease_s } in saved {
             // The file does not grant leave; today's option does.
-            route.allow_loopback = self.runtime.endpoints.allow_loopback;
+            route.allow_loopback = self.loopback_allowed(&route.origin);
             let live = matches!(route.lease, Lease::Until(d) if d > now);
             let latest = now.saturating_add_ms(max_ms);
             let lease_s = u64::from(lease_s).clamp(bounds.min_s(), bounds.max_s());
@@ -617,7 +636,7 @@ impl State {
                 && route.next_hop.is_none()
                 && !route.id.as_str().starts_with(STATIC_ID_PREFIX)
                 && reg.validate().is_ok()
-                && self.check_endpoint(&reg.endpoint).is_ok()
+                && self.check_endpoint(&reg.origin, &reg.endpoint).is_ok()
                 && self.table.get(&route.id).is_none();
             if !ok {
                 self.count("leases.restore_skipped");

@@ -802,4 +802,33 @@ fn the_gateway_report_is_kept_and_shown_in_stats_with_its_age() {
     assert_eq!(r.reply, Ok(ResponseBody::Noted));
     let g = stats(&mut s, 4_500).gateway.unwrap();
     assert_eq!((g.stats, g.age_ms), (report, 1_500));
+
+fn an_agent_pin_with_a_source_may_allow_loopback_endpoints_for_its_origin() {
+    let pinned = "
+config agent 'pin_local'
+\toption origin 'agent://lab/local'
+\tlist source '192.0.2.7/32'
+\toption allow_loopback '1'
+
+config agent 'pin_open'
+\toption origin 'agent://lab/open'
+\toption allow_loopback '1'
+";
+    let mut s = started(pinned);
+    let local = |origin: &str| Registration {
+        endpoint: "http://127.0.0.1:9000/invoke".into(),
+        ..by(boot("192.0.2.7", origin), registration(origin, 9000, None))
+    };
+    let (id, _) = register(&mut s, local("agent://lab/local"), 0).unwrap();
+    assert!(s.table().get(&id).is_some_and(|r| r.allow_loopback));
+    // Without a source or key pin the leave would be anyone's: ignored.
+    assert!(matches!(
+        register(&mut s, local("agent://lab/open"), 0),
+        Err(IpcError::EndpointRefused { .. })
+    ));
+    // Other origins keep the guard.
+    assert!(matches!(
+        register(&mut s, local("agent://lab/other"), 0),
+        Err(IpcError::EndpointRefused { .. })
+    ));
 }
