@@ -802,7 +802,9 @@ fn the_gateway_report_is_kept_and_shown_in_stats_with_its_age() {
     assert_eq!(r.reply, Ok(ResponseBody::Noted));
     let g = stats(&mut s, 4_500).gateway.unwrap();
     assert_eq!((g.stats, g.age_ms), (report, 1_500));
+}
 
+#[test]
 fn an_agent_pin_with_a_source_may_allow_loopback_endpoints_for_its_origin() {
     let pinned = "
 config agent 'pin_local'
