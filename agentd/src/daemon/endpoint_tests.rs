@@ -202,3 +202,16 @@ fn renewals_keep_attributes_in_the_schema_ranges() {
     );
     assert_eq!(s.table().get(&id).unwrap().attrs.load_permille, 0);
 }
+
+#[test]
+fn a_reload_that_turns_the_leave_off_revokes_it_from_registered_routes() {
+    let mut s = state("\toption allow_loopback_endpoints '1'\n", "");
+    let id = register(&mut s, "http://127.0.0.1:8080/invoke").unwrap();
+    assert!(s.table().get(&id).unwrap().allow_loopback);
+    let (_, changes) = s.reload(load_str(MAIN, "test.conf")).unwrap();
+    assert!(!s.table().get(&id).unwrap().allow_loopback);
+    assert!(changes.iter().any(|c| matches!(
+        c,
+        crate::fib::FibChange::Upsert(r) if r.id == id && !r.allow_loopback
+    )));
+}

@@ -227,6 +227,25 @@ impl State {
                 }
             }
         }
+        if !rt.endpoints.allow_loopback {
+            // The operator took the loopback leave back: registrations that
+            // had it lose it, so the gateway's connect-time check refuses
+            // their endpoints from now on (re-registering is refused too).
+            let revoked: Vec<Route> = self
+                .table
+                .iter()
+                .filter(|r| r.source == RouteSource::Local && r.allow_loopback)
+                .map(|r| Route {
+                    allow_loopback: false,
+                    ..r.clone()
+                })
+                .collect();
+            for route in revoked {
+                if self.table.upsert(route.clone()).is_ok() {
+                    changes.push(FibChange::Upsert(Box::new(route)));
+                }
+            }
+        }
         if rt.policy != self.runtime.policy {
             changes.push(FibChange::Policy(Box::new(rt.policy.clone())));
         }
