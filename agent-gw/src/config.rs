@@ -37,6 +37,9 @@ pub struct GatewayConfig {
     pub task_ttl_s: u64,
     pub stream_history_events: usize,
     pub stream_history_bytes: usize,
+    /// `max_result_bytes`: largest answer an async task keeps, and what a
+    /// running async task reserves from the budget.
+    pub max_result_bytes: usize,
     /// `buffer_budget`: bytes held for callers at most (see `budget`).
     pub buffer_budget: usize,
     /// `tenant_share_percent` / `source_share_percent`: most of the task
@@ -230,6 +233,7 @@ impl GatewayConfig {
             task_ttl_s: g.task_ttl,
             stream_history_events: usize_of(g.stream_history_events),
             stream_history_bytes: usize_of(g.stream_history_bytes),
+            max_result_bytes: usize_of(g.max_result_bytes),
             buffer_budget: usize_of(g.buffer_budget),
             tenant_share_percent: g.tenant_share_percent,
             source_share_percent: g.source_share_percent,
@@ -316,6 +320,7 @@ mod tests {
         );
         assert_eq!(g.bootstrap_ttl_s, 300);
         assert_eq!(g.buffer_budget, 16 * 1024 * 1024);
+        assert_eq!(g.max_result_bytes, 1024 * 1024);
         assert_eq!((g.tenant_share_percent, g.source_share_percent), (50, 25));
         assert_eq!(g.stream_drain_timeout_ms, 5000);
         assert_eq!(

@@ -56,6 +56,7 @@ fn defaults_stated_in_the_sdk_api_doc_are_the_schemas() {
         "gateway.max_token_lifetime",
         "gateway.bootstrap_ttl",
         "gateway.max_request_bytes",
+        "gateway.max_result_bytes",
         "agentd.default_lease",
     ] {
         assert!(

@@ -25,8 +25,6 @@ use crate::task::{
     TaskResult, TaskState, TaskTable, TASK_ID_HEADER, TASK_TOKEN_HEADER,
 };
 
-/// Largest handler answer kept as an async task result.
-pub const MAX_RESULT_BYTES: usize = 1 << 20;
 /// Most events returned by one `/events` call.
 const MAX_EVENTS_PER_CALL: usize = 256;
 
@@ -212,6 +210,10 @@ pub fn invoke_async(
         .try_insert(new, Millis::now())
         .map_err(task_error)?;
     let id = admitted.id;
+    // The answer is read up to exactly what the task reserved for it
+    // (`gateway.max_result_bytes`), so a kept result never exceeds its
+    // reservation.
+    let max_result = cx.state.tasks.borrow_mut().config().result_reserve;
     let mut out = Outgoing::new(body, &parts.headers);
     // The gateway holds the task; the handler answers synchronously.
     out.relay.remove("prefer");
@@ -237,10 +239,10 @@ pub fn invoke_async(
             .map(str::to_string);
         // The answer must be complete within the caller's deadline too, or
         // a handler stalling mid-body would keep the task active forever.
-        let read = read_limited(&head.headers, body, MAX_RESULT_BYTES);
+        let read = read_limited(&head.headers, body, max_result);
         let bytes: Bytes = match tokio::time::timeout_at(deadline.instant(), read).await {
             Ok(Ok(b)) => b,
-            Ok(Err(e)) => return Err(TaskFailure::new(ErrorCode::UpstreamError, e.message)),
+            Ok(Err(e)) => return Err(unreadable_result(&e, max_result)),
             Err(_) => {
                 return Err(TaskFailure::new(
                     ErrorCode::DeadlineExceeded,
@@ -283,6 +285,21 @@ pub fn invoke_async(
         }
     }
     Ok(r)
+}
+
+/// Why a handler's answer could not become the task's result: larger than
+/// `gateway.max_result_bytes`, or its body broke off. Either way the
+/// handler answered something the gateway cannot relay (`upstream_error`).
+fn unreadable_result(e: &ApiError, max_result: usize) -> TaskFailure {
+    let message = if e.code == ErrorCode::PayloadTooLarge {
+        format!(
+            "the handler's answer exceeds gateway.max_result_bytes ({max_result} bytes), \
+             the largest result an async task keeps"
+        )
+    } else {
+        format!("the handler's answer could not be read: {}", e.message)
+    };
+    TaskFailure::new(ErrorCode::UpstreamError, message)
 }
 
 /// nexilume's `NexusDirectTask` controls a task by invoking the same intent

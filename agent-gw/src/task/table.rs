@@ -70,7 +70,7 @@ impl TaskConfig {
             history_bytes: cfg.stream_history_bytes,
             tenant_share_percent: cfg.tenant_share_percent,
             source_share_percent: cfg.source_share_percent,
-            result_reserve: crate::endpoints::tasks::MAX_RESULT_BYTES,
+            result_reserve: cfg.max_result_bytes,
             stream_reserve: sse.max_event + sse.max_line + super::history::EVENT_OVERHEAD,
         }
     }

@@ -385,6 +385,7 @@ fn gateway(r: &mut Reader) -> Gateway {
         task_ttl: r.u64("task_ttl"),
         stream_history_events: r.u64("stream_history_events"),
         stream_history_bytes: r.u64("stream_history_bytes"),
+        max_result_bytes: r.u64("max_result_bytes"),
         buffer_budget: r.u64("buffer_budget"),
         tenant_share_percent: r.u64("tenant_share_percent"),
         source_share_percent: r.u64("source_share_percent"),

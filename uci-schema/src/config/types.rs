@@ -76,6 +76,7 @@ pub struct Gateway {
     pub task_ttl: u64,
     pub stream_history_events: u64,
     pub stream_history_bytes: u64,
+    pub max_result_bytes: u64,
     pub buffer_budget: u64,
     pub tenant_share_percent: u64,
     pub source_share_percent: u64,

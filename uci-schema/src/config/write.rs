@@ -132,6 +132,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .u64("task_ttl", g.task_ttl)
             .u64("stream_history_events", g.stream_history_events)
             .u64("stream_history_bytes", g.stream_history_bytes)
+            .u64("max_result_bytes", g.max_result_bytes)
             .u64("buffer_budget", g.buffer_budget)
             .u64("tenant_share_percent", g.tenant_share_percent)
             .u64("source_share_percent", g.source_share_percent)
