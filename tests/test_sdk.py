@@ -108,3 +108,44 @@ def test_sdk_async_task_cancel_reaches_the_handler(stack):
         assert task.status()["status"] == "cancelled"
     finally:
         handle.close()
+
+
+def test_sdk_task_result_releases_the_router_slot_and_is_kept(stack):
+    """Proves that `Task.result()` collects a finished task with `GET
+    …/result`, which releases it on agent-gw (the task's status then says
+    `result_released: true`, `agentctl stats` counts the release), that a
+    second `result()` returns the same value from the handle (the router
+    would now answer 410), that another handle for the same task gets the
+    typed `TaskResultReleasedError`, and that `status()` keeps working."""
+    agent = _agent(stack, agent_id="sdk-res")
+
+    @agent.capability("sdk.res")
+    def res(payload):
+        return {"got": payload}
+
+    handle = agent.start()
+    try:
+        stack.wait_routable(envelope("sdk.res", {}))
+        caller = agentd_sdk.Client(router=stack.http.base_url, tenant="lab", agent_id="caller")
+        task = caller.invoke_async("sdk.res", {"n": 1})
+        assert task.result(timeout=10) == {"got": {"n": 1}}
+        st = task.status()
+        assert (st["status"], st.get("result_released")) == ("completed", True), st
+        assert "result" not in st, st
+        # The router no longer has it: the handle answers from what it kept.
+        raw = stack.http.get(f"/agent/v1/tasks/{task.task_id}/result", headers={"X-Nexus-Task-Token": task._token})
+        assert (raw.status, raw.error_code()) == (410, "result_released"), raw.describe()
+        assert task.result(timeout=10) == {"got": {"n": 1}}
+        other = agentd_sdk.client.Task(caller, task.task_id, task._token)
+        try:
+            other.result(timeout=10)
+            raise AssertionError("a second handle got a released task's result")
+        except agentd_sdk.TaskResultReleasedError as e:
+            assert e.code == "result_released" and task.task_id in e.message, e
+        wait_for(
+            "the release in agentctl stats",
+            lambda: (stack.ctl_json("stats").get("gateway") or {}).get("results_released", 0) >= 1,
+            timeout=15,
+        )
+    finally:
+        handle.close()

@@ -18,6 +18,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 ROUTES = {}
 COUNTER = {"route": 0, "stream_connections": 0}
 TASK = {"id": "task-1", "token": "tok-123", "polls": 0}
+# A task on a router that releases a task once its result is fetched:
+# `GET …/result` answers the outcome once, then 410 `result_released`, and
+# the status says `result_released: true` without the result.
+RELEASING = {"id": "task-2", "token": "tok-456", "released": False}
 # Bootstrap mode (argv[2] == "bootstrap"): auth metadata offers trusted-LAN
 # bootstrap, tokens are "boot-<n>", and register/renew refuse anything but
 # the newest token with 401 (as a router does once a token expired).
@@ -67,6 +71,8 @@ class Handler(BaseHTTPRequestHandler):
                                         "bootstrap": {"type": "trusted-lan", "endpoint": "/agent/v1/bootstrap",
                                                       "token_ttl_seconds": 300}})
             return self._send(404, {"error": {"code": "not_found", "message": "no auth metadata"}})
+        if self.path.startswith(f"/agent/v1/tasks/{RELEASING['id']}"):
+            return self._releasing_task()
         if self.path == f"/agent/v1/tasks/{TASK['id']}":
             if self.headers.get("X-Nexus-Task-Token") != TASK["token"]:
                 return self._send(404, {"error": {"code": "not_found", "message": "no such task"}})
@@ -75,6 +81,20 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(200, {"task_id": TASK["id"], "status": "running"})
             return self._send(200, {"task_id": TASK["id"], "status": "completed", "result": {"done": True}})
         return self._send(404, {"error": {"code": "not_found", "message": self.path}})
+
+    def _releasing_task(self):
+        if self.headers.get("X-Nexus-Task-Token") != RELEASING["token"]:
+            return self._send(404, {"error": {"code": "not_found", "message": "no such task"}})
+        done = {"task_id": RELEASING["id"], "status": "completed"}
+        if self.path.endswith("/result"):
+            if RELEASING["released"]:
+                return self._send(410, {"error": {"code": "result_released",
+                                                  "message": "the result was fetched; the task is released"}})
+            RELEASING["released"] = True
+            return self._send(200, {**done, "result": {"kept": True}})
+        if RELEASING["released"]:
+            return self._send(200, {**done, "result_released": True})
+        return self._send(200, {**done, "result": {"kept": True}})
 
     def do_DELETE(self):
         self._record(None)
@@ -120,6 +140,10 @@ class Handler(BaseHTTPRequestHandler):
                                                    "capability": "missing"}})
             if intent == "limited":
                 return self._send(429, {"error": {"code": "rate_limited", "message": "tenant over its rate"}})
+            if "respond-async" in (self.headers.get("Prefer") or "") and intent == "demo.release":
+                return self._send(202, {"task_id": RELEASING["id"], "status": "running"},
+                                  [("X-Nexus-Task-Id", RELEASING["id"]),
+                                   ("X-Nexus-Task-Token", RELEASING["token"])])
             if "respond-async" in (self.headers.get("Prefer") or ""):
                 return self._send(202, {"task_id": TASK["id"], "status": "running"},
                                   [("X-Nexus-Task-Id", TASK["id"]), ("X-Nexus-Task-Token", TASK["token"])])

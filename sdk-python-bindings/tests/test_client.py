@@ -3,7 +3,8 @@ mapping, async task handles and stream resume without duplicates."""
 
 import pytest
 
-from agentd_sdk import Client, NoRouteError, RateLimitedError, StreamEvent
+from agentd_sdk import Client, NoRouteError, RateLimitedError, StreamEvent, TaskResultReleasedError
+from agentd_sdk.client import Task
 
 
 @pytest.fixture
@@ -44,6 +45,34 @@ def test_async_task_handle(client, recorder):
     polls = [r for r in recs if r["method"] == "GET" and r["path"] == "/agent/v1/tasks/task-1"]
     assert len(polls) == 2 and all(r["headers"]["x-nexus-task-token"] == "tok-123" for r in polls)
     assert [r["method"] for r in recs if r["path"] == "/agent/v1/tasks/task-1"][-1] == "DELETE"
+
+
+def test_task_result_collects_with_result_then_answers_from_the_handle(client, recorder):
+    """`result()` fetches `GET …/result` once the status says completed
+    (the router releases the task), keeps the value, and a second call
+    answers from the handle without a request; another handle for the same
+    task then gets the typed `TaskResultReleasedError`, while `status()`
+    keeps working."""
+    task = client.invoke_async("demo.release", {})
+    assert task.task_id == "task-2"
+    assert task.result(timeout=10) == {"kept": True}
+    assert task.result(timeout=10) == {"kept": True}
+    results = [r for r in _drain(recorder) if r["path"] == "/agent/v1/tasks/task-2/result"]
+    assert len(results) == 1 and results[0]["headers"]["x-nexus-task-token"] == "tok-456"
+    st = task.status()
+    assert (st["status"], st["result_released"]) == ("completed", True) and "result" not in st
+    other = Task(client, "task-2", "tok-456")
+    with pytest.raises(TaskResultReleasedError) as info:
+        other.result(timeout=10)
+    assert info.value.code == "result_released" and "task-2" in info.value.message
+
+
+def test_task_result_falls_back_to_the_status_on_an_older_router(client, recorder):
+    """A router whose `…/result` answers something unexpected (the recorder
+    answers 404 for task-1's): `result()` returns the status's result."""
+    task = client.invoke_async("demo.slow", {})
+    assert task.result(timeout=10) == {"done": True}
+    assert any(r["path"] == "/agent/v1/tasks/task-1/result" for r in _drain(recorder))
 
 
 def test_stream_resumes_with_its_cursor_and_never_repeats(client, recorder):

@@ -47,6 +47,7 @@ from .errors import (
     StreamError,
     TaskCancelledError,
     TaskFailedError,
+    TaskResultReleasedError,
     UnavailableError,
 )
 
@@ -79,5 +80,6 @@ __all__ = [
     "Task",
     "TaskCancelledError",
     "TaskFailedError",
+    "TaskResultReleasedError",
     "UnavailableError",
 ]

@@ -24,6 +24,7 @@ from .errors import (
     StreamError,
     TaskCancelledError,
     TaskFailedError,
+    TaskResultReleasedError,
     DeadlineExceededError,
     error_for,
     from_native,
@@ -331,12 +332,20 @@ _TERMINAL = {"completed", "failed", "cancelled", "canceled"}
 class Task:
     """Handle of an async invocation: ``status()``, ``result(timeout)``,
     ``cancel()``. The task token authorises the handle and never appears
-    in ``repr``."""
+    in ``repr``.
+
+    ``result()`` collects the outcome with ``GET …/result`` once the task
+    has finished, which releases the task on the router at once (its table
+    slot and its bytes in the router's memory budget), and keeps the
+    outcome on this handle: later ``result()`` calls answer from it
+    without asking the router again."""
 
     def __init__(self, client: Client, task_id: str, token: str) -> None:
         self.client = client
         self.task_id = task_id
         self._token = token
+        # The finished task's status document as collected by `result()`.
+        self._outcome: Optional[Dict[str, Any]] = None
 
     def __repr__(self) -> str:
         return f"Task({self.task_id!r})"
@@ -350,7 +359,9 @@ class Task:
     def status(self) -> Dict[str, Any]:
         """The task's status object (``status`` is ``running``,
         ``completed``, ``failed`` or ``cancelled``; ``result`` or ``error``
-        when finished)."""
+        when finished). Once the result was collected (``result()``), the
+        router answers it with ``result_released: true`` and without the
+        result; this handle's ``result()`` still returns it."""
         _, _, body = self.client.request("GET", self._target(), headers=self._headers())
         if not isinstance(body, dict):
             raise ProtocolError("task status is not a JSON object")
@@ -369,24 +380,57 @@ class Task:
     def result(self, timeout: float = 300.0) -> Any:
         """Waits until the task finishes and returns its result; raises
         ``TaskFailedError`` / ``TaskCancelledError`` or
-        ``DeadlineExceededError`` after ``timeout`` seconds."""
+        ``DeadlineExceededError`` after ``timeout`` seconds, and
+        ``TaskResultReleasedError`` when the outcome was already collected
+        by another handle (the router released it)."""
+        if self._outcome is not None:
+            return self._settled(self._outcome)
         deadline = time.monotonic() + max(0.0, float(timeout))
         delay = 0.02
         while True:
             st = self.status()
-            state = str(st.get("status") or "")
-            if state == "completed":
-                return st.get("result")
-            if state == "failed":
-                err = st.get("error") if isinstance(st.get("error"), dict) else {}
-                raise TaskFailedError(str(err.get("message") or "task failed"), code=str(err.get("code") or "task_failed"))
-            if state in ("cancelled", "canceled"):
-                raise TaskCancelledError(f"task {self.task_id} was cancelled")
+            if str(st.get("status") or "") in _TERMINAL:
+                self._outcome = self._collect(st)
+                return self._settled(self._outcome)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise DeadlineExceededError(f"task {self.task_id} did not finish within {timeout} s")
             time.sleep(min(delay, left))
             delay = min(delay * 2, 0.5)
+
+    def _released(self) -> TaskResultReleasedError:
+        return TaskResultReleasedError(
+            f"task {self.task_id}'s outcome was already collected through another handle; "
+            "the router released it and no longer holds the result",
+            status=410,
+        )
+
+    def _collect(self, st: Dict[str, Any]) -> Dict[str, Any]:
+        """The finished task's outcome, fetched with ``GET …/result`` (which
+        releases the task on the router). A router without that release
+        (an unexpected answer) leaves the outcome in ``st``, the status
+        that said the task finished."""
+        if st.get("result_released") is True:
+            raise self._released()
+        try:
+            _, _, body = self.client.request("GET", self._target("/result"), headers=self._headers())
+        except TaskResultReleasedError:
+            raise self._released() from None
+        except AgentdError:
+            return st
+        if isinstance(body, dict) and str(body.get("status") or "") in _TERMINAL:
+            return body
+        return st
+
+    def _settled(self, doc: Dict[str, Any]) -> Any:
+        """The result of a finished task's document, or its failure raised."""
+        state = str(doc.get("status") or "")
+        if state == "completed":
+            return doc.get("result")
+        if state == "failed":
+            err = doc.get("error") if isinstance(doc.get("error"), dict) else {}
+            raise TaskFailedError(str(err.get("message") or "task failed"), code=str(err.get("code") or "task_failed"))
+        raise TaskCancelledError(f"task {self.task_id} was cancelled")
 
 
 __all__ = ["Client", "Stream", "StreamEvent", "Task", "AgentdError", "error_for"]

@@ -157,6 +157,15 @@ class TaskCancelledError(TaskFailedError):
     default_code = "task_cancelled"
 
 
+class TaskResultReleasedError(AgentdError):
+    """The task's outcome was already collected from the router (by another
+    ``Task`` handle for the same id, or another client holding its token),
+    which released it: the router no longer has the result (410
+    ``result_released``). The handle that fetched it keeps it."""
+
+    default_code = "result_released"
+
+
 # Codes with a dedicated class (docs/sdk-api.md, plus the agent endpoint's
 # own codes); anything else maps by HTTP status. Matching is case-blind so
 # Nexus-style upper-case codes map too.
@@ -185,6 +194,7 @@ _BY_CODE: Dict[str, Type[AgentdError]] = {
     "history_lost": StreamError,
     "task_expired": StreamError,
     "task_not_finished": ConflictError,
+    "result_released": TaskResultReleasedError,
     "invalid_json": BadRequestError,
     "duplicate_key": BadRequestError,
     "invalid_field": BadRequestError,
@@ -266,6 +276,7 @@ __all__ = [
     "StreamError",
     "TaskCancelledError",
     "TaskFailedError",
+    "TaskResultReleasedError",
     "UnavailableError",
     "error_for",
     "from_native",
