@@ -208,13 +208,13 @@ impl Instance {
             conn,
             ..
         } = req;
+        if let Err(e) = admin_check(&body, peer.uid, self.own_uid) {
+            log_notice!("{} from uid {} refused: {e}", body.kind(), peer.uid);
+            reply.send(Err(e));
+            return;
+        }
         match body {
             RequestBody::Reload => {
-                if peer.uid != 0 && peer.uid != self.own_uid {
-                    let reason = format!("uid {} may not reload agentd", peer.uid).into();
-                    reply.send(Err(IpcError::PermissionDenied { reason }));
-                    return;
-                }
                 reply.send(
                     self.reload(now)
                         .map(|generation| ResponseBody::Reloaded { generation }),
@@ -454,5 +454,49 @@ fn monitor_config(h: &HealthSettings) -> MonitorConfig {
             max_in_flight: PROBES_IN_FLIGHT,
         },
         thresholds: h.thresholds,
+    }
+}
+
+/// Admin commands (reload, flush, an operator's unregister) change state
+/// for everyone, so only root and agentd's own user may send them; the
+/// gateway's service user may use the socket too, but only for what the
+/// data plane needs (register/renew/unregister on behalf of a proven
+/// caller, FIB, stats). A compromised gateway thus cannot flush the RIB.
+fn admin_check(body: &RequestBody, uid: u32, own_uid: u32) -> Result<(), IpcError> {
+    if !body.is_admin_command() || uid == 0 || uid == own_uid {
+        return Ok(());
+    }
+    Err(IpcError::PermissionDenied {
+        reason: format!(
+            "uid {uid} may not send '{}' (root or agentd's own user only)",
+            body.kind()
+        )
+        .into(),
+    })
+}
+
+#[cfg(test)]
+mod admin_tests {
+    use super::*;
+
+    #[test]
+    fn only_root_and_agentds_user_may_send_admin_commands() {
+        let own = 1000;
+        let gateway = 1001;
+        let flush = RequestBody::Flush {
+            origin: "agent://lab/a".into(),
+        };
+        for body in [RequestBody::Reload, flush] {
+            assert!(admin_check(&body, 0, own).is_ok());
+            assert!(admin_check(&body, own, own).is_ok());
+            let err = admin_check(&body, gateway, own).unwrap_err();
+            assert!(
+                matches!(&err, IpcError::PermissionDenied { reason } if reason.contains("uid 1001")),
+                "{err:?}"
+            );
+        }
+        // What the gateway's user needs stays open to it.
+        assert!(admin_check(&RequestBody::Status, gateway, own).is_ok());
+        assert!(admin_check(&RequestBody::SubscribeFib, gateway, own).is_ok());
     }
 }
