@@ -30,6 +30,8 @@ use std::rc::Rc;
 
 use agentd::time::Millis;
 
+use crate::sources::SourceKey;
+
 /// Limits of the budget (from the `gateway` section).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BudgetConfig {
@@ -145,7 +147,9 @@ pub struct Ledger {
     cfg: BudgetConfig,
     used: usize,
     tenants: HashMap<Rc<str>, usize>,
-    sources: HashMap<IpAddr, usize>,
+    /// Bytes per source, counted as [`SourceKey`] (an IPv6 /64 is one
+    /// source).
+    sources: HashMap<SourceKey, usize>,
     entries: HashMap<u64, Entry>,
     next: u64,
     stats: BudgetStats,
@@ -177,7 +181,10 @@ impl Ledger {
     }
 
     pub fn source_used(&self, source: IpAddr) -> usize {
-        self.sources.get(&source).copied().unwrap_or(0)
+        self.sources
+            .get(&SourceKey::of(source))
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn stats(&self) -> BudgetStats {
@@ -264,7 +271,10 @@ impl Ledger {
         self.used = self.used.saturating_add(bytes);
         self.stats.peak = self.stats.peak.max(self.used);
         *self.tenants.entry(holder.tenant.clone()).or_default() += bytes;
-        *self.sources.entry(holder.source).or_default() += bytes;
+        *self
+            .sources
+            .entry(SourceKey::of(holder.source))
+            .or_default() += bytes;
     }
 
     fn credit(&mut self, holder: &Holder, bytes: usize) {
@@ -275,10 +285,10 @@ impl Ledger {
                 self.tenants.remove(&holder.tenant);
             }
         }
-        if let Some(n) = self.sources.get_mut(&holder.source) {
+        if let Some(n) = self.sources.get_mut(&SourceKey::of(holder.source)) {
             *n = n.saturating_sub(bytes);
             if *n == 0 {
-                self.sources.remove(&holder.source);
+                self.sources.remove(&SourceKey::of(holder.source));
             }
         }
     }
@@ -488,6 +498,22 @@ mod tests {
         let _c = b.reserve(holder("b", 4), 250, None).unwrap();
         assert_eq!(b.ledger().stats().refused_source, 1);
         assert_eq!(b.ledger().stats().refused_tenant, 1);
+    }
+
+    #[test]
+    fn addresses_of_one_ipv6_64_share_one_source_ledger() {
+        let b = Budget::new(cfg(1000, 100, 25));
+        let in_64 = |n: u16| Holder::new("a", IpAddr::from([0x2001, 0xdb8, 0, 1, 0, 0, 0, n]));
+        let _a = b.reserve(in_64(1), 200, None).unwrap();
+        let e = b.reserve(in_64(2), 100, None).unwrap_err();
+        assert_eq!((e.scope, e.used), (Scope::Source, 200));
+        assert_eq!(
+            b.ledger()
+                .source_used(IpAddr::from([0x2001, 0xdb8, 0, 1, 0, 0, 0, 7])),
+            200
+        );
+        let other = Holder::new("a", IpAddr::from([0x2001, 0xdb8, 0, 2, 0, 0, 0, 1]));
+        assert!(b.reserve(other, 200, None).is_ok());
     }
 
     #[test]

@@ -75,7 +75,8 @@ const MAX_RETRY_MS: u64 = 60_000;
 /// reconnects instead of writing into a connection being closed).
 pub fn admit_control(cx: &Ctx) -> Result<InflightGuard, ApiError> {
     let guard = super::inflight_slot(cx).map_err(ApiError::close)?;
-    let source = cx.peer.ip().to_canonical();
+    // Counted like every per-source cap: an IPv6 /64 is one source.
+    let source = crate::sources::SourceKey::of(cx.peer.ip());
     cx.state
         .control_limiter
         .borrow_mut()

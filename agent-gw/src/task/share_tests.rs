@@ -311,3 +311,25 @@ fn a_degraded_stream_still_waits_for_its_connected_follower() {
     t.push_event(&s.id, None, "01234567");
     assert_eq!(t.batch(&s.id, 1, 64).unwrap().events.len(), 2);
 }
+
+#[test]
+fn an_ipv6_host_cannot_multiply_its_share_by_cycling_its_64() {
+    let mut t = TaskTable::new(cfg(8, 100, 25));
+    let deadline = Some(Millis(T0.0 + 5_000));
+    let in_64 = |n: u16| IpAddr::from([0x2001, 0xdb8, 0, 1, 0, 0, 0, n]);
+    for n in 1..=2 {
+        t.try_insert(task(TaskKind::Async, "lab", in_64(n), deadline), T0)
+            .unwrap();
+    }
+    // A third address of the same /64 is the same source.
+    let e = t
+        .try_insert(task(TaskKind::Async, "lab", in_64(3), deadline), T0)
+        .unwrap_err();
+    assert_eq!((e.status(), e.code()), (429, "share_exceeded"));
+    assert_eq!(t.source_len(in_64(99)), 2);
+    // Another /64 is another source.
+    let other = IpAddr::from([0x2001, 0xdb8, 0, 2, 0, 0, 0, 1]);
+    assert!(t
+        .try_insert(task(TaskKind::Async, "lab", other, deadline), T0)
+        .is_ok());
+}

@@ -21,6 +21,7 @@ use tokio::sync::watch;
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::budget::{Budget, BudgetConfig, Holder, Reservation, Scope};
+use crate::sources::SourceKey;
 
 use super::digest::StreamKey;
 use super::history::{event_cost, CursorError, Event, History};
@@ -351,7 +352,9 @@ pub struct TaskTable {
     cfg: TaskConfig,
     budget: Budget,
     per_tenant: HashMap<String, usize>,
-    per_source: HashMap<IpAddr, usize>,
+    /// Tasks per source, counted as [`SourceKey`] (an IPv6 host cannot
+    /// multiply its share by cycling addresses in its /64).
+    per_source: HashMap<SourceKey, usize>,
     released: VecDeque<Released>,
     stats: TableStats,
     tasks: HashMap<TaskId, Task>,
@@ -443,7 +446,8 @@ impl TaskTable {
                 scope: Scope::Source,
                 held,
                 limit,
-                retry_at: self.slot_frees_at(|t| t.source == new.source),
+                retry_at: self
+                    .slot_frees_at(|t| SourceKey::of(t.source) == SourceKey::of(new.source)),
             });
         }
         if let Some(key) = &new.stream_key {
@@ -481,7 +485,10 @@ impl TaskTable {
             self.streams.insert(key, id);
         }
         *self.per_tenant.entry(new.tenant.clone()).or_default() += 1;
-        *self.per_source.entry(new.source).or_default() += 1;
+        *self
+            .per_source
+            .entry(SourceKey::of(new.source))
+            .or_default() += 1;
         self.tasks.insert(
             id,
             Task {
@@ -627,10 +634,10 @@ impl TaskTable {
                 self.per_tenant.remove(&t.tenant);
             }
         }
-        if let Some(n) = self.per_source.get_mut(&t.source) {
+        if let Some(n) = self.per_source.get_mut(&SourceKey::of(t.source)) {
             *n -= 1;
             if *n == 0 {
-                self.per_source.remove(&t.source);
+                self.per_source.remove(&SourceKey::of(t.source));
             }
         }
         Some(t)

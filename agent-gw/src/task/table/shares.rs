@@ -24,7 +24,10 @@ impl TaskTable {
     }
 
     pub fn source_len(&self, source: IpAddr) -> usize {
-        self.per_source.get(&source).copied().unwrap_or(0)
+        self.per_source
+            .get(&crate::sources::SourceKey::of(source))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// When `t` leaves the table by itself: its expiry once finished, the
