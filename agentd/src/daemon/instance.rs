@@ -378,8 +378,9 @@ impl Instance {
         let timeout = self.state.runtime().health.timeout;
         while let Some(target) = self.monitor.poll(now) {
             let inputs = self.inputs.clone();
+            let guard = self.probe_guard(&target);
             tokio::spawn(async move {
-                let ok = probe::probe(&target, timeout).await;
+                let ok = probe::probe(&target, &guard, timeout).await;
                 if let Err(e) = &ok {
                     log_debug!("health probe of {target} failed: {e}");
                 }
@@ -391,6 +392,20 @@ impl Instance {
                     .await;
             });
         }
+    }
+
+    /// The endpoint rules a probe of `target` connects under: the
+    /// router's, with loopback allowed when a route on it was granted
+    /// that (`route.allow_loopback`, the lab option, a pinned agent).
+    fn probe_guard(&self, target: &ProbeTarget) -> crate::endpoint::Guard {
+        let mut guard = self.state.runtime().endpoints.clone();
+        let table = self.state.table();
+        guard.allow_loopback = guard.allow_loopback
+            || self
+                .monitor
+                .routes_on(target)
+                .any(|id| table.get(id).is_some_and(|r| r.allow_loopback));
+        guard
     }
 
     /// Whether the lease file is behind the table.

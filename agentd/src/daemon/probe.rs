@@ -5,13 +5,22 @@
 //! connect for endpoints we cannot speak HTTP to (https). The verdict is
 //! only an observation; `health::` decides what to probe when and applies
 //! the failure/recovery thresholds per endpoint.
+//!
+//! A probe is a connection the router makes on a registrant's behalf, so
+//! it obeys the same SSRF guard as forwarding: a host name is resolved
+//! here and every address checked with [`Guard`] (a name may resolve to
+//! the router itself long after its registration was accepted); the probe
+//! connects to the checked address, never re-resolving. IP literals were
+//! checked when the route was registered or loaded.
 
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::endpoint::{Guard, Refusal};
 pub use crate::health::target::{ProbeTarget, TargetError};
 
 /// Why a probe judged an endpoint unhealthy.
@@ -22,6 +31,11 @@ pub enum ProbeFailure {
     Io(std::io::ErrorKind),
     /// The peer answered, but not with an HTTP 2xx status line.
     Status(Option<u16>),
+    /// The host name resolved nowhere.
+    Unresolvable,
+    /// The host name resolved to an address the guard refuses; nothing
+    /// was sent.
+    Refused(Refusal),
 }
 
 impl fmt::Display for ProbeFailure {
@@ -32,6 +46,8 @@ impl fmt::Display for ProbeFailure {
             ProbeFailure::Io(k) => write!(f, "i/o error: {k}"),
             ProbeFailure::Status(Some(s)) => write!(f, "GET /healthz answered {s}"),
             ProbeFailure::Status(None) => write!(f, "GET /healthz answered no HTTP status line"),
+            ProbeFailure::Unresolvable => write!(f, "host name resolved to no address"),
+            ProbeFailure::Refused(r) => write!(f, "not probed: endpoint {r}"),
         }
     }
 }
@@ -40,17 +56,59 @@ impl fmt::Display for ProbeFailure {
 const MAX_STATUS_LINE: usize = 256;
 
 /// Runs one probe, bounded by `timeout` in total.
-pub async fn probe(target: &ProbeTarget, timeout: Duration) -> Result<(), ProbeFailure> {
-    match tokio::time::timeout(timeout, probe_inner(target)).await {
+pub async fn probe(
+    target: &ProbeTarget,
+    guard: &Guard,
+    timeout: Duration,
+) -> Result<(), ProbeFailure> {
+    match tokio::time::timeout(timeout, probe_inner(target, guard)).await {
         Ok(r) => r,
         Err(_) => Err(ProbeFailure::Timeout),
     }
 }
 
-async fn probe_inner(target: &ProbeTarget) -> Result<(), ProbeFailure> {
-    let mut stream = TcpStream::connect(target.authority())
+/// `authority` as a socket address when its host is an IP literal.
+fn literal(authority: &str) -> Option<SocketAddr> {
+    authority.parse().ok()
+}
+
+/// Where a probe of `authority` may connect: the literal itself, or every
+/// address its name resolves to, each checked by `guard`.
+async fn checked_addrs(authority: &str, guard: &Guard) -> Result<Vec<SocketAddr>, ProbeFailure> {
+    if let Some(addr) = literal(authority) {
+        return Ok(vec![addr]);
+    }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(authority)
         .await
-        .map_err(|e| ProbeFailure::Connect(e.kind()))?;
+        .map_err(|_| ProbeFailure::Unresolvable)?
+        .collect();
+    if addrs.is_empty() {
+        return Err(ProbeFailure::Unresolvable);
+    }
+    let local = crate::endpoint::local_addrs();
+    for a in &addrs {
+        let ip: IpAddr = a.ip();
+        guard
+            .check_ip(ip, false, a.port(), &local)
+            .map_err(ProbeFailure::Refused)?;
+    }
+    Ok(addrs)
+}
+
+async fn connect(addrs: &[SocketAddr]) -> Result<TcpStream, ProbeFailure> {
+    let mut last = std::io::ErrorKind::NotFound;
+    for a in addrs {
+        match TcpStream::connect(a).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e.kind(),
+        }
+    }
+    Err(ProbeFailure::Connect(last))
+}
+
+async fn probe_inner(target: &ProbeTarget, guard: &Guard) -> Result<(), ProbeFailure> {
+    let addrs = checked_addrs(target.authority(), guard).await?;
+    let mut stream = connect(&addrs).await?;
     let ProbeTarget::Http { authority } = target else {
         return Ok(());
     };
@@ -119,6 +177,14 @@ mod tests {
         (addr, h)
     }
 
+    /// Tests probe loopback listeners.
+    fn open_guard() -> Guard {
+        Guard {
+            allow_loopback: true,
+            own_ports: Vec::new(),
+        }
+    }
+
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -132,7 +198,10 @@ mod tests {
         let t = ProbeTarget::Http {
             authority: addr.to_string(),
         };
-        assert_eq!(rt().block_on(probe(&t, Duration::from_secs(5))), Ok(()));
+        assert_eq!(
+            rt().block_on(probe(&t, &open_guard(), Duration::from_secs(5))),
+            Ok(())
+        );
         let req = h.join().unwrap();
         assert!(
             req.starts_with(b"GET /healthz HTTP/1.1\r\n"),
@@ -148,7 +217,7 @@ mod tests {
             authority: addr.to_string(),
         };
         assert_eq!(
-            rt().block_on(probe(&t, Duration::from_secs(5))),
+            rt().block_on(probe(&t, &open_guard(), Duration::from_secs(5))),
             Err(ProbeFailure::Status(Some(503)))
         );
         h.join().unwrap();
@@ -165,8 +234,49 @@ mod tests {
             authority: addr.to_string(),
         };
         assert!(matches!(
-            rt().block_on(probe(&t, Duration::from_secs(5))),
+            rt().block_on(probe(&t, &open_guard(), Duration::from_secs(5))),
             Err(ProbeFailure::Connect(_))
         ));
+    }
+
+    #[test]
+    fn a_name_resolving_to_loopback_is_never_probed_unless_allowed() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = ProbeTarget::Tcp {
+            authority: format!("localhost:{port}"),
+        };
+        let closed = Guard::default();
+        let r = rt().block_on(probe(&t, &closed, Duration::from_secs(5)));
+        assert!(
+            matches!(
+                r,
+                Err(ProbeFailure::Refused(Refusal::Loopback))
+                    | Err(ProbeFailure::Refused(Refusal::OwnAddress))
+            ),
+            "{r:?}"
+        );
+        assert!(l.accept().is_err(), "a refused probe must not connect");
+        // The guard's listener ports are refused even with loopback open.
+        let own = Guard {
+            allow_loopback: true,
+            own_ports: vec![port],
+        };
+        let r = rt().block_on(probe(&t, &own, Duration::from_secs(5)));
+        assert_eq!(r, Err(ProbeFailure::Refused(Refusal::OwnListener)));
+        assert!(l.accept().is_err());
+        // Allowed (a route granted loopback): probed, and only then.
+        let r = rt().block_on(probe(&t, &open_guard(), Duration::from_secs(5)));
+        assert_eq!(r, Ok(()));
+        let mut accepted = false;
+        for _ in 0..100 {
+            if l.accept().is_ok() {
+                accepted = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(accepted, "the allowed probe connected");
     }
 }

@@ -148,6 +148,11 @@ impl Monitor {
         fixes
     }
 
+    /// The routes judged by `target`'s probes.
+    pub fn routes_on<'a>(&'a self, target: &ProbeTarget) -> impl Iterator<Item = &'a RouteId> + 'a {
+        self.on.get(target).into_iter().flatten()
+    }
+
     /// The endpoint to probe now, if any (paced; see `schedule`).
     pub fn poll(&mut self, now: Millis) -> Option<ProbeTarget> {
         if !self.cfg.enabled {
