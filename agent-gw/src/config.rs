@@ -109,28 +109,6 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// `agent` sections as pins by origin (values validated by the schema;
-/// agentd builds the same pins from the same file).
-fn pins(c: &uci_schema::Config) -> HashMap<Box<str>, agentd::owner::AgentPin> {
-    c.agents
-        .iter()
-        .map(|a| {
-            let pin = agentd::owner::AgentPin {
-                name: a.section.as_deref().unwrap_or(&a.origin).into(),
-                origin: a.origin.as_str().into(),
-                sources: a
-                    .source
-                    .iter()
-                    .filter_map(|s| uci_schema::schema::parse_ip_net(s))
-                    .collect(),
-                key: uci_schema::schema::parse_jwt_key(&a.key),
-                allow_loopback: a.allow_loopback,
-            };
-            (pin.origin.clone(), pin)
-        })
-        .collect()
-}
-
 /// The per-source rate of control calls (schema defaults where unset).
 fn control_rate(g: &uci_schema::Gateway) -> Rate {
     Rate {
@@ -256,7 +234,7 @@ impl GatewayConfig {
             bootstrap_networks,
             bootstrap_ttl_s: g.bootstrap_ttl,
             endpoints: agentd::endpoint::Guard::of_config(c),
-            pins: pins(c),
+            pins: agentd::owner::pins_of(c),
         };
         (cfg, problems)
     }

@@ -292,7 +292,7 @@ pub fn convert(p: &Partial, file: &str) -> (Runtime, Vec<String>) {
         endpoints,
         problems,
         quotas: quotas(c),
-        pins: pins(c),
+        pins: crate::owner::pins_of(c),
     };
     (rt, errors)
 }
@@ -314,29 +314,6 @@ fn quotas(c: &uci_schema::Config) -> Quotas {
             .map(|t| (t.name.as_str().into(), t.max_routes))
             .collect(),
     }
-}
-
-/// `agent` sections as pins by origin. The schema validated every value,
-/// so nothing here can fail; a value that did not parse pins nothing
-/// rather than everything.
-fn pins(c: &uci_schema::Config) -> HashMap<Box<str>, AgentPin> {
-    c.agents
-        .iter()
-        .map(|a| {
-            let pin = AgentPin {
-                name: a.section.as_deref().unwrap_or(&a.origin).into(),
-                origin: a.origin.as_str().into(),
-                sources: a
-                    .source
-                    .iter()
-                    .filter_map(|s| uci_schema::schema::parse_ip_net(s))
-                    .collect(),
-                key: uci_schema::schema::parse_jwt_key(&a.key),
-                allow_loopback: a.allow_loopback,
-            };
-            (pin.origin.clone(), pin)
-        })
-        .collect()
 }
 
 fn non_empty(s: &str) -> Option<Box<str>> {

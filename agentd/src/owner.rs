@@ -215,6 +215,29 @@ pub fn may_act(
     }
 }
 
+/// `agent` sections as pins by origin: the one reading agentd and the
+/// gateway share. The schema validated every value, so nothing here can
+/// fail; a value that did not parse pins nothing rather than everything.
+pub fn pins_of(c: &uci_schema::Config) -> std::collections::HashMap<Box<str>, AgentPin> {
+    c.agents
+        .iter()
+        .map(|a| {
+            let pin = AgentPin {
+                name: a.section.as_deref().unwrap_or(&a.origin).into(),
+                origin: a.origin.as_str().into(),
+                sources: a
+                    .source
+                    .iter()
+                    .filter_map(|s| uci_schema::schema::parse_ip_net(s))
+                    .collect(),
+                key: uci_schema::schema::parse_jwt_key(&a.key),
+                allow_loopback: a.allow_loopback,
+            };
+            (pin.origin.clone(), pin)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
