@@ -77,15 +77,24 @@ pub fn relay(incoming: Incoming) -> Body {
 /// A body that keeps `guard` alive until the body is finished or dropped
 /// (e.g. an in-flight slot held for the whole relayed response).
 pub fn guarded<G: Unpin + 'static>(inner: Body, guard: G) -> Body {
-    Body::new(Guarded {
-        inner,
-        _guard: guard,
-    })
+    Body::new(Guarded::new(inner, guard))
 }
 
-struct Guarded<G> {
+/// `inner` with `guard` riding along, unboxed (for a body type hyper
+/// names, such as the server's response body).
+#[derive(Debug)]
+pub struct Guarded<G> {
     inner: Body,
     _guard: G,
+}
+
+impl<G> Guarded<G> {
+    pub fn new(inner: Body, guard: G) -> Guarded<G> {
+        Guarded {
+            inner,
+            _guard: guard,
+        }
+    }
 }
 
 impl<G: Unpin> HttpBody for Guarded<G> {

@@ -52,14 +52,12 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::Response;
-use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::api::error::{ApiError, ErrorCode, Outcome};
-use crate::body::{Body, BoxError};
+use crate::body::Body;
 
 /// Longest the gateway spends writing its refusal and draining the client.
 const LINGER: Duration = Duration::from_secs(2);
@@ -139,43 +137,12 @@ impl Served {
     /// The service's response, its body carrying this token.
     pub fn finish(self, resp: Response<Body>) -> Response<ServedBody> {
         let (head, inner) = resp.into_parts();
-        Response::from_parts(
-            head,
-            ServedBody {
-                inner,
-                _served: self,
-            },
-        )
+        Response::from_parts(head, ServedBody::new(inner, self))
     }
 }
 
 /// A response body that ends its service call when hyper drops it.
-#[derive(Debug)]
-pub struct ServedBody {
-    inner: Body,
-    _served: Served,
-}
-
-impl HttpBody for ServedBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        // Both fields are Unpin.
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
+pub type ServedBody = crate::body::Guarded<Served>;
 
 /// The client socket as hyper sees it.
 #[derive(Debug)]
