@@ -122,11 +122,24 @@ fn first_answer(s: &mut UnixStream) -> Option<Result<(), IpcError>> {
 struct Helper {
     child: Child,
     out: BufReader<std::process::ChildStdout>,
+    /// The copy of this binary the other uid runs (deleted after it).
+    _bin: TempDir,
 }
 
 impl Helper {
     fn start(uid: u32, socket: &Path, n: usize, mode: &str) -> Helper {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        // The checkout may sit in a directory only root can enter (a
+        // `mktemp -d` clone is 0700), so the other uid runs a copy in a
+        // directory of its own that it may enter.
+        use std::os::unix::fs::PermissionsExt;
+        let bin = TempDir::new("peerbin");
+        let exe = bin.path().join("helper");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).expect("copy the test binary");
+        for (path, mode) in [(bin.path(), 0o755), (exe.as_path(), 0o755)] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                .expect("make the helper runnable by another uid");
+        }
+        let mut child = Command::new(&exe)
             .args(["peers::peer_helper", "--exact", "--ignored", "--nocapture"])
             .args(["--test-threads", "1", "-q"])
             .env("AGENTD_PEER_HELPER_SOCKET", socket)
@@ -140,7 +153,11 @@ impl Helper {
             .spawn()
             .expect("run the helper as another uid");
         let out = BufReader::new(child.stdout.take().unwrap());
-        Helper { child, out }
+        Helper {
+            child,
+            out,
+            _bin: bin,
+        }
     }
 
     /// The next line starting with `prefix` (libtest prints its own).
