@@ -37,10 +37,15 @@ fmt-check: toolchain
 
 # nextest when installed (parallel, clearer failures); doc tests still need
 # plain cargo test because nextest does not run them.
+# `set -e` and one command per line: a failing nextest run must fail the
+# target (a `cmd && echo; next` chain would hand on only the doc tests'
+# status).
 test-rust: build
-	@if command -v cargo-nextest >/dev/null 2>&1; then \
-	  echo "$(CARGO) nextest run --workspace"; $(CARGO) nextest run --workspace --no-tests=pass && \
-	  echo "$(CARGO) test --workspace --doc"; $(CARGO) test --workspace --doc; \
+	@set -e; if command -v cargo-nextest >/dev/null 2>&1; then \
+	  echo "$(CARGO) nextest run --workspace"; \
+	  $(CARGO) nextest run --workspace --no-tests=pass; \
+	  echo "$(CARGO) test --workspace --doc"; \
+	  $(CARGO) test --workspace --doc; \
 	else \
 	  echo "$(CARGO) test --workspace"; $(CARGO) test --workspace; \
 	fi
