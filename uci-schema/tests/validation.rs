@@ -652,3 +652,98 @@ fn to_uci_refuses_what_uci_cannot_express() {
     let e = c.to_uci().unwrap_err();
     assert_eq!(e.0[0].option.as_deref(), Some("bootstrap_ttl"));
 }
+
+#[test]
+fn arpx_frame_and_path_bounds_have_defaults_and_ranges() {
+    let c = ok("");
+    assert_eq!((c.arpx.max_frame, c.arpx.max_path), (65536, 8));
+    let c = ok("config arpx 'arpx'\n\toption max_frame '1024'\n\toption max_path '64'\n");
+    assert_eq!((c.arpx.max_frame, c.arpx.max_path), (1024, 64));
+    for (opt, bad) in [
+        ("max_frame", "1023"),
+        ("max_frame", "16777217"),
+        ("max_path", "0"),
+        ("max_path", "65"),
+    ] {
+        let e = one_error(&format!("config arpx 'arpx'\n\toption {opt} '{bad}'\n"));
+        assert_eq!(e.option.as_deref(), Some(opt), "{e}");
+        assert!(
+            matches!(e.kind, ConfigErrorKind::InvalidValue { .. }),
+            "{e}"
+        );
+    }
+    // The old name is gone, with a hint to the new one.
+    let e = one_error("config arpx 'arpx'\n\toption max_frame_bytes '4096'\n");
+    assert!(
+        matches!(e.kind, ConfigErrorKind::UnknownOption { .. }),
+        "{e}"
+    );
+}
+
+const PEER_B: &str =
+    "config peer 'b'\n\toption router_id 'router-b'\n\toption address '192.0.2.2'\n";
+
+#[test]
+fn peer_route_limit_and_exported_tenants() {
+    let c = ok(PEER_B);
+    assert_eq!(c.peers[0].max_routes, 10000);
+    assert!(c.peers[0].export_tenant.is_empty(), "default: every tenant");
+    let c = ok(&format!(
+        "{PEER_B}\toption max_routes '1'\n\tlist export_tenant 'lab'\n\tlist export_tenant 'home'\n"
+    ));
+    assert_eq!(c.peers[0].max_routes, 1);
+    assert_eq!(c.peers[0].export_tenant, ["lab", "home"]);
+    for (line, opt) in [
+        ("\toption max_routes '0'\n", "max_routes"),
+        ("\toption max_routes '1000001'\n", "max_routes"),
+        ("\tlist export_tenant 'not a name'\n", "export_tenant"),
+        (
+            "\toption export_tenant 'lab'\n\toption export_tenant 'x y'\n",
+            "export_tenant",
+        ),
+    ] {
+        let e = one_error(&format!("{PEER_B}{line}"));
+        assert_eq!(e.option.as_deref(), Some(opt), "{e}");
+        assert_eq!(e.section.as_ref().unwrap().name.as_deref(), Some("b"));
+    }
+    let written = c.to_uci().unwrap();
+    assert_eq!(ok(&written), c, "{written}");
+}
+
+#[test]
+fn a_peer_naming_this_router_is_refused_with_its_section() {
+    let text = format!("config agentd 'main'\n\toption router_id 'router-b'\n{PEER_B}");
+    let e = one_error(&text);
+    assert_eq!(
+        e.kind,
+        ConfigErrorKind::OwnRouterId {
+            router_id: "router-b".into()
+        }
+    );
+    assert_eq!(e.option.as_deref(), Some("router_id"));
+    assert_eq!(
+        e.to_string(),
+        "/etc/config/agentd: peer 'b': option 'router_id': router_id 'router-b' is this router's own agentd.router_id (a router does not peer with itself)"
+    );
+    // Another router_id is fine; so is any when ours is the host name.
+    let c = ok(&format!(
+        "config agentd 'main'\n\toption router_id 'router-a'\n{PEER_B}"
+    ));
+    assert_eq!(c.peers.len(), 1);
+    assert_eq!(ok(PEER_B).peers.len(), 1);
+    // A partial load skips only that peer.
+    let p = Config::from_str_partial(
+        &format!(
+            "{text}config peer 'c'\n\toption router_id 'router-c'\n\toption address '192.0.2.3'\n"
+        ),
+        FILE,
+    );
+    let ids: Vec<&str> = p
+        .config
+        .peers
+        .iter()
+        .map(|p| p.router_id.as_str())
+        .collect();
+    assert_eq!(ids, ["router-c"]);
+    assert_eq!(p.problems.len(), 1);
+}

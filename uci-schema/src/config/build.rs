@@ -61,14 +61,21 @@ pub(crate) fn build(pkg: &Package, file: &str, cut_line: Option<u32>) -> Built {
     let e = &mut ctx;
     let one = |ty: &str| sorted.get(ty).and_then(|v| v.first()).copied();
     let many = |ty: &str| sorted.get(ty).cloned().unwrap_or_default();
+    // Built first: a peer is checked against this router's own router_id.
+    let agentd = single("agentd", one("agentd"), e, agentd);
+    let own_id = agentd.router_id.clone();
     let config = Config {
-        agentd: single("agentd", one("agentd"), e, agentd),
+        agentd,
         gateway: single("gateway", one("gateway"), e, gateway),
         arpx: single("arpx", one("arpx"), e, arpx),
         discovery: single("discovery", one("discovery"), e, discovery),
-        peers: multi("peer", &many("peer"), e, peer, |p| {
-            Some(("peer router_id", "router_id", p.router_id.clone()))
-        }),
+        peers: multi(
+            "peer",
+            &many("peer"),
+            e,
+            |r| peer(r, &own_id),
+            |p| Some(("peer router_id", "router_id", p.router_id.clone())),
+        ),
         tenants: multi("tenant", &many("tenant"), e, tenant, |t| {
             Some(("tenant name", "name", t.name.clone()))
         }),
@@ -260,7 +267,7 @@ fn multi<T>(
     ty: &str,
     sections: &[Located],
     ctx: &mut Ctx,
-    build: fn(&mut Reader) -> T,
+    build: impl Fn(&mut Reader) -> T,
     key: fn(&T) -> Option<(&'static str, &'static str, String)>,
 ) -> Vec<T> {
     let mut out = Vec::with_capacity(sections.len());
@@ -403,7 +410,8 @@ fn arpx(r: &mut Reader) -> Arpx {
         miss_limit: r.u64("miss_limit"),
         graceful_s: r.u64("graceful_s"),
         reflector: r.bool("reflector"),
-        max_frame_bytes: r.u64("max_frame_bytes"),
+        max_frame: r.u64("max_frame"),
+        max_path: r.u64("max_path"),
     }
 }
 
@@ -419,8 +427,11 @@ fn discovery(r: &mut Reader) -> Discovery {
     }
 }
 
-fn peer(r: &mut Reader) -> Peer {
-    Peer {
+/// `own_id`: this router's `agentd.router_id` (empty: the host name, known
+/// only to the daemon); a peer naming it is refused, a router never peers
+/// with itself (its routes would loop back as "remote" paths).
+fn peer(r: &mut Reader, own_id: &str) -> Peer {
+    let p = Peer {
         section: section_name(r),
         at: at(r),
         enabled: r.bool("enabled"),
@@ -430,7 +441,16 @@ fn peer(r: &mut Reader) -> Peer {
         data_port: r.u16("data_port"),
         key_fingerprint: r.text("key_fingerprint"),
         reflector_client: r.bool("reflector_client"),
+        max_routes: r.u64("max_routes"),
+        export_tenant: r.list("export_tenant"),
+    };
+    if !own_id.is_empty() && p.router_id == own_id && r.ok("router_id") {
+        let kind = ConfigErrorKind::OwnRouterId {
+            router_id: p.router_id.clone(),
+        };
+        r.error(Some("router_id"), kind);
     }
+    p
 }
 
 fn tenant(r: &mut Reader) -> Tenant {

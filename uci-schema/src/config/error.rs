@@ -84,6 +84,8 @@ pub enum ConfigErrorKind {
         tenant: String,
         origin_tenant: String,
     },
+    /// A `peer` section names this router's own `agentd.router_id`.
+    OwnRouterId { router_id: String },
     /// A section a syntax error cut short: its options from the error on
     /// were never read.
     Incomplete { line: u32 },
@@ -247,6 +249,11 @@ impl fmt::Display for ConfigErrorKind {
             Duplicate { what, value, first } => {
                 write!(f, "{what} '{}' is already used by {first}", clip(value))
             }
+            OwnRouterId { router_id } => write!(
+                f,
+                "router_id '{}' is this router's own agentd.router_id (a router does not peer with itself)",
+                clip(router_id)
+            ),
             Unwritable(e) => write!(f, "cannot be written as UCI: {e}"),
             Unrepresentable => {
                 f.write_str("cannot be expressed in UCI without changing its meaning")

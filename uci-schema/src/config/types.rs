@@ -95,7 +95,10 @@ pub struct Arpx {
     pub miss_limit: u64,
     pub graceful_s: u64,
     pub reflector: bool,
-    pub max_frame_bytes: u64,
+    /// Bytes of one frame, length prefix excluded.
+    pub max_frame: u64,
+    /// Routers in an accepted path vector, origin included.
+    pub max_path: u64,
 }
 
 /// `config discovery`.
@@ -127,6 +130,10 @@ pub struct Peer {
     /// Empty: rely on `domain_ca`.
     pub key_fingerprint: String,
     pub reflector_client: bool,
+    /// Paths accepted from this peer before its session is closed.
+    pub max_routes: u64,
+    /// Tenant names exported to this peer; empty: every tenant.
+    pub export_tenant: Vec<String>,
 }
 
 /// `config tenant`.

@@ -150,7 +150,8 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .u64("miss_limit", x.miss_limit)
             .u64("graceful_s", x.graceful_s)
             .bool("reflector", x.reflector)
-            .u64("max_frame_bytes", x.max_frame_bytes)
+            .u64("max_frame", x.max_frame)
+            .u64("max_path", x.max_path)
             .done(),
     );
     let d = &c.discovery;
@@ -175,6 +176,8 @@ pub(crate) fn to_package(c: &Config) -> Package {
                 .u64("data_port", p.data_port.into())
                 .text("key_fingerprint", &p.key_fingerprint)
                 .bool("reflector_client", p.reflector_client)
+                .u64("max_routes", p.max_routes)
+                .list("export_tenant", &p.export_tenant)
                 .done(),
         );
     }

@@ -186,7 +186,8 @@ const ARPX: &[OptionSpec] = &[
     uint("miss_limit", "3", 1, 100, "Missed heartbeats that end a session."),
     uint("graceful_s", "10", 0, 3600, "Seconds a lost peer's routes are retained (ineligible)."),
     boolean("reflector", "0", "Re-advertise routes learned from one peer to the others."),
-    uint("max_frame_bytes", "65536", 1024, 16 * 1024 * 1024, "Largest ARPX frame."),
+    uint("max_frame", "65536", 1024, 16 * 1024 * 1024, "Largest ARPX frame (bytes, length prefix excluded); a larger one closes the session, updates are batched to fit."),
+    uint("max_path", "8", 1, 64, "Longest accepted path vector (routers, origin included); a longer advertisement is dropped and counted."),
 ];
 
 #[rustfmt::skip]
@@ -209,6 +210,8 @@ const PEER: &[OptionSpec] = &[
     uint("data_port", "7447", 1, 65535, "The peer's data-plane port."),
     text("key_fingerprint", Kind::Token, "", "Pinned key fingerprint.").or_empty("rely on domain_ca"),
     boolean("reflector_client", "0", "Reflect other peers' routes to this peer."),
+    uint("max_routes", "10000", 1, 1_000_000, "Most paths accepted from this peer; one more closes its session (other peers are unaffected)."),
+    list("export_tenant", Kind::Name, &[], "Tenants whose routes are exported to this peer (none: every tenant)."),
 ];
 
 #[rustfmt::skip]
