@@ -52,18 +52,85 @@ fn check_token(what: &'static str, s: &str, max: usize, extra: &[char]) -> Resul
     }
 }
 
+/// Separates a route_id from the next hop in the table id of a peer path
+/// (`<route_id>@<next_hop>`). It occurs in neither a route_id nor a DNS
+/// label, so a path id never collides with a local, static or other path id.
+pub const PATH_SEPARATOR: char = '@';
+
 /// Stable identity of a route. Opaque to clients; `[A-Za-z0-9._:-]{1,128}`.
+///
+/// A path learned from a peer is its own table entry with the id
+/// `<route_id>@<next_hop>` (multipath keeps one path per advertising peer);
+/// only [`RouteId::via`] makes such an id.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct RouteId(Box<str>);
 
+/// Validates a router_id (a DNS label: letters, digits, inner `-`, ≤ 63),
+/// the schema's `peer.router_id` kind.
+pub fn check_router_id(s: &str) -> Result<(), IdError> {
+    const WHAT: &str = "router_id";
+    if s.is_empty() {
+        return Err(IdError::Empty(WHAT));
+    }
+    if s.len() > 63 {
+        return Err(IdError::TooLong(WHAT, 63));
+    }
+    if let Some(c) = s
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-'))
+    {
+        return Err(IdError::BadChar(WHAT, c));
+    }
+    if s.starts_with('-') || s.ends_with('-') {
+        return Err(IdError::BadChar(WHAT, '-'));
+    }
+    Ok(())
+}
+
 impl RouteId {
+    /// A route_id from the outside (registration, static route, admin
+    /// command): never a path id, since `@` is refused.
     pub fn new(s: &str) -> Result<RouteId, IdError> {
         check_token("route_id", s, MAX_ID_LEN, &[':'])?;
         Ok(RouteId(s.into()))
     }
 
+    /// The table id of the path to `route_id` learned from `next_hop`:
+    /// `<route_id>@<next_hop>`. `route_id` must be a plain route_id (a path
+    /// id is refused: paths do not nest) and `next_hop` a router_id.
+    pub fn via(route_id: &RouteId, next_hop: &str) -> Result<RouteId, IdError> {
+        if route_id.next_hop().is_some() {
+            return Err(IdError::BadChar("route_id", PATH_SEPARATOR));
+        }
+        check_router_id(next_hop)?;
+        Ok(RouteId(
+            format!("{}{PATH_SEPARATOR}{next_hop}", route_id.0).into(),
+        ))
+    }
+
+    /// Parses a table id as shown by `agentctl routes` (`r` or `r@hop`).
+    pub fn parse_table_id(s: &str) -> Result<RouteId, IdError> {
+        match s.split_once(PATH_SEPARATOR) {
+            None => RouteId::new(s),
+            Some((base, hop)) => RouteId::via(&RouteId::new(base)?, hop),
+        }
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The route_id this id names: itself, or the part before `@` of a
+    /// path id.
+    pub fn base(&self) -> &str {
+        self.0
+            .split_once(PATH_SEPARATOR)
+            .map_or(&self.0, |(base, _)| base)
+    }
+
+    /// The advertising router of a path id; `None` for our own routes.
+    pub fn next_hop(&self) -> Option<&str> {
+        self.0.split_once(PATH_SEPARATOR).map(|(_, hop)| hop)
     }
 }
 
@@ -324,6 +391,32 @@ mod tests {
             Err(IdError::TooLong("route_id", 128))
         );
         assert_eq!(RouteId::new("a b"), Err(IdError::BadChar("route_id", ' ')));
+    }
+
+    #[test]
+    fn path_ids_name_route_and_next_hop_and_only_via_makes_them() {
+        let r = RouteId::new("svc:1").unwrap();
+        assert_eq!((r.base(), r.next_hop()), ("svc:1", None));
+        let p = RouteId::via(&r, "router-b").unwrap();
+        assert_eq!(p.as_str(), "svc:1@router-b");
+        assert_eq!((p.base(), p.next_hop()), ("svc:1", Some("router-b")));
+        assert_eq!(RouteId::parse_table_id("svc:1@router-b"), Ok(p.clone()));
+        assert_eq!(RouteId::parse_table_id("svc:1"), Ok(r.clone()));
+        // '@' never enters through new(); paths do not nest; hops are labels.
+        assert_eq!(
+            RouteId::new("svc:1@router-b"),
+            Err(IdError::BadChar("route_id", '@'))
+        );
+        assert!(RouteId::via(&p, "router-c").is_err());
+        for hop in ["", "-b", "b-", "router_b", "a.b", &"x".repeat(64)] {
+            assert!(RouteId::via(&r, hop).is_err(), "{hop:?}");
+        }
+        assert!(RouteId::parse_table_id("svc@").is_err());
+        assert!(RouteId::parse_table_id("@router-b").is_err());
+        // The longest route_id with the longest hop still makes an id.
+        let long = RouteId::new(&"a".repeat(MAX_ID_LEN)).unwrap();
+        let hop = "b".repeat(63);
+        assert_eq!(RouteId::via(&long, &hop).unwrap().next_hop(), Some(&*hop));
     }
 
     #[test]

@@ -262,7 +262,7 @@ impl FibReplica {
                             self.table.remove(&id);
                         }
                         FibChange::PeerUp { router_id, up } => {
-                            self.table.set_peer_up(&router_id, up)
+                            self.table.set_peer_up(&router_id, up);
                         }
                         FibChange::Policy(p) => self.policy = self.checked(*p),
                     }

@@ -37,6 +37,11 @@ pub(crate) struct Hot {
     pub flags: u8,
     /// The route's source as a one-bit `SourceSet`.
     pub source: SourceSet,
+    /// Position of this slot in its next hop's slot list (the per-peer
+    /// index); meaningless without a next hop. It lives in the line's
+    /// padding, so the per-peer index costs no byte per route beyond its
+    /// own slot number. Not read by selection.
+    pub hop_pos: u32,
 }
 
 impl Hot {
@@ -52,6 +57,7 @@ impl Hot {
         next_hop: NONE,
         flags: 0,
         source: SourceSet::NONE,
+        hop_pos: 0,
     };
 
     pub fn new(route: &Route, tenant: u32, next_hop: u32, peer_up: bool) -> Hot {
@@ -67,6 +73,7 @@ impl Hot {
             next_hop,
             flags: 0,
             source: SourceSet::NONE.with(route.source),
+            hop_pos: 0,
         };
         h.set_lease(route.lease);
         h.set(HEALTHY, route.healthy);

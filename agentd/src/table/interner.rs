@@ -34,6 +34,14 @@ impl Interner {
     }
 
     /// The symbol of `s`, or `UNKNOWN` if no route carries it.
+    /// The text of a live symbol.
+    pub fn text_of(&self, sym: u32) -> Option<&str> {
+        self.entries
+            .get(sym as usize)
+            .and_then(|e| e.as_ref())
+            .map(|e| &*e.text)
+    }
+
     pub fn lookup(&self, hasher: &DefaultHashBuilder, s: &str) -> u32 {
         let entries = &self.entries;
         self.map

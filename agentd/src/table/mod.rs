@@ -6,8 +6,13 @@
 //! ```text
 //!   by_id   IdIndex (u32)   ── hash(route_id) ──┐
 //!   by_cap  name → [slot] sorted by version ────┼──▶  slab[slot] = generation + Route
-//!   timers  min-heap (deadline, slot, gen) ─────┘     hot[slot]  = 64-byte selection record
+//!   timers  min-heap (deadline, slot, gen) ─────┤     hot[slot]  = 64-byte selection record
+//!   by_hop  next hop → [slot] (peer paths) ─────┘
 //! ```
+//!
+//! A path learned from a peer is an entry of its own (`<route_id>@<hop>`,
+//! see [`RouteId::via`]); `by_hop` lets session events (peer up/down, all
+//! paths of a peer removed) touch only that peer's entries.
 //!
 //! `hot` mirrors what selection reads per candidate (see `hot.rs`); every
 //! mutation below updates both, and the randomized tests compare selection
@@ -18,6 +23,7 @@
 //! Every change bumps `generation`, which FIB export uses to order deltas.
 
 mod cap_index;
+mod hop_index;
 mod hot;
 mod id_index;
 mod interner;
@@ -32,6 +38,7 @@ use crate::route::{Lease, Route, RouteId, RouteSource};
 use crate::time::Millis;
 use cap_index::CapIndex;
 pub(crate) use cap_index::Run;
+use hop_index::HopIndex;
 pub(crate) use hot::{Hot, HEALTHY, PEER_UP, SHARED, SOURCES};
 use id_index::{IdIndex, SLOT_LIMIT};
 use interner::Interner;
@@ -128,6 +135,7 @@ pub struct RouteTable {
     symbols: Interner,
     by_id: IdIndex,
     by_cap: CapIndex,
+    by_hop: HopIndex,
     timers: Timers,
     /// Peers whose session is down; few, so a list.
     peers_down: Vec<Box<str>>,
@@ -162,6 +170,7 @@ impl RouteTable {
             symbols: Interner::default(),
             by_id: IdIndex::default(),
             by_cap: CapIndex::default(),
+            by_hop: HopIndex::default(),
             timers: Timers::default(),
             peers_down: Vec::new(),
             hasher: DefaultHashBuilder::default(),
@@ -279,7 +288,15 @@ impl RouteTable {
         }
         let new_lease = route.lease;
         let old_hot = self.hot[i];
-        self.hot[i] = self.hot_record(&route, peer_up);
+        let mut hot = self.hot_record(&route, peer_up);
+        if hot.next_hop == old_hot.next_hop {
+            hot.hop_pos = old_hot.hop_pos;
+            self.hot[i] = hot;
+        } else {
+            self.by_hop.remove(&mut self.hot, slot);
+            self.hot[i] = hot;
+            self.by_hop.insert(&mut self.hot, slot);
+        }
         self.symbols.release(&self.hasher, old_hot.tenant);
         self.symbols.release(&self.hasher, old_hot.next_hop);
         self.slab[i].route = Some(route);
@@ -328,6 +345,7 @@ impl RouteTable {
             self.by_cap
                 .insert(&self.hot, &self.hasher, &r.capability, slot);
         }
+        self.by_hop.insert(&mut self.hot, slot);
         self.arm(slot, lease);
         self.len += 1;
         self.generation += 1;
@@ -412,8 +430,9 @@ impl RouteTable {
     /// Records a peer session going up or down. Routes through a down peer
     /// stay in the table but are ineligible ("peer session up" filter) until
     /// the session returns or the owner removes them after `graceful_s`.
-    /// This walks the slab once: it runs on session events, not per request.
-    pub fn set_peer_up(&mut self, router_id: &str, up: bool) {
+    /// Touches only that peer's paths (the per-peer index). Returns whether
+    /// anything changed.
+    pub fn set_peer_up(&mut self, router_id: &str, up: bool) -> bool {
         let known_down = self.peers_down.iter().position(|p| &**p == router_id);
         let mut changed = match (up, known_down) {
             (true, Some(at)) => {
@@ -428,8 +447,9 @@ impl RouteTable {
         };
         let sym = self.symbols.lookup(&self.hasher, router_id);
         if sym != UNKNOWN {
-            for (h, s) in self.hot.iter_mut().zip(&self.slab) {
-                if h.next_hop == sym && h.has(PEER_UP) != up && s.route.is_some() {
+            for &slot in self.by_hop.slots(sym) {
+                let h = &mut self.hot[slot as usize];
+                if h.has(PEER_UP) != up {
                     h.set(PEER_UP, up);
                     changed = true;
                 }
@@ -438,6 +458,50 @@ impl RouteTable {
         if changed {
             self.generation += 1;
         }
+        changed
+    }
+
+    /// The paths whose next hop is `router_id` (any order). Costs the
+    /// number of those paths, whatever the table size.
+    pub fn paths_via<'a>(&'a self, router_id: &str) -> impl Iterator<Item = &'a Route> + 'a {
+        let sym = self.symbols.lookup(&self.hasher, router_id);
+        let slots = if sym == UNKNOWN {
+            &[][..]
+        } else {
+            self.by_hop.slots(sym)
+        };
+        slots.iter().filter_map(move |&s| slot_route(&self.slab, s))
+    }
+
+    /// How many paths `router_id` is the next hop of.
+    pub fn count_via(&self, router_id: &str) -> usize {
+        match self.symbols.lookup(&self.hasher, router_id) {
+            UNKNOWN => 0,
+            sym => self.by_hop.slots(sym).len(),
+        }
+    }
+
+    /// Removes and returns every path whose next hop is `router_id` (a
+    /// closed session, or graceful retention ending). Touches only those.
+    pub fn remove_paths_via(&mut self, router_id: &str) -> Vec<Route> {
+        let sym = self.symbols.lookup(&self.hasher, router_id);
+        if sym == UNKNOWN {
+            return Vec::new();
+        }
+        let slots = self.by_hop.slots(sym).to_vec();
+        let gone: Vec<Route> = slots
+            .into_iter()
+            .filter_map(|s| self.free_slot(s))
+            .collect();
+        self.tidy_timers();
+        gone
+    }
+
+    /// Every router that is the next hop of at least one path.
+    pub fn next_hops(&self) -> impl Iterator<Item = &str> {
+        self.by_hop
+            .hops()
+            .filter_map(|sym| self.symbols.text_of(sym))
     }
 
     /// Routers whose session is currently down.
@@ -462,6 +526,7 @@ impl RouteTable {
             self.by_cap
                 .remove(&self.hot, &self.hasher, &r.capability, slot);
         }
+        self.by_hop.remove(&mut self.hot, slot);
         let hot = std::mem::replace(&mut self.hot[slot as usize], Hot::VACANT);
         self.symbols.release(&self.hasher, hot.tenant);
         self.symbols.release(&self.hasher, hot.next_hop);
@@ -619,7 +684,9 @@ impl RouteTable {
     pub fn memory(&self) -> MemoryUse {
         MemoryUse {
             routes: self.len,
-            index_bytes: self.by_id.allocated_bytes() + self.by_cap.allocated_bytes(),
+            index_bytes: self.by_id.allocated_bytes()
+                + self.by_cap.allocated_bytes()
+                + self.by_hop.allocated_bytes(),
             timer_bytes: self.timers.allocated_bytes(),
             hot_bytes: self.hot.capacity() * std::mem::size_of::<Hot>(),
             slab_bytes: self.slab.capacity() * std::mem::size_of::<Slot>()

@@ -45,7 +45,7 @@ pub(crate) fn check_invariants(t: &RouteTable) {
     for &s in &live {
         let r = t.slab[s as usize].route.as_ref().unwrap();
         let h = t.hot[s as usize];
-        let want = Hot::new(
+        let mut want = Hot::new(
             r,
             t.symbol(&r.tenant),
             r.next_hop
@@ -53,6 +53,7 @@ pub(crate) fn check_invariants(t: &RouteTable) {
                 .map_or(interner::NONE, |p| t.symbol(p)),
             t.peer_up_for(r),
         );
+        want.hop_pos = h.hop_pos;
         assert_eq!(h, want, "hot record of {}", r.id);
         assert_eq!(t.find_slot(r.id.as_str()), Some(s), "by_id for {}", r.id);
         assert!(
@@ -90,9 +91,72 @@ pub(crate) fn check_invariants(t: &RouteTable) {
         "capability index holds exactly the live slots"
     );
     assert_eq!(t.by_id.len(), live.len(), "route_id index size");
+    check_hop_index(t, &live);
     if let Some(top) = t.timers.peek() {
         assert!(timer_valid(&t.slab, &top), "heap top is live");
     }
+}
+
+/// The per-peer index equals a scan of the slab: every next hop's list
+/// holds exactly the live slots with that next hop, each at the position
+/// its hot record says, and `paths_via` agrees with filtering `iter`.
+fn check_hop_index(t: &RouteTable, live: &[u32]) {
+    let mut hops: Vec<&str> = t.iter().filter_map(|r| r.next_hop.as_deref()).collect();
+    hops.sort_unstable();
+    hops.dedup();
+    let mut indexed: Vec<&str> = t.next_hops().collect();
+    indexed.sort_unstable();
+    assert_eq!(indexed, hops, "next hops of the index = of the slab");
+    for hop in hops {
+        let sym = t.symbol(hop);
+        let mut scan: Vec<u32> = live
+            .iter()
+            .copied()
+            .filter(|&s| {
+                t.slab[s as usize]
+                    .route
+                    .as_ref()
+                    .unwrap()
+                    .next_hop
+                    .as_deref()
+                    == Some(hop)
+            })
+            .collect();
+        let list = t.by_hop.slots(sym);
+        for (pos, &s) in list.iter().enumerate() {
+            assert_eq!(
+                t.hot[s as usize].hop_pos as usize, pos,
+                "hop_pos of slot {s}"
+            );
+        }
+        let mut got = list.to_vec();
+        got.sort_unstable();
+        scan.sort_unstable();
+        assert_eq!(got, scan, "paths via {hop}");
+        let mut via: Vec<&str> = t.paths_via(hop).map(|r| r.id.as_str()).collect();
+        let mut want: Vec<&str> = t
+            .iter()
+            .filter(|r| r.next_hop.as_deref() == Some(hop))
+            .map(|r| r.id.as_str())
+            .collect();
+        via.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(via, want, "paths_via({hop})");
+        assert_eq!(t.count_via(hop), want.len());
+    }
+}
+
+/// A path to `base` learned from `hop` (id `base@hop`).
+pub(crate) fn path(base: &str, hop: &str, cap: &str) -> Route {
+    let mut r = route(base, cap, 1);
+    r.id = RouteId::via(&r.id, hop).unwrap();
+    r.source = RouteSource::Peer;
+    r.origin = "agent://lab/remote".into();
+    r.endpoint = format!("https://{hop}.example:7447").into();
+    r.path = vec!["router-a".into(), hop.into()];
+    r.next_hop = Some(hop.into());
+    r.lease = Lease::Permanent;
+    r
 }
 
 fn id(s: &str) -> RouteId {
@@ -431,12 +495,18 @@ fn random_churn_keeps_every_invariant() {
     let mut t = RouteTable::new(40);
     let mut now = 0u64;
     for step in 0..4_000 {
-        let rid = format!("r{}", next(60));
-        match next(7) {
+        let mut rid = format!("r{}", next(60));
+        if next(3) == 0 {
+            rid = format!("{rid}@router-{}", next(3));
+        }
+        match next(8) {
             0..=2 => {
-                let mut r = route(&rid, &format!("c{}", next(4)), 1 + next(3) as u32);
+                let mut r = route("x", &format!("c{}", next(4)), 1 + next(3) as u32);
+                r.id = RouteId::parse_table_id(&rid).unwrap();
                 r.lease = Lease::Until(Millis(now + 1 + next(500)));
-                if next(3) == 0 {
+                r.next_hop = r.id.next_hop().map(Into::into);
+                if r.next_hop.is_none() && next(4) == 0 {
+                    // A next hop without a path id (a relay route, say).
                     r.next_hop = Some(format!("router-{}", next(3)).into());
                 }
                 if next(5) == 0 {
@@ -445,10 +515,20 @@ fn random_churn_keeps_every_invariant() {
                 let _ = t.upsert(r);
             }
             3 => {
-                t.remove(&id(&rid));
+                t.remove(&RouteId::parse_table_id(&rid).unwrap());
             }
             4 => {
-                let _ = t.renew(&id(&rid), Lease::Until(Millis(now + next(500))));
+                let rid = RouteId::parse_table_id(&rid).unwrap();
+                let _ = t.renew(&rid, Lease::Until(Millis(now + next(500))));
+            }
+            6 if next(4) == 0 => {
+                let hop = format!("router-{}", next(3));
+                let before = t.count_via(&hop);
+                let len = t.len();
+                let gone = t.remove_paths_via(&hop);
+                assert_eq!(gone.len(), before);
+                assert!(gone.iter().all(|r| r.next_hop.as_deref() == Some(&*hop)));
+                assert_eq!(t.len(), len - before);
             }
             5 => {
                 now += next(50);
@@ -460,9 +540,86 @@ fn random_churn_keeps_every_invariant() {
                     "live route left behind at step {step}"
                 );
             }
-            _ => t.set_peer_up(&format!("router-{}", next(3)), next(2) == 0),
+            _ => {
+                t.set_peer_up(&format!("router-{}", next(3)), next(2) == 0);
+            }
         }
         check_invariants(&t);
         assert!(t.timers.len() <= 2 * t.len() + 65);
     }
+}
+
+#[test]
+fn peer_paths_are_entries_of_their_own_indexed_by_next_hop() {
+    let mut t = RouteTable::new(100);
+    t.upsert(route("svc", "c", 1)).unwrap();
+    t.upsert(path("svc", "router-b", "c")).unwrap();
+    t.upsert(path("svc", "router-c", "c")).unwrap();
+    t.upsert(path("other", "router-b", "c")).unwrap();
+    assert_eq!(t.len(), 4, "one local route and three paths");
+    assert_eq!(t.candidates("c", 1).count(), 4);
+    let mut via_b: Vec<&str> = t.paths_via("router-b").map(|r| r.id.as_str()).collect();
+    via_b.sort_unstable();
+    assert_eq!(via_b, ["other@router-b", "svc@router-b"]);
+    assert_eq!(t.count_via("router-x"), 0);
+    assert_eq!(t.paths_via("router-x").count(), 0);
+    check_invariants(&t);
+    // Down: only router-b's paths flip; a repeat changes nothing.
+    let g = t.generation();
+    assert!(t.set_peer_up("router-b", false));
+    assert!(!t.set_peer_up("router-b", false));
+    assert_eq!(t.generation(), g + 1);
+    let up = |t: &RouteTable, s: &str| {
+        t.is_peer_up(t.slot_of(&RouteId::parse_table_id(s).unwrap()).unwrap())
+    };
+    assert!(!up(&t, "svc@router-b") && !up(&t, "other@router-b"));
+    assert!(up(&t, "svc@router-c") && up(&t, "svc"));
+    check_invariants(&t);
+    // Removing a peer's paths leaves the others and the local route.
+    let mut gone: Vec<String> = t
+        .remove_paths_via("router-b")
+        .into_iter()
+        .map(|r| r.id.to_string())
+        .collect();
+    gone.sort_unstable();
+    assert_eq!(gone, ["other@router-b", "svc@router-b"]);
+    assert!(t.remove_paths_via("router-b").is_empty());
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.next_hops().collect::<Vec<_>>(), ["router-c"]);
+    check_invariants(&t);
+    // Changing a route's next hop moves it between lists.
+    let mut moved = path("svc", "router-c", "c");
+    moved.next_hop = Some("router-d".into());
+    t.upsert(moved).unwrap();
+    assert_eq!(t.count_via("router-c"), 0);
+    assert_eq!(t.count_via("router-d"), 1);
+    check_invariants(&t);
+}
+
+/// A peer with no paths costs nothing; each path costs one slot number
+/// in its peer's list (its position rides in the hot record's padding).
+#[test]
+fn the_per_peer_index_costs_a_slot_number_per_path() {
+    let mut t = RouteTable::new(20_000);
+    for i in 0..10_000 {
+        t.upsert(route(&format!("l{i}"), &format!("svc{}", i % 1000), 1))
+            .unwrap();
+    }
+    let local = t.memory().index_bytes;
+    for i in 0..10_000 {
+        t.upsert(path(
+            &format!("p{i}"),
+            "router-b",
+            &format!("svc{}", i % 1000),
+        ))
+        .unwrap();
+    }
+    let both = t.memory().index_bytes;
+    let hop_list = t.by_hop.allocated_bytes();
+    assert!(
+        hop_list <= 10_000 * 4 * 2 + 1024,
+        "10k paths of one peer: {hop_list} bytes"
+    );
+    assert!(both > local + hop_list, "the figure includes the list");
+    assert_eq!(std::mem::size_of::<Hot>(), 64, "hop_pos fits the line");
 }
