@@ -28,7 +28,10 @@ use crate::route::{Lease, Route, RouteId, RouteSource};
 use crate::table::{RouteTable, TableError, UpsertOutcome};
 use crate::time::Millis;
 
+mod peer_routes;
 mod views;
+
+pub use peer_routes::{data_plane_url, PeerPath, PeerPathError, MAX_PATH_LEN};
 
 /// FIB changes a state transition produced, in order.
 pub type Changes = Vec<FibChange>;
@@ -413,6 +416,14 @@ impl State {
                 "route_id",
                 format_args!("prefix {STATIC_ID_PREFIX} is reserved"),
             ));
+        }
+        if self.held_by_peer(&id) {
+            // A route_id names one route: paths learned from peers hold
+            // this one (the peer side is refused likewise when ours exists).
+            return Err(IpcError::Conflict {
+                route_id: id,
+                reason: ConflictReason::NotLocal,
+            });
         }
         let existing = self.table.get(&id);
         if let Some(existing) = existing {

@@ -1,0 +1,405 @@
+//! The peer-path State API, sans-IO: paths in, FIB changes out.
+
+use super::*;
+use crate::config::load_str;
+use crate::ipc::message::{
+    ConflictReason, IpcError, LookupQuery, LookupView, Registration, RequestBody, ResponseBody,
+};
+use crate::time::Millis;
+
+const CONF: &str = "
+config agentd 'main'
+\toption router_id 'r1'
+\toption max_routes '10'
+
+config route 'printer'
+\toption capability 'office.print'
+\toption version '1'
+\toption origin 'agent://lab/printer'
+\toption endpoint 'http://192.0.2.10:8080/invoke'
+";
+
+const NOW: Millis = Millis(1_000);
+
+fn state() -> State {
+    let rt = load_str(CONF, "test.conf");
+    assert!(rt.is_ok(), "{:?}", rt.err());
+    State::start(rt, "test.conf", "agentd test", NOW)
+}
+
+/// `svc` of `agent://lab/remote` at router-a, advertised by `hop` over
+/// `path`.
+fn ad(route_id: &str, path: &[&str]) -> PeerPath {
+    let hop = *path.last().unwrap();
+    PeerPath {
+        route_id: RouteId::new(route_id).unwrap(),
+        capability: "demo.echo".into(),
+        version: 1,
+        origin_agent: "agent://lab/remote".into(),
+        tenant: "lab".into(),
+        region: "west".into(),
+        attrs: Attributes {
+            latency_ms: 3,
+            cost_micros: 0,
+            load_permille: 0,
+            trust: 80,
+        },
+        access: Access::default(),
+        effect: Some(Effect::Read),
+        idempotent: true,
+        path: path.iter().map(|&p| p.into()).collect(),
+        next_hop: hop.into(),
+        next_hop_address: "198.51.100.2".into(),
+        next_hop_data_port: 7447,
+        healthy: true,
+    }
+}
+
+fn install(s: &mut State, p: PeerPath) -> Result<Changes, PeerPathError> {
+    s.upsert_peer_path(p.into_route()?)
+}
+
+fn id(s: &str) -> RouteId {
+    RouteId::parse_table_id(s).unwrap()
+}
+
+fn lookup(s: &mut State, cap: &str) -> LookupView {
+    let query = LookupQuery {
+        capability: cap.into(),
+        version: 1,
+        tenant: "lab".into(),
+        source_agent: None,
+        target_agent: None,
+    };
+    match s
+        .handle(
+            RequestBody::Lookup {
+                query,
+                explain: true,
+            },
+            NOW,
+        )
+        .reply
+    {
+        Ok(ResponseBody::Lookup(v)) => v,
+        other => panic!("lookup answered {other:?}"),
+    }
+}
+
+fn winner(s: &mut State) -> Option<String> {
+    lookup(s, "demo.echo")
+        .candidates
+        .first()
+        .map(|w| w.route_id.to_string())
+}
+
+#[test]
+fn a_path_becomes_an_entry_of_its_own_with_the_next_hops_data_plane() {
+    let r = ad("svc", &["router-a", "router-b"]).into_route().unwrap();
+    assert_eq!(r.id.as_str(), "svc@router-b");
+    assert_eq!(
+        (r.id.base(), r.next_hop.as_deref()),
+        ("svc", Some("router-b"))
+    );
+    assert_eq!(r.source, RouteSource::Peer);
+    assert_eq!(r.lease, Lease::Permanent);
+    assert_eq!(&*r.endpoint, "https://198.51.100.2:7447");
+    assert_eq!(r.hops(), 2);
+    let c = r.contract.as_ref().unwrap();
+    assert_eq!((c.effect, c.idempotent), (Effect::Read, true));
+    let mut v6 = ad("svc", &["router-b"]);
+    v6.next_hop_address = "2001:db8::2".into();
+    assert_eq!(
+        &*v6.into_route().unwrap().endpoint,
+        "https://[2001:db8::2]:7447"
+    );
+    let mut named = ad("svc", &["router-b"]);
+    named.next_hop_address = "router-b.lab.example".into();
+    assert_eq!(
+        &*named.into_route().unwrap().endpoint,
+        "https://router-b.lab.example:7447"
+    );
+    let mut no_contract = ad("svc", &["router-b"]);
+    no_contract.effect = None;
+    assert_eq!(no_contract.into_route().unwrap().contract, None);
+}
+
+#[test]
+fn malformed_paths_are_refused_naming_the_field() {
+    let field = |p: PeerPath| match p.into_route() {
+        Err(PeerPathError::Invalid { field, .. }) => field,
+        other => panic!("accepted or other error: {other:?}"),
+    };
+    let mut p = ad("svc", &["router-a", "router-b"]);
+    p.path = vec!["router-b".into(), "router-a".into()];
+    assert_eq!(field(p), "path", "must end at the next hop");
+    let mut p = ad("svc", &["router-b"]);
+    p.path.clear();
+    assert_eq!(field(p), "path");
+    assert_eq!(
+        field(ad("svc", &["router-b", "router-c", "router-b"])),
+        "path"
+    );
+    let mut p = ad("svc", &["router-b"]);
+    p.path = (0..=MAX_PATH_LEN).map(|i| format!("r{i}").into()).collect();
+    p.next_hop = format!("r{MAX_PATH_LEN}").into();
+    assert_eq!(field(p), "path", "longer than any max_path");
+    assert_eq!(
+        field(ad("svc", &["router_b"])),
+        "route_id",
+        "hop is no label"
+    );
+    let mut p = ad("svc", &["router-b"]);
+    p.tenant = "ops".into();
+    assert_eq!(field(p), "origin_agent");
+    let mut p = ad("svc", &["router-b"]);
+    p.attrs.trust = 101;
+    assert_eq!(field(p), "attrs");
+    let mut p = ad("svc", &["router-b"]);
+    p.version = 0;
+    assert_eq!(field(p), "version");
+    let mut p = ad("svc", &["router-b"]);
+    p.next_hop_address = "198.51.100.2/evil".into();
+    assert_eq!(field(p), "next_hop_address");
+    let mut p = ad("svc", &["router-b"]);
+    p.next_hop_data_port = 0;
+    assert_eq!(field(p), "next_hop_address");
+    // A route that is not what into_route makes is refused by the RIB.
+    let mut s = state();
+    let mut r = ad("svc", &["router-b"]).into_route().unwrap();
+    r.id = RouteId::new("svc").unwrap();
+    assert!(matches!(
+        s.upsert_peer_path(r),
+        Err(PeerPathError::Invalid {
+            field: "route_id",
+            ..
+        })
+    ));
+    let mut r = ad("svc", &["router-b"]).into_route().unwrap();
+    r.endpoint = "http://192.0.2.10:8080/".into();
+    assert!(matches!(
+        s.upsert_peer_path(r),
+        Err(PeerPathError::Invalid {
+            field: "endpoint",
+            ..
+        })
+    ));
+    let mut r = ad("svc", &["router-b"]).into_route().unwrap();
+    r.lease = Lease::Until(Millis(5_000));
+    assert!(matches!(
+        s.upsert_peer_path(r),
+        Err(PeerPathError::Invalid { field: "lease", .. })
+    ));
+    assert_eq!(s.table().len(), 1, "only the static route");
+}
+
+#[test]
+fn paths_are_published_once_and_both_peers_paths_are_candidates() {
+    let mut s = state();
+    let c = install(&mut s, ad("svc", &["router-a", "router-b"])).unwrap();
+    assert!(matches!(&c[..], [FibChange::Upsert(r)] if r.id.as_str() == "svc@router-b"));
+    assert_eq!(
+        install(&mut s, ad("svc", &["router-a", "router-b"])).unwrap(),
+        []
+    );
+    install(&mut s, ad("svc", &["router-a", "router-c", "router-d"])).unwrap();
+    let v = lookup(&mut s, "demo.echo");
+    let mut ids: Vec<String> = v
+        .candidates
+        .iter()
+        .map(|c| c.route_id.to_string())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["svc@router-b", "svc@router-d"]);
+    // Fewer hops win (the hop count is in the score).
+    assert_eq!(winner(&mut s).as_deref(), Some("svc@router-b"));
+    let svc = id("svc");
+    let mut ours: Vec<&str> = s.paths_of(&svc).map(|r| r.id.as_str()).collect();
+    ours.sort();
+    assert_eq!(ours, ["svc@router-b", "svc@router-d"]);
+}
+
+#[test]
+fn a_route_id_of_ours_is_never_shadowed_by_a_path_and_back() {
+    let mut s = state();
+    // The static route.
+    let e = install(&mut s, ad("static:printer", &["router-b"])).unwrap_err();
+    assert_eq!(
+        e,
+        PeerPathError::HeldLocally {
+            route_id: id("static:printer"),
+            source: RouteSource::Static
+        }
+    );
+    assert_eq!(e.code(), "held_locally");
+    // A local registration (administrator, id kept as named).
+    let reg = Registration {
+        route_id: Some(id("mine")),
+        capability: "demo.echo".into(),
+        version: 1,
+        origin: "agent://lab/here".into(),
+        endpoint: "http://192.0.2.20:9000/invoke".into(),
+        tenant: "lab".into(),
+        region: "local".into(),
+        attrs: Attributes::default(),
+        access: Access::default(),
+        contract: None,
+        lease_seconds: None,
+        caller: None,
+        owner: None,
+    };
+    let h = s.handle(RequestBody::Register(reg.clone()), NOW);
+    assert!(h.reply.is_ok(), "{:?}", h.reply);
+    assert!(matches!(
+        install(&mut s, ad("mine", &["router-b"])),
+        Err(PeerPathError::HeldLocally {
+            source: RouteSource::Local,
+            ..
+        })
+    ));
+    // The other way round: a path holds 'theirs'; registering it is refused.
+    install(&mut s, ad("theirs", &["router-b"])).unwrap();
+    let h = s.handle(
+        RequestBody::Register(Registration {
+            route_id: Some(id("theirs")),
+            ..reg
+        }),
+        NOW,
+    );
+    assert!(
+        matches!(
+            h.reply,
+            Err(IpcError::Conflict {
+                reason: ConflictReason::NotLocal,
+                ..
+            })
+        ),
+        "{:?}",
+        h.reply
+    );
+    assert!(h.changes.is_empty());
+    assert!(s.table().get(&id("theirs")).is_none());
+}
+
+#[test]
+fn the_first_identity_of_a_route_id_stays() {
+    let mut s = state();
+    install(&mut s, ad("svc", &["router-a", "router-b"])).unwrap();
+    // Another origin router claims it through another peer.
+    let e = install(&mut s, ad("svc", &["router-x", "router-c"])).unwrap_err();
+    assert!(
+        matches!(&e, PeerPathError::HeldByOther { origin_router, .. } if &**origin_router == "router-a"),
+        "{e}"
+    );
+    // Same origin router, another origin agent.
+    let mut p = ad("svc", &["router-a", "router-c"]);
+    p.origin_agent = "agent://lab/other".into();
+    assert_eq!(install(&mut s, p).unwrap_err().code(), "held_by_other");
+    // The same peer re-advertising it with another identity.
+    let mut p = ad("svc", &["router-a", "router-b"]);
+    p.origin_agent = "agent://lab/other".into();
+    assert_eq!(install(&mut s, p).unwrap_err().code(), "held_by_other");
+    assert_eq!(s.table().len(), 2, "static + the first path");
+    assert_eq!(
+        &*s.table().get(&id("svc@router-b")).unwrap().origin,
+        "agent://lab/remote"
+    );
+    // Once the first claim is gone, another may hold it.
+    s.remove_peer_path(&id("svc@router-b"));
+    install(&mut s, ad("svc", &["router-x", "router-c"])).unwrap();
+}
+
+#[test]
+fn a_path_through_this_router_is_a_loop() {
+    let mut s = state();
+    let e = install(&mut s, ad("svc", &["router-a", "r1", "router-b"])).unwrap_err();
+    assert_eq!(
+        e,
+        PeerPathError::Loop {
+            router_id: "r1".into()
+        }
+    );
+    assert_eq!(s.table().len(), 1);
+}
+
+#[test]
+fn agentd_max_routes_bounds_peer_paths_too() {
+    let mut s = state();
+    // max_routes 10, the static route holds one.
+    for i in 0..9 {
+        install(&mut s, ad(&format!("p{i}"), &["router-b"])).unwrap();
+    }
+    let e = install(&mut s, ad("p9", &["router-b"])).unwrap_err();
+    assert_eq!(e, PeerPathError::Full { max_routes: 10 });
+    assert!(e.to_string().contains("agentd.max_routes"), "{e}");
+    // Updates of held paths still go through.
+    let mut p = ad("p0", &["router-b"]);
+    p.attrs.latency_ms = 9;
+    assert_eq!(install(&mut s, p).unwrap().len(), 1);
+}
+
+#[test]
+fn session_state_flips_only_that_peers_paths_and_is_published_once() {
+    let mut s = state();
+    install(&mut s, ad("svc", &["router-a", "router-b"])).unwrap();
+    install(&mut s, ad("svc", &["router-a", "router-c", "router-d"])).unwrap();
+    assert_eq!(winner(&mut s).as_deref(), Some("svc@router-b"));
+    let c = s.set_peer_up("router-b", false);
+    assert_eq!(
+        c,
+        [FibChange::PeerUp {
+            router_id: "router-b".into(),
+            up: false
+        }]
+    );
+    assert_eq!(s.set_peer_up("router-b", false), []);
+    // The route moves to its next path at once.
+    assert_eq!(winner(&mut s).as_deref(), Some("svc@router-d"));
+    // A path arriving while its peer is down (a snapshot) stays ineligible.
+    install(&mut s, ad("new", &["router-b"])).unwrap();
+    let eligible = |s: &mut State, rid: &str| {
+        lookup(s, "demo.echo")
+            .candidates
+            .iter()
+            .any(|c| c.route_id.as_str() == rid)
+    };
+    assert!(!eligible(&mut s, "new@router-b"));
+    assert_eq!(s.set_peer_up("router-b", true).len(), 1);
+    assert!(eligible(&mut s, "new@router-b"));
+    assert_eq!(winner(&mut s).as_deref(), Some("new@router-b"));
+}
+
+#[test]
+fn removing_a_peers_paths_touches_only_those_and_never_our_routes() {
+    let mut s = state();
+    install(&mut s, ad("svc", &["router-a", "router-b"])).unwrap();
+    install(&mut s, ad("two", &["router-b"])).unwrap();
+    install(&mut s, ad("svc", &["router-a", "router-c"])).unwrap();
+    let mut gone: Vec<String> = s
+        .remove_paths_via("router-b")
+        .into_iter()
+        .map(|c| match c {
+            FibChange::Remove(id) => id.to_string(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    gone.sort();
+    assert_eq!(gone, ["svc@router-b", "two@router-b"]);
+    assert_eq!(s.remove_paths_via("router-b"), []);
+    assert_eq!(
+        s.remove_peer_path(&id("svc@router-c")),
+        [FibChange::Remove(id("svc@router-c"))]
+    );
+    assert_eq!(s.remove_peer_path(&id("svc@router-c")), []);
+    // Not a peer path: untouched.
+    assert_eq!(s.remove_peer_path(&id("static:printer")), []);
+    assert_eq!(s.table().len(), 1);
+}
+
+#[test]
+fn exported_routes_are_ours_only() {
+    let mut s = state();
+    install(&mut s, ad("svc", &["router-b"])).unwrap();
+    let ids: Vec<&str> = s.exportable_routes().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["static:printer"]);
+}
