@@ -95,6 +95,8 @@ pub struct Runtime {
     pub quotas: Quotas,
     /// `agent` sections by origin.
     pub pins: HashMap<Box<str>, AgentPin>,
+    /// The ARPX driver's options: identity, `arpx`, enabled `peer`s.
+    pub mesh: crate::daemon::peers::settings::MeshSettings,
 }
 
 impl Default for Runtime {
@@ -293,6 +295,7 @@ pub fn convert(p: &Partial, file: &str) -> (Runtime, Vec<String>) {
         problems,
         quotas: quotas(c),
         pins: crate::owner::pins_of(c),
+        mesh: crate::daemon::peers::settings::MeshSettings::of_config(c),
     };
     (rt, errors)
 }

@@ -15,6 +15,7 @@ commands:
   agents                         origins (agents) and their routes
   lookup CAPABILITY [--version N] [--tenant T] [--source S] [--explain]
                                  the route a call would take (and why)
+  peers                          ARPX sessions: state, uptime, routes, errors
   reload                         re-read the config (same as SIGHUP)
   unregister ROUTE_ID            withdraw one locally registered route now
   flush --origin AGENT_URI       withdraw every local route of one agent now
@@ -57,6 +58,7 @@ pub enum Command {
     Lookup(LookupQuery),
     Reload,
     Stats,
+    Peers,
     /// Withdraw one local route (operator).
     Unregister(String),
     /// Withdraw every local route of an origin (operator).
@@ -134,6 +136,7 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
         Some("agents") => Command::Agents,
         Some("reload") => Command::Reload,
         Some("stats") => Command::Stats,
+        Some("peers") => Command::Peers,
         Some("help") => Command::Help,
         Some("unregister") => Command::Unregister(
             words

@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod command;
+pub mod peers;
 pub mod render;
 pub mod rpcd;
 pub mod run;

@@ -195,7 +195,7 @@ pub fn command_for(method: &str, args: &Map<String, Value>) -> Result<Command, R
                 explain,
             })
         }
-        "peers" => return Err(RpcdError::Unsupported("peers")),
+        "peers" => Command::Peers,
         "candidates" => return Err(RpcdError::Unsupported("candidates")),
         "approve" => return Err(RpcdError::Unsupported("approve")),
         "revoke" => return Err(RpcdError::Unsupported("revoke")),
@@ -271,7 +271,8 @@ mod tests {
             command_for("nope", &Map::new()).unwrap_err().code(),
             "unknown_method"
         );
-        let e = command_for("peers", &Map::new()).unwrap_err();
+        let e = command_for("tasks", &Map::new()).unwrap_err();
         assert_eq!(e.to_json()["error"], "unsupported");
+        assert_eq!(command_for("peers", &Map::new()), Ok(Command::Peers));
     }
 }

@@ -162,6 +162,13 @@ async fn execute(socket: &Path, command: &Command) -> Result<Output, Failure> {
                 json: render::stats_json(&s),
             })
         }
+        Command::Peers => {
+            let p = client.peers().await.map_err(fail)?;
+            Ok(Output {
+                text: super::peers::peers_text(&p),
+                json: super::peers::peers_json(&p),
+            })
+        }
         Command::Unregister(id) => {
             let route_id = crate::route::RouteId::new(id).map_err(|e| Failure {
                 code: exit::USAGE,

@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use tokio::sync::mpsc;
 
 use super::options::ConfigSource;
+use super::peers::Peers;
 use super::probe::{self, ProbeTarget};
 use super::state::{Changes, State};
 use crate::config::{self, HealthSettings, LoadError, Runtime};
@@ -133,6 +134,8 @@ pub struct Instance {
     /// Local leases changed since the lease file was last written.
     dirty: bool,
     boot_id: Box<str>,
+    /// The ARPX driver.
+    peers: Peers,
 }
 
 impl Instance {
@@ -140,6 +143,7 @@ impl Instance {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let own_uid = unsafe { libc::geteuid() };
         let monitor = Monitor::new(monitor_config(&state.runtime().health));
+        let peers = Peers::new(state.runtime().mesh.clone());
         Instance {
             state,
             source,
@@ -150,6 +154,7 @@ impl Instance {
             monitor,
             dirty: false,
             boot_id: super::persist::boot_id(),
+            peers,
         }
     }
 
@@ -220,6 +225,7 @@ impl Instance {
                         .map(|generation| ResponseBody::Reloaded { generation }),
                 );
             }
+            RequestBody::Peers => reply.send(Ok(ResponseBody::Peers(self.peers.view(now)))),
             RequestBody::SubscribeFib => {
                 let sink = reply.fib_sink();
                 reply.send(Ok(ResponseBody::Subscribed));
@@ -257,6 +263,9 @@ impl Instance {
                             ),
                             ("health.probes", self.monitor.probes_started()),
                         ] {
+                            s.counters.insert(k.into(), v);
+                        }
+                        for (k, v) in self.peers.counters() {
                             s.counters.insert(k.into(), v);
                         }
                     }
@@ -297,6 +306,7 @@ impl Instance {
                     log_warn!("policy invalid, denying every request: {reason}");
                 }
                 self.publish(changes, now);
+                self.peers.reconfigure(self.state.runtime().mesh.clone());
                 // Check kind, pacing or thresholds may have changed.
                 self.sync_health(now);
                 Ok(generation)

@@ -5,6 +5,7 @@
 //! * [`lookup`] — selection answers for `lookup` requests.
 //! * [`instance`] — the single event loop around `state` and its inputs.
 //! * [`probe`] — health probes of local/static endpoints.
+//! * [`peers`] — the ARPX driver (sessions with other routers).
 //! * [`log`] — syslog / stderr.
 
 #[cfg(test)]
@@ -13,6 +14,7 @@ pub mod instance;
 pub mod lookup;
 pub mod options;
 pub mod origins;
+pub mod peers;
 pub mod persist;
 pub mod probe;
 pub mod state;

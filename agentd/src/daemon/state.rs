@@ -290,7 +290,7 @@ impl State {
                 self.gateway = Some((s, now));
                 (Ok(ResponseBody::Noted), Vec::new())
             }
-            RequestBody::SubscribeFib | RequestBody::Reload => (
+            RequestBody::SubscribeFib | RequestBody::Reload | RequestBody::Peers => (
                 Err(IpcError::internal(
                     "request must be handled by the event loop",
                 )),

@@ -33,8 +33,8 @@ use crate::fib::FibEvent;
 use crate::ipc::frame::{self, FrameDecoder, FrameError};
 use crate::ipc::message::{
     AgentPage, AgentsQuery, GatewayStats, Hello, IpcError, LeaseGrant, LookupQuery, LookupView,
-    Registration, Renewal, Request, RequestBody, ResponseBody, RoutePage, RoutesQuery, ServerMsg,
-    StatsView, StatusView, CONNECTION_ERROR_ID, PROTOCOL_VERSION,
+    PeersView, Registration, Renewal, Request, RequestBody, ResponseBody, RoutePage, RoutesQuery,
+    ServerMsg, StatsView, StatusView, CONNECTION_ERROR_ID, PROTOCOL_VERSION,
 };
 use crate::owner::Caller;
 use crate::route::RouteId;
@@ -334,6 +334,14 @@ impl Client {
         match self.call(RequestBody::Stats).await {
             Ok(ResponseBody::Stats(s)) => Ok(s),
             other => Err(expect_err("stats", other)),
+        }
+    }
+
+    /// The ARPX sessions (`agentctl peers`).
+    pub async fn peers(&self) -> Result<PeersView, ClientError> {
+        match self.call(RequestBody::Peers).await {
+            Ok(ResponseBody::Peers(p)) => Ok(p),
+            other => Err(expect_err("peers", other)),
         }
     }
 

@@ -26,7 +26,7 @@ use crate::route::{self, Access, Attributes, Contract, RouteId, RouteSource};
 use crate::time::Millis;
 
 /// Bumped whenever any message other than `Hello` changes its encoding.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -101,6 +101,8 @@ pub enum RequestBody {
     /// when they change (at most once a second, and every few seconds
     /// anyway) → `Noted`. agentd keeps the latest for `Stats`.
     GatewayStats(GatewayStats),
+    /// The ARPX sessions → `Peers`.
+    Peers,
 }
 
 impl RequestBody {
@@ -119,6 +121,7 @@ impl RequestBody {
             RequestBody::Reload => "reload",
             RequestBody::Stats => "stats",
             RequestBody::GatewayStats(_) => "gateway_stats",
+            RequestBody::Peers => "peers",
         }
     }
 
@@ -344,6 +347,7 @@ pub enum ResponseBody {
     },
     /// The report was kept.
     Noted,
+    Peers(PeersView),
 }
 
 impl ResponseBody {
@@ -360,6 +364,7 @@ impl ResponseBody {
             ResponseBody::Stats(_) => "stats",
             ResponseBody::Flushed { .. } => "flushed",
             ResponseBody::Noted => "noted",
+            ResponseBody::Peers(_) => "peers",
         }
     }
 }
@@ -549,6 +554,59 @@ pub struct StatsView {
     pub counters: BTreeMap<Box<str>, u64>,
     /// `None` until an agent-gw reported.
     pub gateway: Option<GatewayView>,
+}
+
+/// `agentctl peers`: this router's side of the mesh and one row per
+/// configured peer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeersView {
+    /// `agentd.router_id` as configured; `None` when empty.
+    pub router_id: Option<Box<str>>,
+    /// Why no session runs at all (no router_id, unreadable identity or
+    /// certificate); `None` while the mesh is running.
+    pub off_reason: Option<Box<str>>,
+    /// `sha256:<hex>` of the identity key (what peers pin).
+    pub fingerprint: Option<Box<str>>,
+    /// `arpx.listen`, `None` when inbound sessions are off.
+    pub listen: Option<Box<str>>,
+    /// Why the listener is not running although configured.
+    pub listen_error: Option<Box<str>>,
+    pub peers: Vec<PeerView>,
+}
+
+/// One configured peer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerView {
+    pub router_id: Box<str>,
+    pub address: Box<str>,
+    pub port: u16,
+    /// The session state (`idle`, `connecting`, `open_sent`, `snapshot`,
+    /// `established`, ...).
+    pub state: Box<str>,
+    /// Milliseconds in that state (the uptime when established).
+    pub state_ms: u64,
+    pub established: bool,
+    /// Paths held from it / routes advertised to it.
+    pub routes_in: u64,
+    pub routes_out: u64,
+    /// The last transport or handshake failure (these never reach the
+    /// session; e.g. an unpinned key).
+    pub last_error: Option<Box<str>>,
+    pub last_close: Option<CloseView>,
+    /// Milliseconds until the next dial, while waiting to retry.
+    pub next_dial_ms: Option<u64>,
+    /// Failed attempts since the backoff was last reset.
+    pub dial_failures: u32,
+}
+
+/// How a session ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloseView {
+    /// The ARPX close code (`peer_removed`, `hold_expired`, ...).
+    pub code: Box<str>,
+    pub reason: Box<str>,
+    /// Whether this router sent the Close.
+    pub by_us: bool,
 }
 
 /// What agent-gw reports about its memory budget and task table. Fixed

@@ -562,7 +562,10 @@ fn rpcd_call_reads_arguments_and_prints_one_object() {
         call("lookup", br#"{"version":1}"#)["error"],
         "invalid_argument"
     );
-    assert_eq!(call("peers", b"{}")["error"], "unsupported");
+    assert_eq!(call("tasks", b"{}")["error"], "unsupported");
+    let peers = call("peers", b"{}");
+    assert_eq!(peers["router_id"], "test-router");
+    assert_eq!(peers["peers"], serde_json::json!([]), "{peers}");
     assert_eq!(call("stats", b"{}")["counters"]["routes"], 1);
     assert_eq!(call("nosuch", b"{}")["error"], "unknown_method");
     let big = vec![b' '; 70 * 1024];

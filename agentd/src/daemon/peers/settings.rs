@@ -1,0 +1,159 @@
+//! What the ARPX driver runs on, taken from the typed configuration
+//! (`uci-schema` holds every default and range; nothing here invents
+//! one). Compared across a reload to decide what to restart: the whole
+//! mesh instance (identity, timers, limits), the listener, or single
+//! peers.
+
+use std::path::PathBuf;
+
+/// The `arpx` section, the identity options of `agentd` and the enabled
+/// `peer` sections.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeshSettings {
+    /// `agentd.router_id` as configured; `None` when empty (the host
+    /// name is good enough for logs, not for a mesh identity: sessions
+    /// stay off).
+    pub router_id: Option<String>,
+    /// `agentd.domain`; empty: none.
+    pub domain: String,
+    pub identity: PathBuf,
+    pub domain_ca: Option<PathBuf>,
+    pub router_cert: Option<PathBuf>,
+    /// `arpx.listen`; `None`: no inbound sessions.
+    pub listen: Option<String>,
+    pub heartbeat_ms: u32,
+    pub miss_limit: u32,
+    pub graceful_ms: u64,
+    pub reflector: bool,
+    pub max_frame: usize,
+    pub max_path: usize,
+    /// Enabled peers, in file order.
+    pub peers: Vec<PeerSettings>,
+}
+
+/// One enabled `peer` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSettings {
+    pub router_id: String,
+    pub address: String,
+    pub port: u16,
+    pub data_port: u16,
+    /// `sha256:<hex>`; `None`: trust the domain CA.
+    pub key_fingerprint: Option<String>,
+    pub reflector_client: bool,
+    pub max_routes: usize,
+    pub export_tenants: Vec<String>,
+}
+
+impl PeerSettings {
+    /// What a live session depends on: a change here reconnects the
+    /// peer; anything else (export rules, limits) is applied in place.
+    pub fn transport_key(&self) -> (&str, u16, Option<&str>) {
+        (&self.address, self.port, self.key_fingerprint.as_deref())
+    }
+}
+
+impl MeshSettings {
+    /// From a (valid part of a) configuration.
+    pub fn of_config(c: &uci_schema::Config) -> MeshSettings {
+        let a = &c.agentd;
+        let x = &c.arpx;
+        let path = |s: &str| (!s.is_empty()).then(|| PathBuf::from(s));
+        MeshSettings {
+            router_id: (!a.router_id.is_empty()).then(|| a.router_id.clone()),
+            domain: a.domain.clone(),
+            identity: PathBuf::from(&a.identity),
+            domain_ca: path(&a.domain_ca),
+            router_cert: path(&a.router_cert),
+            listen: (!x.listen.is_empty()).then(|| x.listen.clone()),
+            heartbeat_ms: u32::try_from(x.heartbeat_ms).unwrap_or(u32::MAX),
+            miss_limit: u32::try_from(x.miss_limit).unwrap_or(u32::MAX),
+            graceful_ms: x.graceful_s.saturating_mul(1000),
+            reflector: x.reflector,
+            max_frame: usize::try_from(x.max_frame).unwrap_or(usize::MAX),
+            max_path: usize::try_from(x.max_path).unwrap_or(usize::MAX),
+            peers: c
+                .peers
+                .iter()
+                .filter(|p| p.enabled)
+                .map(|p| PeerSettings {
+                    router_id: p.router_id.clone(),
+                    address: p.address.clone(),
+                    port: p.port,
+                    data_port: p.data_port,
+                    key_fingerprint: (!p.key_fingerprint.is_empty())
+                        .then(|| p.key_fingerprint.clone()),
+                    reflector_client: p.reflector_client,
+                    max_routes: usize::try_from(p.max_routes).unwrap_or(usize::MAX),
+                    export_tenants: p.export_tenant.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Everything but the peer list and the listener: a change here
+    /// restarts the whole instance (every session closes and reopens).
+    pub fn instance_key(&self) -> impl PartialEq + '_ {
+        (
+            &self.router_id,
+            &self.domain,
+            &self.identity,
+            &self.domain_ca,
+            &self.router_cert,
+            (self.heartbeat_ms, self.miss_limit, self.graceful_ms),
+            (self.reflector, self.max_frame, self.max_path),
+        )
+    }
+
+    pub fn peer(&self, router_id: &str) -> Option<&PeerSettings> {
+        self.peers.iter().find(|p| p.router_id == router_id)
+    }
+}
+
+impl Default for MeshSettings {
+    /// The schema defaults (no peers, no router_id).
+    fn default() -> Self {
+        MeshSettings::of_config(uci_schema::Config::defaults())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_come_from_the_schema_and_skip_disabled_peers() {
+        let text = "
+config agentd 'main'
+\toption router_id 'router-a'
+\toption identity '/tmp/x/identity.key'
+config arpx 'arpx'
+\toption listen '127.0.0.1:17444'
+\toption graceful_s '4'
+config peer 'b'
+\toption router_id 'router-b'
+\toption address '127.0.0.1'
+\toption port '17445'
+\toption key_fingerprint 'sha256:00'
+config peer 'c'
+\toption enabled '0'
+\toption router_id 'router-c'
+\toption address '127.0.0.1'
+";
+        let c = uci_schema::Config::from_str_partial(text, "t").config;
+        let m = MeshSettings::of_config(&c);
+        assert_eq!(m.router_id.as_deref(), Some("router-a"));
+        assert_eq!(m.listen.as_deref(), Some("127.0.0.1:17444"));
+        assert_eq!(m.graceful_ms, 4000);
+        assert_eq!(m.heartbeat_ms, 1000, "schema default");
+        assert_eq!(m.max_frame, 65536, "schema default");
+        assert_eq!(m.peers.len(), 1);
+        let b = &m.peers[0];
+        assert_eq!((b.port, b.data_port, b.max_routes), (17445, 7447, 10000));
+        assert_eq!(b.key_fingerprint.as_deref(), Some("sha256:00"));
+        assert_eq!(m.domain_ca, None);
+        let d = MeshSettings::default();
+        assert_eq!(d.router_id, None);
+        assert!(d.peers.is_empty());
+    }
+}
