@@ -23,7 +23,7 @@ use agentd::time::Millis;
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::forward::target::Target;
-use crate::forward::Candidate;
+use crate::forward::{Candidate, Dest};
 use crate::state::AppState;
 
 /// First and longest wait between reconnection attempts to agentd.
@@ -135,15 +135,30 @@ impl Fib {
         let mut unusable = 0usize;
         for s in ranked {
             let r = s.route;
-            // Only endpoints we can reach over local HTTP/1.1 are
-            // candidates here; peer/relay forwarding arrives later.
-            let Some(target) = self.target(&r.endpoint) else {
-                unusable += 1;
-                continue;
+            // A peer path is a candidate of its own kind: its endpoint is
+            // the next hop's data plane, not a handler URL, so it is never
+            // parsed or SSRF-checked as one. Local and static routes need
+            // an endpoint we can reach over HTTP/1.1; relay forwarding
+            // arrives later.
+            let dest = match (r.source, &r.next_hop) {
+                (RouteSource::Peer, Some(hop)) => Dest::Peer {
+                    next_hop: hop.clone(),
+                },
+                (RouteSource::Local | RouteSource::Static, _) => match self.target(&r.endpoint) {
+                    Some(target) => Dest::Handler(target),
+                    None => {
+                        unusable += 1;
+                        continue;
+                    }
+                },
+                _ => {
+                    unusable += 1;
+                    continue;
+                }
             };
             let candidate = Candidate {
                 route_id: r.id.clone(),
-                target,
+                dest,
                 idempotent: r.contract.as_ref().is_some_and(|c| c.idempotent),
                 allow_loopback: r.allow_loopback,
             };

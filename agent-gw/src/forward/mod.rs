@@ -59,11 +59,25 @@ const RELAYED: [HeaderName; 9] = [
     HeaderName::from_static("x-agentd-idempotent"),
 ];
 
+/// Where a candidate's call goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dest {
+    /// A handler endpoint this gateway calls over HTTP/1.1 (local and
+    /// static routes), checked by the SSRF guard at connect time.
+    Handler(Target),
+    /// A path learned from a peer: the call belongs on the next hop's
+    /// data plane (h2 over mTLS, issue 8), never on an HTTP/1.1 connection
+    /// to the peer's address, and its endpoint is no handler URL. Until
+    /// that exists, the attempt is refused before dispatch as never
+    /// delivered, so the call moves on to the next candidate.
+    Peer { next_hop: Box<str> },
+}
+
 /// One place a call may go, copied out of the FIB snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
     pub route_id: RouteId,
-    pub target: Target,
+    pub dest: Dest,
     /// The route's contract says the capability is idempotent.
     pub idempotent: bool,
     /// The route may point at loopback / the router's own addresses
@@ -285,12 +299,13 @@ impl Forwarder {
     fn request(
         &self,
         cand: &Candidate,
+        target: &Target,
         out: &Outgoing,
         deadline: Deadline,
     ) -> Request<Full<Bytes>> {
         let mut req = Request::new(Full::new(out.body.clone()));
         *req.method_mut() = Method::POST;
-        *req.uri_mut() = cand.target.path.clone().into();
+        *req.uri_mut() = target.path.clone().into();
         // Sized once: the seven headers below plus the relayed ones.
         *req.headers_mut() = HeaderMap::with_capacity(7 + out.relay.len());
         let h = req.headers_mut();
@@ -298,7 +313,7 @@ impl Forwarder {
             h.append(k, v.clone());
         }
         h.append(VIA_NAME, self.via.clone());
-        if let Some(host) = cand.target.host_header() {
+        if let Some(host) = target.host_header() {
             h.insert(header::HOST, host);
         }
         h.insert(
@@ -324,9 +339,13 @@ impl Forwarder {
         deadline: Deadline,
         sent: &Cell<bool>,
     ) -> Result<Response<Incoming>, AttemptError> {
-        let key: Box<str> = cand.target.connect_addr().into();
-        let mut req = self.request(cand, out, deadline);
-        if let Some(mut sender) = self.pool.take(&cand.target) {
+        let target = match &cand.dest {
+            Dest::Handler(t) => t,
+            Dest::Peer { next_hop } => return Err(peer_not_available(next_hop)),
+        };
+        let key: Box<str> = target.connect_addr().into();
+        let mut req = self.request(cand, target, out, deadline);
+        if let Some(mut sender) = self.pool.take(target) {
             sent.set(true);
             match sender.try_send_request(req).await {
                 Ok(resp) => {
@@ -344,7 +363,7 @@ impl Forwarder {
             }
         }
         let guard = self.guard.with_loopback(cand.allow_loopback);
-        let addr = match resolve_checked(&cand.target.endpoint, &guard).await {
+        let addr = match resolve_checked(&target.endpoint, &guard).await {
             Ok(a) => a,
             Err(ResolveError::Refused(r)) => return Err(AttemptError::Refused(r)),
             Err(e) => return Err(AttemptError::Failed(Failure::NotDelivered, e.to_string())),
@@ -374,6 +393,18 @@ impl Forwarder {
             },
         }
     }
+}
+
+/// A peer path's attempt: nothing is sent anywhere (DESIGN §7 "refused
+/// by the next hop before dispatch" is never delivered, so the call may
+/// move on, e.g. to a local replica).
+fn peer_not_available(next_hop: &str) -> AttemptError {
+    AttemptError::Failed(
+        Failure::NotDelivered,
+        format!(
+            "peer forwarding is not available yet: the route is via router {next_hop}, and this gateway forwards only to local handlers"
+        ),
+    )
 }
 
 fn classify(e: hyper::Error) -> AttemptError {

@@ -403,3 +403,62 @@ fn exported_routes_are_ours_only() {
     let ids: Vec<&str> = s.exportable_routes().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["static:printer"]);
 }
+
+/// Events an exporter queued, drained into a replica.
+#[derive(Debug, Default)]
+struct Queue(Vec<crate::fib::FibEvent>);
+
+impl crate::fib::export::FibSink for Queue {
+    fn offer(&mut self, event: crate::fib::FibEvent) -> bool {
+        self.0.push(event);
+        true
+    }
+}
+
+#[test]
+fn the_changes_carry_paths_to_the_gateways_replica_intact() {
+    use crate::fib::export::FibExporter;
+    use crate::fib::replica::FibReplica;
+    let mut s = state();
+    let mut ex: FibExporter<Queue> = FibExporter::new();
+    let sub = ex
+        .subscribe(Queue::default(), s.table(), s.policy())
+        .unwrap();
+    let mut publish = |s: &State, c: Changes| {
+        ex.publish(s.generation(), c);
+    };
+    let c = install(&mut s, ad("svc", &["router-a", "router-b"])).unwrap();
+    publish(&s, c);
+    let c = install(&mut s, ad("svc", &["router-a", "router-c"])).unwrap();
+    publish(&s, c);
+    let c = install(&mut s, ad("two", &["router-c"])).unwrap();
+    publish(&s, c);
+    let c = s.set_peer_up("router-b", false);
+    publish(&s, c);
+    let c = s.remove_paths_via("router-c");
+    publish(&s, c);
+    let c = install(&mut s, ad("three", &["router-d"])).unwrap();
+    publish(&s, c);
+    let events = ex.unsubscribe(sub).unwrap().0;
+    let mut r = FibReplica::new(100);
+    for e in events {
+        r.apply(e, NOW).unwrap();
+    }
+    assert_eq!(r.generation(), Some(s.generation()));
+    let mut want: Vec<Route> = s.table().iter().cloned().collect();
+    let mut got: Vec<Route> = r.table().iter().cloned().collect();
+    want.sort_by(|a, b| a.id.cmp(&b.id));
+    got.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(got, want);
+    let p = r.table().get(&id("svc@router-b")).unwrap();
+    assert_eq!(p.next_hop.as_deref(), Some("router-b"));
+    assert_eq!(
+        p.path,
+        ["router-a".into(), "router-b".into()] as [Box<str>; 2]
+    );
+    assert_eq!(&*p.endpoint, "https://198.51.100.2:7447");
+    let slot = r.table().slot_of(&id("svc@router-b")).unwrap();
+    assert!(!r.table().is_peer_up(slot), "the down mark travelled");
+    assert!(r.table().get(&id("svc@router-c")).is_none());
+    assert_eq!(r.table().count_via("router-d"), 1);
+}
