@@ -38,3 +38,81 @@ pub fn ad(route_id: &str, path: &[&str]) -> RouteAd {
         path: path.iter().map(|s| (*s).into()).collect(),
     }
 }
+
+/// The test router number `n` is named `router-<letter>`: 1 → router-a.
+pub fn router(n: u8) -> String {
+    format!("router-{}", char::from(b'a' + n - 1))
+}
+
+/// `ad(route_id, path)` signed by the origin (`path[0]`, test router
+/// number `origin`).
+pub fn signed(route_id: &str, path: &[&str], origin: u8) -> RouteAd {
+    let mut a = ad(route_id, path);
+    crate::sign::sign(&mut a, &key(origin));
+    a
+}
+
+/// The defaults of `config arpx` for test router number `n`.
+pub fn config(n: u8) -> crate::instance::InstanceConfig {
+    crate::instance::InstanceConfig {
+        router_id: router(n),
+        domain: "lab.example".into(),
+        boot_epoch: 1000 + u64::from(n),
+        key: key(n),
+        heartbeat_ms: 1000,
+        miss_limit: 3,
+        graceful_ms: 10_000,
+        reflector: false,
+        max_path: 8,
+        max_frame: crate::frame::DEFAULT_MAX_FRAME,
+    }
+}
+
+/// A `peer` section with the defaults.
+pub fn peer(n: u8) -> crate::instance::PeerConfig {
+    crate::instance::PeerConfig {
+        router_id: router(n),
+        max_routes: 10_000,
+        export_tenants: Vec::new(),
+        reflector_client: false,
+    }
+}
+
+/// The Open test router number `n` sends.
+pub fn open(n: u8) -> crate::message::Message {
+    crate::message::Message::Open(crate::message::Open {
+        version: crate::message::PROTOCOL_VERSION,
+        router_id: router(n),
+        domain: "lab.example".into(),
+        boot_epoch: 1000 + u64::from(n),
+        heartbeat_ms: 1000,
+        reflector_client: false,
+    })
+}
+
+/// A local route of tenant `lab` for `demo.echo` v1.
+pub fn local(route_id: &str) -> crate::instance::LocalRoute {
+    crate::instance::LocalRoute {
+        route_id: route_id.into(),
+        capability: "demo.echo".into(),
+        version: 1,
+        origin_agent: "agent://lab/echo".into(),
+        tenant: "lab".into(),
+        region: String::new(),
+        attrs: Attrs {
+            latency_ms: 1,
+            cost_micros: 0,
+            load_permille: 0,
+            trust: 50,
+        },
+        allowed_tenants: Vec::new(),
+        allowed_sources: Vec::new(),
+        contract: None,
+        lease_ms: 30_000,
+    }
+}
+
+/// The verified TLS key of test router number `n`.
+pub fn tls_key(n: u8) -> [u8; 32] {
+    key(n).verifying_key().to_bytes()
+}

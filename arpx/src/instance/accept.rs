@@ -1,0 +1,321 @@
+//! Applying a peer's advertisements under the route rules.
+//!
+//! An Update is checked whole before any of it is applied. Violations
+//! close the session (nothing of the message applied): a path not ending
+//! at the sender, a path containing us or repeating a router, a bad origin
+//! signature or an origin key contradicting the known one, more paths than
+//! the peer's `max_routes`. Not violations (dropped and counted, the
+//! session stays): a path longer than `max_path`, a route_id another origin
+//! router holds (first claim stays; local routes always win), and a stale
+//! serial (ignored).
+
+use std::collections::HashMap;
+
+use super::io::{ConnId, Output};
+use super::peer::Path;
+use super::{Holders, Instance};
+use crate::message::{Close, CloseCode, RouteAd};
+use crate::sign;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Install,
+    /// Same advertisement as held: only the confirmation mark moves.
+    Unchanged,
+    TooLong,
+    Conflict,
+    Stale,
+}
+
+/// Whether two advertisements say the same (the carried lease aside: it
+/// is information, and a renewal must cost nothing).
+pub(super) fn same_ad(a: &RouteAd, b: &RouteAd) -> bool {
+    a.serial == b.serial
+        && a.signature == b.signature
+        && a.origin_key == b.origin_key
+        && a.path == b.path
+        && a.route_id == b.route_id
+        && a.origin_router == b.origin_router
+}
+
+impl Instance {
+    /// The wire-independent violations of one Update (nothing applied).
+    fn check_violations(&mut self, peer: &str, routes: &[RouteAd]) -> Result<(), Close> {
+        let us = self.cfg.router_id.as_str();
+        let mut first_keys: HashMap<&str, &[u8; 32]> = HashMap::new();
+        for ad in routes {
+            let id = &ad.route_id;
+            if ad.sender() != peer {
+                return Err(Close::new(
+                    CloseCode::InvalidMessage,
+                    format!(
+                        "route {id}: path ends at {}, not at the sending router {peer}",
+                        ad.sender()
+                    ),
+                ));
+            }
+            if ad.path.iter().any(|hop| hop == us) {
+                self.counters.rejected_loop += 1;
+                return Err(Close::new(
+                    CloseCode::LoopDetected,
+                    format!(
+                        "route {id}: path {} contains this router",
+                        ad.path.join(",")
+                    ),
+                ));
+            }
+            if let Some(hop) = repeated_hop(&ad.path) {
+                self.counters.rejected_loop += 1;
+                return Err(Close::new(
+                    CloseCode::LoopDetected,
+                    format!("route {id}: path repeats router {hop}"),
+                ));
+            }
+            if let Err(e) = sign::verify(ad) {
+                self.counters.rejected_bad_signature += 1;
+                return Err(Close::new(
+                    CloseCode::BadSignature,
+                    format!("route {id} of origin {}: {e}", ad.origin_router),
+                ));
+            }
+            let origin = ad.origin_router.as_str();
+            let known = self
+                .keys
+                .known(origin)
+                .or_else(|| first_keys.get(origin).copied());
+            match known {
+                Some(k) if *k != ad.origin_key.0 => {
+                    self.counters.rejected_bad_signature += 1;
+                    return Err(Close::new(
+                        CloseCode::BadSignature,
+                        format!(
+                            "route {id}: origin key of router {origin} contradicts its known key"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    first_keys.insert(origin, &ad.origin_key.0);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn verdict(&self, peer: &str, ad: &RouteAd) -> Verdict {
+        let id = ad.route_id.as_str();
+        if self.locals.contains(id) {
+            return Verdict::Conflict;
+        }
+        if ad.path.len() > self.cfg.max_path {
+            return Verdict::TooLong;
+        }
+        if let Some(h) = self.routes.get(id) {
+            let others = h.peers.iter().any(|p| p != peer);
+            if others && h.origin != ad.origin_router {
+                return Verdict::Conflict;
+            }
+        }
+        let Some(p) = self.peers.get(peer) else {
+            return Verdict::Conflict;
+        };
+        if let Some(held) = p.paths.get(id) {
+            let epoch = p.boot_epoch.unwrap_or(0);
+            if held.epoch == epoch
+                && held.ad.origin_router == ad.origin_router
+                && held.ad.serial > ad.serial
+            {
+                return Verdict::Stale;
+            }
+            if same_ad(&held.ad, ad) {
+                return Verdict::Unchanged;
+            }
+        }
+        Verdict::Install
+    }
+
+    /// One Update from `peer` on `conn`: all of it or (with the Close the
+    /// session ends with) none of it.
+    pub(super) fn accept_routes(
+        &mut self,
+        peer: &str,
+        conn: ConnId,
+        routes: Vec<RouteAd>,
+        out: &mut Vec<Output>,
+    ) -> Result<(), Close> {
+        self.counters.updates_in += 1;
+        self.counters.routes_in += routes.len() as u64;
+        self.check_violations(peer, &routes)?;
+        let Some(p) = self.peers.get(peer) else {
+            return Ok(());
+        };
+        // The limit counts what the peer would hold after the message.
+        let mut after: HashMap<&str, bool> = HashMap::new();
+        for ad in &routes {
+            let id = ad.route_id.as_str();
+            let now_present = after
+                .get(id)
+                .copied()
+                .unwrap_or_else(|| p.paths.contains_key(id));
+            let present = match self.verdict(peer, ad) {
+                Verdict::Install | Verdict::Unchanged => true,
+                Verdict::TooLong | Verdict::Conflict => false,
+                Verdict::Stale => now_present,
+            };
+            after.insert(id, present);
+        }
+        let mut held = p.paths.len();
+        for (id, present) in &after {
+            match (p.paths.contains_key(*id), present) {
+                (false, true) => held += 1,
+                (true, false) => held -= 1,
+                _ => {}
+            }
+        }
+        let max = p.cfg.max_routes;
+        if held > max {
+            self.counters.rejected_route_limit += 1;
+            return Err(Close::new(
+                CloseCode::RouteLimit,
+                format!("more than {max} paths from router {peer}"),
+            ));
+        }
+        drop(after);
+        let epoch = p.boot_epoch.unwrap_or(0);
+        for ad in routes {
+            match self.verdict(peer, &ad) {
+                Verdict::Install => self.insert_path(peer, ad, conn, epoch, out),
+                Verdict::Unchanged => {
+                    if let Some(path) = self
+                        .peers
+                        .get_mut(peer)
+                        .and_then(|p| p.paths.get_mut(&ad.route_id))
+                    {
+                        path.mark = conn;
+                        path.ad.lease_ms = ad.lease_ms;
+                    }
+                }
+                Verdict::TooLong => {
+                    self.counters.rejected_path_too_long += 1;
+                    self.remove_path(peer, &ad.route_id, out);
+                }
+                Verdict::Conflict => {
+                    self.counters.rejected_origin_conflict += 1;
+                    self.remove_path(peer, &ad.route_id, out);
+                }
+                Verdict::Stale => self.counters.ignored_stale += 1,
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn accept_withdraws(&mut self, peer: &str, ids: Vec<String>, out: &mut Vec<Output>) {
+        self.counters.withdraws_in += 1;
+        self.counters.withdrawn_in += ids.len() as u64;
+        for id in ids {
+            self.remove_path(peer, &id, out);
+        }
+    }
+
+    fn insert_path(
+        &mut self,
+        peer: &str,
+        ad: RouteAd,
+        mark: ConnId,
+        epoch: u64,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(p) = self.peers.get_mut(peer) else {
+            return;
+        };
+        let id = ad.route_id.clone();
+        self.keys.hold(&ad.origin_router, ad.origin_key.0);
+        let path = Path {
+            ad: ad.clone(),
+            mark,
+            epoch,
+        };
+        if let Some(old) = p.paths.insert(id.clone(), path) {
+            self.keys.release(&old.ad.origin_router);
+        }
+        let h = self.routes.entry(id.clone()).or_insert_with(|| Holders {
+            origin: ad.origin_router.clone(),
+            peers: Default::default(),
+        });
+        h.peers.insert(peer.to_owned());
+        // The only holder may change the origin (its view changed).
+        h.origin.clone_from(&ad.origin_router);
+        self.dirty.insert(id);
+        out.push(Output::PathUp {
+            peer: peer.to_owned(),
+            ad,
+        });
+    }
+
+    /// Removes `peer`'s path to `route_id`, if held.
+    pub(super) fn remove_path(&mut self, peer: &str, route_id: &str, out: &mut Vec<Output>) {
+        let Some(old) = self
+            .peers
+            .get_mut(peer)
+            .and_then(|p| p.paths.remove(route_id))
+        else {
+            return;
+        };
+        self.keys.release(&old.ad.origin_router);
+        if let Some(h) = self.routes.get_mut(route_id) {
+            h.peers.remove(peer);
+            if h.peers.is_empty() {
+                self.routes.remove(route_id);
+            }
+        }
+        self.dirty.insert(route_id.to_owned());
+        out.push(Output::PathDown {
+            peer: peer.to_owned(),
+            route_id: route_id.to_owned(),
+        });
+    }
+
+    /// Removes every path of `peer` that `pred` selects.
+    pub(super) fn remove_paths_where(
+        &mut self,
+        peer: &str,
+        pred: impl Fn(&Path) -> bool,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(p) = self.peers.get(peer) else {
+            return;
+        };
+        let ids: Vec<String> = p
+            .paths
+            .iter()
+            .filter(|(_, path)| pred(path))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            self.remove_path(peer, &id, out);
+        }
+    }
+
+    /// A direct peer's verified key replaced a different learned one:
+    /// paths carrying the old key for that origin were never its own.
+    pub(super) fn purge_forged(&mut self, origin: &str, key: [u8; 32], out: &mut Vec<Output>) {
+        let peers: Vec<String> = self.peers.keys().cloned().collect();
+        for peer in peers {
+            let before = self.peers.get(&peer).map_or(0, |p| p.paths.len());
+            self.remove_paths_where(
+                &peer,
+                |path| path.ad.origin_router == origin && path.ad.origin_key.0 != key,
+                out,
+            );
+            let after = self.peers.get(&peer).map_or(0, |p| p.paths.len());
+            self.counters.rejected_bad_signature += (before - after) as u64;
+        }
+    }
+}
+
+fn repeated_hop(path: &[String]) -> Option<&str> {
+    path.iter()
+        .enumerate()
+        .find(|(i, hop)| path[..*i].contains(hop))
+        .map(|(_, hop)| hop.as_str())
+}

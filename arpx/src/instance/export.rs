@@ -1,0 +1,209 @@
+//! What each peer is sent.
+//!
+//! Our local and static routes go to every peer whose export rules admit
+//! the route's tenant. Peer-learned routes go out only when this router is
+//! a reflector (or the peer is a reflector client): the best eligible path
+//! per route_id (shortest path, then lowest next-hop router id), never to
+//! the peer it came from nor to a router already in its path, with our
+//! router id appended. Each session starts with a full snapshot; after it,
+//! only differences from what the session was sent (Adj-RIB-Out) go out,
+//! so an unchanged re-upsert or a lease renewal sends nothing.
+
+use std::collections::BTreeSet;
+
+use super::accept::same_ad;
+use super::io::{LocalRoute, Output};
+use super::peer::Peer;
+use super::Instance;
+use crate::message::{RouteAd, MAX_PATH_WIRE};
+
+impl Instance {
+    /// The best eligible peer-learned path to `route_id`: (peer, ad).
+    fn best_path(&self, route_id: &str) -> Option<(&str, &RouteAd)> {
+        let h = self.routes.get(route_id)?;
+        h.peers
+            .iter()
+            .filter_map(|id| {
+                let p = self.peers.get(id)?;
+                if !p.eligible {
+                    return None;
+                }
+                Some((id.as_str(), &p.paths.get(route_id)?.ad))
+            })
+            .min_by(|(a_id, a), (b_id, b)| a.path.len().cmp(&b.path.len()).then(a_id.cmp(b_id)))
+    }
+
+    fn reflects_to(&self, peer: &Peer) -> bool {
+        self.cfg.reflector || peer.cfg.reflector_client
+    }
+
+    /// What `peer` should hold for `route_id` now.
+    fn export_for(&self, now: u64, peer: &Peer, route_id: &str) -> Option<RouteAd> {
+        if let Some(local) = self.locals.routes.get(route_id) {
+            return peer
+                .exports_tenant(&local.ad.tenant)
+                .then(|| local.export(now));
+        }
+        if !self.reflects_to(peer) {
+            return None;
+        }
+        let (via, ad) = self.best_path(route_id)?;
+        let to = peer.cfg.router_id.as_str();
+        if via == to
+            || ad.path.iter().any(|hop| hop == to)
+            || ad.path.len() >= MAX_PATH_WIRE
+            || !peer.exports_tenant(&ad.tenant)
+        {
+            return None;
+        }
+        let mut ad = ad.clone();
+        ad.path.push(self.cfg.router_id.clone());
+        Some(ad)
+    }
+
+    /// Sends `peer` our full snapshot (its session's Opens are exchanged).
+    pub(super) fn send_snapshot(&mut self, now: u64, peer: &str, out: &mut Vec<Output>) {
+        let Some(p) = self.peers.get(peer) else {
+            return;
+        };
+        let mut ids: BTreeSet<&String> = self.locals.routes.keys().collect();
+        if self.reflects_to(p) {
+            ids.extend(self.routes.keys());
+        }
+        let routes: Vec<RouteAd> = ids
+            .into_iter()
+            .filter_map(|id| self.export_for(now, p, id))
+            .collect();
+        self.snapshots += 1;
+        let version = self.snapshots;
+        let Some(p) = self.peers.get_mut(peer) else {
+            return;
+        };
+        let Some(session) = p.open_session() else {
+            return;
+        };
+        let n = routes.len();
+        let (msgs, refused) =
+            session.send_snapshot(&self.session_cfg, version, routes.clone(), out);
+        self.counters.updates_out += msgs as u64;
+        self.counters.routes_out += (n - refused.len()) as u64;
+        self.counters.export_refused += refused.len() as u64;
+        let refused: BTreeSet<String> = refused.into_iter().map(|(ad, _)| ad.route_id).collect();
+        p.sent = routes
+            .into_iter()
+            .filter(|ad| !refused.contains(&ad.route_id))
+            .map(|ad| (ad.route_id.clone(), ad))
+            .collect();
+    }
+
+    /// Sends every open session what changed for the dirty route ids.
+    pub(super) fn flush(&mut self, now: u64, out: &mut Vec<Output>) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        let ids: Vec<String> = self.peers.keys().cloned().collect();
+        for id in ids {
+            self.send_deltas(now, &id, dirty.iter(), out);
+        }
+    }
+
+    /// Re-evaluates everything `peer` holds or could hold (its export
+    /// rules changed).
+    pub(super) fn resync_exports(&mut self, now: u64, peer: &str, out: &mut Vec<Output>) {
+        let Some(p) = self.peers.get(peer) else {
+            return;
+        };
+        let mut ids: BTreeSet<String> = self.locals.routes.keys().cloned().collect();
+        ids.extend(self.routes.keys().cloned());
+        ids.extend(p.sent.keys().cloned());
+        self.send_deltas(now, peer, ids.iter(), out);
+    }
+
+    fn send_deltas<'a>(
+        &mut self,
+        now: u64,
+        peer: &str,
+        ids: impl Iterator<Item = &'a String>,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(p) = self.peers.get(peer) else {
+            return;
+        };
+        if !p.session.as_ref().is_some_and(|s| s.is_open()) {
+            return;
+        }
+        let mut updates = Vec::new();
+        let mut withdraws = Vec::new();
+        for id in ids {
+            match (self.export_for(now, p, id), p.sent.get(id)) {
+                (Some(ad), Some(sent)) if same_ad(&ad, sent) => {}
+                (Some(ad), _) => updates.push(ad),
+                (None, Some(_)) => withdraws.push(id.clone()),
+                (None, None) => {}
+            }
+        }
+        if updates.is_empty() && withdraws.is_empty() {
+            return;
+        }
+        let Some(p) = self.peers.get_mut(peer) else {
+            return;
+        };
+        let Some(session) = p.session.as_mut() else {
+            return;
+        };
+        let n = updates.len();
+        let (msgs, refused) = session.send_updates(&self.session_cfg, updates.clone(), out);
+        self.counters.updates_out += msgs as u64;
+        self.counters.routes_out += (n - refused.len()) as u64;
+        self.counters.export_refused += refused.len() as u64;
+        let refused: BTreeSet<String> = refused.into_iter().map(|(ad, _)| ad.route_id).collect();
+        for ad in updates {
+            if refused.contains(&ad.route_id) {
+                // Not sendable: the peer must not keep an older copy.
+                if p.sent.contains_key(&ad.route_id) {
+                    withdraws.push(ad.route_id.clone());
+                }
+            } else {
+                p.sent.insert(ad.route_id.clone(), ad);
+            }
+        }
+        for id in &withdraws {
+            p.sent.remove(id);
+        }
+        let n = withdraws.len();
+        let msgs = session.send_withdraws(&self.session_cfg, withdraws, out);
+        self.counters.withdraws_out += msgs as u64;
+        self.counters.withdrawn_out += n as u64;
+    }
+
+    pub(super) fn upsert_local(&mut self, now: u64, route: LocalRoute, out: &mut Vec<Output>) {
+        let id = route.route_id.clone();
+        match self
+            .locals
+            .upsert(now, &self.cfg.router_id, &self.cfg.key, route)
+        {
+            Ok(false) => return,
+            Ok(true) => {}
+            Err(_) => {
+                self.counters.export_refused += 1;
+                self.locals.remove(&id);
+            }
+        }
+        // Local route ids always win over remote claims.
+        if let Some(h) = self.routes.get(&id) {
+            let holders: Vec<String> = h.peers.iter().cloned().collect();
+            for peer in holders {
+                self.counters.rejected_origin_conflict += 1;
+                self.remove_path(&peer, &id, out);
+            }
+        }
+        self.dirty.insert(id);
+    }
+
+    pub(super) fn withdraw_local(&mut self, route_id: &str) {
+        if self.locals.remove(route_id) {
+            self.dirty.insert(route_id.to_owned());
+        }
+    }
+}

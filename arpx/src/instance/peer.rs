@@ -1,0 +1,83 @@
+//! One configured peer: its session (at most one survives collisions),
+//! the paths learned from it and what it has been sent.
+
+use std::collections::BTreeMap;
+
+use super::io::{ConnId, PeerConfig, PeerState, PeerStatus};
+use crate::message::{Close, RouteAd};
+use crate::session::Session;
+
+/// A path learned from a peer.
+#[derive(Clone, Debug)]
+pub(super) struct Path {
+    pub ad: RouteAd,
+    /// The connection whose messages last confirmed it (the snapshot sweep
+    /// and graceful expiry remove paths not confirmed by the current one).
+    pub mark: ConnId,
+    /// The peer's boot epoch when it was learned: serials are compared
+    /// only within one epoch (a restarted peer's snapshot replaces all).
+    pub epoch: u64,
+}
+
+#[derive(Debug)]
+pub(super) struct Peer {
+    pub cfg: PeerConfig,
+    pub session: Option<Session>,
+    /// Whether the driver was last told its paths are eligible.
+    pub eligible: bool,
+    /// A graceful expiry is armed.
+    pub graceful: bool,
+    /// Adj-RIB-In: route_id → path.
+    pub paths: BTreeMap<String, Path>,
+    /// Adj-RIB-Out: route_id → what we advertised.
+    pub sent: BTreeMap<String, RouteAd>,
+    pub idle_since_ms: u64,
+    pub last_error: Option<String>,
+    pub last_close: Option<(Close, bool)>,
+    pub boot_epoch: Option<u64>,
+}
+
+impl Peer {
+    pub fn new(cfg: PeerConfig, now: u64) -> Peer {
+        Peer {
+            cfg,
+            session: None,
+            eligible: false,
+            graceful: false,
+            paths: BTreeMap::new(),
+            sent: BTreeMap::new(),
+            idle_since_ms: now,
+            last_error: None,
+            last_close: None,
+            boot_epoch: None,
+        }
+    }
+
+    /// The session, when Opens are exchanged (we may send routes).
+    pub fn open_session(&mut self) -> Option<&mut Session> {
+        self.session.as_mut().filter(|s| s.is_open())
+    }
+
+    pub fn status(&self) -> PeerStatus {
+        let (state, since_ms) = match &self.session {
+            Some(s) => (s.state(), s.since_ms),
+            None => (PeerState::Idle, self.idle_since_ms),
+        };
+        PeerStatus {
+            router_id: self.cfg.router_id.clone(),
+            state,
+            since_ms,
+            routes_in: self.paths.len(),
+            routes_out: self.sent.len(),
+            eligible: self.eligible,
+            last_error: self.last_error.clone(),
+            last_close: self.last_close.clone(),
+            boot_epoch: self.boot_epoch,
+        }
+    }
+
+    /// Whether routes of `tenant` may be exported to this peer.
+    pub fn exports_tenant(&self, tenant: &str) -> bool {
+        self.cfg.export_tenants.is_empty() || self.cfg.export_tenants.iter().any(|t| t == tenant)
+    }
+}

@@ -1,0 +1,496 @@
+//! Connections and what their ends mean for a peer's paths.
+//!
+//! * Transport loss or hold expiry: paths ineligible at once, removed
+//!   after `graceful_ms` unless the next session's snapshot confirms them.
+//! * A typed close for a protocol violation (either direction), an admin
+//!   shutdown or a removed peer: paths removed at once.
+//! * A collision: the losing connection goes, the peer's paths and their
+//!   eligibility pass to the surviving connection untouched (no flap).
+
+use super::io::{ConnId, Output, PeerConfig, Timer};
+use super::peer::Peer;
+use super::Instance;
+use crate::message::{Close, CloseCode, Message, Open};
+use crate::session::{Event, Session};
+
+/// What the end of a session does to the peer's paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loss {
+    RemoveNow,
+    Graceful,
+    /// The connection lost a collision: another one carries on.
+    Handover,
+}
+
+fn loss_for(code: CloseCode) -> Loss {
+    match code {
+        CloseCode::HoldExpired => Loss::Graceful,
+        CloseCode::Collision => Loss::Handover,
+        _ => Loss::RemoveNow,
+    }
+}
+
+impl Instance {
+    /// Sends `close` on a connection that gets no session.
+    fn refuse(&mut self, now: u64, conn: ConnId, peer: &str, close: Close, out: &mut Vec<Output>) {
+        out.push(Output::Send {
+            conn,
+            msg: Message::Close(close.clone()),
+        });
+        out.push(Output::Disconnect { conn });
+        *self
+            .counters
+            .closes_sent
+            .entry(close.code.as_str())
+            .or_default() += 1;
+        if let Some(p) = self.peers.get_mut(peer) {
+            p.last_close = Some((close.clone(), true));
+            if p.session.is_none() {
+                p.idle_since_ms = now;
+            }
+        }
+        out.push(Output::SessionDown {
+            peer: peer.to_owned(),
+            conn,
+            close: Some(close),
+            by_us: true,
+            error: None,
+        });
+    }
+
+    /// Whether a new connection beats the peer's existing one: the one
+    /// initiated by the higher router_id survives; when the same side
+    /// dialled both, it gave up on the old one and the new one survives.
+    fn new_conn_wins(&self, peer: &str, old_outbound: bool, new_outbound: bool) -> bool {
+        if old_outbound == new_outbound {
+            return true;
+        }
+        let we_are_higher = self.cfg.router_id.as_str() > peer;
+        new_outbound == we_are_higher
+    }
+
+    pub(super) fn connected(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        peer: String,
+        peer_key: [u8; 32],
+        outbound: bool,
+        out: &mut Vec<Output>,
+    ) {
+        if self.conns.contains_key(&conn) {
+            // A driver bug (ConnIds are never reused): keep the live one.
+            return;
+        }
+        if self.shutting_down {
+            let c = Close::new(CloseCode::AdminShutdown, "router is shutting down");
+            return self.refuse(now, conn, &peer, c, out);
+        }
+        if peer == self.cfg.router_id {
+            let c = Close::new(
+                CloseCode::IdentityMismatch,
+                "peer presents this router's own router_id",
+            );
+            return self.refuse(now, conn, &peer, c, out);
+        }
+        let Some(p) = self.peers.get(&peer) else {
+            let c = Close::new(
+                CloseCode::PeerRemoved,
+                format!("router {peer} is not a configured peer"),
+            );
+            return self.refuse(now, conn, &peer, c, out);
+        };
+        if let Some(old) = &p.session {
+            let old_conn = old.conn;
+            if !self.new_conn_wins(&peer, old.outbound, outbound) {
+                let c = Close::new(
+                    CloseCode::Collision,
+                    format!("router {peer} already has a session that wins the collision"),
+                );
+                return self.refuse(now, conn, &peer, c, out);
+            }
+            let c = Close::new(
+                CloseCode::Collision,
+                format!("a newer connection of router {peer} wins the collision"),
+            );
+            self.close_conn(now, old_conn, c, out);
+        }
+        if self.keys.set_direct(&peer, peer_key) {
+            self.purge_forged(&peer, peer_key, out);
+        }
+        let reflector_client = false;
+        let session = Session::start(
+            &self.session_cfg,
+            conn,
+            peer.clone(),
+            outbound,
+            reflector_client,
+            now,
+            out,
+        );
+        self.conns.insert(conn, peer.clone());
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.session = Some(session);
+        }
+    }
+
+    pub(super) fn frame(&mut self, now: u64, conn: ConnId, msg: Message, out: &mut Vec<Output>) {
+        let Some(peer) = self.conns.get(&conn).cloned() else {
+            return;
+        };
+        if let Err(e) = msg.validate() {
+            let c = Close::new(CloseCode::InvalidMessage, format!("invalid message: {e}"));
+            return self.close_conn(now, conn, c, out);
+        }
+        let Some(session) = self.peers.get_mut(&peer).and_then(|p| p.session.as_mut()) else {
+            return;
+        };
+        let event = match session.on_message(&self.session_cfg, now, msg, out) {
+            Ok(event) => event,
+            Err(close) => return self.close_conn(now, conn, close, out),
+        };
+        let result = match event {
+            Event::None => Ok(()),
+            Event::Established(open) => {
+                self.established(now, &peer, conn, open, out);
+                Ok(())
+            }
+            Event::Routes { routes, .. } => self.accept_routes(&peer, conn, routes, out),
+            Event::Withdrawn(ids) => {
+                self.accept_withdraws(&peer, ids, out);
+                Ok(())
+            }
+            Event::SnapshotEnd => {
+                self.snapshot_end(&peer, conn, out);
+                Ok(())
+            }
+            Event::PeerClosed(close) => {
+                self.peer_closed(now, conn, close, out);
+                Ok(())
+            }
+        };
+        if let Err(close) = result {
+            self.close_conn(now, conn, close, out);
+        }
+    }
+
+    fn established(
+        &mut self,
+        now: u64,
+        peer: &str,
+        conn: ConnId,
+        open: Open,
+        out: &mut Vec<Output>,
+    ) {
+        self.counters.sessions_established += 1;
+        if let Some(p) = self.peers.get_mut(peer) {
+            p.boot_epoch = Some(open.boot_epoch);
+            p.last_error = None;
+        }
+        out.push(Output::SessionUp {
+            peer: peer.to_owned(),
+            conn,
+        });
+        self.send_snapshot(now, peer, out);
+    }
+
+    /// The peer's snapshot is complete: what it did not confirm goes, and
+    /// its paths become eligible.
+    fn snapshot_end(&mut self, peer: &str, conn: ConnId, out: &mut Vec<Output>) {
+        self.remove_paths_where(peer, |path| path.mark != conn, out);
+        let Some(p) = self.peers.get_mut(peer) else {
+            return;
+        };
+        if p.graceful {
+            p.graceful = false;
+            out.push(Output::CancelTimer(Timer::Graceful(peer.to_owned())));
+        }
+        if !p.eligible {
+            p.eligible = true;
+            out.push(Output::PeerEligible {
+                peer: peer.to_owned(),
+                up: true,
+            });
+            self.dirty.extend(p.paths.keys().cloned());
+        }
+    }
+
+    /// We end `conn` with `close`.
+    pub(super) fn close_conn(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        close: Close,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(peer) = self.conns.remove(&conn) else {
+            return;
+        };
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        let Some(session) = p.session.take() else {
+            return;
+        };
+        p.last_close = Some((close.clone(), true));
+        p.idle_since_ms = now;
+        *self
+            .counters
+            .closes_sent
+            .entry(close.code.as_str())
+            .or_default() += 1;
+        let code = close.code;
+        session.close(close.clone(), out);
+        out.push(Output::SessionDown {
+            peer: peer.clone(),
+            conn,
+            close: Some(close),
+            by_us: true,
+            error: None,
+        });
+        self.session_lost(now, &peer, loss_for(code), out);
+    }
+
+    /// The peer ended `conn` with `close`.
+    fn peer_closed(&mut self, now: u64, conn: ConnId, close: Close, out: &mut Vec<Output>) {
+        let Some(peer) = self.conns.remove(&conn) else {
+            return;
+        };
+        let Some(session) = self.peers.get_mut(&peer).and_then(|p| p.session.take()) else {
+            return;
+        };
+        *self
+            .counters
+            .closes_received
+            .entry(close.code.as_str())
+            .or_default() += 1;
+        out.push(Output::Disconnect { conn });
+        session.end(out);
+        let code = close.code;
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.last_close = Some((close.clone(), false));
+            p.idle_since_ms = now;
+        }
+        out.push(Output::SessionDown {
+            peer: peer.clone(),
+            conn,
+            close: Some(close),
+            by_us: false,
+            error: None,
+        });
+        self.session_lost(now, &peer, loss_for(code), out);
+    }
+
+    pub(super) fn disconnected(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        error: String,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(peer) = self.conns.remove(&conn) else {
+            return;
+        };
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        let Some(session) = p.session.take() else {
+            return;
+        };
+        p.last_error = Some(error.clone());
+        p.idle_since_ms = now;
+        session.end(out);
+        out.push(Output::SessionDown {
+            peer: peer.clone(),
+            conn,
+            close: None,
+            by_us: false,
+            error: Some(error),
+        });
+        self.session_lost(now, &peer, Loss::Graceful, out);
+    }
+
+    /// The peer's session ended (its `session` is already taken).
+    fn session_lost(&mut self, now: u64, peer: &str, loss: Loss, out: &mut Vec<Output>) {
+        let graceful_ms = self.cfg.graceful_ms;
+        let Some(p) = self.peers.get_mut(peer) else {
+            return;
+        };
+        // What we sent belongs to the session: the next one starts with a
+        // full snapshot.
+        p.sent.clear();
+        let loss = match loss {
+            Loss::Graceful if graceful_ms == 0 => Loss::RemoveNow,
+            // A handover with no surviving connection: retain as for a loss,
+            // but keep eligibility (the peer is alive and redialling).
+            other => other,
+        };
+        match loss {
+            Loss::RemoveNow => {
+                self.set_ineligible(peer, out);
+                self.remove_paths_where(peer, |_| true, out);
+                if let Some(p) = self.peers.get_mut(peer) {
+                    if p.graceful {
+                        p.graceful = false;
+                        out.push(Output::CancelTimer(Timer::Graceful(peer.to_owned())));
+                    }
+                }
+            }
+            Loss::Graceful | Loss::Handover => {
+                if loss == Loss::Graceful {
+                    self.set_ineligible(peer, out);
+                }
+                let Some(p) = self.peers.get_mut(peer) else {
+                    return;
+                };
+                if p.session.is_none() && !p.graceful && !p.paths.is_empty() {
+                    p.graceful = true;
+                    out.push(Output::SetTimer {
+                        timer: Timer::Graceful(peer.to_owned()),
+                        at_ms: now.saturating_add(graceful_ms),
+                    });
+                }
+            }
+        }
+    }
+
+    fn set_ineligible(&mut self, peer: &str, out: &mut Vec<Output>) {
+        let Some(p) = self.peers.get_mut(peer) else {
+            return;
+        };
+        if p.eligible {
+            p.eligible = false;
+            out.push(Output::PeerEligible {
+                peer: peer.to_owned(),
+                up: false,
+            });
+            self.dirty.extend(p.paths.keys().cloned());
+        }
+    }
+
+    pub(super) fn timer(&mut self, now: u64, timer: Timer, out: &mut Vec<Output>) {
+        match &timer {
+            Timer::Heartbeat(conn) | Timer::Hold(conn) | Timer::OpenWait(conn) => {
+                let conn = *conn;
+                let Some(peer) = self.conns.get(&conn) else {
+                    return;
+                };
+                let Some(s) = self.peers.get_mut(peer).and_then(|p| p.session.as_mut()) else {
+                    return;
+                };
+                if let Err(close) = s.on_timer(now, &timer, out) {
+                    self.close_conn(now, conn, close, out);
+                }
+            }
+            Timer::Graceful(peer) => {
+                let Some(p) = self.peers.get_mut(peer) else {
+                    return;
+                };
+                if !p.graceful {
+                    return;
+                }
+                p.graceful = false;
+                // Paths the current session's snapshot already confirmed
+                // stay; the rest are what the grace period was for.
+                let current = p.session.as_ref().map(|s| s.conn);
+                self.remove_paths_where(peer, |path| Some(path.mark) != current, out);
+            }
+        }
+    }
+
+    pub(super) fn configure_peers(
+        &mut self,
+        now: u64,
+        peers: Vec<PeerConfig>,
+        out: &mut Vec<Output>,
+    ) {
+        let gone: Vec<String> = self
+            .peers
+            .keys()
+            .filter(|id| !peers.iter().any(|p| &p.router_id == *id))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.remove_peer(now, &id, out);
+        }
+        for cfg in peers {
+            let id = cfg.router_id.clone();
+            if id == self.cfg.router_id {
+                continue;
+            }
+            let Some(p) = self.peers.get_mut(&id) else {
+                self.peers.insert(id, Peer::new(cfg, now));
+                continue;
+            };
+            if p.cfg == cfg {
+                continue;
+            }
+            let exports_changed = p.cfg.export_tenants != cfg.export_tenants
+                || p.cfg.reflector_client != cfg.reflector_client;
+            let max_routes = cfg.max_routes;
+            p.cfg = cfg;
+            let over = p.paths.len() > max_routes;
+            let conn = p.session.as_ref().map(|s| s.conn);
+            if over {
+                self.counters.rejected_route_limit += 1;
+                let c = Close::new(
+                    CloseCode::RouteLimit,
+                    format!("more than {max_routes} paths (max_routes lowered)"),
+                );
+                match conn {
+                    Some(conn) => self.close_conn(now, conn, c, out),
+                    None => self.remove_paths_where(&id, |_| true, out),
+                }
+            } else if exports_changed {
+                self.resync_exports(now, &id, out);
+            }
+        }
+    }
+
+    fn remove_peer(&mut self, now: u64, peer: &str, out: &mut Vec<Output>) {
+        if let Some(conn) = self
+            .peers
+            .get(peer)
+            .and_then(|p| p.session.as_ref())
+            .map(|s| s.conn)
+        {
+            let c = Close::new(
+                CloseCode::PeerRemoved,
+                format!("router {peer} is no longer a configured peer"),
+            );
+            self.close_conn(now, conn, c, out);
+        }
+        self.set_ineligible(peer, out);
+        self.remove_paths_where(peer, |_| true, out);
+        if let Some(p) = self.peers.remove(peer) {
+            if p.graceful {
+                out.push(Output::CancelTimer(Timer::Graceful(peer.to_owned())));
+            }
+        }
+        self.keys.remove_direct(peer);
+    }
+
+    pub(super) fn shutdown(&mut self, now: u64, out: &mut Vec<Output>) {
+        self.shutting_down = true;
+        let ids: Vec<String> = self.peers.keys().cloned().collect();
+        for id in ids {
+            if let Some(conn) = self
+                .peers
+                .get(&id)
+                .and_then(|p| p.session.as_ref())
+                .map(|s| s.conn)
+            {
+                let c = Close::new(CloseCode::AdminShutdown, "router is shutting down");
+                self.close_conn(now, conn, c, out);
+            }
+            self.set_ineligible(&id, out);
+            self.remove_paths_where(&id, |_| true, out);
+            if let Some(p) = self.peers.get_mut(&id) {
+                if p.graceful {
+                    p.graceful = false;
+                    out.push(Output::CancelTimer(Timer::Graceful(id.clone())));
+                }
+            }
+        }
+    }
+}
