@@ -14,7 +14,8 @@
 //! the issuer/tenant claims; only then are time, lifetime, audience,
 //! source binding and scope checked.
 
-pub mod b64;
+/// Bounded base64 (shared with the key file and PEM code in router-pki).
+pub use router_pki::b64;
 pub mod bootstrap;
 pub mod cache;
 pub mod jwt;

@@ -1,7 +1,7 @@
-//! Bounded base64 for JWT segments and configured keys.
+//! Bounded base64 for PEM bodies, JWT segments and configured keys.
 //!
 //! JWT segments are base64url without padding (RFC 7515 §2); configured
-//! `jwt_key 'ed25519:…'` values are whatever an operator pasted, so the
+//! `ed25519:…` keys are whatever an operator pasted, so the
 //! decoder accepts both the standard and the URL-safe alphabet, padded or
 //! not, but never mixes in whitespace or trailing garbage. Written by hand
 //! so every failure is a typed error and the output size is checked before

@@ -1,0 +1,241 @@
+//! rustls configs for router-to-router links: TLS 1.3 only, the ring
+//! provider, mutual authentication by [`Trust`], Ed25519 handshake
+//! signatures, no session resumption (a resumed session would skip the
+//! certificate check, and a changed pin must apply to the next
+//! connection), one ALPN list.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{
+    CertificateError, ClientConfig, CommonState, DigitallySignedStruct, DistinguishedName,
+    OtherError, ServerConfig, SignatureScheme,
+};
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+
+use super::{PeerIdentity, Trust, TrustError};
+use crate::router::RouterIdentity;
+
+/// Handshake (CertificateVerify) signatures: Ed25519 only, since every
+/// router key is Ed25519.
+static HANDSHAKE_ALGS: WebPkiSupportedAlgorithms = WebPkiSupportedAlgorithms {
+    all: &[webpki::ring::ED25519],
+    mapping: &[(SignatureScheme::ED25519, &[webpki::ring::ED25519])],
+};
+
+/// Why a TLS config could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsError {
+    /// `client_config` for a router_id that is no configured peer.
+    NotConfigured(String),
+    /// rustls refused the key or the protocol selection.
+    Rustls(String),
+}
+
+impl std::fmt::Display for TlsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TlsError::NotConfigured(id) => write!(f, "{id} is not a configured peer"),
+            TlsError::Rustls(e) => write!(f, "TLS configuration: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TlsError {}
+
+impl From<rustls::Error> for TlsError {
+    fn from(e: rustls::Error) -> Self {
+        TlsError::Rustls(e.to_string())
+    }
+}
+
+pub(crate) fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Our verifier for both directions: `expected` is the peer we dialed
+/// (client side), `None` on the server side.
+#[derive(Debug)]
+struct PeerVerifier {
+    trust: Arc<Trust>,
+    expected: Option<String>,
+}
+
+/// Never reached (the configs offer TLS 1.3 only); refused if it were.
+fn tls12_refused() -> rustls::Error {
+    rustls::Error::General("TLS 1.2 is not supported".into())
+}
+
+/// The CertificateVerify check of both directions (Ed25519 only).
+fn tls13_signature(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    rustls::crypto::verify_tls13_signature(message, cert, dss, &HANDSHAKE_ALGS)
+}
+
+fn refuse(e: TrustError) -> rustls::Error {
+    rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(e))))
+}
+
+impl PeerVerifier {
+    fn verify(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<(), rustls::Error> {
+        self.trust
+            .identify(end_entity, intermediates, now, self.expected.as_deref())
+            .map(|_| ())
+            .map_err(refuse)
+    }
+}
+
+impl ServerCertVerifier for PeerVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        // The name we check is the configured peer's router_id, not
+        // whatever the caller put in SNI.
+        self.verify(end_entity, intermediates, now)
+            .map(|()| ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Err(tls12_refused())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        tls13_signature(m, c, d)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        HANDSHAKE_ALGS.supported_schemes()
+    }
+}
+
+impl ClientCertVerifier for PeerVerifier {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.verify(end_entity, intermediates, now)
+            .map(|()| ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Err(tls12_refused())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        tls13_signature(m, c, d)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        HANDSHAKE_ALGS.supported_schemes()
+    }
+}
+
+/// The listener's config: presents `identity`, requires a client
+/// certificate that [`Trust`] accepts inbound, offers `alpn` (a client
+/// offering none of them is refused by rustls).
+pub fn server_config(
+    identity: &RouterIdentity,
+    trust: Arc<Trust>,
+    alpn: &[&[u8]],
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let verifier = Arc::new(PeerVerifier {
+        trust,
+        expected: None,
+    });
+    let mut cfg = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(identity.cert_resolver());
+    cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    cfg.send_tls13_tickets = 0;
+    Ok(Arc::new(cfg))
+}
+
+/// The dialer's config for one peer: presents `identity`, accepts only a
+/// server that [`Trust`] accepts as `expected_router_id`.
+pub fn client_config(
+    identity: &RouterIdentity,
+    trust: Arc<Trust>,
+    expected_router_id: &str,
+    alpn: &[&[u8]],
+) -> Result<Arc<ClientConfig>, TlsError> {
+    if trust.peer(expected_router_id).is_none() {
+        return Err(TlsError::NotConfigured(expected_router_id.to_string()));
+    }
+    let verifier = Arc::new(PeerVerifier {
+        trust,
+        expected: Some(expected_router_id.to_string()),
+    });
+    let mut cfg = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_client_cert_resolver(identity.cert_resolver());
+    cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    cfg.resumption = rustls::client::Resumption::disabled();
+    Ok(Arc::new(cfg))
+}
+
+/// The SNI to dial `router_id` with (the verifier checks the configured
+/// peer, whatever the name; this keeps SNI meaningful for logs).
+pub fn server_name(router_id: &str) -> Result<ServerName<'static>, TrustError> {
+    ServerName::try_from(router_id.to_string())
+        .map_err(|_| TrustError::NotConfigured(router_id.to_string()))
+}
+
+/// The verified identity of a finished handshake's peer: which configured
+/// peer it is and its key. `expected` is the peer we dialed (`None` for
+/// an accepted connection). The handshake has already applied the same
+/// rule; this tells the caller the result.
+pub fn peer_identity(
+    conn: &CommonState,
+    trust: &Trust,
+    expected: Option<&str>,
+    now: UnixTime,
+) -> Result<PeerIdentity, TrustError> {
+    let chain = conn.peer_certificates().ok_or(TrustError::NoCertificate)?;
+    let (ee, intermediates) = chain.split_first().ok_or(TrustError::NoCertificate)?;
+    trust.identify(ee, intermediates, now, expected)
+}
