@@ -104,6 +104,19 @@ pub fn status_text(s: &StatusView) -> String {
         .unwrap_or_default()
 }
 
+/// A path vector as `router-a>router-b` (origin first), `-` when empty.
+fn path_text(path: &[Box<str>]) -> String {
+    if path.is_empty() {
+        "-".to_string()
+    } else {
+        path.iter().map(|p| &**p).collect::<Vec<_>>().join(">")
+    }
+}
+
+fn path_json(path: &[Box<str>]) -> Value {
+    json!(path.iter().map(|p| &**p).collect::<Vec<_>>())
+}
+
 fn lease_json(r: &RouteView) -> Value {
     match r.expires_in_s {
         None => json!("permanent"),
@@ -111,9 +124,13 @@ fn lease_json(r: &RouteView) -> Value {
     }
 }
 
+/// `route_id` is the route's own id (the same for every path to it),
+/// `path_id` the table entry (`<route_id>@<next_hop>` for a peer path,
+/// else the route_id again).
 pub fn route_json(r: &RouteView) -> Value {
     json!({
-        "route_id": r.route_id.as_str(),
+        "route_id": r.route_id.base(),
+        "path_id": r.route_id.as_str(),
         "capability": &*r.capability,
         "version": r.version,
         "origin": &*r.origin,
@@ -127,7 +144,8 @@ pub fn route_json(r: &RouteView) -> Value {
         "trust": r.attrs.trust,
         "healthy": r.healthy,
         "expires_in_s": lease_json(r),
-        "path": r.path.iter().map(|p| &**p).collect::<Vec<_>>(),
+        "path": path_json(&r.path),
+        "hops": r.path.len(),
         "next_hop": r.next_hop.as_deref(),
     })
 }
@@ -145,6 +163,8 @@ pub fn routes_text(routes: &[RouteView]) -> String {
         "CAPABILITY",
         "VER",
         "SOURCE",
+        "VIA",
+        "PATH",
         "ORIGIN",
         "ENDPOINT",
         "LAT",
@@ -155,16 +175,18 @@ pub fn routes_text(routes: &[RouteView]) -> String {
         "LEASE",
     ])
     .right(2)
-    .right(6)
-    .right(7)
     .right(8)
-    .right(9);
+    .right(9)
+    .right(10)
+    .right(11);
     for r in routes {
         t.row(vec![
             r.route_id.to_string(),
             r.capability.to_string(),
             r.version.to_string(),
             r.source.as_str().to_string(),
+            r.next_hop.as_deref().unwrap_or("-").to_string(),
+            path_text(&r.path),
             r.origin.to_string(),
             r.endpoint.to_string(),
             r.attrs.latency_ms.to_string(),
@@ -172,9 +194,12 @@ pub fn routes_text(routes: &[RouteView]) -> String {
             r.attrs.load_permille.to_string(),
             r.attrs.trust.to_string(),
             if r.healthy { "up" } else { "down" }.to_string(),
-            match r.expires_in_s {
-                None => "static".to_string(),
-                Some(s) => format!("{s}s"),
+            match (r.expires_in_s, r.source) {
+                (Some(s), _) => format!("{s}s"),
+                // A peer path lives as long as its session (and until
+                // withdrawn); it has no lease of its own here.
+                (None, crate::route::RouteSource::Peer) => "session".to_string(),
+                (None, _) => "static".to_string(),
             },
         ]);
     }
@@ -228,10 +253,14 @@ pub fn lookup_json(capability: &str, version: u32, v: &LookupView) -> Value {
         .map(|(rank, c)| {
             json!({
                 "rank": rank + 1,
-                "route_id": c.route_id.as_str(),
+                "route_id": c.route_id.base(),
+                "path_id": c.route_id.as_str(),
                 "origin": &*c.origin,
                 "endpoint": &*c.endpoint,
                 "source": c.source.as_str(),
+                "next_hop": c.next_hop.as_deref(),
+                "path": path_json(&c.path),
+                "hops": c.path.len(),
                 "score": c.score,
             })
         })
@@ -247,6 +276,7 @@ pub fn lookup_json(capability: &str, version: u32, v: &LookupView) -> Value {
         "rule": v.rule.as_deref(),
         "denied": v.denied,
         "refusal": v.refusal.as_deref(),
+        // The winning table entry (a path id for a peer path).
         "winner": v.candidates.first().map(|c| c.route_id.as_str()),
         "candidates": candidates,
         "rejections": rejections,
@@ -267,13 +297,21 @@ pub fn lookup_text(capability: &str, version: u32, v: &LookupView, explain: bool
         (true, _) => out.push_str(&format!(
             "{capability} v{version}: denied by policy rule {rule}\n"
         )),
-        (false, Some(w)) => out.push_str(&format!(
-            "{capability} v{version}: winner {} ({} via {}, score {}), rule {rule}\n",
-            w.route_id,
-            w.endpoint,
-            w.source.as_str(),
-            w.score
-        )),
+        (false, Some(w)) => {
+            let via = match &w.next_hop {
+                Some(hop) => format!(
+                    "{} via router {hop}, path {}, {} hops",
+                    w.source.as_str(),
+                    path_text(&w.path),
+                    w.path.len()
+                ),
+                None => format!("{} via {}", w.endpoint, w.source.as_str()),
+            };
+            out.push_str(&format!(
+                "{capability} v{version}: winner {} ({via}, score {}), rule {rule}\n",
+                w.route_id, w.score
+            ))
+        }
         (false, None) => out.push_str(&format!(
             "{capability} v{version}: no eligible route ({refusal}), rule {rule}\n"
         )),
@@ -283,15 +321,20 @@ pub fn lookup_text(capability: &str, version: u32, v: &LookupView, explain: bool
     }
     if !v.candidates.is_empty() {
         out.push('\n');
-        let mut t = Table::new(&["RANK", "ROUTE", "SCORE", "SOURCE", "ORIGIN", "ENDPOINT"])
-            .right(0)
-            .right(2);
+        let mut t = Table::new(&[
+            "RANK", "ROUTE", "SCORE", "SOURCE", "HOPS", "PATH", "ORIGIN", "ENDPOINT",
+        ])
+        .right(0)
+        .right(2)
+        .right(4);
         for (i, c) in v.candidates.iter().enumerate() {
             t.row(vec![
                 (i + 1).to_string(),
                 c.route_id.to_string(),
                 c.score.to_string(),
                 c.source.as_str().to_string(),
+                c.path.len().to_string(),
+                path_text(&c.path),
                 c.origin.to_string(),
                 c.endpoint.to_string(),
             ]);

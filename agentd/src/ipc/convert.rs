@@ -26,6 +26,8 @@ impl CandidateView {
             route_id: s.route.id.clone(),
             origin: s.route.origin.clone(),
             endpoint: s.route.endpoint.clone(),
+            path: s.route.path.clone(),
+            next_hop: s.route.next_hop.clone(),
             source: s.route.source,
             score: s.score,
         }

@@ -26,7 +26,8 @@ use crate::route::{self, Access, Attributes, Contract, RouteId, RouteSource};
 use crate::time::Millis;
 
 /// Bumped whenever any message other than `Hello` changes its encoding.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: lookup candidates carry their path and next hop.
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -521,9 +522,14 @@ pub struct AgentPage {
 /// One ranked candidate in a lookup answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CandidateView {
+    /// The table id: `<route_id>@<next_hop>` for a peer path.
     pub route_id: RouteId,
     pub origin: Box<str>,
     pub endpoint: Box<str>,
+    /// Routers traversed, origin router first (empty for our own routes);
+    /// its length is the hop count in the score.
+    pub path: Vec<Box<str>>,
+    pub next_hop: Option<Box<str>>,
     pub source: RouteSource,
     pub score: u64,
 }

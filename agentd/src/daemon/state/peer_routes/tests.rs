@@ -462,3 +462,98 @@ fn the_changes_carry_paths_to_the_gateways_replica_intact() {
     assert!(r.table().get(&id("svc@router-c")).is_none());
     assert_eq!(r.table().count_via("router-d"), 1);
 }
+
+#[test]
+fn agentctl_shows_source_next_hop_path_and_hops_of_each_entry() {
+    use crate::cli::render;
+    use crate::ipc::message::RoutesQuery;
+    let mut s = state();
+    install(&mut s, ad("svc", &["router-a", "router-b"])).unwrap();
+    install(&mut s, ad("svc", &["router-a", "router-c", "router-d"])).unwrap();
+    let page = match s
+        .handle(RequestBody::Routes(RoutesQuery::default()), NOW)
+        .reply
+    {
+        Ok(ResponseBody::Routes(p)) => p,
+        other => panic!("{other:?}"),
+    };
+    let text = render::routes_text(&page.routes);
+    let head = text.lines().next().unwrap();
+    assert!(head.contains("SOURCE  VIA       PATH"), "{text}");
+    let row = |id: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("no row {id}: {text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row("svc@router-b")[3..6],
+        ["peer", "router-b", "router-a>router-b"]
+    );
+    assert_eq!(
+        row("svc@router-d")[3..6],
+        ["peer", "router-d", "router-a>router-c>router-d"]
+    );
+    assert_eq!(row("static:printer")[3..6], ["static", "-", "-"]);
+    assert_eq!(row("svc@router-b").last(), Some(&"session"));
+    assert_eq!(row("static:printer").last(), Some(&"static"));
+    let j = render::routes_json(&page.routes);
+    let by_path = |p: &str| {
+        j["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["path_id"] == p)
+            .unwrap_or_else(|| panic!("{p}: {j}"))
+            .clone()
+    };
+    let b = by_path("svc@router-b");
+    assert_eq!(b["route_id"], "svc", "route_id is the route's own id");
+    assert_eq!(b["next_hop"], "router-b");
+    assert_eq!(b["path"], serde_json::json!(["router-a", "router-b"]));
+    assert_eq!(b["hops"], 2);
+    assert_eq!(b["source"], "peer");
+    assert_eq!(b["expires_in_s"], "permanent");
+    let st = by_path("static:printer");
+    assert_eq!(st["route_id"], "static:printer");
+    assert_eq!(st["next_hop"], serde_json::Value::Null);
+    assert_eq!(st["hops"], 0);
+
+    let v = lookup(&mut s, "demo.echo");
+    // The view travels over IPC: the new fields survive the encoding.
+    let bytes = postcard::to_allocvec(&v).unwrap();
+    assert_eq!(postcard::from_bytes::<LookupView>(&bytes).unwrap(), v);
+    let text = render::lookup_text("demo.echo", 1, &v, true);
+    assert!(
+        text.starts_with(
+            "demo.echo v1: winner svc@router-b (peer via router router-b, path router-a>router-b, 2 hops, score "
+        ),
+        "{text}"
+    );
+    assert!(text.contains("RANK  ROUTE"), "{text}");
+    assert!(text.contains("HOPS  PATH"), "{text}");
+    let ranked: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.contains("@router-"))
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(ranked[0][..2], ["1", "svc@router-b"]);
+    assert_eq!(ranked[0][4..6], ["2", "router-a>router-b"]);
+    assert_eq!(ranked[1][..2], ["2", "svc@router-d"]);
+    assert_eq!(ranked[1][4..6], ["3", "router-a>router-c>router-d"]);
+    let j = render::lookup_json("demo.echo", 1, &v);
+    assert_eq!(j["winner"], "svc@router-b");
+    assert_eq!(j["candidates"][0]["route_id"], "svc");
+    assert_eq!(j["candidates"][0]["path_id"], "svc@router-b");
+    assert_eq!(j["candidates"][1]["hops"], 3);
+    assert_eq!(
+        j["candidates"][1]["path"],
+        serde_json::json!(["router-a", "router-c", "router-d"])
+    );
+    assert_eq!(j["candidates"][1]["next_hop"], "router-d");
+    // The hop count is in the score: one more hop, wH (10000) more.
+    let score = |i: usize| j["candidates"][i]["score"].as_u64().unwrap();
+    assert_eq!(score(1) - score(0), 10_000);
+}
