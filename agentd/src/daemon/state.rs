@@ -211,6 +211,10 @@ impl State {
         }
         self.table.set_max_routes(rt.max_routes);
         for new in &rt.static_routes {
+            // A route_id names one route and ours wins: paths learned from
+            // peers that hold a new static route's id go (new paths for it
+            // are refused, `upsert_peer_path`).
+            changes.extend(self.drop_paths_of(&new.id));
             // A static route keeps its health verdict across a reload.
             let healthy = self
                 .table

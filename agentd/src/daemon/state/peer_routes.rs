@@ -420,6 +420,17 @@ impl State {
             .filter(|r| matches!(r.source, RouteSource::Local | RouteSource::Static))
     }
 
+    /// Removes the paths of route_id `base` (a static route of ours now
+    /// holds it).
+    pub(super) fn drop_paths_of(&mut self, base: &RouteId) -> Changes {
+        let ids: Vec<RouteId> = self.paths_of(base).map(|p| p.id.clone()).collect();
+        for id in &ids {
+            self.table.remove(id);
+            self.count("peer_paths.shadowed");
+        }
+        ids.into_iter().map(FibChange::Remove).collect()
+    }
+
     /// Whether a peer path holds route_id `id` (a local registration of it
     /// is refused: a route_id names one route).
     pub(super) fn held_by_peer(&self, id: &RouteId) -> bool {

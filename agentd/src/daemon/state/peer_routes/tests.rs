@@ -557,3 +557,51 @@ fn agentctl_shows_source_next_hop_path_and_hops_of_each_entry() {
     let score = |i: usize| j["candidates"][i]["score"].as_u64().unwrap();
     assert_eq!(score(1) - score(0), 10_000);
 }
+
+#[test]
+fn a_static_route_added_by_reload_takes_its_id_back_from_peer_paths() {
+    let mut s = state();
+    install(&mut s, ad("static:scanner", &["router-a", "router-b"])).unwrap();
+    install(&mut s, ad("static:scanner", &["router-a", "router-c"])).unwrap();
+    install(&mut s, ad("other", &["router-b"])).unwrap();
+    let more = format!(
+        "{CONF}
+config route 'scanner'
+\toption capability 'office.scan'
+\toption version '1'
+\toption origin 'agent://lab/scanner'
+\toption endpoint 'http://192.0.2.11:8080/invoke'
+"
+    );
+    let (_, changes) = s.reload(load_str(&more, "test.conf")).unwrap();
+    let mut removed: Vec<String> = changes
+        .iter()
+        .filter_map(|c| match c {
+            FibChange::Remove(id) => Some(id.to_string()),
+            _ => None,
+        })
+        .collect();
+    removed.sort();
+    assert_eq!(
+        removed,
+        ["static:scanner@router-b", "static:scanner@router-c"]
+    );
+    assert!(changes
+        .iter()
+        .any(|c| matches!(c, FibChange::Upsert(r) if r.id.as_str() == "static:scanner")));
+    // Removals come before the static route they make room for.
+    let upsert_at = changes
+        .iter()
+        .position(|c| matches!(c, FibChange::Upsert(_)))
+        .unwrap();
+    assert!(changes[..upsert_at]
+        .iter()
+        .all(|c| matches!(c, FibChange::Remove(_))));
+    assert!(s.table().get(&id("other@router-b")).is_some());
+    assert_eq!(
+        install(&mut s, ad("static:scanner", &["router-b"]))
+            .unwrap_err()
+            .code(),
+        "held_locally"
+    );
+}
