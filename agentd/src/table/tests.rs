@@ -481,6 +481,27 @@ fn index_stays_within_16_bytes_per_route_at_10_candidates() {
     }
 }
 
+/// The same goal with the select bench's mix: a quarter of the routes are
+/// peer paths over 8 next hops, so the per-peer index is in the figure.
+#[test]
+fn index_stays_within_16_bytes_per_route_with_a_quarter_peer_paths() {
+    for routes in [1_000usize, 10_000, 50_000] {
+        let caps = routes / 10;
+        let mut t = RouteTable::new(routes);
+        for i in 0..routes {
+            let cap = format!("svc{}.op", i % caps);
+            let r = if i % 4 == 0 {
+                path(&format!("rt-{i:06}"), &format!("router-{}", i % 8), &cap)
+            } else {
+                route(&format!("rt-{i:06}"), &cap, 1)
+            };
+            t.upsert(r).unwrap();
+        }
+        let per_route = t.memory().index_bytes as f64 / routes as f64;
+        assert!(per_route <= 16.0, "{routes} routes: {per_route:.2} B/route");
+    }
+}
+
 #[test]
 fn random_churn_keeps_every_invariant() {
     // splitmix64, so the sequence is fixed and failures reproduce.
