@@ -407,3 +407,257 @@ impl Session {
         out.push(Output::CancelTimer(Timer::OpenWait(self.conn)));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Update, Withdraw};
+    use crate::testing::{ad, open};
+
+    fn cfg() -> SessionConfig {
+        SessionConfig {
+            router_id: "router-b".into(),
+            domain: String::new(),
+            boot_epoch: 5,
+            heartbeat_ms: 1000,
+            miss_limit: 3,
+            max_frame: crate::frame::DEFAULT_MAX_FRAME,
+        }
+    }
+
+    fn started() -> (Session, Vec<Output>) {
+        let mut out = Vec::new();
+        let s = Session::start(
+            &cfg(),
+            ConnId(1),
+            "router-a".into(),
+            true,
+            false,
+            0,
+            &mut out,
+        );
+        (s, out)
+    }
+
+    fn opened() -> Session {
+        let (mut s, mut out) = started();
+        let mut peer_open = open(1);
+        if let Message::Open(o) = &mut peer_open {
+            o.heartbeat_ms = 500;
+        }
+        s.on_message(&cfg(), 0, peer_open, &mut out).unwrap();
+        s
+    }
+
+    fn code(r: Result<Event, Close>) -> CloseCode {
+        r.unwrap_err().code
+    }
+
+    fn update(seq: u64) -> Message {
+        Message::Update(Update {
+            seq,
+            routes: vec![ad("r1", &["router-a"])],
+        })
+    }
+
+    #[test]
+    fn start_sends_our_open_first() {
+        let (s, out) = started();
+        assert!(matches!(&out[0], Output::Send { msg: Message::Open(o), .. }
+            if o.router_id == "router-b" && o.boot_epoch == 5 && o.heartbeat_ms == 1000));
+        assert_eq!(s.state(), PeerState::OpenSent);
+    }
+
+    #[test]
+    fn an_open_of_another_version_is_refused_as_unsupported() {
+        let (mut s, mut out) = started();
+        let mut o = open(1);
+        if let Message::Open(o) = &mut o {
+            o.version = 2;
+        }
+        assert_eq!(
+            code(s.on_message(&cfg(), 0, o, &mut out)),
+            CloseCode::UnsupportedVersion
+        );
+    }
+
+    #[test]
+    fn an_open_naming_another_router_than_the_certificate_is_refused() {
+        let (mut s, mut out) = started();
+        let r = s.on_message(&cfg(), 0, open(3), &mut out);
+        let close = r.unwrap_err();
+        assert_eq!(close.code, CloseCode::IdentityMismatch);
+        assert!(close.reason.contains("router-c"), "{}", close.reason);
+    }
+
+    #[test]
+    fn anything_before_the_open_is_unexpected() {
+        let (mut s, mut out) = started();
+        assert_eq!(
+            code(s.on_message(&cfg(), 0, Message::Heartbeat, &mut out)),
+            CloseCode::UnexpectedMessage
+        );
+    }
+
+    #[test]
+    fn the_hold_time_is_the_peers_heartbeat_times_our_miss_limit() {
+        let (mut s, mut out) = started();
+        let mut o = open(1);
+        if let Message::Open(o) = &mut o {
+            o.heartbeat_ms = 500;
+        }
+        out.clear();
+        s.on_message(&cfg(), 100, o, &mut out).unwrap();
+        assert!(out.contains(&Output::SetTimer {
+            timer: Timer::Hold(ConnId(1)),
+            at_ms: 1600
+        }));
+        assert!(out.contains(&Output::CancelTimer(Timer::OpenWait(ConnId(1)))));
+    }
+
+    #[test]
+    fn any_frame_pushes_the_hold_deadline_without_rearming_per_frame() {
+        let mut s = opened();
+        let mut out = Vec::new();
+        s.on_message(&cfg(), 1000, Message::Heartbeat, &mut out)
+            .unwrap();
+        assert!(out.is_empty(), "a frame arms nothing");
+        s.on_timer(1500, &Timer::Hold(ConnId(1)), &mut out).unwrap();
+        assert_eq!(
+            out,
+            vec![Output::SetTimer {
+                timer: Timer::Hold(ConnId(1)),
+                at_ms: 2500
+            }]
+        );
+        let close = s
+            .on_timer(2500, &Timer::Hold(ConnId(1)), &mut out)
+            .unwrap_err();
+        assert_eq!(close.code, CloseCode::HoldExpired);
+    }
+
+    #[test]
+    fn the_heartbeat_timer_sends_a_heartbeat_and_rearms() {
+        let mut s = opened();
+        let mut out = Vec::new();
+        s.on_timer(1000, &Timer::Heartbeat(ConnId(1)), &mut out)
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![
+                Output::Send {
+                    conn: ConnId(1),
+                    msg: Message::Heartbeat
+                },
+                Output::SetTimer {
+                    timer: Timer::Heartbeat(ConnId(1)),
+                    at_ms: 2000
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn an_overdue_open_ends_the_session() {
+        let (mut s, mut out) = started();
+        let close = s
+            .on_timer(3000, &Timer::OpenWait(ConnId(1)), &mut out)
+            .unwrap_err();
+        assert_eq!(close.code, CloseCode::HoldExpired);
+    }
+
+    #[test]
+    fn updates_need_the_snapshot_begin_first() {
+        let mut s = opened();
+        let mut out = Vec::new();
+        assert_eq!(
+            code(s.on_message(&cfg(), 1, update(1), &mut out)),
+            CloseCode::UnexpectedMessage
+        );
+    }
+
+    #[test]
+    fn a_withdraw_inside_a_snapshot_is_unexpected() {
+        let mut s = opened();
+        let mut out = Vec::new();
+        s.on_message(&cfg(), 1, Message::SnapshotBegin { version: 9 }, &mut out)
+            .unwrap();
+        let w = Message::Withdraw(Withdraw {
+            seq: 1,
+            route_ids: vec!["r1".into()],
+        });
+        assert_eq!(
+            code(s.on_message(&cfg(), 1, w, &mut out)),
+            CloseCode::UnexpectedMessage
+        );
+    }
+
+    #[test]
+    fn a_snapshot_end_must_match_its_begin() {
+        let mut s = opened();
+        let mut out = Vec::new();
+        s.on_message(&cfg(), 1, Message::SnapshotBegin { version: 9 }, &mut out)
+            .unwrap();
+        let r = s.on_message(&cfg(), 1, Message::SnapshotEnd { version: 8 }, &mut out);
+        assert_eq!(code(r), CloseCode::UnexpectedMessage);
+    }
+
+    #[test]
+    fn sequence_numbers_run_from_the_snapshot_into_the_deltas_and_a_gap_closes() {
+        let mut s = opened();
+        let mut out = Vec::new();
+        s.on_message(&cfg(), 1, Message::SnapshotBegin { version: 9 }, &mut out)
+            .unwrap();
+        let ev = s.on_message(&cfg(), 1, update(1), &mut out).unwrap();
+        assert!(matches!(ev, Event::Routes { snapshot: true, .. }));
+        let ev = s
+            .on_message(&cfg(), 1, Message::SnapshotEnd { version: 9 }, &mut out)
+            .unwrap();
+        assert_eq!(ev, Event::SnapshotEnd);
+        assert!(s.is_synced());
+        let ev = s.on_message(&cfg(), 1, update(2), &mut out).unwrap();
+        assert!(matches!(
+            ev,
+            Event::Routes {
+                snapshot: false,
+                ..
+            }
+        ));
+        let close = s.on_message(&cfg(), 1, update(4), &mut out).unwrap_err();
+        assert_eq!(close.code, CloseCode::SequenceGap);
+        assert_eq!(close.reason, "sequence number 4, expected 3");
+    }
+
+    #[test]
+    fn our_sequence_numbers_start_at_one_and_skip_snapshot_markers() {
+        let mut s = opened();
+        let mut out = Vec::new();
+        s.send_snapshot(&cfg(), 3, vec![ad("r1", &["router-b"])], &mut out);
+        s.send_withdraws(&cfg(), vec!["r1".into()], &mut out);
+        let seqs: Vec<u64> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Send {
+                    msg: Message::Update(u),
+                    ..
+                } => Some(u.seq),
+                Output::Send {
+                    msg: Message::Withdraw(w),
+                    ..
+                } => Some(w.seq),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(seqs, vec![1, 2]);
+    }
+
+    #[test]
+    fn a_close_in_any_state_is_the_peers_word() {
+        let (mut s, mut out) = started();
+        let c = Close::new(CloseCode::Collision, "lost");
+        assert_eq!(
+            s.on_message(&cfg(), 0, Message::Close(c.clone()), &mut out),
+            Ok(Event::PeerClosed(c))
+        );
+    }
+}

@@ -109,11 +109,12 @@ impl Instance {
                 );
                 return self.refuse(now, conn, &peer, c, out);
             }
+            // The paths and their eligibility pass to the new connection.
             let c = Close::new(
                 CloseCode::Collision,
                 format!("a newer connection of router {peer} wins the collision"),
             );
-            self.close_conn(now, old_conn, c, out);
+            self.retire(now, old_conn, c, out);
         }
         if self.keys.set_direct(&peer, peer_key) {
             self.purge_forged(&peer, peer_key, out);
@@ -223,23 +224,34 @@ impl Instance {
         close: Close,
         out: &mut Vec<Output>,
     ) {
-        let Some(peer) = self.conns.remove(&conn) else {
-            return;
-        };
-        let Some(p) = self.peers.get_mut(&peer) else {
-            return;
-        };
-        let Some(session) = p.session.take() else {
-            return;
-        };
+        let code = close.code;
+        if let Some(peer) = self.retire(now, conn, close, out) {
+            self.session_lost(now, &peer, loss_for(code), out);
+        }
+    }
+
+    /// Sends `close` on `conn` and forgets the session, leaving the
+    /// peer's paths to the caller. Returns the peer.
+    fn retire(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        close: Close,
+        out: &mut Vec<Output>,
+    ) -> Option<String> {
+        let peer = self.conns.remove(&conn)?;
+        let p = self.peers.get_mut(&peer)?;
+        let session = p.session.take()?;
         p.last_close = Some((close.clone(), true));
         p.idle_since_ms = now;
+        // What we sent belongs to the session: the next one starts with a
+        // full snapshot.
+        p.sent.clear();
         *self
             .counters
             .closes_sent
             .entry(close.code.as_str())
             .or_default() += 1;
-        let code = close.code;
         session.close(close.clone(), out);
         out.push(Output::SessionDown {
             peer: peer.clone(),
@@ -248,7 +260,7 @@ impl Instance {
             by_us: true,
             error: None,
         });
-        self.session_lost(now, &peer, loss_for(code), out);
+        Some(peer)
     }
 
     /// The peer ended `conn` with `close`.
@@ -316,8 +328,6 @@ impl Instance {
         let Some(p) = self.peers.get_mut(peer) else {
             return;
         };
-        // What we sent belongs to the session: the next one starts with a
-        // full snapshot.
         p.sent.clear();
         let loss = match loss {
             Loss::Graceful if graceful_ms == 0 => Loss::RemoveNow,
@@ -393,7 +403,12 @@ impl Instance {
                 // Paths the current session's snapshot already confirmed
                 // stay; the rest are what the grace period was for.
                 let current = p.session.as_ref().map(|s| s.conn);
-                self.remove_paths_where(peer, |path| Some(path.mark) != current, out);
+                let synced = p.session.as_ref().is_some_and(|s| s.is_synced());
+                let peer = peer.clone();
+                if !synced {
+                    self.set_ineligible(&peer, out);
+                }
+                self.remove_paths_where(&peer, |path| Some(path.mark) != current, out);
             }
         }
     }

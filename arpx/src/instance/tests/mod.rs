@@ -96,7 +96,7 @@ pub(super) fn path_downs(out: &[Output]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn eligibility(out: &[Output]) -> Vec<(String, bool)> {
+pub(super) fn eligibility(out: &[Output]) -> Vec<(String, bool)> {
     out.iter()
         .filter_map(|o| match o {
             Output::PeerEligible { peer, up } => Some((peer.clone(), *up)),
@@ -105,7 +105,7 @@ fn eligibility(out: &[Output]) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn routes_of(msgs: &[Message]) -> Vec<RouteAd> {
+pub(super) fn routes_of(msgs: &[Message]) -> Vec<RouteAd> {
     msgs.iter()
         .filter_map(|m| match m {
             Message::Update(u) => Some(u.routes.clone()),
@@ -115,7 +115,7 @@ fn routes_of(msgs: &[Message]) -> Vec<RouteAd> {
         .collect()
 }
 
-fn a(route_id: &str) -> RouteAd {
+pub(super) fn a(route_id: &str) -> RouteAd {
     signed(route_id, &["router-a"], 1)
 }
 
@@ -263,3 +263,7 @@ fn a_close_from_the_peer_is_reported_with_its_reason() {
     assert_eq!(path_downs(&out).len(), 1);
     assert_eq!(rig.inst.peers(0)[0].state, PeerState::Idle);
 }
+
+mod export;
+mod rules;
+mod sessions;

@@ -1,0 +1,150 @@
+//! Export: local routes to every peer, reflection, split horizon, tenants,
+//! deltas only.
+
+use super::*;
+
+fn reflector(n: u8, peers: &[u8]) -> Rig {
+    let mut cfg = config(n);
+    cfg.reflector = true;
+    Rig::with(cfg, peers)
+}
+
+#[test]
+fn without_reflection_peer_routes_are_not_exported() {
+    let mut rig = Rig::new(2, &[1, 3]);
+    rig.establish(8, 3, vec![]);
+    let out = rig.establish(7, 1, vec![a("r1")]);
+    assert!(sent(&out, 8).is_empty(), "no transit: {out:?}");
+}
+
+#[test]
+fn a_reflector_sends_the_best_path_with_itself_appended_but_not_back() {
+    let mut rig = reflector(2, &[1, 3]);
+    rig.establish(8, 3, vec![]);
+    let out = rig.establish(7, 1, vec![a("r1")]);
+    let to_c = routes_of(&sent(&out, 8));
+    assert_eq!(to_c.len(), 1);
+    assert_eq!(
+        to_c[0].path,
+        vec!["router-a".to_string(), "router-b".into()]
+    );
+    assert_eq!(crate::sign::verify(&to_c[0]), Ok(()));
+    let to_a: Vec<_> = sent(&out, 7)
+        .into_iter()
+        .filter(|m| matches!(m, Message::Update(_)))
+        .collect();
+    assert!(to_a.is_empty(), "split horizon: {to_a:?}");
+}
+
+#[test]
+fn reflected_routes_wait_for_the_end_of_the_snapshot() {
+    let mut rig = reflector(2, &[1, 3]);
+    rig.establish(8, 3, vec![]);
+    rig.connect(7, 1, true);
+    rig.frame(7, open(1));
+    rig.frame(7, Message::SnapshotBegin { version: 1 });
+    let out = rig.frame(
+        7,
+        Message::Update(Update {
+            seq: 1,
+            routes: vec![a("r1")],
+        }),
+    );
+    assert!(sent(&out, 8).is_empty());
+    let out = rig.frame(7, Message::SnapshotEnd { version: 1 });
+    assert_eq!(routes_of(&sent(&out, 8)).len(), 1);
+}
+
+#[test]
+fn never_to_a_router_already_in_the_path() {
+    let mut rig = reflector(2, &[1, 3]);
+    rig.establish(8, 3, vec![]);
+    let via_c = signed("r1", &["router-c", "router-a"], 3);
+    let out = rig.establish(7, 1, vec![via_c]);
+    assert!(routes_of(&sent(&out, 8)).is_empty());
+}
+
+#[test]
+fn session_loss_at_a_reflector_withdraws_reflected_routes_at_once() {
+    let mut rig = reflector(2, &[1, 3]);
+    rig.establish(8, 3, vec![]);
+    rig.establish(7, 1, vec![a("r1")]);
+    let out = rig.feed(Input::Disconnected {
+        conn: ConnId(7),
+        error: "eof".into(),
+    });
+    assert!(matches!(&sent(&out, 8)[..], [Message::Withdraw(w)] if w.route_ids == ["r1"]));
+}
+
+#[test]
+fn the_shorter_path_wins_and_failover_switches_to_the_other() {
+    let mut rig = reflector(2, &[1, 3, 4]);
+    rig.establish(9, 4, vec![]);
+    rig.establish(8, 3, vec![signed("r1", &["router-a", "router-c"], 1)]);
+    let out = rig.establish(7, 1, vec![a("r1")]);
+    let to_d = routes_of(&sent(&out, 9));
+    assert_eq!(
+        to_d.last().unwrap().path,
+        vec!["router-a".to_string(), "router-b".into()]
+    );
+    let out = rig.feed(Input::Disconnected {
+        conn: ConnId(7),
+        error: "eof".into(),
+    });
+    let to_d = routes_of(&sent(&out, 9));
+    assert_eq!(
+        to_d[0].path,
+        vec!["router-a".to_string(), "router-c".into(), "router-b".into()]
+    );
+    assert!(path_downs(&out).is_empty(), "multipath: both paths kept");
+}
+
+#[test]
+fn export_tenants_filter_and_a_change_sends_only_deltas() {
+    let mut rig = Rig::new(2, &[1]);
+    let mut other = local("other-1");
+    other.tenant = "other".into();
+    rig.feed(Input::UpsertLocal(local("echo-1")));
+    rig.feed(Input::UpsertLocal(other));
+    rig.feed(Input::ConfigurePeers(vec![PeerConfig {
+        export_tenants: vec!["lab".into()],
+        ..peer(1)
+    }]));
+    let out = rig.establish(7, 1, vec![]);
+    let ids: Vec<_> = routes_of(&sent(&out, 7))
+        .into_iter()
+        .map(|r| r.route_id)
+        .collect();
+    assert_eq!(ids, ["echo-1"]);
+    let out = rig.feed(Input::ConfigurePeers(vec![PeerConfig {
+        export_tenants: vec!["other".into()],
+        ..peer(1)
+    }]));
+    let msgs = sent(&out, 7);
+    assert_eq!(routes_of(&msgs).len(), 1);
+    assert_eq!(routes_of(&msgs)[0].route_id, "other-1");
+    assert!(msgs
+        .iter()
+        .any(|m| matches!(m, Message::Withdraw(w) if w.route_ids == ["echo-1"])));
+}
+
+#[test]
+fn serials_grow_with_changes_and_start_higher_after_a_restart() {
+    let mut rig = Rig::new(2, &[1]);
+    rig.feed(Input::UpsertLocal(local("echo-1")));
+    let mut changed = local("echo-1");
+    changed.attrs.trust = 70;
+    rig.now = 5;
+    rig.feed(Input::UpsertLocal(changed.clone()));
+    let out = rig.establish(7, 1, vec![]);
+    let first = routes_of(&sent(&out, 7))[0].serial;
+
+    // Restart one second later: a later boot epoch.
+    let mut cfg = config(2);
+    cfg.boot_epoch += 1000;
+    let mut rig = Rig::with(cfg, &[1]);
+    rig.feed(Input::UpsertLocal(local("echo-1")));
+    let out = rig.establish(7, 1, vec![]);
+    let second = routes_of(&sent(&out, 7))[0].serial;
+    assert!(second > first, "{second} > {first}");
+}
