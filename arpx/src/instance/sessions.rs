@@ -69,6 +69,19 @@ impl Instance {
         new_outbound == we_are_higher
     }
 
+    fn collision_reason(&self, peer: &str, old_outbound: bool, new_outbound: bool) -> String {
+        if old_outbound == new_outbound {
+            let by = if new_outbound {
+                self.cfg.router_id.as_str()
+            } else {
+                peer
+            };
+            return format!("{by} opened a newer connection to replace this one");
+        }
+        let higher = std::cmp::max(self.cfg.router_id.as_str(), peer);
+        format!("collision with router {peer}: the connection initiated by {higher} (the higher router_id) survives")
+    }
+
     pub(super) fn connected(
         &mut self,
         now: u64,
@@ -102,18 +115,13 @@ impl Instance {
         };
         if let Some(old) = &p.session {
             let old_conn = old.conn;
+            let reason = self.collision_reason(&peer, old.outbound, outbound);
             if !self.new_conn_wins(&peer, old.outbound, outbound) {
-                let c = Close::new(
-                    CloseCode::Collision,
-                    format!("router {peer} already has a session that wins the collision"),
-                );
+                let c = Close::new(CloseCode::Collision, reason);
                 return self.refuse(now, conn, &peer, c, out);
             }
             // The paths and their eligibility pass to the new connection.
-            let c = Close::new(
-                CloseCode::Collision,
-                format!("a newer connection of router {peer} wins the collision"),
-            );
+            let c = Close::new(CloseCode::Collision, reason);
             self.retire(now, old_conn, c, out);
         }
         if self.keys.set_direct(&peer, peer_key) {
