@@ -233,6 +233,13 @@ fn dns(name: &str) -> Result<SanType, CertError> {
     Ok(SanType::DnsName(name.try_into()?))
 }
 
+/// rcgen's defaults, less its placeholder CN ("rcgen self signed cert").
+fn params_without_name() -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = DistinguishedName::new();
+    params
+}
+
 /// A domain CA certificate (DER) for `domain`, self-signed by `ca_key`.
 pub fn init_domain(
     domain: &str,
@@ -240,7 +247,7 @@ pub fn init_domain(
     validity: Validity,
 ) -> Result<Vec<u8>, CertError> {
     check_domain(domain)?;
-    let mut params = CertificateParams::default();
+    let mut params = params_without_name();
     params
         .distinguished_name
         .push(DnType::OrganizationName, "agentd domain CA");

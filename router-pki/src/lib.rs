@@ -35,6 +35,8 @@ mod router;
 #[cfg(feature = "tls")]
 pub mod tls;
 
+/// The key types of the API, so users need no ed25519-dalek of their own.
+pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use identity::{fingerprint, load_or_create_key, Fingerprint, KeyFileError};
 #[cfg(feature = "tls")]
 pub use router::{IdentityError, RouterIdentity};

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use super::args::{Arg, Parser, UsageError};
+use super::pki::{PkiCommand, PkiOptions};
 
 pub const USAGE: &str = "\
 usage: agentctl [--socket PATH] [--config FILE] [--json] COMMAND
@@ -22,12 +23,23 @@ commands:
   stats                          the daemon's counters
   rpcd list | rpcd call METHOD   rpcd exec-plugin protocol (ubus object agentd)
 
+pki (local files, no daemon; docs/pki.md):
+  pki init-domain --domain D [--out DIR] [--days N]
+                                 new domain CA: DIR/domain-ca.key (0600) + domain-ca.pem
+  pki issue-router --ca-key F --ca-cert F --router-id R [--domain D]
+                   (--key IDENTITY_KEY | --pubkey ed25519:B64) [--out FILE] [--days N]
+                                 router certificate for that router's identity key
+  pki show                       router_id, identity key fingerprint, domain CA,
+                                 router certificate and peer trust of --config
+
 options:
   --socket PATH   agentd's IPC socket (default: ipc_socket from the config)
   --config FILE   UCI file to read the socket path from (default /etc/config/agentd)
   --json          machine-readable output
 
-exit status: 0 ok, 1 the daemon refused, 2 usage, 3 cannot reach the daemon
+exit status: 0 ok, 1 refused (by the daemon; a pki command: file exists,
+             bad key or certificate; pki show: a problem found), 2 usage,
+             3 cannot reach the daemon
 ";
 
 /// Exit statuses, stable for scripts.
@@ -65,6 +77,8 @@ pub enum Command {
     Flush(String),
     RpcdList,
     RpcdCall(String),
+    /// Local certificate and key files (no daemon).
+    Pki(PkiCommand),
     Help,
 }
 
@@ -86,8 +100,10 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
     let mut lookup = LookupQuery::default();
     let mut lookup_opts = false;
     let mut origin: Option<String> = None;
+    let mut pki = PkiOptions::default();
     while let Some(arg) = p.next_arg()? {
         match arg {
+            Arg::Long(l) if pki.take(&l, &mut p)? => {}
             Arg::Long(l) if l == "socket" => socket = Some(PathBuf::from(p.value()?)),
             Arg::Long(l) if l == "config" => config = Some(PathBuf::from(p.value()?)),
             Arg::Long(l) if l == "json" => json = true,
@@ -164,10 +180,14 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
             Some(other) => return Err(UsageError::UnexpectedArgument(other.to_string())),
             None => return Err(UsageError::Missing("rpcd verb (list or call)")),
         },
+        Some("pki") => Command::Pki(std::mem::take(&mut pki).command(words.next().as_deref())?),
         Some(other) => return Err(UsageError::UnexpectedArgument(other.to_string())),
     };
     if let Some(extra) = words.next() {
         return Err(UsageError::UnexpectedArgument(extra));
+    }
+    if let Some(flag) = pki.first_given() {
+        return Err(UsageError::Conflict(flag, "a command other than pki"));
     }
     if origin.is_some() {
         return Err(UsageError::Conflict(
@@ -269,6 +289,49 @@ mod tests {
             parse_args(&["status", "--origin", "agent://lab/x"]),
             Err(UsageError::Conflict(..))
         ));
+    }
+
+    #[test]
+    fn pki_verbs_take_their_options_in_any_order() {
+        use super::super::pki::Subject;
+        let o = parse_args(&[
+            "--pubkey",
+            "ed25519:AAAA",
+            "pki",
+            "issue-router",
+            "--router-id=router-b",
+            "--ca-key",
+            "k",
+            "--ca-cert",
+            "c",
+        ])
+        .unwrap();
+        assert_eq!(
+            o.command,
+            Command::Pki(PkiCommand::IssueRouter {
+                ca_key: "k".into(),
+                ca_cert: "c".into(),
+                router_id: "router-b".into(),
+                domain: None,
+                subject: Subject::PublicKey("ed25519:AAAA".into()),
+                out: None,
+                days: router_pki::cert::ROUTER_DAYS,
+            })
+        );
+        assert_eq!(
+            parse_args(&["pki", "init-domain", "--domain", "d"])
+                .unwrap()
+                .command,
+            Command::Pki(PkiCommand::InitDomain {
+                domain: "d".into(),
+                out: ".".into(),
+                days: router_pki::cert::CA_DAYS,
+            })
+        );
+        assert_eq!(
+            parse_args(&["routes", "--out", "x"]),
+            Err(UsageError::Conflict("--out", "a command other than pki"))
+        );
     }
 
     #[test]

@@ -8,6 +8,8 @@
 pub mod args;
 pub mod command;
 pub mod peers;
+pub mod pki;
+mod pki_show;
 pub mod render;
 pub mod rpcd;
 pub mod run;

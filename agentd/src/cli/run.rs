@@ -80,9 +80,9 @@ fn client_failure(socket: &Path, e: ClientError) -> Failure {
 }
 
 /// Human and JSON forms of one answer.
-struct Output {
-    text: String,
-    json: Value,
+pub(super) struct Output {
+    pub(super) text: String,
+    pub(super) json: Value,
 }
 
 async fn execute(socket: &Path, command: &Command) -> Result<Output, Failure> {
@@ -188,11 +188,13 @@ async fn execute(socket: &Path, command: &Command) -> Result<Output, Failure> {
                 json: render::flushed_json(origin, removed, &ids, generation),
             })
         }
-        Command::RpcdList | Command::RpcdCall(_) | Command::Help => Err(Failure {
-            code: exit::USAGE,
-            kind: "invalid_argument",
-            message: "not a daemon command".into(),
-        }),
+        Command::RpcdList | Command::RpcdCall(_) | Command::Pki(_) | Command::Help => {
+            Err(Failure {
+                code: exit::USAGE,
+                kind: "invalid_argument",
+                message: "not a daemon command".into(),
+            })
+        }
     }
 }
 
@@ -270,25 +272,36 @@ pub fn run(opts: CtlOptions) -> u8 {
             }
             exit::OK
         }
+        Command::Pki(p) => {
+            let result = super::pki::run(p, opts.config.as_deref(), std::time::SystemTime::now());
+            report(opts.json, result)
+        }
         command => {
             let socket = resolve_socket(&opts);
-            match block_on(execute(&socket, command)).and_then(|r| r) {
-                Ok(out) => {
-                    if opts.json {
-                        print_json(&out.json);
-                    } else {
-                        emit(&out.text);
-                    }
-                    exit::OK
-                }
-                Err(f) => {
-                    if opts.json {
-                        print_json(&f.json());
-                    }
-                    warn(&f.message);
-                    f.code
-                }
+            let result = block_on(execute(&socket, command)).and_then(|r| r);
+            report(opts.json, result.map(|out| (out, exit::OK)))
+        }
+    }
+}
+
+/// Prints an answer (or the failure) in the asked-for form; returns the
+/// exit status.
+fn report(json: bool, result: Result<(Output, u8), Failure>) -> u8 {
+    match result {
+        Ok((out, code)) => {
+            if json {
+                print_json(&out.json);
+            } else {
+                emit(&out.text);
             }
+            code
+        }
+        Err(f) => {
+            if json {
+                print_json(&f.json());
+            }
+            warn(&f.message);
+            f.code
         }
     }
 }

@@ -51,8 +51,42 @@ impl From<rustls::Error> for TlsError {
     }
 }
 
+/// The ring provider cut to what router links use: TLS 1.3 suites
+/// (ChaCha20 first: routers without AES instructions), X25519 (both ends
+/// are ours), Ed25519 signatures and keys. What is not named here is not
+/// linked (no RSA/ECDSA code in the binaries).
 pub(crate) fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    use rustls::crypto::ring::{cipher_suite, default_provider, kx_group};
+    Arc::new(CryptoProvider {
+        cipher_suites: vec![
+            cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+            cipher_suite::TLS13_AES_128_GCM_SHA256,
+        ],
+        kx_groups: vec![kx_group::X25519],
+        signature_verification_algorithms: HANDSHAKE_ALGS,
+        secure_random: default_provider().secure_random,
+        key_provider: &Ed25519Keys,
+    })
+}
+
+/// Loads PKCS#8 Ed25519 keys only (every router key is one).
+#[derive(Debug)]
+struct Ed25519Keys;
+
+impl rustls::crypto::KeyProvider for Ed25519Keys {
+    fn load_private_key(
+        &self,
+        key: rustls_pki_types::PrivateKeyDer<'static>,
+    ) -> Result<Arc<dyn rustls::sign::SigningKey>, rustls::Error> {
+        match key {
+            rustls_pki_types::PrivateKeyDer::Pkcs8(k) => {
+                rustls::crypto::ring::sign::any_eddsa_type(&k)
+            }
+            _ => Err(rustls::Error::General(
+                "only PKCS#8 Ed25519 keys are supported".into(),
+            )),
+        }
+    }
 }
 
 /// Our verifier for both directions: `expected` is the peer we dialed
