@@ -7,8 +7,15 @@
 //!   one task per health probe ---------------------Input::Probed-+--> Instance::process(input, now)
 //!   sleep_until(state.next_deadline()) ------------Input::Timer--+        |
 //!   sleep_until(monitor.next_wakeup()) ------------Input::ProbeDue       +--> Replier::send (reply)
-//!                                                                        +--> FibExporter::publish (deltas)
+//!   ARPX tasks (listener, dials, connections) -----Input::Peer   |        +--> FibExporter::publish (deltas)
+//!   sleep_until(peers.next_deadline()) ------------Input::PeerTimer       +--> Peers (local route changes,
+//!                                                                              frames to peers)
 //! ```
+//!
+//! ARPX: the driver [`Peers`] (see `peers/tasks.rs` for its tasks) turns
+//! the mesh instance's decisions into RIB changes, which are published
+//! like any other; every published change of a local or static route is
+//! offered back to the driver in the same turn.
 //!
 //! `process` is the only place state changes, one input at a time, so
 //! there are no locks and every reply reflects every earlier input.
@@ -25,6 +32,7 @@ use std::collections::HashMap;
 use tokio::sync::mpsc;
 
 use super::options::ConfigSource;
+use super::peers::tasks::PeerEvent;
 use super::peers::Peers;
 use super::probe::{self, ProbeTarget};
 use super::state::{Changes, State};
@@ -66,6 +74,10 @@ pub enum Input {
     },
     /// Time to write the lease file (changes were coalesced).
     Persist,
+    /// An ARPX driver task's report (handshake, frame, close, ...).
+    Peer(PeerEvent),
+    /// The ARPX driver's earliest timer is due.
+    PeerTimer,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,7 +155,7 @@ impl Instance {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let own_uid = unsafe { libc::geteuid() };
         let monitor = Monitor::new(monitor_config(&state.runtime().health));
-        let peers = Peers::new(state.runtime().mesh.clone());
+        let peers = Peers::new(state.runtime().mesh.clone(), inputs.clone());
         Instance {
             state,
             source,
@@ -201,6 +213,14 @@ impl Instance {
                 self.start_probes(now);
             }
             Input::Persist => self.persist(),
+            Input::Peer(ev) => {
+                let changes = self.peers.event(ev, now, &mut self.state);
+                self.publish(changes, now);
+            }
+            Input::PeerTimer => {
+                let changes = self.peers.fire_timers(now, &mut self.state);
+                self.publish(changes, now);
+            }
         }
         Control::Continue
     }
@@ -306,7 +326,9 @@ impl Instance {
                     log_warn!("policy invalid, denying every request: {reason}");
                 }
                 self.publish(changes, now);
-                self.peers.reconfigure(self.state.runtime().mesh.clone());
+                let mesh = self.state.runtime().mesh.clone();
+                let changes = self.peers.reconfigure(mesh, now, &mut self.state);
+                self.publish(changes, now);
                 // Check kind, pacing or thresholds may have changed.
                 self.sync_health(now);
                 Ok(generation)
@@ -321,15 +343,46 @@ impl Instance {
         }
     }
 
-    fn publish(&mut self, mut changes: Changes, now: Millis) {
-        if changes.is_empty() {
-            return;
+    /// Publishes FIB changes, and offers those of local/static routes to
+    /// the ARPX driver in the same turn (a lease that ends here is
+    /// withdrawn from every peer now, not at some later poll). What the
+    /// driver's answer changes in the RIB (rarely anything: our own
+    /// routes do not touch peer paths) is published right after.
+    fn publish(&mut self, changes: Changes, now: Millis) {
+        let mut batch = changes;
+        // Local changes cause peer-path changes at most, which cause
+        // nothing further; the bound only guards against a cycle.
+        for _ in 0..4 {
+            if batch.is_empty() {
+                return;
+            }
+            self.watch(&mut batch, now);
+            self.dirty = true;
+            let exports = self.peers.exports_of(&batch, now);
+            for gone in self.exporter.publish(self.state.generation(), batch) {
+                self.subscribers.retain(|_, id| *id != gone);
+            }
+            batch = self.peers.feed_all(exports, now, &mut self.state);
         }
-        self.watch(&mut changes, now);
-        self.dirty = true;
-        for gone in self.exporter.publish(self.state.generation(), changes) {
-            self.subscribers.retain(|_, id| *id != gone);
-        }
+    }
+
+    /// Starts the ARPX driver (after the restored leases are in the RIB,
+    /// so the first snapshot carries them).
+    pub fn start_peers(&mut self, now: Millis) {
+        let changes = self.peers.start(now, &mut self.state);
+        self.publish(changes, now);
+    }
+
+    /// When the ARPX driver's next timer is due.
+    pub fn next_peer_timer(&self) -> Option<Millis> {
+        self.peers.next_deadline()
+    }
+
+    /// Closes every ARPX session (admin_shutdown) at daemon stop; returns
+    /// the writers still flushing their Close frames.
+    pub fn stop_peers(&mut self, now: Millis) -> Vec<tokio::task::JoinHandle<()>> {
+        let _ = self.peers.stop(now, &mut self.state);
+        self.peers.take_closing()
     }
 
     /// Tells the health monitor about every route change before it goes

@@ -44,6 +44,9 @@ use state::State;
 /// this much of renewal history, far less than the shortest lease margin.
 const PERSIST_DELAY: Duration = Duration::from_secs(1);
 
+/// How long a stopping daemon waits for its ARPX Close frames to go out.
+const PEER_CLOSE_WAIT: Duration = Duration::from_secs(2);
+
 /// Configuration problems logged one per line at startup; the rest are
 /// counted (all of them are in `agentctl status`, up to its limit).
 const MAX_LOGGED_PROBLEMS: usize = 32;
@@ -258,10 +261,12 @@ async fn serve(opts: RunOptions) -> ExitCode {
     let mut instance = Instance::new(state, opts.config.clone(), input_tx);
     instance.restore(Millis::now());
     instance.sync_health(Millis::now());
+    instance.start_peers(Millis::now());
     let mut persist_at: Option<Instant> = None;
     loop {
         let deadline = instance.state().next_deadline();
         let next_probe = instance.next_probe();
+        let next_peer_timer = instance.next_peer_timer();
         let input = tokio::select! {
             ev = server_rx.recv() => match ev {
                 Some(ev) => Input::Ipc(ev),
@@ -284,6 +289,12 @@ async fn serve(opts: RunOptions) -> ExitCode {
                 }
             } => Input::ProbeDue,
             () = async {
+                match next_peer_timer {
+                    Some(at) => tokio::time::sleep_until(instant_at(at)).await,
+                    None => std::future::pending().await,
+                }
+            } => Input::PeerTimer,
+            () = async {
                 match persist_at {
                     Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
@@ -300,6 +311,15 @@ async fn serve(opts: RunOptions) -> ExitCode {
             persist_at = Some(Instant::now() + PERSIST_DELAY);
         }
     }
+    // Peers hear admin_shutdown (bounded: a peer that does not read does
+    // not hold the exit up).
+    let closing = instance.stop_peers(Millis::now());
+    let _ = tokio::time::timeout(PEER_CLOSE_WAIT, async {
+        for writer in closing {
+            let _ = writer.await;
+        }
+    })
+    .await;
     if instance.wants_persist() {
         instance.persist();
     }

@@ -3,6 +3,7 @@
 
 mod harness;
 mod peers;
+mod sessions;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

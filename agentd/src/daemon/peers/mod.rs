@@ -1,114 +1,739 @@
 //! agentd's ARPX driver: the mesh sessions with other routers.
 //!
 //! The daemon's single event loop owns one [`Peers`]. It holds the
-//! sans-IO mesh instance (`arpx::instance`), feeds it inputs (frames
-//! from connection tasks, timer expiries, local route changes, the peer
-//! set) and maps its outputs onto sockets, timers and the RIB.
+//! sans-IO mesh instance (`arpx::instance`), feeds it inputs (frames from
+//! connection tasks, timer expiries, local route changes, the peer set)
+//! and maps its outputs: frames to connection writers, timers into
+//! [`timers::Timers`], paths and eligibility into the RIB (the FIB
+//! changes go back to the caller to publish).
 //!
 //! * [`settings`] — what the driver runs on, from the configuration.
-//! * [`backoff`] — when to dial a peer again (sans-IO).
+//! * [`tls`] — identity, trust rule and TLS configs (router-pki).
+//! * [`tasks`] — every spawned I/O task (listener, dials, connections).
 //! * [`timers`] — deadlines by key; the earliest is the loop's one sleep.
+//! * [`backoff`] — when to dial a peer again (sans-IO).
+//! * [`routes`] — agentd routes ↔ ARPX, field by field.
+//! * `status` — `agentctl peers` and the `arpx.*` counters.
 //! * [`debug`] — log text.
+//!
+//! Dialing: every configured peer has a dialer. While the peer has no
+//! connection, a dial timer is armed from its backoff; the dial task
+//! reports a verified handshake or a failure (kept as the peer's last
+//! error, never shown to the instance). Both routers dial; the instance
+//! resolves collisions.
 
 pub mod backoff;
 pub mod debug;
+pub mod routes;
 pub mod settings;
+mod status;
+pub mod tasks;
 pub mod timers;
+pub mod tls;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
 
-use crate::ipc::message::{PeerView, PeersView};
+use arpx::frame;
+use arpx::instance::{self as mesh, ConnId, Output, PeerConfig, Timer};
+use tokio::sync::{mpsc, watch};
+use tokio::task::{AbortHandle, JoinHandle};
+
+use super::instance::Input;
+use super::state::{Changes, State};
+use crate::fib::FibChange;
+use crate::route::RouteId;
 use crate::time::Millis;
-use backoff::{Backoff, BackoffConfig};
-use settings::MeshSettings;
+use backoff::{Backoff, BackoffConfig, Rng};
+use settings::{MeshSettings, PeerSettings};
+use tasks::{ConnTasks, PeerEvent};
+use tls::{Identity, TlsContext};
 
-/// Driver state of one configured peer (the session itself is the
-/// instance's).
+/// Bytes queued for one peer before it counts as not reading and is
+/// disconnected: a few full snapshots' worth of frames.
+pub const MAX_QUEUE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The driver's timers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Arpx(Timer),
+    Dial(String),
+}
+
 #[derive(Debug)]
-struct PeerRow {
-    address: String,
-    port: u16,
+enum DialState {
+    /// Not dialing: a dial timer may be armed.
+    Waiting,
+    Dialing(AbortHandle),
+}
+
+/// Driver state of one configured peer (the session is the instance's).
+#[derive(Debug)]
+struct Dialer {
+    settings: PeerSettings,
     backoff: Backoff,
+    state: DialState,
+    /// The last handshake or transport failure.
     last_error: Option<String>,
+}
+
+/// One live connection.
+#[derive(Debug)]
+struct Conn {
+    peer: String,
+    tasks: ConnTasks,
+    /// The session reached Established on it.
+    up: bool,
+}
+
+/// A running mesh: identity loaded, instance created.
+#[derive(Debug)]
+struct Mesh {
+    instance: mesh::Instance,
+    identity: Identity,
+    fingerprint: String,
+    tls: Arc<TlsContext>,
+    tls_tx: watch::Sender<Arc<TlsContext>>,
+    conns: HashMap<ConnId, Conn>,
+    listener: Option<(SocketAddr, AbortHandle)>,
+    listen_error: Option<String>,
+}
+
+/// Counts of the driver's own events (the instance counts the protocol).
+#[derive(Debug, Default)]
+struct DriverCounters {
+    dials: u64,
+    dial_failures: u64,
+    inbound_refused: u64,
+    queue_overflows: u64,
+    frames_too_large: u64,
+    paths_refused: u64,
 }
 
 /// The ARPX driver.
 #[derive(Debug)]
 pub struct Peers {
     settings: MeshSettings,
-    /// Why no session runs.
-    off_reason: Option<String>,
-    rows: BTreeMap<String, PeerRow>,
+    inputs: mpsc::Sender<Input>,
+    rng: Rng,
+    dialers: BTreeMap<String, Dialer>,
+    /// `Err`: why sessions are off.
+    mesh: Result<Mesh, String>,
+    timers: timers::Timers<Key>,
+    counters: DriverCounters,
+    /// Writers flushing their last frames (awaited at shutdown).
+    closing: Vec<JoinHandle<()>>,
+    /// Peers whose paths are eligible (the RIB's mark).
+    eligible: BTreeSet<String>,
+    /// The next connection number. Never reused, also not across a mesh
+    /// restart: a late frame of an old connection must not pass for one
+    /// of the new instance's.
+    next_conn: u64,
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn peer_config(p: &PeerSettings) -> PeerConfig {
+    PeerConfig {
+        router_id: p.router_id.clone(),
+        max_routes: p.max_routes,
+        export_tenants: p.export_tenants.clone(),
+        reflector_client: p.reflector_client,
+    }
 }
 
 impl Peers {
-    pub fn new(settings: MeshSettings) -> Peers {
-        let off_reason = Some(match &settings.router_id {
-            None => "agentd.router_id is not set (a mesh needs a stable router identity)".into(),
-            Some(_) => "this agentd build has no ARPX session support yet".to_string(),
-        });
-        if let Some(r) = &off_reason {
-            debug::mesh_off(r);
+    /// A driver that is not running yet ([`Peers::start`] starts it once
+    /// the RIB holds its restored routes).
+    pub fn new(settings: MeshSettings, inputs: mpsc::Sender<Input>) -> Peers {
+        let seed = wall_ms() ^ u64::from(std::process::id()).rotate_left(32);
+        Peers {
+            settings,
+            inputs,
+            rng: Rng::seeded(seed),
+            dialers: BTreeMap::new(),
+            mesh: Err("not started".into()),
+            timers: timers::Timers::new(),
+            counters: DriverCounters::default(),
+            closing: Vec::new(),
+            eligible: BTreeSet::new(),
+            next_conn: 1,
         }
-        debug::peers_configured(settings.peers.len());
-        let rows = settings
+    }
+
+    // ===== start, reload, stop =====
+
+    /// Loads the identity, creates the instance, offers it our routes and
+    /// the peer set, starts the listener and the dialers. Sessions stay
+    /// off (with the reason in `agentctl peers`) when there is no
+    /// router_id or the identity cannot be loaded.
+    pub fn start(&mut self, now: Millis, state: &mut State) -> Changes {
+        let mut changes = Changes::new();
+        self.dialers = self
+            .settings
             .peers
             .iter()
             .map(|p| {
                 (
                     p.router_id.clone(),
-                    PeerRow {
-                        address: p.address.clone(),
-                        port: p.port,
+                    Dialer {
+                        settings: p.clone(),
                         backoff: Backoff::new(BackoffConfig::DEFAULT),
+                        state: DialState::Waiting,
                         last_error: None,
                     },
                 )
             })
             .collect();
-        Peers {
-            settings,
-            off_reason,
-            rows,
+        // A peer's paths are ineligible until its snapshot completes.
+        for p in &self.settings.peers {
+            changes.extend(state.set_peer_up(&p.router_id, false));
         }
+        self.eligible.clear();
+        self.mesh = self.build_mesh();
+        match &self.mesh {
+            Err(reason) => {
+                debug::mesh_off(reason);
+                return changes;
+            }
+            Ok(m) => debug::mesh_started(&self.settings, &m.fingerprint),
+        }
+        let peers: Vec<PeerConfig> = self.settings.peers.iter().map(peer_config).collect();
+        changes.extend(self.feed(now, mesh::Input::ConfigurePeers(peers), state));
+        let exports: Vec<routes::Export> = state
+            .exportable_routes()
+            .filter_map(|r| routes::export(r, now))
+            .collect();
+        for e in exports {
+            if let routes::Export::Upsert(l) = e {
+                changes.extend(self.feed(now, mesh::Input::UpsertLocal(*l), state));
+            }
+        }
+        self.start_listener();
+        let ids: Vec<String> = self.dialers.keys().cloned().collect();
+        for id in ids {
+            // Spread the first dials of a router that restarts with many
+            // peers over the first backoff step.
+            let at = now.0 + self.rng.below_inclusive(BackoffConfig::DEFAULT.initial_ms);
+            self.timers.set(Key::Dial(id), at);
+        }
+        changes
     }
 
-    /// A reload: the new peer set.
-    pub fn reconfigure(&mut self, settings: MeshSettings) {
-        if settings != self.settings {
-            *self = Peers::new(settings);
-        }
-    }
-
-    /// `agentctl peers`.
-    pub fn view(&self, _now: Millis) -> PeersView {
-        PeersView {
-            router_id: self.settings.router_id.as_deref().map(Into::into),
-            off_reason: self.off_reason.as_deref().map(Into::into),
-            fingerprint: None,
-            listen: self.settings.listen.as_deref().map(Into::into),
+    fn build_mesh(&self) -> Result<Mesh, String> {
+        let s = &self.settings;
+        let router_id = s.router_id.as_deref().ok_or_else(|| {
+            "agentd.router_id is not set (a mesh needs a stable router identity)".to_string()
+        })?;
+        let identity = Identity::load(s, router_id)?;
+        let fingerprint = identity.fingerprint();
+        let tls = Arc::new(identity.context(&s.peers)?);
+        let (tls_tx, _) = watch::channel(tls.clone());
+        let instance = mesh::Instance::new(mesh::InstanceConfig {
+            router_id: router_id.to_string(),
+            domain: s.domain.clone(),
+            boot_epoch: wall_ms(),
+            key: identity.identity.signing_key().clone(),
+            heartbeat_ms: s.heartbeat_ms,
+            miss_limit: s.miss_limit,
+            graceful_ms: s.graceful_ms,
+            reflector: s.reflector,
+            max_path: s.max_path,
+            max_frame: s.max_frame,
+        });
+        Ok(Mesh {
+            instance,
+            identity,
+            fingerprint,
+            tls,
+            tls_tx,
+            conns: HashMap::new(),
+            listener: None,
             listen_error: None,
-            peers: self
-                .rows
-                .iter()
-                .map(|(id, r)| PeerView {
-                    router_id: id.as_str().into(),
-                    address: r.address.as_str().into(),
-                    port: r.port,
-                    state: "idle".into(),
-                    last_error: r.last_error.as_deref().map(Into::into),
-                    dial_failures: r.backoff.failures(),
-                    ..PeerView::default()
-                })
-                .collect(),
+        })
+    }
+
+    fn start_listener(&mut self) {
+        let Ok(m) = &mut self.mesh else { return };
+        if let Some((_, task)) = m.listener.take() {
+            task.abort();
+        }
+        m.listen_error = None;
+        let Some(listen) = &self.settings.listen else {
+            return;
+        };
+        let addr: SocketAddr = match listen.parse() {
+            Ok(a) => a,
+            Err(e) => {
+                m.listen_error = Some(format!("{listen}: {e}"));
+                return;
+            }
+        };
+        match tasks::spawn_listener(addr, m.tls_tx.subscribe(), self.inputs.clone()) {
+            Ok((local, task)) => {
+                debug::listening(local);
+                m.listener = Some((local, task));
+            }
+            Err(e) => {
+                debug::listen_failed(listen, &e.to_string());
+                m.listen_error = Some(e.to_string());
+            }
         }
     }
 
-    /// ARPX counters for `agentctl stats` (`arpx.*`).
-    pub fn counters(&self) -> Vec<(String, u64)> {
-        vec![
-            ("arpx.peers".into(), self.rows.len() as u64),
-            ("arpx.sessions_up".into(), 0),
-        ]
+    /// A reload. A change of the router's own settings (router_id,
+    /// identity, timers, limits) restarts the mesh; otherwise the
+    /// instance gets the new peer set: removed peers are closed with
+    /// `peer_removed` and their paths go, peers whose address, port or
+    /// pin changed are closed and dialled again, the others are untouched.
+    pub fn reconfigure(&mut self, new: MeshSettings, now: Millis, state: &mut State) -> Changes {
+        if new == self.settings {
+            return Changes::new();
+        }
+        if new.instance_key() != self.settings.instance_key() || self.mesh.is_err() {
+            let mut changes = self.stop(now, state);
+            self.settings = new;
+            changes.extend(self.start(now, state));
+            return changes;
+        }
+        let old = std::mem::replace(&mut self.settings, new);
+        let mut changes = Changes::new();
+        let changed: Vec<String> = old
+            .peers
+            .iter()
+            .filter(|p| {
+                self.settings
+                    .peer(&p.router_id)
+                    .is_none_or(|n| n.transport_key() != p.transport_key())
+            })
+            .map(|p| p.router_id.clone())
+            .collect();
+        // First without the removed and changed peers: the instance
+        // closes their sessions (peer_removed) and drops their paths.
+        let kept: Vec<PeerConfig> = self
+            .settings
+            .peers
+            .iter()
+            .filter(|p| !changed.contains(&p.router_id))
+            .map(peer_config)
+            .collect();
+        changes.extend(self.feed(now, mesh::Input::ConfigurePeers(kept), state));
+        for id in &changed {
+            changes.extend(self.forget_peer(id, state));
+        }
+        // The trust rule and client configs of the new set.
+        if let Ok(m) = &mut self.mesh {
+            match m.identity.context(&self.settings.peers) {
+                Ok(ctx) => {
+                    m.tls = Arc::new(ctx);
+                    m.tls_tx.send_replace(m.tls.clone());
+                }
+                Err(e) => debug::tls_rebuild_failed(&e),
+            }
+        }
+        let all: Vec<PeerConfig> = self.settings.peers.iter().map(peer_config).collect();
+        changes.extend(self.feed(now, mesh::Input::ConfigurePeers(all), state));
+        // Dialers: gone ones stop, new and changed ones start.
+        let peers = self.settings.peers.clone();
+        for p in &peers {
+            let fresh = changed.contains(&p.router_id) || !self.dialers.contains_key(&p.router_id);
+            if fresh {
+                changes.extend(state.set_peer_up(&p.router_id, false));
+                self.dialers.insert(
+                    p.router_id.clone(),
+                    Dialer {
+                        settings: p.clone(),
+                        backoff: Backoff::new(BackoffConfig::DEFAULT),
+                        state: DialState::Waiting,
+                        last_error: None,
+                    },
+                );
+                self.timers.set(Key::Dial(p.router_id.clone()), now.0);
+            } else if let Some(d) = self.dialers.get_mut(&p.router_id) {
+                d.settings = p.clone();
+            }
+        }
+        if old.listen != self.settings.listen {
+            self.start_listener();
+        }
+        debug::peers_reconfigured(self.settings.peers.len(), changed.len());
+        changes
+    }
+
+    /// Drops everything of a peer that is gone or reconnects: its dialer,
+    /// dial timer and paths.
+    fn forget_peer(&mut self, id: &str, state: &mut State) -> Changes {
+        if let Some(d) = self.dialers.remove(id) {
+            if let DialState::Dialing(task) = d.state {
+                task.abort();
+            }
+        }
+        self.timers.cancel(&Key::Dial(id.to_string()));
+        self.eligible.remove(id);
+        // The instance removed the paths of a removed peer already (it
+        // sent PathDown); this only catches what it did not know of.
+        state.remove_paths_via(id)
+    }
+
+    /// Closes every session (admin_shutdown), stops the listener and the
+    /// dialers, and removes every peer path.
+    pub fn stop(&mut self, now: Millis, state: &mut State) -> Changes {
+        let mut changes = Changes::new();
+        if self.mesh.is_ok() {
+            changes.extend(self.feed(now, mesh::Input::Shutdown, state));
+        }
+        if let Ok(m) = &mut self.mesh {
+            if let Some((_, task)) = m.listener.take() {
+                task.abort();
+            }
+            for (_, c) in m.conns.drain() {
+                self.closing.push(c.tasks.close());
+            }
+        }
+        let ids: Vec<String> = self.dialers.keys().cloned().collect();
+        for id in ids {
+            changes.extend(self.forget_peer(&id, state));
+        }
+        self.timers = timers::Timers::new();
+        self.mesh = Err("stopped".into());
+        changes
+    }
+
+    /// Writers still flushing their last frames (the daemon awaits them,
+    /// bounded, before it exits).
+    pub fn take_closing(&mut self) -> Vec<JoinHandle<()>> {
+        std::mem::take(&mut self.closing)
+    }
+
+    // ===== inputs =====
+
+    /// When [`Peers::fire_timers`] must run next.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.timers.next().map(Millis)
+    }
+
+    /// Every timer due at `now`.
+    pub fn fire_timers(&mut self, now: Millis, state: &mut State) -> Changes {
+        let mut changes = Changes::new();
+        while let Some(key) = self.timers.pop_due(now.0) {
+            match key {
+                Key::Arpx(t) => changes.extend(self.feed(now, mesh::Input::Timer(t), state)),
+                Key::Dial(peer) => self.dial(&peer),
+            }
+        }
+        changes
+    }
+
+    /// What the local/static route changes in `published` mean for the
+    /// mesh: every change is offered (the instance sends nothing when no
+    /// exported field changed, so renewals cost nothing on the wire).
+    /// Taken before the batch is published; [`Peers::feed_all`] feeds it.
+    pub fn exports_of(&self, published: &[FibChange], now: Millis) -> Vec<mesh::Input> {
+        let mut inputs = Vec::new();
+        if self.mesh.is_err() {
+            return inputs;
+        }
+        for change in published {
+            match change {
+                FibChange::Upsert(route) => match routes::export(route, now) {
+                    Some(routes::Export::Upsert(l)) => inputs.push(mesh::Input::UpsertLocal(*l)),
+                    Some(routes::Export::Withdraw(id)) => {
+                        inputs.push(mesh::Input::WithdrawLocal(id))
+                    }
+                    None => {}
+                },
+                FibChange::Remove(id) if id.next_hop().is_none() => {
+                    inputs.push(mesh::Input::WithdrawLocal(id.as_str().to_string()))
+                }
+                _ => {}
+            }
+        }
+        inputs
+    }
+
+    /// Feeds [`Peers::exports_of`]'s inputs to the instance.
+    pub fn feed_all(
+        &mut self,
+        inputs: Vec<mesh::Input>,
+        now: Millis,
+        state: &mut State,
+    ) -> Changes {
+        let mut changes = Changes::new();
+        for input in inputs {
+            changes.extend(self.feed(now, input, state));
+        }
+        changes
+    }
+
+    /// One event of a driver task.
+    pub fn event(&mut self, ev: PeerEvent, now: Millis, state: &mut State) -> Changes {
+        match ev {
+            PeerEvent::Handshaken(h) => self.handshaken(*h, now, state),
+            PeerEvent::DialFailed { peer, error } => {
+                self.counters.dial_failures += 1;
+                debug::dial_failed(&peer, &error);
+                self.dial_failed(&peer, error, now);
+                Changes::new()
+            }
+            PeerEvent::Refused { remote, error } => {
+                self.counters.inbound_refused += 1;
+                debug::inbound_refused(remote, &error);
+                let ip = remote.ip().to_string();
+                for d in self.dialers.values_mut() {
+                    if d.settings.address == ip {
+                        d.last_error = Some(format!("inbound from {remote}: {error}"));
+                    }
+                }
+                Changes::new()
+            }
+            PeerEvent::Frame { conn, msg } => {
+                if !self.has_conn(conn) {
+                    return Changes::new();
+                }
+                self.feed(now, mesh::Input::Frame { conn, msg }, state)
+            }
+            PeerEvent::FrameError { conn, error } => {
+                if !self.has_conn(conn) {
+                    return Changes::new();
+                }
+                debug::frame_error(conn, &error);
+                self.feed(now, mesh::Input::FrameError { conn, error }, state)
+            }
+            PeerEvent::Closed { conn, error } => {
+                let Some(peer) = self.drop_conn(conn, now, false) else {
+                    return Changes::new();
+                };
+                if let Some(d) = self.dialers.get_mut(&peer) {
+                    d.last_error = Some(error.clone());
+                }
+                self.feed(now, mesh::Input::Disconnected { conn, error }, state)
+            }
+            PeerEvent::ListenerFailed { error } => {
+                debug::listen_failed(self.settings.listen.as_deref().unwrap_or(""), &error);
+                if let Ok(m) = &mut self.mesh {
+                    m.listener = None;
+                    m.listen_error = Some(error);
+                }
+                Changes::new()
+            }
+        }
+    }
+
+    fn has_conn(&self, conn: ConnId) -> bool {
+        self.mesh
+            .as_ref()
+            .is_ok_and(|m| m.conns.contains_key(&conn))
+    }
+
+    fn handshaken(&mut self, h: tasks::Handshake, now: Millis, state: &mut State) -> Changes {
+        let max_frame = self.settings.max_frame;
+        let Ok(m) = &mut self.mesh else {
+            return Changes::new();
+        };
+        if h.outbound {
+            if let Some(d) = self.dialers.get_mut(&h.peer) {
+                d.state = DialState::Waiting;
+            }
+        }
+        let conn = ConnId(self.next_conn);
+        self.next_conn += 1;
+        debug::connected(&h.peer, conn, h.outbound, h.remote);
+        let tasks = tasks::spawn_connection(conn, h.stream, max_frame, self.inputs.clone());
+        m.conns.insert(
+            conn,
+            Conn {
+                peer: h.peer.clone(),
+                tasks,
+                up: false,
+            },
+        );
+        self.timers.cancel(&Key::Dial(h.peer.clone()));
+        self.feed(
+            now,
+            mesh::Input::Connected {
+                conn,
+                peer: h.peer,
+                peer_key: h.key,
+                outbound: h.outbound,
+            },
+            state,
+        )
+    }
+
+    fn dial(&mut self, peer: &str) {
+        let Ok(m) = &self.mesh else { return };
+        if m.conns.values().any(|c| c.peer == peer) {
+            // A session (or one being opened) exists; its end re-arms us.
+            return;
+        }
+        let Some(d) = self.dialers.get_mut(peer) else {
+            return;
+        };
+        if matches!(d.state, DialState::Dialing(_)) {
+            return;
+        }
+        self.counters.dials += 1;
+        d.state = DialState::Dialing(tasks::spawn_dial(
+            peer.to_string(),
+            d.settings.address.clone(),
+            d.settings.port,
+            m.tls.clone(),
+            self.inputs.clone(),
+        ));
+    }
+
+    fn dial_failed(&mut self, peer: &str, error: String, now: Millis) {
+        let has_conn = self
+            .mesh
+            .as_ref()
+            .is_ok_and(|m| m.conns.values().any(|c| c.peer == peer));
+        let Some(d) = self.dialers.get_mut(peer) else {
+            return;
+        };
+        d.state = DialState::Waiting;
+        d.last_error = Some(error);
+        if !has_conn {
+            let delay = d.backoff.failed(&mut self.rng);
+            self.timers.set(Key::Dial(peer.to_string()), now.0 + delay);
+        }
+    }
+
+    /// Forgets a connection; re-arms the peer's dialer when it was its
+    /// last. `close`: flush first (the instance's Disconnect) rather than
+    /// cut. Returns the peer.
+    fn drop_conn(&mut self, conn: ConnId, now: Millis, close: bool) -> Option<String> {
+        let m = self.mesh.as_mut().ok()?;
+        let c = m.conns.remove(&conn)?;
+        if close {
+            self.closing.retain(|h| !h.is_finished());
+            self.closing.push(c.tasks.close());
+        } else {
+            c.tasks.abort();
+        }
+        let others = m.conns.values().any(|o| o.peer == c.peer);
+        if let Some(d) = self.dialers.get_mut(&c.peer) {
+            let idle = !others && matches!(d.state, DialState::Waiting);
+            if idle {
+                let delay = if c.up {
+                    d.backoff.session_down(now.0, &mut self.rng)
+                } else {
+                    d.backoff.failed(&mut self.rng)
+                };
+                self.timers.set(Key::Dial(c.peer.clone()), now.0 + delay);
+            }
+        }
+        Some(c.peer)
+    }
+
+    // ===== the instance =====
+
+    /// Hands `input` to the instance and carries out what it says, until
+    /// nothing follows (an output may cause an input, e.g. a peer whose
+    /// send queue is full is disconnected).
+    fn feed(&mut self, now: Millis, input: mesh::Input, state: &mut State) -> Changes {
+        let mut changes = Changes::new();
+        let mut pending = VecDeque::from([input]);
+        let mut out = Vec::new();
+        while let Some(input) = pending.pop_front() {
+            let Ok(m) = &mut self.mesh else { break };
+            m.instance.handle(now.0, input, &mut out);
+            for o in out.drain(..) {
+                self.output(o, now, state, &mut changes, &mut pending);
+            }
+        }
+        changes
+    }
+
+    fn output(
+        &mut self,
+        o: Output,
+        now: Millis,
+        state: &mut State,
+        changes: &mut Changes,
+        pending: &mut VecDeque<mesh::Input>,
+    ) {
+        match o {
+            Output::Send { conn, msg } => {
+                let Ok(m) = &self.mesh else { return };
+                let Some(c) = m.conns.get(&conn) else { return };
+                let bytes = match frame::encode(&msg, self.settings.max_frame) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        self.counters.frames_too_large += 1;
+                        debug::frame_too_large(conn, msg.kind(), &e.to_string());
+                        return;
+                    }
+                };
+                if let Err(full) = c.tasks.send(bytes, MAX_QUEUE_BYTES) {
+                    self.counters.queue_overflows += 1;
+                    let error = full.to_string();
+                    debug::queue_full(&c.peer, conn, &error);
+                    if let Some(peer) = self.drop_conn(conn, now, false) {
+                        if let Some(d) = self.dialers.get_mut(&peer) {
+                            d.last_error = Some(error.clone());
+                        }
+                    }
+                    pending.push_back(mesh::Input::Disconnected { conn, error });
+                }
+            }
+            Output::Disconnect { conn } => {
+                self.drop_conn(conn, now, true);
+            }
+            Output::SetTimer { timer, at_ms } => self.timers.set(Key::Arpx(timer), at_ms),
+            Output::CancelTimer(timer) => self.timers.cancel(&Key::Arpx(timer)),
+            Output::PathUp { peer, ad } => {
+                let Some(p) = self.settings.peer(&peer) else {
+                    return;
+                };
+                let result: Result<Changes, String> = routes::peer_path(&ad, p)
+                    .and_then(|path| path.into_route().map_err(|e| e.to_string()))
+                    .and_then(|route| state.upsert_peer_path(route).map_err(|e| e.to_string()));
+                match result {
+                    Ok(c) => changes.extend(c),
+                    Err(e) => {
+                        self.counters.paths_refused += 1;
+                        debug::path_refused(&peer, &ad.route_id, &e);
+                    }
+                }
+            }
+            Output::PathDown { peer, route_id } => {
+                if let Ok(id) = RouteId::new(&route_id).and_then(|base| RouteId::via(&base, &peer))
+                {
+                    changes.extend(state.remove_peer_path(&id));
+                }
+            }
+            Output::PeerEligible { peer, up } => {
+                if up {
+                    self.eligible.insert(peer.clone());
+                } else {
+                    self.eligible.remove(&peer);
+                }
+                changes.extend(state.set_peer_up(&peer, up));
+            }
+            Output::SessionUp { peer, conn } => {
+                debug::session_up(&peer, conn);
+                if let Ok(m) = &mut self.mesh {
+                    if let Some(c) = m.conns.get_mut(&conn) {
+                        c.up = true;
+                    }
+                }
+                if let Some(d) = self.dialers.get_mut(&peer) {
+                    d.backoff.session_up(now.0);
+                    d.last_error = None;
+                }
+            }
+            Output::SessionDown {
+                peer,
+                conn,
+                close,
+                by_us,
+                error,
+            } => debug::session_down(&peer, conn, close.as_ref(), by_us, error.as_deref()),
+        }
     }
 }

@@ -1,0 +1,470 @@
+//! Every I/O task of the ARPX driver. None of them decides anything:
+//! they move bytes and report what happened as [`PeerEvent`]s into the
+//! daemon's one input channel, where [`super::Peers`] (and through it the
+//! sans-IO `arpx::instance`) decides.
+//!
+//! ```text
+//!                      daemon event loop (one task)
+//!                   Instance::process(Input::Peer(ev))
+//!                        ^                    |
+//!   Input::Peer(..)      |                    | WriterCmd (bounded queue,
+//!   (mpsc, bounded)      |                    |  bytes counted; full =>
+//!                        |                    v  the peer is disconnected)
+//!  +-------------+  Handshaken / Refused   +--------------------------+
+//!  | listener    |--(one handshake task -->| per connection:          |
+//!  | arpx.listen |   per accepted socket)  |  reader: header, body_len|
+//!  +-------------+                         |   (<= arpx.max_frame),   |
+//!  +-------------+  Handshaken / Dial-     |   decode_body -> Frame / |
+//!  | dial task   |  Failed                 |   FrameError / Closed    |
+//!  | (one at a   |------------------------>|  writer: frames in order,|
+//!  | time, per   |                         |   Close => flush, TLS    |
+//!  | peer)       |                         |   close_notify, abort    |
+//!  +-------------+                         |   the reader             |
+//!                                          +--------------------------+
+//! ```
+//!
+//! Handshake failures (unknown or wrongly pinned key, a certificate not
+//! for the router_id, no ALPN `arpx/1`) end in the dial or handshake task
+//! and never reach the instance: the driver records them as the peer's
+//! last error.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arpx::frame::{self, FrameError, HEADER_LEN};
+use arpx::instance::ConnId;
+use arpx::message::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+use super::tls::TlsContext;
+use crate::daemon::instance::Input;
+
+/// TCP connect, and separately the TLS handshake, must finish within this.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// One frame write must finish within this (a peer that stops reading
+/// is disconnected instead of holding the writer forever).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Inbound handshakes in progress at once; more connections wait in the
+/// kernel's backlog.
+pub const MAX_HANDSHAKES: usize = 16;
+/// Frames queued for one connection.
+pub const QUEUE_FRAMES: usize = 4096;
+
+/// A TLS session to a peer.
+pub type Stream = tokio_rustls::TlsStream<TcpStream>;
+
+/// What the driver's tasks report.
+pub enum PeerEvent {
+    /// A TLS session is up and its peer verified.
+    Handshaken(Box<Handshake>),
+    /// A dial to `peer` failed (TCP or TLS).
+    DialFailed {
+        peer: String,
+        error: String,
+    },
+    /// An inbound handshake failed; `remote` says from where.
+    Refused {
+        remote: SocketAddr,
+        error: String,
+    },
+    Frame {
+        conn: ConnId,
+        msg: Message,
+    },
+    FrameError {
+        conn: ConnId,
+        error: FrameError,
+    },
+    /// The transport ended (EOF, reset, TLS error, write timeout).
+    Closed {
+        conn: ConnId,
+        error: String,
+    },
+    /// The listener stopped accepting.
+    ListenerFailed {
+        error: String,
+    },
+}
+
+impl fmt::Debug for PeerEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerEvent::Handshaken(h) => write!(
+                f,
+                "Handshaken({} {} {})",
+                h.peer,
+                if h.outbound { "to" } else { "from" },
+                h.remote
+            ),
+            PeerEvent::DialFailed { peer, error } => write!(f, "DialFailed({peer}: {error})"),
+            PeerEvent::Refused { remote, error } => write!(f, "Refused({remote}: {error})"),
+            PeerEvent::Frame { conn, msg } => write!(f, "Frame({}, {})", conn.0, msg.kind()),
+            PeerEvent::FrameError { conn, error } => write!(f, "FrameError({}, {error})", conn.0),
+            PeerEvent::Closed { conn, error } => write!(f, "Closed({}, {error})", conn.0),
+            PeerEvent::ListenerFailed { error } => write!(f, "ListenerFailed({error})"),
+        }
+    }
+}
+
+/// A finished, verified handshake.
+#[derive(Debug)]
+pub struct Handshake {
+    pub stream: Stream,
+    /// The configured peer the certificate satisfied.
+    pub peer: String,
+    pub key: [u8; 32],
+    pub outbound: bool,
+    pub remote: SocketAddr,
+}
+
+async fn report(inputs: &mpsc::Sender<Input>, ev: PeerEvent) -> bool {
+    inputs.send(Input::Peer(ev)).await.is_ok()
+}
+
+// ===== listener =====
+
+/// Binds `addr` now (so a bad address is reported at once) and accepts in
+/// a task; each accepted socket gets its own handshake task, at most
+/// [`MAX_HANDSHAKES`] at a time. The TLS context is read at each accept,
+/// so a reload's new peer set applies to the next connection.
+pub fn spawn_listener(
+    addr: SocketAddr,
+    tls: watch::Receiver<Arc<TlsContext>>,
+    inputs: mpsc::Sender<Input>,
+) -> std::io::Result<(SocketAddr, AbortHandle)> {
+    let std_listener = std::net::TcpListener::bind(addr)?;
+    std_listener.set_nonblocking(true)?;
+    let local = std_listener.local_addr()?;
+    let listener = TcpListener::from_std(std_listener)?;
+    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok(permit) = handshakes.clone().acquire_owned().await else {
+                return;
+            };
+            let (tcp, remote) = match listener.accept().await {
+                Ok(x) => x,
+                Err(e) if is_transient(&e) => continue,
+                Err(e) => {
+                    report(
+                        &inputs,
+                        PeerEvent::ListenerFailed {
+                            error: e.to_string(),
+                        },
+                    )
+                    .await;
+                    return;
+                }
+            };
+            let ctx = tls.borrow().clone();
+            let inputs = inputs.clone();
+            tokio::spawn(async move {
+                let _permit = permit;
+                let ev = match accept(tcp, remote, &ctx).await {
+                    Ok(h) => PeerEvent::Handshaken(Box::new(h)),
+                    Err(error) => PeerEvent::Refused { remote, error },
+                };
+                report(&inputs, ev).await;
+            });
+        }
+    });
+    Ok((local, task.abort_handle()))
+}
+
+/// Accept errors that concern one connection (or a momentary shortage),
+/// not the listener.
+fn is_transient(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionReset | Interrupted | WouldBlock | TimedOut
+    ) || e.raw_os_error() == Some(libc::EMFILE)
+        || e.raw_os_error() == Some(libc::ENFILE)
+}
+
+async fn accept(tcp: TcpStream, remote: SocketAddr, ctx: &TlsContext) -> Result<Handshake, String> {
+    let _ = tcp.set_nodelay(true);
+    let acceptor = TlsAcceptor::from(ctx.server.clone());
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, acceptor.accept(tcp))
+        .await
+        .map_err(|_| "TLS handshake timed out".to_string())?
+        .map_err(|e| super::tls::handshake_error(&e))?;
+    let stream = tokio_rustls::TlsStream::Server(stream);
+    let (peer, key) = ctx.verified(&stream, None)?;
+    Ok(Handshake {
+        stream,
+        peer,
+        key,
+        outbound: false,
+        remote,
+    })
+}
+
+// ===== dialer =====
+
+/// One dial attempt to `peer` at `address:port`.
+pub fn spawn_dial(
+    peer: String,
+    address: String,
+    port: u16,
+    ctx: Arc<TlsContext>,
+    inputs: mpsc::Sender<Input>,
+) -> AbortHandle {
+    tokio::spawn(async move {
+        let ev = match dial(&peer, &address, port, &ctx).await {
+            Ok(h) => PeerEvent::Handshaken(Box::new(h)),
+            Err(error) => PeerEvent::DialFailed { peer, error },
+        };
+        report(&inputs, ev).await;
+    })
+    .abort_handle()
+}
+
+async fn dial(peer: &str, address: &str, port: u16, ctx: &TlsContext) -> Result<Handshake, String> {
+    let config = ctx.client(peer)?;
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((address, port)))
+        .await
+        .map_err(|_| format!("connect to {address} port {port} timed out"))?
+        .map_err(|e| format!("connect to {address} port {port}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let remote = tcp
+        .peer_addr()
+        .map_err(|e| format!("connect to {address} port {port}: {e}"))?;
+    let name = super::tls::server_name(peer)?;
+    let stream = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        TlsConnector::from(config).connect(name, tcp),
+    )
+    .await
+    .map_err(|_| "TLS handshake timed out".to_string())?
+    .map_err(|e| super::tls::handshake_error(&e))?;
+    let stream = tokio_rustls::TlsStream::Client(stream);
+    let (verified, key) = ctx.verified(&stream, Some(peer))?;
+    Ok(Handshake {
+        stream,
+        peer: verified,
+        key,
+        outbound: true,
+        remote,
+    })
+}
+
+// ===== connections =====
+
+/// What the driver hands a connection's writer.
+#[derive(Debug)]
+pub enum WriterCmd {
+    Frame(Vec<u8>),
+    /// Flush what is queued, send TLS close_notify, end the connection.
+    Close,
+}
+
+/// The driver's handle on one connection's tasks.
+#[derive(Debug)]
+pub struct ConnTasks {
+    tx: mpsc::Sender<WriterCmd>,
+    /// Bytes queued and not yet written.
+    queued: Arc<AtomicUsize>,
+    reader: AbortHandle,
+    writer: JoinHandle<()>,
+}
+
+/// Why a frame could not be queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueFull {
+    Bytes(usize),
+    Frames,
+}
+
+impl fmt::Display for QueueFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueueFull::Bytes(n) => write!(
+                f,
+                "peer is not reading: {n} bytes queued for it (send queue full)"
+            ),
+            QueueFull::Frames => write!(
+                f,
+                "peer is not reading: {QUEUE_FRAMES} frames queued for it (send queue full)"
+            ),
+        }
+    }
+}
+
+impl ConnTasks {
+    /// Queues one encoded frame, or refuses when the peer's queue holds
+    /// `max_bytes` already (the driver then disconnects it: memory per
+    /// peer stays bounded whatever the peer does).
+    pub fn send(&self, bytes: Vec<u8>, max_bytes: usize) -> Result<(), QueueFull> {
+        let len = bytes.len();
+        let queued = self.queued.load(Ordering::Relaxed);
+        if queued.saturating_add(len) > max_bytes {
+            return Err(QueueFull::Bytes(queued));
+        }
+        self.queued.fetch_add(len, Ordering::Relaxed);
+        self.tx.try_send(WriterCmd::Frame(bytes)).map_err(|_| {
+            self.queued.fetch_sub(len, Ordering::Relaxed);
+            QueueFull::Frames
+        })
+    }
+
+    /// Flush and close (the instance's `Disconnect`). If even the close
+    /// cannot be queued the connection is cut at once.
+    pub fn close(self) -> JoinHandle<()> {
+        if self.tx.try_send(WriterCmd::Close).is_err() {
+            self.abort();
+        }
+        self.writer
+    }
+
+    /// Cut at once, nothing flushed (a peer that does not read).
+    pub fn abort(&self) {
+        self.reader.abort();
+        self.writer.abort();
+    }
+}
+
+/// Starts the reader and writer of a verified session.
+pub fn spawn_connection(
+    conn: ConnId,
+    stream: Stream,
+    max_frame: usize,
+    inputs: mpsc::Sender<Input>,
+) -> ConnTasks {
+    let (rd, wr) = tokio::io::split(stream);
+    let reader = tokio::spawn(read_frames(conn, rd, max_frame, inputs.clone()));
+    let reader_abort = reader.abort_handle();
+    let (tx, rx) = mpsc::channel(QUEUE_FRAMES);
+    let queued = Arc::new(AtomicUsize::new(0));
+    let writer = tokio::spawn(write_frames(
+        conn,
+        wr,
+        rx,
+        queued.clone(),
+        reader_abort.clone(),
+        inputs,
+    ));
+    ConnTasks {
+        tx,
+        queued,
+        reader: reader_abort,
+        writer,
+    }
+}
+
+/// Reads frames until the stream ends or a frame is bad (framing is then
+/// lost: the instance answers with the typed Close, sent by the writer).
+async fn read_frames(
+    conn: ConnId,
+    mut rd: ReadHalf<Stream>,
+    max_frame: usize,
+    inputs: mpsc::Sender<Input>,
+) {
+    let mut body = Vec::new();
+    loop {
+        let mut header = [0u8; HEADER_LEN];
+        if let Err(e) = rd.read_exact(&mut header).await {
+            report(
+                &inputs,
+                PeerEvent::Closed {
+                    conn,
+                    error: closed_text(&e),
+                },
+            )
+            .await;
+            return;
+        }
+        let len = match frame::body_len(header, max_frame) {
+            Ok(len) => len,
+            Err(error) => {
+                report(&inputs, PeerEvent::FrameError { conn, error }).await;
+                return;
+            }
+        };
+        body.resize(len, 0);
+        if let Err(e) = rd.read_exact(&mut body).await {
+            report(
+                &inputs,
+                PeerEvent::Closed {
+                    conn,
+                    error: closed_text(&e),
+                },
+            )
+            .await;
+            return;
+        }
+        let ev = match frame::decode_body(&body) {
+            Ok(msg) => PeerEvent::Frame { conn, msg },
+            Err(error) => {
+                report(&inputs, PeerEvent::FrameError { conn, error }).await;
+                return;
+            }
+        };
+        if !report(&inputs, ev).await {
+            return;
+        }
+        if body.capacity() > 4 * 1024 {
+            // A big snapshot frame should not pin its buffer for the
+            // session's lifetime.
+            body = Vec::new();
+        }
+    }
+}
+
+fn closed_text(e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        "connection closed by the peer".into()
+    } else {
+        format!("connection lost: {}", super::tls::error_text(e))
+    }
+}
+
+async fn write_frames(
+    conn: ConnId,
+    mut wr: WriteHalf<Stream>,
+    mut rx: mpsc::Receiver<WriterCmd>,
+    queued: Arc<AtomicUsize>,
+    reader: AbortHandle,
+    inputs: mpsc::Sender<Input>,
+) {
+    let mut error = None;
+    while let Some(cmd) = rx.recv().await {
+        match cmd {
+            WriterCmd::Frame(bytes) => {
+                let len = bytes.len();
+                let r = tokio::time::timeout(WRITE_TIMEOUT, wr.write_all(&bytes)).await;
+                queued.fetch_sub(len, Ordering::Relaxed);
+                match r {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        error = Some(format!("write failed: {e}"));
+                        break;
+                    }
+                    Err(_) => {
+                        error = Some("peer is not reading: a write timed out".to_string());
+                        break;
+                    }
+                }
+            }
+            WriterCmd::Close => {
+                let _ = tokio::time::timeout(WRITE_TIMEOUT, async {
+                    let _ = wr.flush().await;
+                    let _ = wr.shutdown().await;
+                })
+                .await;
+                break;
+            }
+        }
+    }
+    reader.abort();
+    if let Some(error) = error {
+        report(&inputs, PeerEvent::Closed { conn, error }).await;
+    }
+}

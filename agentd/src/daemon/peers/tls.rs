@@ -1,0 +1,147 @@
+//! The router's TLS side of ARPX, built with `router-pki`: the identity
+//! (key loaded or created 0600, the router certificate or a self-signed
+//! one), the trust rule over the configured peers (pin, else the domain
+//! CA and the router_id's dNSName), one server config for the listener
+//! and one client config per peer. ALPN `arpx/1`, TLS 1.3 only, mutual
+//! authentication, no fallback.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use router_pki::tls::{self as pki_tls, DomainCa, PeerTrust, Trust, TrustError, ALPN_ARPX};
+use router_pki::{Fingerprint, RouterIdentity};
+use tokio_rustls::rustls::pki_types::{ServerName, UnixTime};
+use tokio_rustls::rustls::{ClientConfig, ServerConfig};
+
+use super::settings::{MeshSettings, PeerSettings};
+
+/// Everything a handshake needs; rebuilt when the peer set changes and
+/// shared with the listener and dial tasks.
+#[derive(Debug)]
+pub struct TlsContext {
+    pub trust: Arc<Trust>,
+    pub server: Arc<ServerConfig>,
+    /// Per peer: its client config, or why it cannot be dialled (a
+    /// malformed pin).
+    clients: HashMap<String, Result<Arc<ClientConfig>, String>>,
+}
+
+/// The router's identity, loaded once per mesh instance.
+#[derive(Debug)]
+pub struct Identity {
+    pub identity: RouterIdentity,
+    pub ca: Option<DomainCa>,
+}
+
+impl Identity {
+    /// Loads (or creates, 0600, never overwriting) `agentd.identity`, the
+    /// router certificate or a self-signed one, and the domain CA.
+    pub fn load(s: &MeshSettings, router_id: &str) -> Result<Identity, String> {
+        let identity = RouterIdentity::load(&s.identity, s.router_cert.as_deref(), router_id)
+            .map_err(|e| e.to_string())?;
+        let domain = (!s.domain.is_empty()).then_some(s.domain.as_str());
+        let ca = match &s.domain_ca {
+            None => None,
+            Some(path) => Some(DomainCa::load(path, domain).map_err(|e| e.to_string())?),
+        };
+        Ok(Identity { identity, ca })
+    }
+
+    pub fn fingerprint(&self) -> String {
+        self.identity.fingerprint().to_string()
+    }
+
+    /// The handshake context for `peers`. A peer with a malformed pin is
+    /// left out of the trust rule (it can neither dial nor be accepted)
+    /// and its client entry says why.
+    pub fn context(&self, peers: &[PeerSettings]) -> Result<TlsContext, String> {
+        let mut trusted = Vec::new();
+        let mut bad = HashMap::new();
+        for p in peers {
+            match p.key_fingerprint.as_deref().map(str::parse::<Fingerprint>) {
+                None => trusted.push(PeerTrust {
+                    router_id: p.router_id.clone(),
+                    pin: None,
+                }),
+                Some(Ok(pin)) => trusted.push(PeerTrust {
+                    router_id: p.router_id.clone(),
+                    pin: Some(pin),
+                }),
+                Some(Err(e)) => {
+                    bad.insert(p.router_id.clone(), format!("peer key_fingerprint: {e}"));
+                }
+            }
+        }
+        let trust = Arc::new(Trust::new(self.ca.clone(), trusted));
+        let server = pki_tls::server_config(&self.identity, trust.clone(), &[ALPN_ARPX])
+            .map_err(|e| e.to_string())?;
+        let mut clients = HashMap::new();
+        for p in peers {
+            let entry = match bad.remove(&p.router_id) {
+                Some(why) => Err(why),
+                None => pki_tls::client_config(
+                    &self.identity,
+                    trust.clone(),
+                    &p.router_id,
+                    &[ALPN_ARPX],
+                )
+                .map_err(|e| e.to_string()),
+            };
+            clients.insert(p.router_id.clone(), entry);
+        }
+        Ok(TlsContext {
+            trust,
+            server,
+            clients,
+        })
+    }
+}
+
+impl TlsContext {
+    /// The client config to dial `peer` with.
+    pub fn client(&self, peer: &str) -> Result<Arc<ClientConfig>, String> {
+        match self.clients.get(peer) {
+            Some(Ok(c)) => Ok(c.clone()),
+            Some(Err(why)) => Err(why.clone()),
+            None => Err(format!("router {peer} is not a configured peer")),
+        }
+    }
+
+    /// Which configured peer a finished handshake is with, and its key,
+    /// after checking the negotiated ALPN (`expected`: whom we dialled).
+    pub fn verified(
+        &self,
+        stream: &super::tasks::Stream,
+        expected: Option<&str>,
+    ) -> Result<(String, [u8; 32]), String> {
+        let (_, state) = stream.get_ref();
+        if state.alpn_protocol() != Some(ALPN_ARPX) {
+            return Err("handshake: the peer did not negotiate ALPN arpx/1".into());
+        }
+        let id = pki_tls::peer_identity(state, &self.trust, expected, UnixTime::now())
+            .map_err(|e| format!("handshake: {e}"))?;
+        Ok((id.router_id, id.public_key))
+    }
+}
+
+/// The SNI for dialling `peer`.
+pub fn server_name(peer: &str) -> Result<ServerName<'static>, String> {
+    pki_tls::server_name(peer).map_err(|e| format!("handshake: {e}"))
+}
+
+/// A failed handshake (or TLS read) in words: the typed trust error when
+/// our verifier refused the peer, else what rustls or the socket said.
+pub fn handshake_error(e: &std::io::Error) -> String {
+    format!("handshake: {}", error_text(e))
+}
+
+/// A TLS stream error in words (the trust error inside, if any).
+pub fn error_text(e: &std::io::Error) -> String {
+    match e.get_ref() {
+        Some(inner) => match TrustError::find(inner) {
+            Some(t) => t.to_string(),
+            None => inner.to_string(),
+        },
+        None => e.to_string(),
+    }
+}

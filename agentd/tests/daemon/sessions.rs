@@ -1,0 +1,349 @@
+//! ARPX sessions between two real agentd processes on loopback: TLS 1.3
+//! with keys and certificates generated here (pinned keys, and a domain
+//! CA), real UCI files, observed through `agentctl peers` and `agentctl
+//! routes` only. Every wait polls a condition under the harness deadline.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use ed25519_dalek::SigningKey;
+use router_pki::cert::{self, Validity};
+use router_pki::Fingerprint;
+use serde_json::Value;
+
+use super::harness::{Daemon, TempDir};
+
+/// One router of a test mesh: its key (written before the daemon starts,
+/// so the other side can pin it) and its listener port.
+struct Router {
+    id: &'static str,
+    key: SigningKey,
+    key_path: PathBuf,
+    cert_path: Option<PathBuf>,
+    port: u16,
+}
+
+impl Router {
+    fn new(dir: &Path, id: &'static str, seed: u8) -> Router {
+        let key = SigningKey::from_bytes(&[seed; 32]);
+        let key_path = dir.join(format!("{id}.key"));
+        router_pki::identity::create_key_file(&key_path, &key).expect("write identity key");
+        Router {
+            id,
+            key,
+            key_path,
+            cert_path: None,
+            port: free_port(),
+        }
+    }
+
+    fn fingerprint(&self) -> String {
+        Fingerprint::of(&self.key.verifying_key()).to_string()
+    }
+}
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// How `me` is configured to see `peer`.
+enum Trust<'a> {
+    Pin(String),
+    Ca(&'a Path),
+}
+
+fn config(me: &Router, peer: Option<(&Router, Trust<'_>)>, route: bool) -> String {
+    let mut c = format!(
+        "config agentd 'main'\n\toption router_id '{}'\n\toption identity '{}'\n\
+         \toption health_check 'off'\n\toption allow_loopback_endpoints '1'\n",
+        me.id,
+        me.key_path.display()
+    );
+    if let Some(path) = &me.cert_path {
+        c.push_str(&format!(
+            "\toption domain 'lab.example'\n\toption router_cert '{}'\n",
+            path.display()
+        ));
+    }
+    if let Some((_, Trust::Ca(ca))) = &peer {
+        c.push_str(&format!("\toption domain_ca '{}'\n", ca.display()));
+    }
+    c.push_str(&format!(
+        "\nconfig arpx 'arpx'\n\toption listen '127.0.0.1:{}'\n\toption heartbeat_ms '200'\n\
+         \toption graceful_s '1'\n",
+        me.port
+    ));
+    if let Some((p, trust)) = peer {
+        c.push_str(&format!(
+            "\nconfig peer 'p'\n\toption router_id '{}'\n\toption address '127.0.0.1'\n\
+             \toption port '{}'\n\toption data_port '7447'\n",
+            p.id, p.port
+        ));
+        if let Trust::Pin(fp) = trust {
+            c.push_str(&format!("\toption key_fingerprint '{fp}'\n"));
+        }
+    }
+    c.push_str(
+        "\nconfig rule 'allow_lab'\n\toption id '20-allow-lab'\n\toption priority '50'\n\
+         \toption tenant 'lab'\n\toption capability '*'\n",
+    );
+    if route {
+        c.push_str(
+            "\nconfig route 'printer'\n\toption capability 'office.print'\n\toption version '1'\n\
+             \toption origin 'agent://lab/printer'\n\toption tenant 'lab'\n\
+             \toption endpoint 'http://192.0.2.10:8080/invoke'\n\toption latency_ms '5'\n",
+        );
+    }
+    c
+}
+
+fn peer<'a>(view: &'a Value, id: &str) -> Option<&'a Value> {
+    view["peers"]
+        .as_array()?
+        .iter()
+        .find(|p| p["router_id"] == id)
+}
+
+fn established(d: &Daemon, id: &str) -> bool {
+    peer(&d.ctl_json(&["peers"]), id).is_some_and(|p| p["established"] == true)
+}
+
+/// Peer routes (`source` peer) as (route_id, path, next_hop).
+fn peer_routes(d: &Daemon) -> Vec<(String, Vec<String>, String)> {
+    d.ctl_json(&["routes"])["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["source"] == "peer")
+        .map(|r| {
+            (
+                r["route_id"].as_str().unwrap().to_string(),
+                r["path"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h.as_str().unwrap().to_string())
+                    .collect(),
+                r["next_hop"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+fn register(d: &Daemon, port: u16) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = agentd::ipc::client::Client::connect(&d.socket, "sessions-test")
+            .await
+            .unwrap();
+        let reg = agentd::ipc::message::Registration {
+            route_id: None,
+            capability: "demo.echo".into(),
+            version: 1,
+            origin: "agent://lab/echo".into(),
+            endpoint: format!("http://192.0.2.20:{port}/invoke").into(),
+            tenant: "lab".into(),
+            region: "local".into(),
+            attrs: Default::default(),
+            access: Default::default(),
+            contract: None,
+            lease_seconds: Some(600),
+            caller: None,
+            owner: None,
+        };
+        client.register(reg).await.unwrap().route_id.to_string()
+    })
+}
+
+#[test]
+fn pinned_routers_exchange_routes_and_a_removed_peer_takes_its_routes_along() {
+    let keys = TempDir::new("mesh-pin");
+    let a = Router::new(keys.path(), "router-a", 1);
+    let b = Router::new(keys.path(), "router-b", 2);
+    let mut da = Daemon::start(
+        "pin-a",
+        &config(&a, Some((&b, Trust::Pin(b.fingerprint()))), true),
+    );
+    let mut db = Daemon::start(
+        "pin-b",
+        &config(&b, Some((&a, Trust::Pin(a.fingerprint()))), false),
+    );
+    da.wait_until("A's session with B is up", |d| established(d, "router-b"));
+    db.wait_until("B's session with A is up", |d| established(d, "router-a"));
+
+    let view = da.ctl_json(&["peers"]);
+    assert_eq!(view["router_id"], "router-a");
+    assert_eq!(view["sessions"], "on");
+    assert_eq!(view["fingerprint"], a.fingerprint().as_str());
+    assert_eq!(view["listen"], format!("127.0.0.1:{}", a.port).as_str());
+
+    // A's static route is at B, as a path via A.
+    db.wait_until("A's static route reaches B", |d| {
+        peer_routes(d).iter().any(|(id, path, hop)| {
+            id == "static:printer@router-a" && path == &["router-a"] && hop == "router-a"
+        })
+    });
+    // A local registration at A appears at B with path [A].
+    let id = register(&da, 9001);
+    let via = format!("{id}@router-a");
+    db.wait_until("the registration reaches B", |d| {
+        peer_routes(d)
+            .iter()
+            .any(|(rid, path, _)| *rid == via && path == &["router-a"])
+    });
+    let lookup = db.ctl_json(&["lookup", "demo.echo", "--tenant", "lab"]);
+    assert_eq!(lookup["winner"], via.as_str(), "{lookup}");
+    let pb = peer(&db.ctl_json(&["peers"]), "router-a").cloned().unwrap();
+    assert_eq!(pb["routes_in"], 2, "{pb}");
+    let stats = db.ctl_json(&["stats"]);
+    assert!(
+        stats["counters"]["arpx.routes_in"].as_u64().unwrap() >= 2,
+        "{stats}"
+    );
+    assert!(
+        stats["counters"]["arpx.sessions_established"]
+            .as_u64()
+            .unwrap()
+            >= 1,
+        "{stats}"
+    );
+
+    // Unregister at A: gone at B.
+    let out = da.ctl(&["unregister", &id]);
+    assert!(out.status.success());
+    db.wait_until("the withdraw reaches B", |d| {
+        !peer_routes(d).iter().any(|(rid, ..)| *rid == via)
+    });
+    assert!(
+        peer_routes(&db)
+            .iter()
+            .any(|(rid, ..)| rid == "static:printer@router-a"),
+        "the other route stays"
+    );
+
+    // A drops B from its configuration: the session closes with
+    // peer_removed and B loses A's routes.
+    da.write_config(&config(&a, None, true).replacen(
+        "config agentd 'main'\n",
+        &format!(
+            "config agentd 'main'\n\toption state_dir '{}'\n\toption ipc_socket '{}'\n",
+            da.state_dir().display(),
+            da.socket.display()
+        ),
+        1,
+    ));
+    da.signal(libc::SIGHUP);
+    db.wait_until("B hears peer_removed", |d| {
+        peer(&d.ctl_json(&["peers"]), "router-a").is_some_and(|p| {
+            p["last_close"]["code"] == "peer_removed" && p["last_close"]["by_us"] == false
+        })
+    });
+    db.wait_until("A's routes are gone at B", |d| peer_routes(d).is_empty());
+    da.wait_until("A lists no peer", |d| {
+        d.ctl_json(&["peers"])["peers"] == serde_json::json!([])
+    });
+    let stats = da.ctl_json(&["stats"]);
+    assert!(
+        stats["counters"]["arpx.closes_sent.peer_removed"].as_u64() >= Some(1),
+        "{stats}"
+    );
+}
+
+#[test]
+fn routers_of_one_domain_ca_peer_without_pins() {
+    let keys = TempDir::new("mesh-ca");
+    let ca_key = SigningKey::from_bytes(&[9; 32]);
+    let validity = Validity::days_from(SystemTime::now() - Duration::from_secs(3600), 30);
+    let ca = cert::init_domain("lab.example", &ca_key, validity).unwrap();
+    let ca_path = keys.path().join("domain-ca.pem");
+    std::fs::write(&ca_path, cert::cert_pem(&ca)).unwrap();
+    let mut routers = [
+        Router::new(keys.path(), "router-a", 3),
+        Router::new(keys.path(), "router-b", 4),
+    ];
+    for r in &mut routers {
+        let der = cert::issue_router(
+            &ca_key,
+            &ca,
+            r.id,
+            Some("lab.example"),
+            &r.key.verifying_key(),
+            validity,
+        )
+        .unwrap();
+        let path = keys.path().join(format!("{}.pem", r.id));
+        std::fs::write(&path, cert::cert_pem(&der)).unwrap();
+        r.cert_path = Some(path);
+    }
+    let [a, b] = &routers;
+    let da = Daemon::start("ca-a", &config(a, Some((b, Trust::Ca(&ca_path))), true));
+    let mut db = Daemon::start("ca-b", &config(b, Some((a, Trust::Ca(&ca_path))), false));
+    db.wait_until(
+        "A's static route reaches B over a CA-verified session",
+        |d| {
+            peer_routes(d)
+                .iter()
+                .any(|(id, ..)| id == "static:printer@router-a")
+        },
+    );
+    assert!(established(&da, "router-b"));
+}
+
+#[test]
+fn an_unpinned_key_gets_no_session_and_a_clear_last_error() {
+    let keys = TempDir::new("mesh-unpinned");
+    let a = Router::new(keys.path(), "router-a", 5);
+    let b = Router::new(keys.path(), "router-b", 6);
+    let stranger = SigningKey::from_bytes(&[7; 32]);
+    let wrong = Fingerprint::of(&stranger.verifying_key()).to_string();
+    // B pins A correctly; A pins someone else's key for B.
+    let mut da = Daemon::start("unpin-a", &config(&a, Some((&b, Trust::Pin(wrong))), false));
+    let mut db = Daemon::start(
+        "unpin-b",
+        &config(&b, Some((&a, Trust::Pin(a.fingerprint()))), true),
+    );
+    let error = |d: &Daemon, id: &str| -> Option<String> {
+        peer(&d.ctl_json(&["peers"]), id).and_then(|p| p["last_error"].as_str().map(str::to_string))
+    };
+    da.wait_until("A reports B's key as not pinned", |d| {
+        error(d, "router-b")
+            .is_some_and(|e| e.contains("handshake") && e.contains(&b.fingerprint()))
+    });
+    db.wait_until("B reports the refused handshake", |d| {
+        error(d, "router-a").is_some_and(|e| e.contains("handshake"))
+    });
+    // Both have tried and failed: no session, nothing learned.
+    assert!(!established(&da, "router-b"));
+    assert!(!established(&db, "router-a"));
+    assert!(peer_routes(&da).is_empty(), "{:?}", peer_routes(&da));
+    let text = super::harness::text(&da.ctl(&["peers"]));
+    assert!(
+        text.contains("router-b") && text.contains("handshake"),
+        "{text}"
+    );
+}
+
+#[test]
+fn without_a_router_id_sessions_are_off_and_say_why() {
+    let keys = TempDir::new("mesh-off");
+    let a = Router::new(keys.path(), "router-a", 8);
+    let b = Router::new(keys.path(), "router-b", 9);
+    let text = config(&a, Some((&b, Trust::Pin(b.fingerprint()))), false)
+        .replace("\toption router_id 'router-a'\n", "");
+    let d = Daemon::start("mesh-off", &text);
+    let v = d.ctl_json(&["peers"]);
+    assert_eq!(v["sessions"], "off");
+    assert!(
+        v["off_reason"].as_str().unwrap().contains("router_id"),
+        "{v}"
+    );
+    assert_eq!(v["peers"][0]["router_id"], "router-b");
+    assert_eq!(v["peers"][0]["established"], false);
+    let t = super::harness::text(&d.ctl(&["peers"]));
+    assert!(t.contains("OFF: agentd.router_id is not set"), "{t}");
+}
