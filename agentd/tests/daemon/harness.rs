@@ -134,17 +134,8 @@ impl Daemon {
 
     fn spawn(dir: TempDir, config: &str, socket_arg: bool) -> Daemon {
         let path = dir.path().join("agentd");
-        let state_dir = dir.path().join("state");
         let socket = dir.path().join("run").join("agentd.sock");
-        let config = config.replacen(
-            "config agentd 'main'\n",
-            &format!(
-                "config agentd 'main'\n\toption state_dir '{}'\n\toption ipc_socket '{}'\n",
-                state_dir.display(),
-                socket.display()
-            ),
-            1,
-        );
+        let config = private_paths(config, dir.path());
         std::fs::write(&path, config).expect("write config");
         let log = dir.path().join("agentd.log");
         let mut cmd = Command::new(AGENTD);
@@ -216,8 +207,11 @@ impl Daemon {
         assert_eq!(rc, 0, "kill failed");
     }
 
+    /// Replaces the file (for a reload), with the same private paths as
+    /// at start.
     pub fn write_config(&self, text: &str) {
-        std::fs::write(&self.config, text).expect("rewrite config");
+        std::fs::write(&self.config, private_paths(text, self._dir.path()))
+            .expect("rewrite config");
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -239,6 +233,28 @@ impl Daemon {
         // Drop then sees the exit and does not signal again.
         self.child.wait().expect("wait agentd")
     }
+}
+
+/// `config` with `state_dir`, `ipc_socket` and (unless it names one) the
+/// identity key inside `dir`: a test never touches the system paths.
+fn private_paths(config: &str, dir: &Path) -> String {
+    let identity = if config.contains("option identity ") {
+        String::new()
+    } else {
+        format!(
+            "\toption identity '{}'\n",
+            dir.join("identity.key").display()
+        )
+    };
+    config.replacen(
+        "config agentd 'main'\n",
+        &format!(
+            "config agentd 'main'\n\toption state_dir '{}'\n\toption ipc_socket '{}'\n{identity}",
+            dir.join("state").display(),
+            dir.join("run").join("agentd.sock").display(),
+        ),
+        1,
+    )
 }
 
 impl Drop for Daemon {

@@ -228,15 +228,7 @@ fn pinned_routers_exchange_routes_and_a_removed_peer_takes_its_routes_along() {
 
     // A drops B from its configuration: the session closes with
     // peer_removed and B loses A's routes.
-    da.write_config(&config(&a, None, true).replacen(
-        "config agentd 'main'\n",
-        &format!(
-            "config agentd 'main'\n\toption state_dir '{}'\n\toption ipc_socket '{}'\n",
-            da.state_dir().display(),
-            da.socket.display()
-        ),
-        1,
-    ));
+    da.write_config(&config(&a, None, true));
     da.signal(libc::SIGHUP);
     db.wait_until("B hears peer_removed", |d| {
         peer(&d.ctl_json(&["peers"]), "router-a").is_some_and(|p| {

@@ -267,6 +267,12 @@ impl Peers {
         let Some(listen) = &self.settings.listen else {
             return;
         };
+        if self.settings.peers.is_empty() {
+            // Every inbound session must be a configured peer: with none,
+            // a listening socket could only refuse.
+            m.listen_error = Some("not listening: no peer configured".into());
+            return;
+        }
         let addr: SocketAddr = match listen.parse() {
             Ok(a) => a,
             Err(e) => {
@@ -358,7 +364,9 @@ impl Peers {
                 d.settings = p.clone();
             }
         }
-        if old.listen != self.settings.listen {
+        if old.listen != self.settings.listen
+            || old.peers.is_empty() != self.settings.peers.is_empty()
+        {
             self.start_listener();
         }
         debug::peers_reconfigured(self.settings.peers.len(), changed.len());
