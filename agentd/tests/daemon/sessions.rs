@@ -110,7 +110,8 @@ fn established(d: &Daemon, id: &str) -> bool {
     peer(&d.ctl_json(&["peers"]), id).is_some_and(|p| p["established"] == true)
 }
 
-/// Peer routes (`source` peer) as (route_id, path, next_hop).
+/// Peer paths (`source` peer) as (path id `<route_id>@<next_hop>`,
+/// path, next_hop).
 fn peer_routes(d: &Daemon) -> Vec<(String, Vec<String>, String)> {
     d.ctl_json(&["routes"])["routes"]
         .as_array()
@@ -119,7 +120,7 @@ fn peer_routes(d: &Daemon) -> Vec<(String, Vec<String>, String)> {
         .filter(|r| r["source"] == "peer")
         .map(|r| {
             (
-                r["route_id"].as_str().unwrap().to_string(),
+                r["path_id"].as_str().unwrap().to_string(),
                 r["path"]
                     .as_array()
                     .unwrap()
