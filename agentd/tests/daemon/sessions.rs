@@ -55,6 +55,13 @@ enum Trust<'a> {
 }
 
 fn config(me: &Router, peer: Option<(&Router, Trust<'_>)>, route: bool) -> String {
+    let peers: Vec<(&Router, Trust<'_>, u16)> =
+        peer.into_iter().map(|(p, t)| (p, t, p.port)).collect();
+    config_with(me, peers, route)
+}
+
+/// `me` with any number of peers, each at the given port.
+fn config_with(me: &Router, peers: Vec<(&Router, Trust<'_>, u16)>, route: bool) -> String {
     let mut c = format!(
         "config agentd 'main'\n\toption router_id '{}'\n\toption identity '{}'\n\
          \toption health_check 'off'\n\toption allow_loopback_endpoints '1'\n",
@@ -67,7 +74,7 @@ fn config(me: &Router, peer: Option<(&Router, Trust<'_>)>, route: bool) -> Strin
             path.display()
         ));
     }
-    if let Some((_, Trust::Ca(ca))) = &peer {
+    if let Some((_, Trust::Ca(ca), _)) = peers.first() {
         c.push_str(&format!("\toption domain_ca '{}'\n", ca.display()));
     }
     c.push_str(&format!(
@@ -75,11 +82,12 @@ fn config(me: &Router, peer: Option<(&Router, Trust<'_>)>, route: bool) -> Strin
          \toption graceful_s '1'\n",
         me.port
     ));
-    if let Some((p, trust)) = peer {
+    for (p, trust, port) in peers {
         c.push_str(&format!(
-            "\nconfig peer 'p'\n\toption router_id '{}'\n\toption address '127.0.0.1'\n\
-             \toption port '{}'\n\toption data_port '7447'\n",
-            p.id, p.port
+            "\nconfig peer '{}'\n\toption router_id '{}'\n\toption address '127.0.0.1'\n\
+             \toption port '{port}'\n\toption data_port '7447'\n",
+            p.id.replace('-', "_"),
+            p.id
         ));
         if let Trust::Pin(fp) = trust {
             c.push_str(&format!("\toption key_fingerprint '{fp}'\n"));
@@ -134,6 +142,10 @@ fn peer_routes(d: &Daemon) -> Vec<(String, Vec<String>, String)> {
 }
 
 fn register(d: &Daemon, port: u16) -> String {
+    register_for(d, port, 600)
+}
+
+fn register_for(d: &Daemon, port: u16, lease_seconds: u32) -> String {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -153,7 +165,7 @@ fn register(d: &Daemon, port: u16) -> String {
             attrs: Default::default(),
             access: Default::default(),
             contract: None,
-            lease_seconds: Some(600),
+            lease_seconds: Some(lease_seconds),
             caller: None,
             owner: None,
         };
@@ -313,6 +325,11 @@ fn an_unpinned_key_gets_no_session_and_a_clear_last_error() {
     // Both have tried and failed: no session, nothing learned.
     assert!(!established(&da, "router-b"));
     assert!(!established(&db, "router-a"));
+    // The refusals ended in the handshake: no session ever started.
+    for d in [&da, &db] {
+        assert_eq!(counter(d, "arpx.sessions_established"), 0);
+        assert!(counter(d, "arpx.dial_failures") >= 1);
+    }
     assert!(peer_routes(&da).is_empty(), "{:?}", peer_routes(&da));
     let text = super::harness::text(&da.ctl(&["peers"]));
     assert!(
@@ -339,4 +356,153 @@ fn without_a_router_id_sessions_are_off_and_say_why() {
     assert_eq!(v["peers"][0]["established"], false);
     let t = super::harness::text(&d.ctl(&["peers"]));
     assert!(t.contains("OFF: agentd.router_id is not set"), "{t}");
+}
+
+fn counter(d: &Daemon, name: &str) -> u64 {
+    d.ctl_json(&["stats"])["counters"][name]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+fn state_ms(d: &Daemon, id: &str) -> u64 {
+    peer(&d.ctl_json(&["peers"]), id).map_or(0, |p| p["state_ms"].as_u64().unwrap_or(0))
+}
+
+#[test]
+fn a_lease_that_ends_at_the_origin_is_withdrawn_from_its_peer() {
+    let keys = TempDir::new("mesh-lease");
+    let a = Router::new(keys.path(), "router-a", 10);
+    let b = Router::new(keys.path(), "router-b", 11);
+    let short = |c: String| {
+        c.replace(
+            "\toption health_check 'off'\n",
+            "\toption health_check 'off'\n\toption min_lease '1'\n",
+        )
+    };
+    let mut da = Daemon::start(
+        "lease-a",
+        &short(config(&a, Some((&b, Trust::Pin(b.fingerprint()))), false)),
+    );
+    let mut db = Daemon::start(
+        "lease-b",
+        &config(&b, Some((&a, Trust::Pin(a.fingerprint()))), false),
+    );
+    db.wait_until("the session is up", |d| established(d, "router-a"));
+    // Long enough to be seen at B on a loaded machine, short for the test.
+    let id = register_for(&da, 9002, 3);
+    let via = format!("{id}@router-a");
+    db.wait_until("the route reaches B", |d| {
+        peer_routes(d).iter().any(|(rid, ..)| *rid == via)
+    });
+    // Nobody renews or unregisters: the lease ends at A, and A's
+    // withdraw takes the path away at B.
+    db.wait_until("the path is gone at B", |d| {
+        !peer_routes(d).iter().any(|(rid, ..)| *rid == via)
+    });
+    da.wait_until("A counts the expiry", |d| counter(d, "leases.expired") >= 1);
+    assert!(counter(&da, "arpx.withdraws_out") >= 1);
+    assert!(counter(&db, "arpx.withdrawn_in") >= 1);
+    assert!(established(&db, "router-a"), "the session stays up");
+}
+
+#[test]
+fn sighup_adds_and_reconnects_peers_and_leaves_the_others_alone() {
+    let keys = TempDir::new("mesh-hup");
+    let a = Router::new(keys.path(), "router-a", 12);
+    let b = Router::new(keys.path(), "router-b", 13);
+    let c = Router::new(keys.path(), "router-c", 14);
+    let pin = |r: &Router| Trust::Pin(r.fingerprint());
+    let mut da = Daemon::start("hup-a", &config(&a, Some((&b, pin(&b))), true));
+    let mut db = Daemon::start("hup-b", &config(&b, Some((&a, pin(&a))), false));
+    let mut dc = Daemon::start("hup-c", &config(&c, Some((&a, pin(&a))), false));
+    db.wait_until("A-B is up for a second", |d| {
+        established(d, "router-a") && state_ms(d, "router-a") >= 1000
+    });
+    // C knows A, but A does not know C yet: refused.
+    dc.wait_until("C is refused by A", |d| {
+        peer(&d.ctl_json(&["peers"]), "router-a").is_some_and(|p| {
+            p["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("handshake"))
+        })
+    });
+    assert!(!established(&dc, "router-a"));
+    let b_sessions = counter(&db, "arpx.sessions_established");
+
+    // Reload 1: A adds C. C comes up; B's session is untouched.
+    da.write_config(&config_with(
+        &a,
+        vec![(&b, pin(&b), b.port), (&c, pin(&c), c.port)],
+        true,
+    ));
+    da.signal(libc::SIGHUP);
+    dc.wait_until("A-C is up", |d| established(d, "router-a"));
+    dc.wait_until("A's route reaches C", |d| {
+        peer_routes(d)
+            .iter()
+            .any(|(id, ..)| id == "static:printer@router-a")
+    });
+    assert!(established(&db, "router-a"));
+    assert_eq!(
+        counter(&db, "arpx.sessions_established"),
+        b_sessions,
+        "A-B never reopened"
+    );
+    assert!(state_ms(&db, "router-a") >= 1000, "the same A-B session");
+    dc.wait_until("A-C is up for a second", |d| {
+        state_ms(d, "router-a") >= 1000
+    });
+    let c_sessions = counter(&dc, "arpx.sessions_established");
+
+    // Reload 2: B's port changes (to one nobody listens on): A closes B
+    // with peer_removed and dials the new port; C is untouched.
+    let nowhere = free_port();
+    da.write_config(&config_with(
+        &a,
+        vec![(&b, pin(&b), nowhere), (&c, pin(&c), c.port)],
+        true,
+    ));
+    da.signal(libc::SIGHUP);
+    db.wait_until("B hears peer_removed", |d| {
+        peer(&d.ctl_json(&["peers"]), "router-a")
+            .is_some_and(|p| p["established"] == false && p["last_close"]["code"] == "peer_removed")
+    });
+    db.wait_until("A's routes are gone at B", |d| peer_routes(d).is_empty());
+    da.wait_until("A dials B's new port and fails", |d| {
+        peer(&d.ctl_json(&["peers"]), "router-b").is_some_and(|p| {
+            p["port"] == nowhere
+                && p["last_error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("connect"))
+        })
+    });
+    assert!(established(&dc, "router-a"));
+    assert_eq!(
+        counter(&dc, "arpx.sessions_established"),
+        c_sessions,
+        "A-C never reopened"
+    );
+    assert!(state_ms(&dc, "router-a") >= 1000, "the same A-C session");
+
+    // Reload 3: back to B's real port: the session comes back.
+    da.write_config(&config_with(
+        &a,
+        vec![(&b, pin(&b), b.port), (&c, pin(&c), c.port)],
+        true,
+    ));
+    da.signal(libc::SIGHUP);
+    db.wait_until("A-B is up again", |d| established(d, "router-a"));
+    db.wait_until("A's route is back at B", |d| {
+        peer_routes(d)
+            .iter()
+            .any(|(id, ..)| id == "static:printer@router-a")
+    });
+
+    // C stops: A hears admin_shutdown.
+    assert!(dc.stop().success());
+    da.wait_until("A hears C's admin_shutdown", |d| {
+        peer(&d.ctl_json(&["peers"]), "router-c").is_some_and(|p| {
+            p["last_close"]["code"] == "admin_shutdown" && p["last_close"]["by_us"] == false
+        })
+    });
 }

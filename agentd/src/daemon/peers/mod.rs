@@ -551,7 +551,8 @@ impl Peers {
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
         debug::connected(&h.peer, conn, h.outbound, h.remote);
-        let tasks = tasks::spawn_connection(conn, h.stream, max_frame, self.inputs.clone());
+        let tasks =
+            tasks::spawn_connection(conn, h.stream, h.prefix, max_frame, self.inputs.clone());
         m.conns.insert(
             conn,
             Conn {

@@ -37,7 +37,7 @@ use std::time::Duration;
 use arpx::frame::{self, FrameError, HEADER_LEN};
 use arpx::instance::ConnId;
 use arpx::message::Message;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::{AbortHandle, JoinHandle};
@@ -117,6 +117,9 @@ impl fmt::Debug for PeerEvent {
 #[derive(Debug)]
 pub struct Handshake {
     pub stream: Stream,
+    /// Bytes already read from the session (a dialer waits for the
+    /// server's first frame, see [`dial`]); the reader starts with them.
+    pub prefix: Vec<u8>,
     /// The configured peer the certificate satisfied.
     pub peer: String,
     pub key: [u8; 32],
@@ -200,6 +203,7 @@ async fn accept(tcp: TcpStream, remote: SocketAddr, ctx: &TlsContext) -> Result<
     let (peer, key) = ctx.verified(&stream, None)?;
     Ok(Handshake {
         stream,
+        prefix: Vec::new(),
         peer,
         key,
         outbound: false,
@@ -245,10 +249,25 @@ async fn dial(peer: &str, address: &str, port: u16, ctx: &TlsContext) -> Result<
     .await
     .map_err(|_| "TLS handshake timed out".to_string())?
     .map_err(|e| super::tls::handshake_error(&e))?;
-    let stream = tokio_rustls::TlsStream::Client(stream);
+    let mut stream = tokio_rustls::TlsStream::Client(stream);
     let (verified, key) = ctx.verified(&stream, Some(peer))?;
+    // In TLS 1.3 the client finishes its handshake before the server has
+    // judged the client certificate: a refusal arrives as an alert on the
+    // first read. The server's Open comes first on every accepted
+    // session, so the handshake counts as done only once bytes arrive;
+    // a refusal stays a handshake error (never a session).
+    let mut first = vec![0u8; 4096];
+    let n = tokio::time::timeout(CONNECT_TIMEOUT, stream.read(&mut first))
+        .await
+        .map_err(|_| "handshake: no answer from the peer after TLS".to_string())?
+        .map_err(|e| super::tls::handshake_error(&e))?;
+    if n == 0 {
+        return Err("handshake: the peer closed the connection".into());
+    }
+    first.truncate(n);
     Ok(Handshake {
         stream,
+        prefix: first,
         peer: verified,
         key,
         outbound: true,
@@ -335,10 +354,12 @@ impl ConnTasks {
 pub fn spawn_connection(
     conn: ConnId,
     stream: Stream,
+    prefix: Vec<u8>,
     max_frame: usize,
     inputs: mpsc::Sender<Input>,
 ) -> ConnTasks {
     let (rd, wr) = tokio::io::split(stream);
+    let rd = std::io::Cursor::new(prefix).chain(rd);
     let reader = tokio::spawn(read_frames(conn, rd, max_frame, inputs.clone()));
     let reader_abort = reader.abort_handle();
     let (tx, rx) = mpsc::channel(QUEUE_FRAMES);
@@ -363,7 +384,7 @@ pub fn spawn_connection(
 /// lost: the instance answers with the typed Close, sent by the writer).
 async fn read_frames(
     conn: ConnId,
-    mut rd: ReadHalf<Stream>,
+    mut rd: impl AsyncRead + Unpin,
     max_frame: usize,
     inputs: mpsc::Sender<Input>,
 ) {

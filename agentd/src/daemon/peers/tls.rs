@@ -137,11 +137,18 @@ pub fn handshake_error(e: &std::io::Error) -> String {
 
 /// A TLS stream error in words (the trust error inside, if any).
 pub fn error_text(e: &std::io::Error) -> String {
-    match e.get_ref() {
+    let text = match e.get_ref() {
         Some(inner) => match TrustError::find(inner) {
-            Some(t) => t.to_string(),
+            Some(t) => return t.to_string(),
             None => inner.to_string(),
         },
         None => e.to_string(),
+    };
+    if text.starts_with("received fatal alert") {
+        // The peer's verifier refused us (our key is not pinned there,
+        // our certificate is not from its domain CA, ...).
+        format!("refused by the peer ({text})")
+    } else {
+        text
     }
 }
