@@ -285,12 +285,59 @@ pub enum WriterCmd {
     Close,
 }
 
+/// The bounded queue in front of a connection's writer: at most
+/// `frames` frames and a byte budget per send, so memory per peer stays
+/// bounded whatever the peer does (one that stops reading fills it and
+/// is disconnected).
+#[derive(Debug)]
+pub struct SendQueue {
+    tx: mpsc::Sender<WriterCmd>,
+    /// Bytes queued and not yet written (the writer subtracts).
+    queued: Arc<AtomicUsize>,
+}
+
+impl SendQueue {
+    pub fn new(frames: usize) -> (SendQueue, mpsc::Receiver<WriterCmd>, Arc<AtomicUsize>) {
+        let (tx, rx) = mpsc::channel(frames);
+        let queued = Arc::new(AtomicUsize::new(0));
+        (
+            SendQueue {
+                tx,
+                queued: queued.clone(),
+            },
+            rx,
+            queued,
+        )
+    }
+
+    /// Queues one encoded frame, or refuses when the queue would hold
+    /// more than `max_bytes` (or its frame count is reached).
+    pub fn send(&self, bytes: Vec<u8>, max_bytes: usize) -> Result<(), QueueFull> {
+        let len = bytes.len();
+        let queued = self.queued.load(Ordering::Relaxed);
+        if queued.saturating_add(len) > max_bytes {
+            return Err(QueueFull::Bytes(queued));
+        }
+        self.queued.fetch_add(len, Ordering::Relaxed);
+        self.tx.try_send(WriterCmd::Frame(bytes)).map_err(|e| {
+            self.queued.fetch_sub(len, Ordering::Relaxed);
+            match e {
+                mpsc::error::TrySendError::Full(_) => QueueFull::Frames,
+                mpsc::error::TrySendError::Closed(_) => QueueFull::Gone,
+            }
+        })
+    }
+
+    /// Asks the writer to flush and close; `false` if it cannot take it.
+    pub fn close(&self) -> bool {
+        self.tx.try_send(WriterCmd::Close).is_ok()
+    }
+}
+
 /// The driver's handle on one connection's tasks.
 #[derive(Debug)]
 pub struct ConnTasks {
-    tx: mpsc::Sender<WriterCmd>,
-    /// Bytes queued and not yet written.
-    queued: Arc<AtomicUsize>,
+    queue: SendQueue,
     reader: AbortHandle,
     writer: JoinHandle<()>,
 }
@@ -300,6 +347,8 @@ pub struct ConnTasks {
 pub enum QueueFull {
     Bytes(usize),
     Frames,
+    /// The writer has ended (its error is reported on its own).
+    Gone,
 }
 
 impl fmt::Display for QueueFull {
@@ -313,31 +362,21 @@ impl fmt::Display for QueueFull {
                 f,
                 "peer is not reading: {QUEUE_FRAMES} frames queued for it (send queue full)"
             ),
+            QueueFull::Gone => write!(f, "connection writer has ended"),
         }
     }
 }
 
 impl ConnTasks {
-    /// Queues one encoded frame, or refuses when the peer's queue holds
-    /// `max_bytes` already (the driver then disconnects it: memory per
-    /// peer stays bounded whatever the peer does).
+    /// See [`SendQueue::send`]; the driver disconnects the peer on `Err`.
     pub fn send(&self, bytes: Vec<u8>, max_bytes: usize) -> Result<(), QueueFull> {
-        let len = bytes.len();
-        let queued = self.queued.load(Ordering::Relaxed);
-        if queued.saturating_add(len) > max_bytes {
-            return Err(QueueFull::Bytes(queued));
-        }
-        self.queued.fetch_add(len, Ordering::Relaxed);
-        self.tx.try_send(WriterCmd::Frame(bytes)).map_err(|_| {
-            self.queued.fetch_sub(len, Ordering::Relaxed);
-            QueueFull::Frames
-        })
+        self.queue.send(bytes, max_bytes)
     }
 
     /// Flush and close (the instance's `Disconnect`). If even the close
     /// cannot be queued the connection is cut at once.
     pub fn close(self) -> JoinHandle<()> {
-        if self.tx.try_send(WriterCmd::Close).is_err() {
+        if !self.queue.close() {
             self.abort();
         }
         self.writer
@@ -362,19 +401,17 @@ pub fn spawn_connection(
     let rd = std::io::Cursor::new(prefix).chain(rd);
     let reader = tokio::spawn(read_frames(conn, rd, max_frame, inputs.clone()));
     let reader_abort = reader.abort_handle();
-    let (tx, rx) = mpsc::channel(QUEUE_FRAMES);
-    let queued = Arc::new(AtomicUsize::new(0));
+    let (queue, rx, queued) = SendQueue::new(QUEUE_FRAMES);
     let writer = tokio::spawn(write_frames(
         conn,
         wr,
         rx,
-        queued.clone(),
+        queued,
         reader_abort.clone(),
         inputs,
     ));
     ConnTasks {
-        tx,
-        queued,
+        queue,
         reader: reader_abort,
         writer,
     }
@@ -487,5 +524,35 @@ async fn write_frames(
     reader.abort();
     if let Some(error) = error {
         report(&inputs, PeerEvent::Closed { conn, error }).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_send_queue_is_bounded_in_bytes_and_frames() {
+        let (q, mut rx, queued) = SendQueue::new(3);
+        assert_eq!(q.send(vec![0; 40], 100), Ok(()));
+        assert_eq!(q.send(vec![0; 60], 100), Ok(()));
+        // 100 bytes queued: one more byte is over the budget, and the
+        // refused frame is not counted.
+        assert_eq!(q.send(vec![0; 1], 100), Err(QueueFull::Bytes(100)));
+        assert_eq!(queued.load(Ordering::Relaxed), 100);
+        // The writer takes one frame off (and counts its bytes off).
+        let Some(WriterCmd::Frame(b)) = rx.try_recv().ok() else {
+            panic!("a frame")
+        };
+        queued.fetch_sub(b.len(), Ordering::Relaxed);
+        assert_eq!(q.send(vec![0; 30], 100), Ok(()));
+        // Frame count: 3 queued (60, 30, 10) is the channel's bound.
+        assert_eq!(q.send(vec![0; 10], 1000), Ok(()));
+        assert_eq!(q.send(vec![0; 10], 1000), Err(QueueFull::Frames));
+        assert_eq!(queued.load(Ordering::Relaxed), 100);
+        // A writer that ended: neither a frame nor the close is taken.
+        drop(rx);
+        assert_eq!(q.send(vec![0; 1], 1000), Err(QueueFull::Gone));
+        assert!(!q.close());
     }
 }
