@@ -71,12 +71,14 @@ impl Instance {
                     format!("route {id}: path repeats router {hop}"),
                 ));
             }
-            if let Err(e) = sign::verify(ad) {
-                self.counters.rejected_bad_signature += 1;
-                return Err(Close::new(
-                    CloseCode::BadSignature,
-                    format!("route {id} of origin {}: {e}", ad.origin_router),
-                ));
+            if !self.verified_before(ad) {
+                if let Err(e) = sign::verify(ad) {
+                    self.counters.rejected_bad_signature += 1;
+                    return Err(Close::new(
+                        CloseCode::BadSignature,
+                        format!("route {id} of origin {}: {e}", ad.origin_router),
+                    ));
+                }
             }
             let origin = ad.origin_router.as_str();
             let known = self
@@ -100,6 +102,21 @@ impl Instance {
             }
         }
         Ok(())
+    }
+
+    /// Whether a held path (from any peer) carries exactly this signed
+    /// content and signature: then it was verified when it arrived, and a
+    /// reconnect snapshot or a second path costs no signature check.
+    fn verified_before(&self, ad: &RouteAd) -> bool {
+        let Some(h) = self.routes.get(&ad.route_id) else {
+            return false;
+        };
+        h.peers.iter().any(|p| {
+            self.peers
+                .get(p)
+                .and_then(|p| p.paths.get(&ad.route_id))
+                .is_some_and(|held| same_signed(&held.ad, ad))
+        })
     }
 
     fn verdict(&self, peer: &str, ad: &RouteAd) -> Verdict {
@@ -311,6 +328,24 @@ impl Instance {
             self.counters.rejected_bad_signature += (before - after) as u64;
         }
     }
+}
+
+/// Same signature over the same stable fields.
+fn same_signed(a: &RouteAd, b: &RouteAd) -> bool {
+    a.signature == b.signature
+        && a.origin_key == b.origin_key
+        && a.serial == b.serial
+        && a.origin_router == b.origin_router
+        && a.route_id == b.route_id
+        && a.capability == b.capability
+        && a.version == b.version
+        && a.origin_agent == b.origin_agent
+        && a.tenant == b.tenant
+        && a.region == b.region
+        && a.attrs == b.attrs
+        && a.allowed_tenants == b.allowed_tenants
+        && a.allowed_sources == b.allowed_sources
+        && a.contract == b.contract
 }
 
 fn repeated_hop(path: &[String]) -> Option<&str> {

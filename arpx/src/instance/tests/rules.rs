@@ -176,3 +176,13 @@ fn a_withdraw_of_an_unknown_route_is_harmless() {
     assert_eq!(closed_with(&out, 7), None);
     assert_eq!(path_downs(&out), vec![("router-a".into(), "r1".into())]);
 }
+
+#[test]
+fn a_tampered_copy_of_a_held_route_is_still_checked() {
+    let mut rig = Rig::new(2, &[1]);
+    rig.establish(7, 1, vec![a("r1")]);
+    let mut tampered = a("r1");
+    tampered.allowed_tenants = vec!["everyone".into()];
+    let out = update(&mut rig, 7, 2, vec![tampered]);
+    assert_eq!(closed_with(&out, 7), Some(CloseCode::BadSignature));
+}
