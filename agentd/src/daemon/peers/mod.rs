@@ -90,6 +90,8 @@ struct Conn {
 /// A running mesh: identity loaded, instance created.
 #[derive(Debug)]
 struct Mesh {
+    /// Numbers the meshes of this process (a restart makes a new one).
+    generation: u64,
     instance: mesh::Instance,
     identity: Identity,
     fingerprint: String,
@@ -130,6 +132,8 @@ pub struct Peers {
     /// restart: a late frame of an old connection must not pass for one
     /// of the new instance's.
     next_conn: u64,
+    /// Meshes built so far.
+    meshes: u64,
 }
 
 fn wall_ms() -> u64 {
@@ -163,6 +167,7 @@ impl Peers {
             closing: Vec::new(),
             eligible: BTreeSet::new(),
             next_conn: 1,
+            meshes: 0,
         }
     }
 
@@ -225,14 +230,16 @@ impl Peers {
         changes
     }
 
-    fn build_mesh(&self) -> Result<Mesh, String> {
+    fn build_mesh(&mut self) -> Result<Mesh, String> {
+        self.meshes += 1;
+        let generation = self.meshes;
         let s = &self.settings;
         let router_id = s.router_id.as_deref().ok_or_else(|| {
             "agentd.router_id is not set (a mesh needs a stable router identity)".to_string()
         })?;
         let identity = Identity::load(s, router_id)?;
         let fingerprint = identity.fingerprint();
-        let tls = Arc::new(identity.context(&s.peers)?);
+        let tls = Arc::new(identity.context(&s.peers, generation)?);
         let (tls_tx, _) = watch::channel(tls.clone());
         let instance = mesh::Instance::new(mesh::InstanceConfig {
             router_id: router_id.to_string(),
@@ -247,6 +254,7 @@ impl Peers {
             max_frame: s.max_frame,
         });
         Ok(Mesh {
+            generation,
             instance,
             identity,
             fingerprint,
@@ -334,7 +342,7 @@ impl Peers {
         }
         // The trust rule and client configs of the new set.
         if let Ok(m) = &mut self.mesh {
-            match m.identity.context(&self.settings.peers) {
+            match m.identity.context(&self.settings.peers, m.generation) {
                 Ok(ctx) => {
                     m.tls = Arc::new(ctx);
                     m.tls_tx.send_replace(m.tls.clone());
@@ -543,6 +551,10 @@ impl Peers {
         let Ok(m) = &mut self.mesh else {
             return Changes::new();
         };
+        if h.mesh != m.generation {
+            // Verified under a mesh (identity, trust) that is gone.
+            return Changes::new();
+        }
         if h.outbound {
             if let Some(d) = self.dialers.get_mut(&h.peer) {
                 d.state = DialState::Waiting;

@@ -120,6 +120,8 @@ pub struct Handshake {
     /// Bytes already read from the session (a dialer waits for the
     /// server's first frame, see [`dial`]); the reader starts with them.
     pub prefix: Vec<u8>,
+    /// [`TlsContext::mesh`] of the context that verified it.
+    pub mesh: u64,
     /// The configured peer the certificate satisfied.
     pub peer: String,
     pub key: [u8; 32],
@@ -204,6 +206,7 @@ async fn accept(tcp: TcpStream, remote: SocketAddr, ctx: &TlsContext) -> Result<
     Ok(Handshake {
         stream,
         prefix: Vec::new(),
+        mesh: ctx.mesh,
         peer,
         key,
         outbound: false,
@@ -268,6 +271,7 @@ async fn dial(peer: &str, address: &str, port: u16, ctx: &TlsContext) -> Result<
     Ok(Handshake {
         stream,
         prefix: first,
+        mesh: ctx.mesh,
         peer: verified,
         key,
         outbound: true,

@@ -19,6 +19,9 @@ use super::settings::{MeshSettings, PeerSettings};
 /// shared with the listener and dial tasks.
 #[derive(Debug)]
 pub struct TlsContext {
+    /// The mesh instance this context belongs to: a handshake finished
+    /// under an earlier instance (identity since replaced) is dropped.
+    pub mesh: u64,
     pub trust: Arc<Trust>,
     pub server: Arc<ServerConfig>,
     /// Per peer: its client config, or why it cannot be dialled (a
@@ -51,10 +54,10 @@ impl Identity {
         self.identity.fingerprint().to_string()
     }
 
-    /// The handshake context for `peers`. A peer with a malformed pin is
-    /// left out of the trust rule (it can neither dial nor be accepted)
-    /// and its client entry says why.
-    pub fn context(&self, peers: &[PeerSettings]) -> Result<TlsContext, String> {
+    /// The handshake context for `peers`, of mesh number `mesh`. A peer
+    /// with a malformed pin is left out of the trust rule (it can neither
+    /// dial nor be accepted) and its client entry says why.
+    pub fn context(&self, peers: &[PeerSettings], mesh: u64) -> Result<TlsContext, String> {
         let mut trusted = Vec::new();
         let mut bad = HashMap::new();
         for p in peers {
@@ -90,6 +93,7 @@ impl Identity {
             clients.insert(p.router_id.clone(), entry);
         }
         Ok(TlsContext {
+            mesh,
             trust,
             server,
             clients,
