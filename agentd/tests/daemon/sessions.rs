@@ -509,3 +509,21 @@ fn sighup_adds_and_reconnects_peers_and_leaves_the_others_alone() {
         })
     });
 }
+
+#[test]
+fn a_malformed_pin_is_reported_as_that_peers_error() {
+    let keys = TempDir::new("mesh-badpin");
+    let a = Router::new(keys.path(), "router-a", 15);
+    let b = Router::new(keys.path(), "router-b", 16);
+    let text = config(&a, Some((&b, Trust::Pin("sha256:0123".into()))), false);
+    let mut d = Daemon::start("badpin", &text);
+    d.wait_until("the pin is reported", |d| {
+        peer(&d.ctl_json(&["peers"]), "router-b").is_some_and(|p| {
+            p["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("key_fingerprint"))
+        })
+    });
+    assert_eq!(d.ctl_json(&["peers"])["sessions"], "on");
+    assert_eq!(counter(&d, "arpx.sessions_established"), 0);
+}
