@@ -38,9 +38,14 @@ impl KeyDir {
         matches!(self.learned.remove(router), Some(k) if k != key)
     }
 
-    /// The peer section is gone: its key is no longer authoritative.
+    /// The peer section is gone: its key is no longer authoritative, but
+    /// stays the known key while paths of that origin are held.
     pub fn remove_direct(&mut self, router: &str) {
-        self.direct.remove(router);
+        if let Some(key) = self.direct.remove(router) {
+            if self.held.get(router).is_some_and(|n| *n > 0) {
+                self.learned.insert(router.to_owned(), key);
+            }
+        }
     }
 
     /// A path from `origin` with `key` is now held.
@@ -60,5 +65,39 @@ impl KeyDir {
                 self.learned.remove(origin);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_learned_key_lives_as_long_as_paths_of_its_origin() {
+        let mut k = KeyDir::new("router-b", [2; 32]);
+        k.hold("router-x", [7; 32]);
+        k.hold("router-x", [8; 32]);
+        assert_eq!(k.known("router-x"), Some(&[7; 32]), "first seen stays");
+        k.release("router-x");
+        assert_eq!(k.known("router-x"), Some(&[7; 32]));
+        k.release("router-x");
+        assert_eq!(k.known("router-x"), None);
+    }
+
+    #[test]
+    fn a_direct_key_overrides_and_reports_a_different_learned_one() {
+        let mut k = KeyDir::new("router-b", [2; 32]);
+        k.hold("router-a", [7; 32]);
+        assert!(k.set_direct("router-a", [1; 32]));
+        assert_eq!(k.known("router-a"), Some(&[1; 32]));
+        assert!(!k.set_direct("router-a", [1; 32]));
+        k.remove_direct("router-a");
+        assert_eq!(
+            k.known("router-a"),
+            Some(&[1; 32]),
+            "held paths keep it known"
+        );
+        k.release("router-a");
+        assert_eq!(k.known("router-a"), None);
     }
 }

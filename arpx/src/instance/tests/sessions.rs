@@ -156,3 +156,80 @@ fn a_peers_violation_close_removes_its_paths_at_once() {
         Some(&1)
     );
 }
+
+#[test]
+fn a_collision_close_from_the_peer_keeps_its_paths_for_the_surviving_connection() {
+    let mut rig = Rig::new(2, &[1]);
+    rig.establish(7, 1, vec![a("r1")]);
+    let out = rig.frame(7, Message::Close(Close::new(CloseCode::Collision, "lost")));
+    assert!(eligibility(&out).is_empty(), "no flap: {out:?}");
+    assert!(path_downs(&out).is_empty());
+    assert!(out.contains(&Output::SetTimer {
+        timer: Timer::Graceful("router-a".into()),
+        at_ms: 10_000
+    }));
+    let out = rig.establish(8, 1, vec![a("r1")]);
+    assert!(eligibility(&out).is_empty());
+    assert!(path_ups(&out).is_empty() && path_downs(&out).is_empty());
+    assert!(out.contains(&Output::CancelTimer(Timer::Graceful("router-a".into()))));
+}
+
+#[test]
+fn a_collision_handover_that_never_completes_ends_at_the_grace_deadline() {
+    let mut rig = Rig::new(2, &[1]);
+    rig.establish(7, 1, vec![a("r1")]);
+    rig.frame(7, Message::Close(Close::new(CloseCode::Collision, "lost")));
+    rig.now = 10_000;
+    let out = rig.feed(Input::Timer(Timer::Graceful("router-a".into())));
+    assert_eq!(eligibility(&out), vec![("router-a".into(), false)]);
+    assert_eq!(path_downs(&out), vec![("router-a".into(), "r1".into())]);
+}
+
+#[test]
+fn the_same_side_redialling_replaces_its_old_connection() {
+    let mut rig = Rig::new(2, &[1]);
+    rig.establish(7, 1, vec![a("r1")]);
+    let out = rig.connect(8, 1, true);
+    assert_eq!(closed_with(&out, 7), Some(CloseCode::Collision));
+    assert_eq!(closed_with(&out, 8), None);
+}
+
+#[test]
+fn an_open_that_never_comes_ends_the_connection() {
+    let mut rig = Rig::new(2, &[1]);
+    rig.connect(7, 1, true);
+    rig.now = 3000;
+    let out = rig.feed(Input::Timer(Timer::OpenWait(ConnId(7))));
+    assert_eq!(closed_with(&out, 7), Some(CloseCode::HoldExpired));
+    assert_eq!(rig.inst.peers(3000)[0].state, PeerState::Idle);
+}
+
+#[test]
+fn timers_of_ended_connections_are_ignored() {
+    let mut rig = Rig::new(2, &[1]);
+    rig.establish(7, 1, vec![a("r1")]);
+    rig.feed(Input::Disconnected {
+        conn: ConnId(7),
+        error: "eof".into(),
+    });
+    for t in [
+        Timer::Heartbeat(ConnId(7)),
+        Timer::Hold(ConnId(7)),
+        Timer::OpenWait(ConnId(7)),
+    ] {
+        assert!(rig.feed(Input::Timer(t)).is_empty());
+    }
+}
+
+#[test]
+fn a_direct_peers_certificate_key_evicts_paths_signed_by_a_different_learned_key() {
+    let mut cfg = config(2);
+    cfg.reflector = true;
+    let mut rig = Rig::with(cfg, &[1, 3]);
+    // router-c brings a route "of router-a" signed by key 9: learned first.
+    let forged = signed("r1", &["router-a", "router-c"], 9);
+    rig.establish(8, 3, vec![forged]);
+    let out = rig.connect(7, 1, true);
+    assert_eq!(path_downs(&out), vec![("router-c".into(), "r1".into())]);
+    assert_eq!(rig.inst.counters().rejected_bad_signature, 1);
+}
