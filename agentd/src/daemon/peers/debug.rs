@@ -49,8 +49,16 @@ pub fn dial_failed(peer: &str, error: &str) {
     log_info!("ARPX: dial to {peer} failed: {error}");
 }
 
-pub fn inbound_refused(remote: SocketAddr, error: &str) {
-    log_info!("ARPX: inbound connection from {remote} refused: {error}");
+/// `known`: from a configured peer's address (worth an operator's
+/// attention); anything else is a scanner's business (counted in
+/// `arpx.inbound_refused`, logged at debug only, so it cannot flood the
+/// log).
+pub fn inbound_refused(remote: SocketAddr, error: &str, known: bool) {
+    if known {
+        log_info!("ARPX: inbound connection from {remote} refused: {error}");
+    } else {
+        log_debug!("ARPX: inbound connection from {remote} refused: {error}");
+    }
 }
 
 pub fn connected(peer: &str, conn: ConnId, outbound: bool, remote: SocketAddr) {

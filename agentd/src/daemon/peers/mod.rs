@@ -303,7 +303,7 @@ impl Peers {
     /// A reload. A change of the router's own settings (router_id,
     /// identity, timers, limits) restarts the mesh; otherwise the
     /// instance gets the new peer set: removed peers are closed with
-    /// `peer_removed` and their paths go, peers whose address, port or
+    /// `peer_removed` and their paths go, peers whose address, ports or
     /// pin changed are closed and dialled again, the others are untouched.
     pub fn reconfigure(&mut self, new: MeshSettings, now: Millis, state: &mut State) -> Changes {
         if new == self.settings {
@@ -498,13 +498,15 @@ impl Peers {
             }
             PeerEvent::Refused { remote, error } => {
                 self.counters.inbound_refused += 1;
-                debug::inbound_refused(remote, &error);
                 let ip = remote.ip().to_string();
+                let mut known = false;
                 for d in self.dialers.values_mut() {
                     if d.settings.address == ip {
                         d.last_error = Some(format!("inbound from {remote}: {error}"));
+                        known = true;
                     }
                 }
+                debug::inbound_refused(remote, &error, known);
                 Changes::new()
             }
             PeerEvent::Frame { conn, msg } => {

@@ -46,10 +46,17 @@ pub struct PeerSettings {
 }
 
 impl PeerSettings {
-    /// What a live session depends on: a change here reconnects the
-    /// peer; anything else (export rules, limits) is applied in place.
-    pub fn transport_key(&self) -> (&str, u16, Option<&str>) {
-        (&self.address, self.port, self.key_fingerprint.as_deref())
+    /// What a live session and its paths depend on: a change here
+    /// reconnects the peer (the paths are learned again, with the new
+    /// data-plane endpoint); anything else (export rules, limits) is
+    /// applied in place.
+    pub fn transport_key(&self) -> (&str, u16, u16, Option<&str>) {
+        (
+            &self.address,
+            self.port,
+            self.data_port,
+            self.key_fingerprint.as_deref(),
+        )
     }
 }
 
