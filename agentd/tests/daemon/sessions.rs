@@ -527,3 +527,44 @@ fn a_malformed_pin_is_reported_as_that_peers_error() {
     assert_eq!(d.ctl_json(&["peers"])["sessions"], "on");
     assert_eq!(counter(&d, "arpx.sessions_established"), 0);
 }
+
+#[test]
+fn a_silent_peer_is_closed_at_its_hold_time_and_its_routes_go_after_the_grace() {
+    let keys = TempDir::new("mesh-hold");
+    let a = Router::new(keys.path(), "router-a", 17);
+    let b = Router::new(keys.path(), "router-b", 18);
+    let mut da = Daemon::start(
+        "hold-a",
+        &config(&a, Some((&b, Trust::Pin(b.fingerprint()))), false),
+    );
+    let db = Daemon::start(
+        "hold-b",
+        &config(&b, Some((&a, Trust::Pin(a.fingerprint()))), true),
+    );
+    da.wait_until("B's route reaches A", |d| {
+        peer_routes(d)
+            .iter()
+            .any(|(id, ..)| id == "static:printer@router-b")
+    });
+    // B freezes: no heartbeats. A's hold timer (200 ms x 3) closes the
+    // session; B's paths are retained ineligible for graceful_s (1 s),
+    // then removed.
+    db.signal(libc::SIGSTOP);
+    da.wait_until("A closes the silent session", |d| {
+        peer(&d.ctl_json(&["peers"]), "router-b").is_some_and(|p| {
+            p["last_close"]["code"] == "hold_expired" && p["last_close"]["by_us"] == true
+        })
+    });
+    da.wait_until("B's paths are gone after the grace", |d| {
+        peer_routes(d).is_empty()
+    });
+    // B wakes up: the session comes back and so does the route.
+    db.signal(libc::SIGCONT);
+    da.wait_until("the session is back", |d| established(d, "router-b"));
+    da.wait_until("B's route is back at A", |d| {
+        peer_routes(d)
+            .iter()
+            .any(|(id, ..)| id == "static:printer@router-b")
+    });
+    assert!(counter(&da, "arpx.closes_sent.hold_expired") >= 1);
+}
