@@ -451,6 +451,30 @@ mod tests {
     }
 
     #[test]
+    fn a_ca_with_another_key_type_is_no_domain_ca() {
+        let kp = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = params_without_name();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "ecdsa.example");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let der = params.self_signed(&kp).unwrap().der().to_vec();
+        let err = crate::tls::DomainCa::from_der(der.clone(), None).unwrap_err();
+        assert!(err.contains("not Ed25519"), "{err}");
+        // Nor can it issue: its key is not an Ed25519 CA key.
+        let router = SigningKey::from_bytes(&[6; 32]).verifying_key();
+        let v = Validity::days_from(SystemTime::now(), 1);
+        let ours = SigningKey::from_bytes(&[5; 32]);
+        assert!(matches!(
+            issue_router(&ours, &der, "router-b", None, &router, v),
+            Err(CertError::CaKeyMismatch {
+                certificate: None,
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn self_signed_is_stable_for_one_key() {
         let key = SigningKey::from_bytes(&[8; 32]);
         assert_eq!(

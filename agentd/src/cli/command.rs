@@ -34,7 +34,8 @@ pki (local files, no daemon; docs/pki.md):
 
 options:
   --socket PATH   agentd's IPC socket (default: ipc_socket from the config)
-  --config FILE   UCI file to read the socket path from (default /etc/config/agentd)
+  --config FILE   UCI file to read the socket path (and what pki show reports) from
+                  (default /etc/config/agentd)
   --json          machine-readable output
 
 exit status: 0 ok, 1 refused (by the daemon; a pki command: file exists,

@@ -105,6 +105,11 @@ impl DomainCa {
         if !summary.is_ca {
             return Err("not a CA certificate (no basicConstraints CA)".into());
         }
+        if let PublicKey::Other(oid) = &summary.key {
+            return Err(format!(
+                "the CA key is not Ed25519 (algorithm {oid}); a domain CA is an Ed25519 CA"
+            ));
+        }
         let der = CertificateDer::from(der);
         let anchor = webpki::anchor_from_trusted_cert(&der)
             .map_err(|e| format!("not usable as a trust anchor: {e}"))?
