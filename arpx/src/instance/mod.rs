@@ -6,6 +6,14 @@
 //! One input at a time ([`Instance::handle`]); time is an argument. The
 //! driver maps [`Output`]s onto sockets, timers and agentd's RIB.
 //!
+//! Remote liveness: a path has no lease of its own. It is eligible while
+//! the session it was learned on is up (and its snapshot complete) and it
+//! has not been withdrawn. The origin withdraws at its lease end
+//! (`WithdrawLocal` from the driver's expiry timer) and every router
+//! forwards a withdraw, or the loss of a route's last eligible path, in
+//! the same `handle` call. A renewal changes no exported field, so it
+//! sends nothing; `lease_ms` travels as information only.
+//!
 //! * [`io`] — the inputs, outputs and status types (the driver contract).
 //! * `sessions` — connections: collisions, closes, loss, graceful expiry.
 //! * `accept` — applying a peer's updates and withdraws under the rules.
