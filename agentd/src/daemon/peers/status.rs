@@ -10,6 +10,22 @@ use super::{DialState, Key, Peers};
 use crate::ipc::message::{CloseView, PeerView, PeersView};
 use crate::time::Millis;
 
+/// Longest error text in a peer's row: the whole view of a few hundred
+/// peers stays within one IPC frame.
+const MAX_ERROR_TEXT: usize = 320;
+
+/// `text` cut to at most `max` bytes at a char boundary (with `…`).
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 impl Peers {
     /// `agentctl peers`.
     pub fn view(&self, now: Millis) -> PeersView {
@@ -49,9 +65,9 @@ impl Peers {
                     routes_in: s.map_or(0, |s| s.routes_in as u64),
                     routes_out: s.map_or(0, |s| s.routes_out as u64),
                     last_error: d
-                        .and_then(|d| d.last_error.clone())
-                        .or_else(|| s.and_then(|s| s.last_error.clone()))
-                        .map(Into::into),
+                        .and_then(|d| d.last_error.as_deref())
+                        .or_else(|| s.and_then(|s| s.last_error.as_deref()))
+                        .map(|e| cut(e, MAX_ERROR_TEXT).into()),
                     last_close: s
                         .and_then(|s| s.last_close.as_ref())
                         .map(|(c, by_us)| CloseView {
@@ -141,5 +157,18 @@ impl Peers {
             }
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn long_error_texts_are_cut_at_a_char_boundary() {
+        assert_eq!(super::cut("short", 10), "short");
+        assert_eq!(super::cut("ééé", 3), "é…");
+        assert_eq!(
+            super::cut(&"x".repeat(400), 320).len(),
+            320 + '…'.len_utf8()
+        );
     }
 }
