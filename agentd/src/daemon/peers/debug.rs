@@ -45,8 +45,14 @@ pub fn peers_reconfigured(n: usize, reconnected: usize) {
     log_notice!("ARPX: {n} peer(s) configured, {reconnected} removed or reconnected");
 }
 
-pub fn dial_failed(peer: &str, error: &str) {
-    log_info!("ARPX: dial to {peer} failed: {error}");
+/// `repeated`: the same failure as last time (logged at debug only: an
+/// unreachable peer costs no log line per retry).
+pub fn dial_failed(peer: &str, error: &str, repeated: bool) {
+    if repeated {
+        log_debug!("ARPX: dial to {peer} failed again: {error}");
+    } else {
+        log_info!("ARPX: dial to {peer} failed: {error}");
+    }
 }
 
 /// `known`: from a configured peer's address (worth an operator's

@@ -492,7 +492,11 @@ impl Peers {
             PeerEvent::Handshaken(h) => self.handshaken(*h, now, state),
             PeerEvent::DialFailed { peer, error } => {
                 self.counters.dial_failures += 1;
-                debug::dial_failed(&peer, &error);
+                let repeated = self
+                    .dialers
+                    .get(&peer)
+                    .is_some_and(|d| d.last_error.as_deref() == Some(error.as_str()));
+                debug::dial_failed(&peer, &error, repeated);
                 self.dial_failed(&peer, error, now);
                 Changes::new()
             }
