@@ -342,6 +342,19 @@ fn show_checks_the_router_certificate_against_key_and_ca() {
     let (code, text, _) = agentctl(&["--config", &conf, "pki", "show"]);
     assert_eq!(code, 0);
     assert!(text.contains("chains to domain_ca  yes"), "{text}");
+    // A key others can read is a problem worth an exit 1.
+    let key_path = dir.path("etc/identity.key");
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, v) = json_of(&["--config", &conf, "pki", "show"]);
+    assert_eq!(code, 1);
+    assert!(
+        v["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("readable by others"),
+        "{v}"
+    );
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
 
     // A certificate of the domain for another key: found and reported.
     let wrong = dir.path("wrong.pem");

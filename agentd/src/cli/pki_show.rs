@@ -7,6 +7,7 @@
 //! Exit status 1 when anything configured is unusable, with the full
 //! report still printed: a setup script can check it.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -152,6 +153,14 @@ fn identity_section(r: &mut Report, path: &Path) -> Option<router_pki::Verifying
             j["exists"] = true.into();
             j["fingerprint"] = fp.to_string().into();
             j["public_key"] = identity::format_public_key(&public).into();
+            let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode() & 0o777);
+            j["mode"] = format!("{mode:04o}").into();
+            if mode & 0o077 != 0 {
+                r.problem(format!(
+                    "identity key {} is readable by others (mode {mode:04o}): chmod 600 it",
+                    path.display()
+                ));
+            }
             Some(public)
         }
         Err(KeyFileError::Io(_, e)) if e.kind() == std::io::ErrorKind::NotFound => {
