@@ -315,8 +315,13 @@ pub fn create_key_file(path: &Path, key: &SigningKey) -> Result<(), KeyFileError
         return Err(KeyFileError::Exists(path.to_path_buf()));
     }
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.new.{}", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
+    // A name no other writer uses (agentd and agent-gw may both create
+    // the identity key at boot): whoever links first wins, the other
+    // reads that key.
+    let mut nonce = [0u8; 8];
+    fill_random(&mut nonce).map_err(io_err)?;
+    let nonce = u64::from_ne_bytes(nonce);
+    let tmp = dir.join(format!(".{name}.new.{}.{nonce:016x}", std::process::id()));
     write_new(&tmp, key).map_err(io_err)?;
     let linked = std::fs::hard_link(&tmp, path);
     let _ = std::fs::remove_file(&tmp);

@@ -94,3 +94,24 @@ fn load_key_creates_nothing() {
     assert!(matches!(load_key(&path), Err(KeyFileError::Io(..))));
     assert!(!path.exists());
 }
+
+#[test]
+fn concurrent_first_starts_agree_on_one_key() {
+    // agentd and agent-gw both create the identity key at boot: every
+    // racer must end up with the one key that landed in the file.
+    let dir = TempDir::new("race");
+    let path = dir.0.join("identity.key");
+    let keys: Vec<[u8; 32]> = std::thread::scope(|s| {
+        let racers: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| load_or_create_key(&path).unwrap().to_bytes()))
+            .collect();
+        racers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let on_disk = load_key(&path).unwrap().to_bytes();
+    assert!(keys.iter().all(|k| *k == on_disk));
+    let names: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["identity.key"], "temporary files left behind");
+}
