@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness.backend import Backend  # noqa: E402
 from harness.config import base_config  # noqa: E402
+from harness.mesh import MeshNet, MeshRouter  # noqa: E402
 from harness.netns import NetNs  # noqa: E402
 from harness.procs import Binaries, Stack, locate_binaries  # noqa: E402
 
@@ -110,3 +111,48 @@ def netns2() -> Iterator[NetNs]:
     ns = NetNs()
     yield ns
     ns.close()
+
+
+class Mesh:
+    """Routers in namespaces joined by veth links (harness/mesh.py)."""
+
+    def __init__(self, bins: Binaries, workdir: Path) -> None:
+        self.bins = bins
+        self.workdir = workdir
+        self.net = MeshNet()
+        self.routers: dict = {}
+
+    def router(self, name: str, **kw: Any) -> MeshRouter:
+        ns = self.net.add_router(name)
+        r = MeshRouter(self.bins, self.net, ns, self.workdir / name, **kw)
+        self.routers[name] = r
+        return r
+
+    def link(self, a: str, b: str, *, pin: bool = True, a_opts: Any = None, b_opts: Any = None) -> None:
+        """A veth between a and b, and a peer section on each side."""
+        self.net.link(a, b)
+        ra, rb = self.routers[a], self.routers[b]
+        ra.peer_with(rb, pin=pin, **(a_opts or {}))
+        rb.peer_with(ra, pin=pin, **(b_opts or {}))
+
+    def logs(self) -> str:
+        return "\n".join(f"==== {n}\n{r.stack.logs()}" for n, r in self.routers.items())
+
+    def close(self) -> None:
+        for r in self.routers.values():
+            r.stop()
+        self.net.close()
+
+
+@pytest.fixture
+def mesh(bins: Binaries, workdir: Path, request: pytest.FixtureRequest) -> Iterator[Mesh]:
+    """`mesh.router(name, reflector=False, arpx={}, agentd={})` then
+    `mesh.link(a, b)`, then start the routers. All daemons stopped by PID
+    and all namespaces deleted at teardown; logs printed on failure."""
+    m = Mesh(bins, workdir)
+    try:
+        yield m
+    finally:
+        if _failed(request):
+            print(m.logs())
+        m.close()

@@ -83,6 +83,7 @@ def base_config(
     rules: Sequence[Tuple[str, Mapping[str, Value]]] = (),
     routes: Sequence[Tuple[str, Mapping[str, Value]]] = (),
     loopback_endpoints: bool = True,
+    sdk_port: Optional[int] = None,
 ) -> Config:
     """A single-router config: ARPX, discovery, peer and public listeners
     off (so nothing but the SDK API opens a port), all state in `dir`.
@@ -97,7 +98,9 @@ def base_config(
     lab setting they are); the flood test sets the router's defaults back
     explicitly."""
     dir.mkdir(parents=True, exist_ok=True)
-    port = free_port(sdk_host)
+    # A host in its own namespace (mesh routers) may use a fixed port; the
+    # test's own namespace picks a free one.
+    port = sdk_port or free_port(sdk_host)
     cfg = Config(dir=dir, sdk_host=sdk_host, sdk_port=port)
     main: Dict[str, Value] = {
         "router_id": cfg.router_id,

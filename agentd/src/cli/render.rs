@@ -147,6 +147,8 @@ pub fn route_json(r: &RouteView) -> Value {
         "path": path_json(&r.path),
         "hops": r.path.len(),
         "next_hop": r.next_hop.as_deref(),
+        "session_up": r.session_up,
+        "eligible": r.eligible(),
     })
 }
 
@@ -198,7 +200,9 @@ pub fn routes_text(routes: &[RouteView]) -> String {
                 (Some(s), _) => format!("{s}s"),
                 // A peer path lives as long as its session (and until
                 // withdrawn); it has no lease of its own here.
-                (None, crate::route::RouteSource::Peer) => "session".to_string(),
+                (None, crate::route::RouteSource::Peer) if r.session_up => "session".to_string(),
+                // Kept for arpx.graceful_s after the session was lost.
+                (None, crate::route::RouteSource::Peer) => "session down".to_string(),
                 (None, _) => "static".to_string(),
             },
         ]);

@@ -27,7 +27,8 @@ use crate::time::Millis;
 
 /// Bumped whenever any message other than `Hello` changes its encoding.
 /// 6: lookup candidates carry their path and next hop.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: route rows say whether their peer session is up.
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -471,6 +472,10 @@ pub struct RouteView {
     pub expires_in_s: Option<u64>,
     pub path: Vec<Box<str>>,
     pub next_hop: Option<Box<str>>,
+    /// False while the session to the next hop is down (a lost peer's
+    /// paths are kept for `arpx.graceful_s`, ineligible); true for routes
+    /// of our own.
+    pub session_up: bool,
 }
 
 impl RouteView {
@@ -492,7 +497,14 @@ impl RouteView {
             },
             path: route.path.clone(),
             next_hop: route.next_hop.clone(),
+            session_up: true,
         }
+    }
+
+    /// Whether selection may pick it (health and session; policy aside).
+    /// A route whose lease ended is not in the table any more.
+    pub fn eligible(&self) -> bool {
+        self.healthy && self.session_up
     }
 }
 

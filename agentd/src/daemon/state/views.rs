@@ -45,8 +45,15 @@ impl State {
         rows.sort_by(|a, b| a.id.cmp(&b.id));
         let next = (rows.len() > limit).then(|| rows[limit - 1].id.clone());
         rows.truncate(limit);
+        let down: Vec<&str> = self.table.peers_down().collect();
         RoutePage {
-            routes: rows.into_iter().map(|r| RouteView::of(r, now)).collect(),
+            routes: rows
+                .into_iter()
+                .map(|r| RouteView {
+                    session_up: r.next_hop.as_deref().is_none_or(|h| !down.contains(&h)),
+                    ..RouteView::of(r, now)
+                })
+                .collect(),
             next,
         }
     }

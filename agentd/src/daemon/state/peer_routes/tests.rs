@@ -605,3 +605,43 @@ config route 'scanner'
         "held_locally"
     );
 }
+
+#[test]
+fn a_lost_sessions_kept_paths_show_as_ineligible_in_agentctl() {
+    use crate::cli::render;
+    use crate::ipc::message::RoutesQuery;
+    let mut s = state();
+    install(&mut s, ad("svc", &["router-a", "router-b"])).unwrap();
+    install(&mut s, ad("svc", &["router-a", "router-c"])).unwrap();
+    s.set_peer_up("router-b", false);
+    let page = match s
+        .handle(RequestBody::Routes(RoutesQuery::default()), NOW)
+        .reply
+    {
+        Ok(ResponseBody::Routes(p)) => p,
+        other => panic!("{other:?}"),
+    };
+    let j = render::routes_json(&page.routes);
+    let field = |p: &str, f: &str| {
+        j["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["path_id"] == p)
+            .unwrap_or_else(|| panic!("{p}: {j}"))[f]
+            .clone()
+    };
+    assert_eq!(field("svc@router-b", "session_up"), false);
+    assert_eq!(field("svc@router-b", "eligible"), false);
+    assert_eq!(field("svc@router-c", "eligible"), true);
+    assert_eq!(field("static:printer", "session_up"), true);
+    let text = render::routes_text(&page.routes);
+    let row = |id: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("no row {id}: {text}"))
+            .to_string()
+    };
+    assert!(row("svc@router-b").ends_with("session down"), "{text}");
+    assert!(row("svc@router-c").ends_with("session"), "{text}");
+}
