@@ -29,7 +29,7 @@ enum Verdict {
 
 /// Whether two advertisements say the same (the carried lease aside: it
 /// is information, and a renewal must cost nothing).
-pub(super) fn same_ad(a: &RouteAd, b: &RouteAd) -> bool {
+fn same_ad(a: &RouteAd, b: &RouteAd) -> bool {
     a.serial == b.serial
         && a.signature == b.signature
         && a.origin_key == b.origin_key

@@ -11,9 +11,8 @@
 
 use std::collections::BTreeSet;
 
-use super::accept::same_ad;
 use super::io::{LocalRoute, Output};
-use super::peer::Peer;
+use super::peer::{Peer, Sent};
 use super::Instance;
 use crate::message::{RouteAd, MAX_PATH_WIRE};
 
@@ -92,7 +91,7 @@ impl Instance {
         p.sent = routes
             .into_iter()
             .filter(|ad| !refused.contains(&ad.route_id))
-            .map(|ad| (ad.route_id.clone(), ad))
+            .map(|ad| (ad.route_id.clone(), Sent::of(&ad)))
             .collect();
     }
 
@@ -137,7 +136,7 @@ impl Instance {
         let mut withdraws = Vec::new();
         for id in ids {
             match (self.export_for(now, p, id), p.sent.get(id)) {
-                (Some(ad), Some(sent)) if same_ad(&ad, sent) => {}
+                (Some(ad), Some(sent)) if sent.same(&ad) => {}
                 (Some(ad), _) => updates.push(ad),
                 (None, Some(_)) => withdraws.push(id.clone()),
                 (None, None) => {}
@@ -165,7 +164,7 @@ impl Instance {
                     withdraws.push(ad.route_id.clone());
                 }
             } else {
-                p.sent.insert(ad.route_id.clone(), ad);
+                p.sent.insert(ad.route_id.clone(), Sent::of(&ad));
             }
         }
         for id in &withdraws {

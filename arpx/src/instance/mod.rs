@@ -138,11 +138,11 @@ impl Instance {
             .flat_map(|p| p.paths.values().map(|path| &path.ad))
     }
 
-    /// Routes currently advertised to `peer`.
-    pub fn exported_to(&self, peer: &str) -> impl Iterator<Item = &crate::message::RouteAd> {
+    /// Route ids currently advertised to `peer`.
+    pub fn exported_to(&self, peer: &str) -> impl Iterator<Item = &str> {
         self.peers
             .get(peer)
             .into_iter()
-            .flat_map(|p| p.sent.values())
+            .flat_map(|p| p.sent.keys().map(String::as_str))
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::io::{ConnId, PeerConfig, PeerState, PeerStatus};
+use crate::bytes::Bytes;
 use crate::message::{Close, RouteAd};
 use crate::session::Session;
 
@@ -19,6 +20,31 @@ pub(super) struct Path {
     pub epoch: u64,
 }
 
+/// What a session was sent for one route: enough to tell whether a new
+/// export differs (the signature names the signed content), a fraction of
+/// the advertisement's size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Sent {
+    pub serial: u64,
+    pub signature: Bytes<64>,
+    pub path: Vec<String>,
+}
+
+impl Sent {
+    pub fn of(ad: &RouteAd) -> Sent {
+        Sent {
+            serial: ad.serial,
+            signature: ad.signature,
+            path: ad.path.clone(),
+        }
+    }
+
+    /// Whether `ad` says what was sent (its carried lease aside).
+    pub fn same(&self, ad: &RouteAd) -> bool {
+        self.serial == ad.serial && self.signature == ad.signature && self.path == ad.path
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct Peer {
     pub cfg: PeerConfig,
@@ -30,7 +56,7 @@ pub(super) struct Peer {
     /// Adj-RIB-In: route_id → path.
     pub paths: BTreeMap<String, Path>,
     /// Adj-RIB-Out: route_id → what we advertised.
-    pub sent: BTreeMap<String, RouteAd>,
+    pub sent: BTreeMap<String, Sent>,
     pub idle_since_ms: u64,
     pub last_error: Option<String>,
     pub last_close: Option<(Close, bool)>,
