@@ -192,9 +192,19 @@ impl Instance {
         out: &mut Vec<Output>,
     ) {
         self.counters.sessions_established += 1;
+        let mut restarted = false;
         if let Some(p) = self.peers.get_mut(peer) {
+            restarted = p.boot_epoch.is_some_and(|e| e != open.boot_epoch);
             p.boot_epoch = Some(open.boot_epoch);
             p.last_error = None;
+        }
+        // A new boot epoch after a collision handover: the paths handed
+        // over are a dead process's, not a live session's. They stay
+        // ineligible until the new snapshot replaces them (and what was
+        // reflected of them is withdrawn, so a lower serial from the
+        // restarted origin is never taken for a stale copy downstream).
+        if restarted {
+            self.set_ineligible(peer, out);
         }
         out.push(Output::SessionUp {
             peer: peer.to_owned(),

@@ -233,3 +233,41 @@ fn a_direct_peers_certificate_key_evicts_paths_signed_by_a_different_learned_key
     assert_eq!(path_downs(&out), vec![("router-c".into(), "r1".into())]);
     assert_eq!(rig.inst.counters().rejected_bad_signature, 1);
 }
+
+#[test]
+fn a_handover_to_a_restarted_peer_makes_the_old_paths_ineligible_until_its_snapshot() {
+    let mut cfg = config(2);
+    cfg.reflector = true;
+    let mut rig = Rig::with(cfg, &[1, 3]);
+    rig.establish(8, 3, vec![]);
+    let mut old = a("r1");
+    old.serial = 9;
+    crate::sign::sign(&mut old, &crate::testing::key(1));
+    rig.establish(7, 1, vec![old]);
+    // router-a rebooted without closing conn 7 and dials again.
+    let out = rig.connect(9, 1, true);
+    assert!(eligibility(&out).is_empty(), "a handover keeps eligibility");
+    let mut restarted = open(1);
+    if let Message::Open(o) = &mut restarted {
+        o.boot_epoch += 1;
+    }
+    let out = rig.frame(9, restarted);
+    assert_eq!(eligibility(&out), vec![("router-a".into(), false)]);
+    assert!(matches!(&sent(&out, 8)[..], [Message::Withdraw(w)] if w.route_ids == ["r1"]));
+    let mut out = rig.frame(9, Message::SnapshotBegin { version: 1 });
+    out.extend(rig.frame(
+        9,
+        Message::Update(Update {
+            seq: 1,
+            routes: vec![a("r1")],
+        }),
+    ));
+    out.extend(rig.frame(9, Message::SnapshotEnd { version: 1 }));
+    assert_eq!(path_ups(&out), vec![("router-a".into(), "r1".into())]);
+    let to_c = routes_of(&sent(&out, 8));
+    assert_eq!(to_c.len(), 1);
+    assert_eq!(
+        to_c[0].serial, 1,
+        "the restarted origin's lower serial goes on"
+    );
+}
