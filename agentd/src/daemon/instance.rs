@@ -350,14 +350,19 @@ impl Instance {
     /// routes do not touch peer paths) is published right after.
     fn publish(&mut self, changes: Changes, now: Millis) {
         let mut batch = changes;
-        // Local changes cause peer-path changes at most, which cause
-        // nothing further; the bound only guards against a cycle.
-        for _ in 0..4 {
-            if batch.is_empty() {
-                return;
-            }
+        // This ends: the driver reacts only to changes of local/static
+        // routes, and what it changes is peer paths and peer marks only,
+        // which it does not react to. So the second batch is the last.
+        while !batch.is_empty() {
             self.watch(&mut batch, now);
-            self.dirty = true;
+            // Peer paths are not in the lease file: their churn writes
+            // nothing.
+            self.dirty |= batch.iter().any(|c| match c {
+                FibChange::Upsert(r) => r.source != RouteSource::Peer,
+                FibChange::Remove(id) => id.next_hop().is_none(),
+                FibChange::PeerUp { .. } => false,
+                FibChange::Policy(_) => true,
+            });
             let exports = self.peers.exports_of(&batch, now);
             for gone in self.exporter.publish(self.state.generation(), batch) {
                 self.subscribers.retain(|_, id| *id != gone);
