@@ -309,7 +309,7 @@ impl Session {
                 if now >= deadline {
                     return Err(close(
                         CloseCode::HoldExpired,
-                        format!("no frame for {} ms", now - self.last_rx_ms),
+                        format!("no frame for {} ms", now.saturating_sub(self.last_rx_ms)),
                     ));
                 }
                 out.push(Output::SetTimer {

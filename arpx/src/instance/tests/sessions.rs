@@ -271,3 +271,23 @@ fn a_handover_to_a_restarted_peer_makes_the_old_paths_ineligible_until_its_snaps
         "the restarted origin's lower serial goes on"
     );
 }
+
+#[test]
+fn lowering_max_routes_below_what_a_peer_holds_closes_it_with_route_limit() {
+    let mut rig = Rig::new(2, &[1]);
+    rig.establish(7, 1, vec![a("r1"), a("r2")]);
+    let out = rig.feed(Input::ConfigurePeers(vec![PeerConfig {
+        max_routes: 1,
+        ..peer(1)
+    }]));
+    assert_eq!(closed_with(&out, 7), Some(CloseCode::RouteLimit));
+    assert_eq!(path_downs(&out).len(), 2);
+}
+
+#[test]
+fn an_unchanged_reload_touches_nothing() {
+    let mut rig = Rig::new(2, &[1]);
+    rig.feed(Input::UpsertLocal(local("echo-1")));
+    rig.establish(7, 1, vec![a("r1")]);
+    assert!(rig.feed(Input::ConfigurePeers(vec![peer(1)])).is_empty());
+}
