@@ -125,6 +125,13 @@ fn replay(inst: &mut Instance, inputs: Vec<(u64, Input)>) -> Vec<(u64, Output)> 
     for (t, input) in inputs {
         let mut out = Vec::new();
         inst.handle(t, input, &mut out);
+        for o in &out {
+            // Whatever we send passes the wire rules and fits a frame.
+            if let Output::Send { msg, .. } = o {
+                assert_eq!(msg.validate(), Ok(()), "we sent an invalid {}", msg.kind());
+                assert!(arpx::frame::encode(msg, arpx::frame::DEFAULT_MAX_FRAME).is_ok());
+            }
+        }
         all.extend(out.into_iter().map(|o| (t, o)));
     }
     all
