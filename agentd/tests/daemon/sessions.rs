@@ -555,3 +555,28 @@ fn a_silent_peer_is_closed_at_its_hold_time_and_its_routes_go_after_the_grace() 
     });
     assert!(counter(&da, "arpx.closes_sent.hold_expired") >= 1);
 }
+
+#[test]
+fn an_unreadable_domain_ca_turns_sessions_off_until_a_reload_finds_it() {
+    let keys = TempDir::new("mesh-noca");
+    let a = Router::new(keys.path(), "router-a", 19);
+    let b = Router::new(keys.path(), "router-b", 20);
+    let ca_path = keys.path().join("domain-ca.pem");
+    let text = config(&a, Some((&b, Trust::Ca(&ca_path))), false);
+    let mut d = Daemon::start("noca", &text);
+    let v = d.ctl_json(&["peers"]);
+    assert_eq!(v["sessions"], "off", "{v}");
+    let why = v["off_reason"].as_str().unwrap();
+    assert!(why.contains("domain-ca.pem"), "{why}");
+
+    let ca_key = SigningKey::from_bytes(&[21; 32]);
+    let validity = Validity::days_from(SystemTime::now() - Duration::from_secs(3600), 30);
+    let ca = cert::init_domain("lab.example", &ca_key, validity).unwrap();
+    std::fs::write(&ca_path, cert::cert_pem(&ca)).unwrap();
+    // The same configuration: the reload tries the files again.
+    d.signal(libc::SIGHUP);
+    d.wait_until("sessions are on", |d| {
+        d.ctl_json(&["peers"])["sessions"] == "on"
+    });
+    assert_eq!(d.ctl_json(&["peers"])["off_reason"], Value::Null);
+}

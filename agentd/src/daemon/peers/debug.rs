@@ -37,6 +37,10 @@ pub fn listen_failed(listen: &str, error: &str) {
     log_warn!("ARPX: cannot listen on {listen}: {error} (no inbound sessions)");
 }
 
+pub fn identity_reload_failed(error: &str) {
+    log_warn!("ARPX: identity files not reloaded, keeping the running identity: {error}");
+}
+
 pub fn tls_rebuild_failed(error: &str) {
     log_warn!("ARPX: cannot rebuild the TLS configs for the new peer set: {error}");
 }

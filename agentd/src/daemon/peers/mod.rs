@@ -306,14 +306,23 @@ impl Peers {
     /// `peer_removed` and their paths go, peers whose address, ports or
     /// pin changed are closed and dialled again, the others are untouched.
     pub fn reconfigure(&mut self, new: MeshSettings, now: Millis, state: &mut State) -> Changes {
-        if new == self.settings {
-            return Changes::new();
-        }
-        if new.instance_key() != self.settings.instance_key() || self.mesh.is_err() {
+        // Sessions that are off (no router_id, a bad key or certificate
+        // file) are tried again on every reload: the operator may have
+        // fixed the file.
+        let restart = new.instance_key() != self.settings.instance_key()
+            || self.mesh.is_err()
+            || self.reload_identity(&new);
+        if restart {
             let mut changes = self.stop(now, state);
             self.settings = new;
             changes.extend(self.start(now, state));
             return changes;
+        }
+        if new == self.settings {
+            // A renewed certificate or CA file still applies to new
+            // handshakes.
+            self.rebuild_tls();
+            return Changes::new();
         }
         let old = std::mem::replace(&mut self.settings, new);
         let mut changes = Changes::new();
@@ -341,15 +350,7 @@ impl Peers {
             changes.extend(self.forget_peer(id, state));
         }
         // The trust rule and client configs of the new set.
-        if let Ok(m) = &mut self.mesh {
-            match m.identity.context(&self.settings.peers, m.generation) {
-                Ok(ctx) => {
-                    m.tls = Arc::new(ctx);
-                    m.tls_tx.send_replace(m.tls.clone());
-                }
-                Err(e) => debug::tls_rebuild_failed(&e),
-            }
-        }
+        self.rebuild_tls();
         let all: Vec<PeerConfig> = self.settings.peers.iter().map(peer_config).collect();
         changes.extend(self.feed(now, mesh::Input::ConfigurePeers(all), state));
         // Dialers: gone ones stop, new and changed ones start.
@@ -379,6 +380,44 @@ impl Peers {
         }
         debug::peers_reconfigured(self.settings.peers.len(), changed.len());
         changes
+    }
+
+    /// Re-reads the identity key, certificate and domain CA files under
+    /// `new`'s paths. Returns whether the mesh must restart (the key
+    /// itself changed: it signs our routes). A file that cannot be read
+    /// now keeps the running identity (and says so).
+    fn reload_identity(&mut self, new: &MeshSettings) -> bool {
+        let Ok(m) = &mut self.mesh else {
+            return true;
+        };
+        let Some(router_id) = new.router_id.as_deref() else {
+            return true;
+        };
+        match Identity::load(new, router_id) {
+            Ok(id) if id.identity.verifying_key() != m.identity.identity.verifying_key() => true,
+            Ok(id) => {
+                m.identity = id;
+                false
+            }
+            Err(e) => {
+                debug::identity_reload_failed(&e);
+                false
+            }
+        }
+    }
+
+    /// New TLS configs from the running identity and peer set, for the
+    /// listener and the next dials (sessions up stay as they are).
+    fn rebuild_tls(&mut self) {
+        if let Ok(m) = &mut self.mesh {
+            match m.identity.context(&self.settings.peers, m.generation) {
+                Ok(ctx) => {
+                    m.tls = Arc::new(ctx);
+                    m.tls_tx.send_replace(m.tls.clone());
+                }
+                Err(e) => debug::tls_rebuild_failed(&e),
+            }
+        }
     }
 
     /// Drops everything of a peer that is gone or reconnects: its dialer,
