@@ -93,6 +93,7 @@ demo: toolchain venv
 	$(CARGO) build -p agentd -p agent-gw --bins
 	BIN_DIR=$(BIN_DIR) scripts/demo.sh
 	BIN_DIR=$(BIN_DIR) $(VENV)/bin/python scripts/demo_gateway.py
+	BIN_DIR=$(BIN_DIR) $(VENV)/bin/python scripts/demo_mesh.py
 
 # Direct HTTP vs nginx reverse proxy vs agent-gw (router `release` build and
 # opt-level 3 `bench-release`), same backend and load generator, interleaved
@@ -103,8 +104,13 @@ demo: toolchain venv
 bench-local: toolchain
 	$(PYTHON) scripts/bench_local.py $(BENCH_ARGS)
 
-bench: toolchain
+# Selection (divan), ARPX update processing (divan) and the mesh scenarios
+# (routers in network namespaces, router build; needs root): JSON in
+# target/bench/select.json and target/bench/mesh.json.
+bench: toolchain venv
 	$(CARGO) bench -p agentd --bench select
+	$(CARGO) bench -p arpx --bench updates
+	$(VENV)/bin/python scripts/bench_mesh.py
 
 # Runs every target under fuzz/fuzz_targets for FUZZ_SECS seconds each.
 fuzz: toolchain

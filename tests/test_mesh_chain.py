@@ -68,17 +68,25 @@ def chain(mesh, reflector: bool):
     return a, b, c
 
 
-def test_without_reflection_c_never_learns_a_routes(mesh):
+def test_reflection_off_then_on_at_b(mesh):
     a, b, c = chain(mesh, reflector=False)
     ids = {a.register(f"r{i}")["route_id"] for i in range(4)}
     wait_remote(b, ids)
     assert all(path == ["router-a"] for path in b.remote_set().values())
-    # B holds A's routes and has C's session up: C holding nothing is a
-    # decision (no transit), not a slow convergence. B's own route proves
-    # the B→C direction works.
+    # B holds A's routes and has C's session up: C holding nothing of A's
+    # is a decision (no transit), not a slow convergence. B's own route
+    # proves the B→C direction works.
     own = b.register("b-own")["route_id"]
     wait_remote(c, {own})
     assert base_ids(c) == {own}
+
+    # Reflection on at B (SIGHUP): now C learns A's routes through B.
+    b.cfg.section("arpx").options["reflector"] = 1
+    b.reload()
+    held = wait_remote(c, ids | {own}, timeout=20)
+    for key, path in held.items():
+        want = ["router-b"] if key.startswith(own + "@") else ["router-a", "router-b"]
+        assert path == want, held
 
 
 def test_reflection_withdraw_restart_and_exact_convergence(mesh):
