@@ -399,3 +399,51 @@ mod frame_error {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Invalid, Problem};
+
+    #[test]
+    fn frame_errors_in_inputs_round_trip_through_json() {
+        let errors = [
+            FrameError::TooLarge {
+                len: 70_000,
+                max: 65_536,
+            },
+            FrameError::Decode(postcard::Error::DeserializeBadVarint),
+            FrameError::Trailing(3),
+            FrameError::Invalid(Invalid::new("route.tenant", Problem::Syntax)),
+            FrameError::Invalid(Invalid::new("route.path", Problem::TooMany(64))),
+        ];
+        for error in errors {
+            let input = Input::FrameError {
+                conn: ConnId(4),
+                error,
+            };
+            let json = serde_json::to_string(&input).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Input>(&json).unwrap(),
+                input,
+                "{json}"
+            );
+        }
+        let unknown =
+            r#"{"FrameError":{"conn":1,"error":{"Invalid":{"field":"nope","problem":"Empty"}}}}"#;
+        assert!(serde_json::from_str::<Input>(unknown).is_err());
+    }
+
+    #[test]
+    fn a_peer_key_travels_as_hex_in_json() {
+        let input = Input::Connected {
+            conn: ConnId(1),
+            peer: "router-a".into(),
+            peer_key: [0xab; 32],
+            outbound: true,
+        };
+        let json = serde_json::to_string(&input).unwrap();
+        assert!(json.contains(&"ab".repeat(32)), "{json}");
+        assert_eq!(serde_json::from_str::<Input>(&json).unwrap(), input);
+    }
+}
