@@ -72,6 +72,9 @@ def test_two_paths_fast_failover_and_withdraw_everywhere(mesh):
     assert held[f"{rid}@router-b"] == ["router-a", "router-b"]
     assert held[f"{rid}@router-c"] == ["router-a", "router-c"]
 
+    # D's gateway decides on its FIB copy: wait until that copy routes it
+    # too before probing (the RIB holding both paths comes first).
+    d.stack.wait_routable(envelope("demo.diamond", {}), timeout=20)
     with EligibilityProbe(d, "demo.diamond") as probe:
         wait_for("probe running", lambda: probe.asked >= 5, timeout=10)
         before = probe.asked

@@ -115,9 +115,11 @@ fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
             &config,
             format!(
                 "config agentd 'main'\n\toption router_id 'router-t'\n\toption ipc_socket '{}'\n\
-                 \toption state_dir '{}'\n\toption health_check 'off'\n\toption allow_loopback_endpoints '1'\n\
+                 \toption state_dir '{}'\n\toption identity '{}/identity.key'\n\
+                 \toption health_check 'off'\n\toption allow_loopback_endpoints '1'\n\
                  config gateway 'gateway'\n\toption sdk_listen '127.0.0.1:0'\n\toption auth 'none'\n",
                 socket.display(),
+                dir.0.display(),
                 dir.0.display()
             ),
         )
