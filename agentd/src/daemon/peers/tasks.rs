@@ -503,6 +503,16 @@ async fn write_frames(
                 let len = bytes.len();
                 let r = tokio::time::timeout(WRITE_TIMEOUT, wr.write_all(&bytes)).await;
                 queued.fetch_sub(len, Ordering::Relaxed);
+                // TLS records the socket could not take at once stay in
+                // the TLS layer until something drives them out: flush
+                // whenever the queue runs empty, or the last frame of a
+                // burst waits for the next heartbeat (a second).
+                let r = match r {
+                    Ok(Ok(())) if rx.is_empty() => {
+                        tokio::time::timeout(WRITE_TIMEOUT, wr.flush()).await
+                    }
+                    other => other,
+                };
                 match r {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => {
