@@ -60,7 +60,7 @@ pub fn decode(input: &[u8], alphabet: Alphabet, max: usize) -> Result<Vec<u8>, B
     let mut body = input;
     if alphabet == Alphabet::Any {
         let pad = input.iter().rev().take_while(|&&c| c == b'=').count();
-        if pad > 2 || (pad > 0 && input.len() % 4 != 0) {
+        if pad > 2 || (pad > 0 && !input.len().is_multiple_of(4)) {
             return Err(B64Error::BadPadding);
         }
         body = &input[..input.len() - pad];

@@ -102,13 +102,13 @@ fn string_value(tag: u8, value: &[u8]) -> String {
         // TeletexString: treated as Latin-1, as most tools do.
         0x14 => Some(value.iter().map(|&b| char::from(b)).collect()),
         // BMPString (UCS-2)
-        0x1e if value.len() % 2 == 0 => {
+        0x1e if value.len().is_multiple_of(2) => {
             char::decode_utf16(value.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])))
                 .collect::<Result<String, _>>()
                 .ok()
         }
         // UniversalString (UCS-4)
-        0x1c if value.len() % 4 == 0 => value
+        0x1c if value.len().is_multiple_of(4) => value
             .chunks(4)
             .map(|c| char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
             .collect(),

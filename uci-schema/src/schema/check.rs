@@ -223,7 +223,7 @@ fn base64_len(s: &str) -> Option<usize> {
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_'));
     let rem = body.len() % 4;
-    if !ok || rem == 1 || (pad > 0 && (body.len() + pad) % 4 != 0) {
+    if !ok || rem == 1 || (pad > 0 && !(body.len() + pad).is_multiple_of(4)) {
         return None;
     }
     Some(body.len() / 4 * 3 + rem.saturating_sub(1))
