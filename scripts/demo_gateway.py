@@ -17,16 +17,18 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, List
+from typing import Any, List
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+
+from demo_util import free_port, say, wait_for  # noqa: E402
+
 BIN_DIR = Path(os.environ.get("BIN_DIR", REPO / "target" / "debug"))
 if not BIN_DIR.is_absolute():
     BIN_DIR = REPO / BIN_DIR
@@ -57,30 +59,6 @@ config arpx 'arpx'
 config discovery 'discovery'
 \toption enabled '0'
 """
-
-
-def say(msg: str = "") -> None:
-    print(msg, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as exc:  # noqa: BLE001 - still starting
-            last = exc
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out waiting for {what} ({last!r})")
 
 
 def get_json(url: str) -> Any:
