@@ -8,7 +8,8 @@
 //! strict JSON, errors), `limits` (size/rate/concurrency), `sources`
 //! (per-source connection shares), `fib_sync`
 //! (replica + decision), `control` (registration IPC) and `forward`
-//! (pool, deadline, retry, typed outcomes).
+//! (pool, deadline, retry, typed outcomes); `peer` (the data plane between
+//! routers: forwarding assertions so far).
 
 pub mod api;
 pub mod auth;
@@ -21,6 +22,7 @@ pub mod fib_sync;
 pub mod forward;
 pub mod http_guard;
 pub mod limits;
+pub mod peer;
 pub mod router;
 pub mod server;
 pub mod sources;

@@ -1,0 +1,15 @@
+//! Arbitrary forwarding-assertion header values: decoding is bounded and
+//! typed, never a panic; whatever decodes re-encodes to itself.
+#![no_main]
+
+use agent_gw::peer::assertion::Assertion;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(value) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(a) = Assertion::decode(value) {
+        assert_eq!(Assertion::decode(&a.encode()).as_ref(), Ok(&a));
+    }
+});
