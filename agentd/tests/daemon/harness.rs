@@ -292,3 +292,40 @@ pub fn text(out: &Output) -> String {
 pub fn err_text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Registers `demo.echo` v1 of `origin` at `http://192.0.2.20:<port>` over
+/// IPC (as agent-gw would), with `lease_seconds`, on behalf of `caller`
+/// (`None`: an administrator). Returns the granted route id.
+pub fn register_ipc(
+    d: &Daemon,
+    origin: &str,
+    port: u16,
+    lease_seconds: u32,
+    caller: Option<agentd::owner::Caller>,
+) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = agentd::ipc::client::Client::connect(&d.socket, "daemon-test")
+            .await
+            .unwrap();
+        let reg = agentd::ipc::message::Registration {
+            route_id: None,
+            capability: "demo.echo".into(),
+            version: 1,
+            origin: origin.into(),
+            endpoint: format!("http://192.0.2.20:{port}/invoke").into(),
+            tenant: "lab".into(),
+            region: "local".into(),
+            attrs: Default::default(),
+            access: Default::default(),
+            contract: None,
+            lease_seconds: Some(lease_seconds),
+            caller,
+            owner: None,
+        };
+        client.register(reg).await.unwrap().route_id.to_string()
+    })
+}

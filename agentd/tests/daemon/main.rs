@@ -700,33 +700,8 @@ fn local_leases_survive_kill_9_of_agentd() {
 // ===== operator withdrawal =====
 
 fn register_via_ipc(d: &Daemon, origin: &str, port: u16) -> String {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let client = agentd::ipc::client::Client::connect(&d.socket, "daemon-test")
-            .await
-            .unwrap();
-        let reg = agentd::ipc::message::Registration {
-            route_id: None,
-            capability: "demo.echo".into(),
-            version: 1,
-            origin: origin.into(),
-            endpoint: format!("http://192.0.2.20:{port}/invoke").into(),
-            tenant: "lab".into(),
-            region: "local".into(),
-            attrs: Default::default(),
-            access: Default::default(),
-            contract: None,
-            lease_seconds: Some(600),
-            caller: Some(agentd::owner::Caller::address(
-                "192.0.2.20".parse().unwrap(),
-            )),
-            owner: None,
-        };
-        client.register(reg).await.unwrap().route_id.to_string()
-    })
+    let caller = agentd::owner::Caller::address("192.0.2.20".parse().unwrap());
+    harness::register_ipc(d, origin, port, 600, Some(caller))
 }
 
 fn local_ids(d: &Daemon) -> Vec<String> {

@@ -146,31 +146,7 @@ fn register(d: &Daemon, port: u16) -> String {
 }
 
 fn register_for(d: &Daemon, port: u16, lease_seconds: u32) -> String {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let client = agentd::ipc::client::Client::connect(&d.socket, "sessions-test")
-            .await
-            .unwrap();
-        let reg = agentd::ipc::message::Registration {
-            route_id: None,
-            capability: "demo.echo".into(),
-            version: 1,
-            origin: "agent://lab/echo".into(),
-            endpoint: format!("http://192.0.2.20:{port}/invoke").into(),
-            tenant: "lab".into(),
-            region: "local".into(),
-            attrs: Default::default(),
-            access: Default::default(),
-            contract: None,
-            lease_seconds: Some(lease_seconds),
-            caller: None,
-            owner: None,
-        };
-        client.register(reg).await.unwrap().route_id.to_string()
-    })
+    super::harness::register_ipc(d, "agent://lab/echo", port, lease_seconds, None)
 }
 
 #[test]

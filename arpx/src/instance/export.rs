@@ -9,7 +9,7 @@
 //! only differences from what the session was sent (Adj-RIB-Out) go out,
 //! so an unchanged re-upsert or a lease renewal sends nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::io::{LocalRoute, Output};
 use super::peer::{Peer, Sent};
@@ -82,17 +82,20 @@ impl Instance {
             return;
         };
         let n = routes.len();
-        let (msgs, refused) =
-            session.send_snapshot(&self.session_cfg, version, routes.clone(), out);
+        // What the session was sent (Adj-RIB-Out) is recorded from the
+        // advertisements before they move into the frames, not from a copy.
+        let mut sent: BTreeMap<String, Sent> = routes
+            .iter()
+            .map(|ad| (ad.route_id.clone(), Sent::of(ad)))
+            .collect();
+        let (msgs, refused) = session.send_snapshot(&self.session_cfg, version, routes, out);
         self.counters.updates_out += msgs as u64;
         self.counters.routes_out += (n - refused.len()) as u64;
         self.counters.export_refused += refused.len() as u64;
-        let refused: BTreeSet<String> = refused.into_iter().map(|(ad, _)| ad.route_id).collect();
-        p.sent = routes
-            .into_iter()
-            .filter(|ad| !refused.contains(&ad.route_id))
-            .map(|ad| (ad.route_id.clone(), Sent::of(&ad)))
-            .collect();
+        for (ad, _) in refused {
+            sent.remove(&ad.route_id);
+        }
+        p.sent = sent;
     }
 
     /// Sends every open session what changed for the dirty route ids.
