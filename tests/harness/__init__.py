@@ -10,5 +10,10 @@
 - `netns`   — network namespaces with a veth pair (192.0.2.0/24) for agents
   that refuse loopback addresses (nexilume).
 - `jwt`     — Ed25519 (EdDSA) tokens minted in Python.
+- `mesh`    — routers in namespaces (agentd + agent-gw each), ARPX links,
+  LAN handlers, gateway stats.
+- `peers`   — the C–B–A chain of the peer data-plane tests.
+- `peer_wire` — forwarding assertions and an h2 + mTLS client holding a
+  router key (a rogue router); `arpx_wire` — the same for ARPX.
 - `poll`    — bounded polling: the only way tests wait for a condition.
 """

@@ -12,16 +12,21 @@ producer ran), and it behaves by intent suffix:
              `payload.max_s`, default 10 s), then answers like echo; if the
              caller closes the connection first (a propagated cancel), it
              records the call in `peer_closed` and answers nothing
+- `*.relay`  (with `relay_url`) a misconfigured proxy agent: POSTs the body
+             it received, unchanged, to `relay_url` (a gateway's invoke URL)
+             (with `relay_headers`) and answers with that answer's status and body
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import select
 import socket
 import struct
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional
@@ -38,8 +43,11 @@ class Received:
 
 
 class Backend:
-    def __init__(self, host: str = "127.0.0.1", path: str = "/invoke", reset_all: bool = False) -> None:
+    def __init__(self, host: str = "127.0.0.1", path: str = "/invoke", reset_all: bool = False,
+                 relay_url: Optional[str] = None, relay_headers: Optional[Dict[str, str]] = None) -> None:
         self.path = path
+        self.relay_url = relay_url
+        self.relay_headers = dict(relay_headers or {})
         # reset_all: read each request, then drop the connection without a
         # byte of answer (a handler that may have run; outcome `unknown`).
         self.reset_all = reset_all
@@ -168,6 +176,9 @@ class Backend:
                     self.peer_closed.append(rec)
             req.close_connection = True
             return
+        if intent.endswith(".relay") and self.relay_url:
+            self._relay(req, rec.body)
+            return
         if intent.endswith(".slow"):
             max_s = float(payload.get("max_s", 10)) if isinstance(payload, dict) else 10.0
             if not self._wait_or_peer_close(req, max_s):
@@ -177,6 +188,22 @@ class Backend:
         self._send_json(req, 200, answer)
         with self._lock:
             self.answered.append(rec)
+
+    def _relay(self, req: BaseHTTPRequestHandler, body: bytes) -> None:
+        assert self.relay_url is not None
+        u = urllib.parse.urlsplit(self.relay_url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        try:
+            conn.request("POST", u.path, body=body, headers={"Content-Type": "application/json", **self.relay_headers})
+            r = conn.getresponse()
+            status, data = r.status, r.read()
+        finally:
+            conn.close()
+        req.send_response(status)
+        req.send_header("Content-Type", "application/json")
+        req.send_header("Content-Length", str(len(data)))
+        req.end_headers()
+        req.wfile.write(data)
 
     def _wait_or_peer_close(self, req: BaseHTTPRequestHandler, max_s: float) -> bool:
         """Wait for `release()` (True) or for the caller to close the

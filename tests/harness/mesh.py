@@ -15,13 +15,15 @@ import hashlib
 import itertools
 import os
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from .backend import Backend, registration
 from .config import Section, base_config
 from .poll import wait_for
 from .procs import Binaries, Stack
@@ -32,6 +34,9 @@ _link_counter = itertools.count()
 ARPX_PORT = 7444
 # Each router has its namespace to itself: the default SDK port.
 SDK_PORT = 7446
+# The peer data plane (h2 over mTLS), on every address of the router: its
+# peers dial the link address, a test's rogue client the management one.
+PEER_PORT = 7447
 
 
 def _ip(*args: str) -> None:
@@ -187,7 +192,8 @@ class MeshRouter:
 
     def __init__(self, bins: Binaries, net: MeshNet, ns: RouterNs, dir: Path, *, reflector: bool = False,
                  arpx: Optional[Dict[str, Any]] = None, agentd: Optional[Dict[str, Any]] = None,
-                 key: Optional[RouterKey] = None) -> None:
+                 key: Optional[RouterKey] = None, gateway: Optional[Dict[str, Any]] = None,
+                 tenants: Sequence[Tuple[str, Mapping[str, Any]]] = ()) -> None:
         self.name = ns.name
         self.ns = ns
         self.net = net
@@ -196,7 +202,10 @@ class MeshRouter:
         self.key.write(dir / "identity.key")
         main = {"router_id": self.name, "identity": str(dir / "identity.key")}
         main.update(agentd or {})
-        self.cfg = base_config(dir, sdk_host=ns.mgmt_addr, sdk_port=SDK_PORT, agentd=main)
+        gw: Dict[str, Any] = {"peer_listen": f"0.0.0.0:{PEER_PORT}"}
+        gw.update(gateway or {})
+        self.cfg = base_config(dir, sdk_host=ns.mgmt_addr, sdk_port=SDK_PORT, agentd=main, gateway=gw,
+                               tenants=tenants)
         arpx_opts: Dict[str, Any] = {"listen": f"0.0.0.0:{ARPX_PORT}", "reflector": int(reflector)}
         arpx_opts.update(arpx or {})
         self.cfg.section("arpx").options = arpx_opts
@@ -289,6 +298,42 @@ class MeshRouter:
         }
         body.update(extra)
         return self.stack.register(body)
+
+    # ---- the data plane ----------------------------------------------------
+    @property
+    def sdk_url(self) -> str:
+        """The SDK API as a caller on this router's LAN reaches it."""
+        return self.stack.http.base_url
+
+    def lan_backend(self, **kw: Any) -> Backend:
+        """A handler endpoint on this router's LAN (the test host's side of
+        the management veth: only this router's namespace reaches it). The
+        caller closes it."""
+        return Backend(host=self.ns.mgmt_host_addr, **kw)
+
+    def serve(self, backend: Backend, capability: str, *, tenant: str = "lab", name: str = "echo",
+              lease: int = 60, **extra: Any) -> str:
+        """Registers `capability` at this router with `backend` as its
+        handler; returns the route id."""
+        body = registration(capability, backend.endpoint, tenant=tenant, name=name, lease_seconds=lease, **extra)
+        return str(self.stack.register(body)["route_id"])
+
+    def gateway_stats(self, after: Optional[float] = None, timeout: float = 15.0) -> Dict[str, Any]:
+        """The gateway part of `agentctl stats --json`. With `after` (a
+        `time.monotonic()` value), waits for a report the gateway made
+        after that moment (its `age_ms` says how old the report is)."""
+
+        def check() -> Optional[Dict[str, Any]]:
+            gw = self.stack.ctl_json("stats").get("gateway")
+            if not isinstance(gw, dict):
+                return None
+            if after is not None:
+                made = time.monotonic() - float(gw.get("age_ms", 0)) / 1000.0
+                if made < after:
+                    return None
+            return gw
+
+        return wait_for(f"{self.name}: a gateway stats report", check, timeout=timeout, interval=0.1)
 
     def unregister(self, route_id: str) -> None:
         r = self.stack.http.post("/agent/v1/unregister", {"route_id": route_id})

@@ -1,0 +1,72 @@
+"""Set-ups of the peer data-plane tests (test_peer_*.py): the C–B–A chain
+(reflection at B, so C learns A's routes with path [A, B]) with a JWT
+caller at C, and waiting until a capability served on another router is
+callable from a router's LAN."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional
+
+from .http import Resp, envelope
+from .jwt import TenantKey, bearer
+from .mesh import MeshRouter
+from .poll import wait_for
+
+
+@dataclass
+class Chain:
+    a: MeshRouter
+    b: MeshRouter
+    c: MeshRouter
+    lab: TenantKey
+    audience: str
+    #: Bearer token of `agent://lab/caller` at C (invoke + route scopes).
+    token: str
+
+    @property
+    def auth(self) -> Dict[str, str]:
+        return bearer(self.token)
+
+
+def build_chain(mesh: Any, *, a_gateway: Optional[Dict[str, Any]] = None, b_gateway: Optional[Dict[str, Any]] = None,
+                c_gateway: Optional[Dict[str, Any]] = None,
+                configure: Optional[Callable[[MeshRouter, MeshRouter, MeshRouter], None]] = None) -> Chain:
+    """A–B and B–C links, B a reflector; C's SDK API takes JWTs of tenant
+    `lab` (A and B run auth `none` unless told: they see calls only from
+    their peers and their own LAN's agents). `configure(a, b, c)` may
+    change the configs before the start. All three started, sessions
+    established."""
+    lab = TenantKey.generate()
+    a = mesh.router("router-a", gateway=a_gateway)
+    b = mesh.router("router-b", reflector=True, gateway=b_gateway)
+    c = mesh.router("router-c", gateway={"auth": "jwt", **(c_gateway or {})},
+                    tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})])
+    mesh.link("router-a", "router-b")
+    mesh.link("router-b", "router-c")
+    if configure is not None:
+        configure(a, b, c)
+    for r in (a, b, c):
+        r.start()
+    b.wait_established("router-a")
+    b.wait_established("router-c")
+    disc = c.stack.http.get("/agent/v1/authentication")
+    assert disc.status == 200, disc.describe()
+    aud = disc.json()["authentication"]["audience"]
+    token = lab.mint(tenant="lab", sub="agent://lab/caller", scopes=("agent.invoke", "agent.route"), aud=aud)
+    return Chain(a, b, c, lab, aud, token)
+
+
+def wait_callable(router: MeshRouter, capability: str, payload: Any = None, headers: Optional[Dict[str, str]] = None,
+                  timeout: float = 30.0) -> Resp:
+    """Until a sync call of `capability` (an idempotent echo) at `router`
+    succeeds: its FIB has the remote route and the data plane along the
+    path is up. Returns that first good answer."""
+    router.stack.wait_routable(envelope(capability, {}), headers=headers, timeout=timeout)
+
+    def check() -> Optional[Resp]:
+        r = router.stack.http.post("/agent/v1/invoke", envelope(capability, payload if payload is not None else {}),
+                                   headers=headers)
+        return r if r.status == 200 else None
+
+    return wait_for(f"{router.name}: a call of {capability} to succeed", check, timeout=timeout, interval=0.1)
