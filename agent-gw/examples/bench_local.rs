@@ -3,7 +3,7 @@
 //! path through agent-gw, so the difference is the gateway.
 //!
 //! ```text
-//! bench_local backend            # echo server on 127.0.0.1:<free>; prints "listening ADDR"
+//! bench_local backend [IP]       # echo server on IP:<free> (default 127.0.0.1); prints "listening ADDR"
 //! bench_local load URL BODY_FILE CONCURRENCY REQUESTS WARMUP
 //!                                # prints one JSON object with latencies and throughput
 //! ```
@@ -34,7 +34,12 @@ fn main() -> Result<(), BoxError> {
         .build()?;
     let local = tokio::task::LocalSet::new();
     match args.first().map(String::as_str) {
-        Some("backend") => local.block_on(&rt, backend()),
+        // An address of its own: `scripts/bench_peer.py` runs the backend
+        // inside a router's namespace, reachable from the load generator.
+        Some("backend") if args.len() <= 2 => {
+            let ip: std::net::IpAddr = args.get(1).map_or("127.0.0.1", String::as_str).parse()?;
+            local.block_on(&rt, backend(ip))
+        }
         Some("load") if args.len() == 6 => {
             let load = Load {
                 url: args[1].clone(),
@@ -46,14 +51,15 @@ fn main() -> Result<(), BoxError> {
             local.block_on(&rt, load.run())
         }
         _ => Err(
-            "usage: bench_local backend | load URL BODY_FILE CONCURRENCY REQUESTS WARMUP".into(),
+            "usage: bench_local backend [IP] | load URL BODY_FILE CONCURRENCY REQUESTS WARMUP"
+                .into(),
         ),
     }
 }
 
 /// Echo server: answers every request with its body as JSON, 200.
-async fn backend() -> Result<(), BoxError> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
+async fn backend(ip: std::net::IpAddr) -> Result<(), BoxError> {
+    let listener = TcpListener::bind(SocketAddr::new(ip, 0)).await?;
     println!("listening {}", listener.local_addr()?);
     loop {
         let (stream, _) = listener.accept().await?;
@@ -140,6 +146,7 @@ impl Load {
             "body_bytes": self.body.len(),
             "p50_us": pct(0.50),
             "p90_us": pct(0.90),
+            "p95_us": pct(0.95),
             "p99_us": pct(0.99),
             "max_us": pct(1.0),
             "wall_s": wall.as_secs_f64(),

@@ -1,0 +1,636 @@
+#!/usr/bin/env python3
+"""`make bench` (peer part): what a call costs when it crosses routers,
+against the direct call and the nginx chain a user would otherwise deploy,
+measured in one run: JSON in target/bench/peer.json, a table on stdout.
+
+Three routers in network namespaces, chained A–B–C (B a reflector), each
+running agentd + agent-gw of the router build (`release`) with the peer
+data plane listening (`gateway.peer_listen` 0.0.0.0:7447). The Rust echo
+backend (`agent-gw/examples/bench_local.rs backend`) runs in A's namespace
+and is registered at A; the Rust load generator (`bench_local load`) runs
+in this script's namespace and reaches every router over its management
+veth (203.0.113.0/24). The rows (`--rows`, default all, in this order):
+
+  direct  load generator → backend at A
+  local   → A's gateway (SDK API /agent/v1/invoke) → backend
+  peer2   → B's gateway → h2+mTLS over the A–B link → A's gateway → backend
+  peer3   → C's gateway → B's gateway → A's gateway → backend
+  nginx2  → nginx in B (plain HTTP, like the SDK listener) → HTTP/1.1 over
+            mutually authenticated TLS 1.3 on the A–B link, upstream
+            keep-alive → nginx in A → backend: the same namespaces, links
+            and trust (both ends verify a certificate) as peer2, built
+            from Debian's nginx, one worker each like agent-gw's one thread
+
+Before anything is measured every selected row is checked with one call
+(200 and the body echoed; for the peer rows also that the gateway's route
+is the peer path `…@router-a` at B, `…@router-b` at C). A row that does not
+work ends the run with the reason; no numbers are printed for it.
+
+Bodies BENCH_PEER_SIZES (128 B, 1 KiB, 8 KiB, 64 KiB: a Nexus envelope
+padded to the size): p50/p95/p99 at concurrency 1 (BENCH_PEER_N1
+requests) and throughput at concurrency 16 (BENCH_PEER_N16 requests).
+Rows are measured interleaved in a rotating order for BENCH_PEER_ROUNDS
+rounds and the JSON reports the median over rounds, so machine noise hits
+every row alike; ratios are to `direct` of the same run. Also the CPU time
+every proxy on a row spends per request (/proc/PID/schedstat), and RSS
+(VmRSS/VmHWM) of each gateway, agentd and nginx before and after the load.
+
+Binaries: BENCH_PEER_BIN_DIR (default target/release, built first unless
+the variable is set); the load generator and backend are the bench-release
+build of the example, as in bench_local.py (BENCH_PEER_TOOL overrides).
+Needs root (namespaces; nginx is installed with apt-get when missing).
+Everything started here is stopped by PID and the namespaces are deleted
+on exit; every load run has a fixed request count and a timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "scripts"))
+
+import bench_local as bl  # noqa: E402  (envelopes, nginx install)
+from harness.config import Section  # noqa: E402
+from harness.http import Http  # noqa: E402
+from harness.mesh import SDK_PORT, MeshNet, MeshRouter  # noqa: E402
+from harness.poll import Fatal, wait_for  # noqa: E402
+from harness.procs import Binaries  # noqa: E402
+
+ROWS = ["direct", "local", "peer2", "peer3", "nginx2"]
+PEER_ROWS = {"peer2", "peer3"}
+ROUNDS = int(os.environ.get("BENCH_PEER_ROUNDS", "5"))
+N1 = int(os.environ.get("BENCH_PEER_N1", "1000"))
+N16 = int(os.environ.get("BENCH_PEER_N16", "4000"))
+SIZES = [int(x) for x in os.environ.get("BENCH_PEER_SIZES", "128 1024 8192 65536").split()]
+PEER_PORT = 7447
+NGINX_PORT = 8080  # nginx ingress in B (plain HTTP, next to B's SDK listener)
+NGINX_TLS_PORT = 8443  # nginx in A, TLS, on A's address of the A–B link
+ROUTE_ID = "bench-echo"
+LOAD_TIMEOUT_S = 300
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Proc:
+    """A process of ours in a namespace (`ip netns exec` execs, so the PID
+    is the program's own), its log and its resource figures."""
+
+    def __init__(self, name: str, argv: List[str], log_path: Path, stdout: Any = None) -> None:
+        self.name = name
+        self.log_path = log_path
+        self.log_file = open(log_path, "ab")
+        self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout or self.log_file,
+                                  stderr=self.log_file)
+
+    @property
+    def pid(self) -> int:
+        return self.p.pid
+
+    def alive(self) -> bool:
+        return self.p.poll() is None
+
+    def stop(self) -> None:
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(timeout=5)
+        self.log_file.close()
+
+    def log_text(self, tail: int = 3000) -> str:
+        try:
+            return self.log_path.read_bytes()[-tail:].decode(errors="replace")
+        except OSError:
+            return ""
+
+
+def rss_of(pid: int) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key + "_kib"] = int(value.split()[0])
+    return out
+
+
+def cpu_ns(pid: int) -> int:
+    with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+        return int(f.read().split()[0])
+
+
+# ---- build ------------------------------------------------------------------
+
+
+def binaries() -> Tuple[Binaries, Path]:
+    bin_dir = Path(os.environ.get("BENCH_PEER_BIN_DIR", REPO / "target" / "release"))
+    tool = Path(os.environ.get("BENCH_PEER_TOOL", REPO / "target" / "bench-release" / "examples" / "bench_local"))
+    if "BENCH_PEER_BIN_DIR" not in os.environ:
+        argv = ["cargo", "build", "--quiet", "--release", "-p", "agentd", "-p", "agent-gw", "--bins"]
+        log(f"$ {' '.join(argv)}")
+        subprocess.run(argv, cwd=REPO, check=True, stdin=subprocess.DEVNULL)
+    if "BENCH_PEER_TOOL" not in os.environ:
+        argv = ["cargo", "build", "--quiet", "--profile", "bench-release", "-p", "agent-gw", "--example", "bench_local"]
+        log(f"$ {' '.join(argv)}")
+        subprocess.run(argv, cwd=REPO, check=True, stdin=subprocess.DEVNULL)
+    bins = Binaries(bin_dir / "agentd", bin_dir / "agentctl", bin_dir / "agent-gw")
+    for p in (bins.agentd, bins.agentctl, bins.agent_gw, tool):
+        if not p.is_file():
+            raise SystemExit(f"bench_peer: {p} missing")
+    return bins, tool
+
+
+# ---- TLS material for the nginx chain ---------------------------------------
+
+
+def make_certs(dir: Path, server_ip: str) -> Dict[str, Path]:
+    """A throw-away CA, nginx A's server certificate (for its link address)
+    and nginx B's client certificate, ECDSA P-256: mutual TLS as the
+    gateways do it, in the form an nginx deployment would use."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    import ipaddress
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start, end = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=1)
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
+        path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+        path.chmod(0o600)
+        return path
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("bench-peer CA")).issuer_name(name("bench-peer CA"))
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(start).not_valid_after(end)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    out = {"ca": dir / "ca.pem"}
+    out["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    for who, usage, san in (
+        ("server", ExtendedKeyUsageOID.SERVER_AUTH,
+         [x509.DNSName("router-a.bench"), x509.IPAddress(ipaddress.ip_address(server_ip))]),
+        ("client", ExtendedKeyUsageOID.CLIENT_AUTH, [x509.DNSName("router-b.bench")]),
+    ):
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (x509.CertificateBuilder().subject_name(name(f"{who}.bench")).issuer_name(ca.subject)
+                .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(start).not_valid_after(end)
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+                .add_extension(x509.SubjectAlternativeName(san), critical=False)
+                .sign(ca_key, hashes.SHA256()))
+        out[who] = dir / f"{who}.pem"
+        out[who].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        out[who + "_key"] = write_key(key, dir / f"{who}.key")
+    return out
+
+
+# ---- nginx chain ------------------------------------------------------------
+
+NGINX_COMMON = """daemon off;
+master_process off;
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+{temp}
+  # Bodies up to the largest size stay in memory on both sides (nginx
+  # would spill larger ones to temp files).
+  client_body_buffer_size 128k;
+  client_max_body_size 1m;
+  proxy_buffer_size 16k;
+  proxy_buffers 8 16k;
+  proxy_http_version 1.1;
+  proxy_set_header Connection "";
+{http}
+}}
+"""
+
+
+def nginx_conf(root: Path, http: str) -> Path:
+    root.mkdir(parents=True)
+    temp = "\n".join(f"  {k}_temp_path {root}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    conf = root / "nginx.conf"
+    conf.write_text(NGINX_COMMON.format(root=root, temp=temp, http=http))
+    return conf
+
+
+def start_nginx_chain(binary: str, work: Path, a: MeshRouter, b: MeshRouter, backend_addr: str,
+                      procs: List[Proc]) -> Tuple[Proc, Proc, str]:
+    """nginx in A (TLS listener on A's link address, verifying client
+    certificates, proxying to the backend) and nginx in B (plain listener
+    on B's management address, proxying over TLS to nginx A, verifying its
+    certificate and presenting its own). Upstream keep-alive on both hops."""
+    a_link = a.net.find_link(a.name, b.name).addr_of(a.name)
+    certs = make_certs(work, a_link)
+    keep = "keepalive 64; keepalive_requests 1000000; keepalive_timeout 300s;"
+    listen_opts = "keepalive_requests 1000000; keepalive_timeout 300s; tcp_nodelay on;"
+    a_conf = nginx_conf(work / "nginx-a", f"""
+  upstream backend {{ server {backend_addr}; {keep} }}
+  server {{
+    listen {a_link}:{NGINX_TLS_PORT} ssl;
+    {listen_opts}
+    ssl_protocols TLSv1.3;
+    ssl_certificate {certs['server']};
+    ssl_certificate_key {certs['server_key']};
+    ssl_client_certificate {certs['ca']};
+    ssl_verify_client on;
+    ssl_session_cache shared:bench:1m;
+    location / {{ proxy_pass http://backend; }}
+  }}""")
+    b_conf = nginx_conf(work / "nginx-b", f"""
+  upstream hop {{ server {a_link}:{NGINX_TLS_PORT}; {keep} }}
+  server {{
+    listen {b.ns.mgmt_addr}:{NGINX_PORT};
+    {listen_opts}
+    location / {{
+      proxy_pass https://hop;
+      proxy_ssl_protocols TLSv1.3;
+      proxy_ssl_verify on;
+      proxy_ssl_verify_depth 2;
+      proxy_ssl_trusted_certificate {certs['ca']};
+      proxy_ssl_name router-a.bench;
+      proxy_ssl_server_name on;
+      proxy_ssl_certificate {certs['client']};
+      proxy_ssl_certificate_key {certs['client_key']};
+      proxy_ssl_session_reuse on;
+    }}
+  }}""")
+    out = []
+    for r, conf in ((a, a_conf), (b, b_conf)):
+        root = conf.parent
+        argv = r.ns.exec_argv([binary, "-p", str(root), "-e", str(root / "error.log"), "-c", str(conf)])
+        p = Proc(f"nginx[{r.name}]", argv, root / "nginx.log")
+        procs.append(p)
+        out.append(p)
+    for p, ns, host, port in ((out[0], a.ns.netns, a_link, NGINX_TLS_PORT),
+                              (out[1], b.ns.netns, b.ns.mgmt_addr, NGINX_PORT)):
+        def up(p: Proc = p, ns: str = ns, host: str = host, port: int = port) -> bool:
+            if not p.alive():
+                err = (p.log_path.parent / "error.log")
+                raise Fatal(f"{p.name} exited: {p.log_text()} {err.read_text() if err.exists() else ''}")
+            probe = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c",
+                                    f"import socket; socket.create_connection(('{host}', {port}), 1)"],
+                                   capture_output=True, stdin=subprocess.DEVNULL, timeout=10)
+            return probe.returncode == 0
+        wait_for(f"{p.name} listening", up, timeout=15, interval=0.1)
+    return out[0], out[1], f"http://{b.ns.mgmt_addr}:{NGINX_PORT}/invoke"
+
+
+# ---- routers ----------------------------------------------------------------
+
+
+def make_router(bins: Binaries, net: MeshNet, work: Path, name: str, reflector: bool = False) -> MeshRouter:
+    r = MeshRouter(bins, net, net.add_router(name), work / name, reflector=reflector,
+                   agentd={"log_level": "warn"})
+    # The peer data plane on (the harness default turns it off); limits
+    # lifted so the benchmark measures forwarding, not rate limiting.
+    r.cfg.section("gateway").options.update({
+        "peer_listen": f"0.0.0.0:{PEER_PORT}",
+        "rate_per_second": 1_000_000,
+        "rate_burst": 1_000_000,
+    })
+    r.cfg.sections.append(Section("tenant", bl.TENANT, {
+        "name": bl.TENANT, "rate_per_second": 1_000_000, "rate_burst": 1_000_000}))
+    return r
+
+
+def route_at(r: MeshRouter) -> Optional[str]:
+    """The route id `r`'s gateway would call first for the bench intent."""
+    env = json.loads(bl.envelope_of_size(256))
+    resp = r.stack.http.post("/agent/v1/route", env)
+    if resp.status != 200:
+        return None
+    return str(resp.json()["route"]["route_id"])
+
+
+def check_row(row: str, url: str, body: bytes, routers: Dict[str, MeshRouter]) -> Optional[str]:
+    """Why the row does not work, or None: one call on it must answer 200
+    with our body echoed, and a peer row must be routed over the peer
+    path."""
+    via = {"peer2": ("router-b", "router-a"), "peer3": ("router-c", "router-b")}.get(row)
+    if via:
+        at, hop = via
+
+        def via_hop() -> Optional[str]:
+            rid = route_at(routers[at])
+            return rid if rid and rid.endswith("@" + hop) else None
+
+        try:
+            rid = wait_for(f"{at}'s gateway to route {bl.INTENT} via {hop}", via_hop, timeout=30, interval=0.1)
+        except AssertionError as exc:
+            return f"{exc} (route now: {route_at(routers[at])!r})"
+        log(f"{row}: {at} routes {bl.INTENT} via {rid}")
+    host, _, rest = url.removeprefix("http://").partition("/")
+    h, _, port = host.rpartition(":")
+    resp = Http(h, int(port), timeout=10).post("/" + rest, body)
+    if resp.status != 200:
+        return f"POST {url} answered {resp.describe()}"
+    try:
+        echoed = json.loads(resp.body).get("payload") == json.loads(body)["payload"]
+    except (ValueError, AttributeError):
+        echoed = False
+    if not echoed:
+        return f"POST {url} answered 200 without our body: {resp.body[:300]!r}"
+    return None
+
+
+# ---- measuring --------------------------------------------------------------
+
+
+def load(tool: Path, url: str, body_file: Path, concurrency: int, requests: int,
+         watch: Dict[str, int]) -> Dict[str, Any]:
+    warmup = max(20, requests // (10 * concurrency))
+    before = {k: cpu_ns(pid) for k, pid in watch.items()}
+    argv = [str(tool), "load", url, str(body_file), str(concurrency), str(requests), str(warmup)]
+    p = subprocess.run(argv, capture_output=True, timeout=LOAD_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    if p.returncode != 0:
+        raise SystemExit(f"bench_peer: load generator failed on {url} (c={concurrency}): "
+                         f"{p.stderr.decode(errors='replace')}")
+    result = json.loads(p.stdout)
+    if result["errors"]:
+        raise SystemExit(f"bench_peer: {result['errors']} errors on {url} (c={concurrency}): {result['first_error']}")
+    sent = concurrency * (warmup + -(-requests // concurrency))
+    result["cpu_us_per_request"] = {k: (cpu_ns(pid) - before[k]) / 1000 / sent for k, pid in watch.items()}
+    return result
+
+
+def med(xs: List[float], nd: int = 1) -> float:
+    return round(statistics.median(xs), nd)
+
+
+def summarise(runs: List[Tuple[Dict[str, Any], Dict[str, Any]]]) -> Dict[str, Any]:
+    c1 = [r[0] for r in runs]
+    c16 = [r[1] for r in runs]
+    procs = list(c1[0]["cpu_us_per_request"])
+    cpu = {k: {"c1": med([r["cpu_us_per_request"][k] for r in c1], 2),
+               "c16": med([r["cpu_us_per_request"][k] for r in c16], 2)} for k in procs}
+    proxies = [k for k in procs if k != "backend"]
+    cpu["proxies"] = {c: med([sum(r["cpu_us_per_request"][k] for k in proxies) for r in rs], 2)
+                      for c, rs in (("c1", c1), ("c16", c16))}
+    return {
+        "c1": {"p50_us": med([r["p50_us"] for r in c1]), "p95_us": med([r["p95_us"] for r in c1]),
+               "p99_us": med([r["p99_us"] for r in c1]),
+               "rounds_p50_us": [round(r["p50_us"], 1) for r in c1]},
+        "c16": {"throughput_rps": med([r["throughput_rps"] for r in c16], 0),
+                "p50_us": med([r["p50_us"] for r in c16]), "p99_us": med([r["p99_us"] for r in c16]),
+                "rounds_throughput_rps": [round(r["throughput_rps"]) for r in c16]},
+        "cpu_us_per_request": cpu,
+    }
+
+
+def ratio(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, float]:
+    return {"p50_c1": round(a["c1"]["p50_us"] / b["c1"]["p50_us"], 3),
+            "p99_c1": round(a["c1"]["p99_us"] / b["c1"]["p99_us"], 3),
+            "throughput_c16": round(a["c16"]["throughput_rps"] / b["c16"]["throughput_rps"], 3)}
+
+
+def goals(results: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Issue 8's goals per body size: a peer path's c1 p50 and c16
+    throughput at least as good as the nginx TLS chain, and never worse
+    than 3× direct (p50 at most 3× direct's, throughput at least a third)."""
+    out: Dict[str, Any] = {}
+    for row in results:
+        size = str(row["body_bytes"])
+        d = row["direct"]
+        for name in ("peer2", "peer3"):
+            if name not in row:
+                continue
+            g = row[name]
+            entry = {"p50_within_3x_direct": g["c1"]["p50_us"] <= 3 * d["c1"]["p50_us"],
+                     "throughput_within_3x_direct": 3 * g["c16"]["throughput_rps"] >= d["c16"]["throughput_rps"]}
+            if "nginx2" in row:
+                n = row["nginx2"]
+                entry["p50_at_most_nginx2"] = g["c1"]["p50_us"] <= n["c1"]["p50_us"]
+                entry["throughput_at_least_nginx2"] = g["c16"]["throughput_rps"] >= n["c16"]["throughput_rps"]
+            out.setdefault(name, {})[size] = entry
+    return out
+
+
+def print_table(results: List[Dict[str, Any]], rows: List[str]) -> None:
+    print(f"medians of {ROUNDS} interleaved rounds; c1 = concurrency 1 ({N1} req), c16 = concurrency 16 ({N16} req)")
+    print(f"{'body':>6} {'row':<7} {'p50 us':>8} {'p95 us':>8} {'p99 us':>8} {'c16 req/s':>10} "
+          f"{'p50/dir':>8} {'rps/dir':>8} {'p50/ngx2':>9} {'rps/ngx2':>9} {'proxy CPU us/req c1/c16':>24}")
+    for row in results:
+        d = row["direct"]
+        n = row.get("nginx2")
+        for name in rows:
+            r = row[name]
+            vs_n = (f"{r['c1']['p50_us'] / n['c1']['p50_us']:>9.2f} "
+                    f"{r['c16']['throughput_rps'] / n['c16']['throughput_rps']:>9.2f}") if n else f"{'-':>9} {'-':>9}"
+            px = r["cpu_us_per_request"]["proxies"]
+            px_s = f"{px['c1']:>11.1f}/{px['c16']:<12.1f}" if name != "direct" else f"{'-':>24}"
+            print(f"{row['body_bytes']:>6} {name:<7} {r['c1']['p50_us']:>8.1f} {r['c1']['p95_us']:>8.1f} "
+                  f"{r['c1']['p99_us']:>8.1f} {r['c16']['throughput_rps']:>10.0f} "
+                  f"{r['c1']['p50_us'] / d['c1']['p50_us']:>8.2f} "
+                  f"{r['c16']['throughput_rps'] / d['c16']['throughput_rps']:>8.2f} {vs_n} {px_s}")
+
+
+# ---- main -------------------------------------------------------------------
+
+
+def parse_rows(text: str) -> List[str]:
+    rows = [r.strip() for r in text.split(",") if r.strip()]
+    bad = [r for r in rows if r not in ROWS]
+    if bad:
+        raise SystemExit(f"bench_peer: unknown row(s) {', '.join(bad)}; rows are {', '.join(ROWS)}")
+    if "direct" not in rows:
+        rows.insert(0, "direct")  # every ratio is to direct of the same run
+    return [r for r in ROWS if r in rows]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", default=",".join(ROWS),
+                    help=f"comma-separated rows to measure (default all: {','.join(ROWS)}); direct is always included")
+    args = ap.parse_args()
+    rows = parse_rows(args.rows)
+    if os.geteuid() != 0:
+        raise SystemExit("bench_peer: needs root (network namespaces)")
+    # SIGTERM (make interrupted) unwinds through the finally below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    bins, tool = binaries()
+    nginx_bin: Optional[str] = None
+    if "nginx2" in rows:
+        nginx_bin, note = bl.ensure_nginx()
+        if not nginx_bin:
+            raise SystemExit(f"bench_peer: row nginx2 needs nginx: {note}")
+
+    work = Path(tempfile.mkdtemp(prefix="agentd-bench-peer-", dir="/tmp"))
+    net = MeshNet()
+    routers: Dict[str, MeshRouter] = {}
+    procs: List[Proc] = []
+    try:
+        a = routers["router-a"] = make_router(bins, net, work, "router-a")
+        b = routers["router-b"] = make_router(bins, net, work, "router-b", reflector=True)
+        c = routers["router-c"] = make_router(bins, net, work, "router-c")
+        net.link("router-a", "router-b")
+        net.link("router-b", "router-c")
+        for x, y in (("router-a", "router-b"), ("router-b", "router-a"), ("router-b", "router-c"),
+                     ("router-c", "router-b")):
+            routers[x].peer_with(routers[y])
+        for r in (a, b, c):
+            r.start()
+        b.wait_established("router-a")
+        b.wait_established("router-c")
+
+        backend = Proc("backend", a.ns.exec_argv([str(tool), "backend", a.ns.mgmt_addr]), work / "backend.log",
+                       stdout=subprocess.PIPE)
+        procs.append(backend)
+        line = backend.p.stdout.readline().decode().strip()
+        if not line.startswith("listening "):
+            raise SystemExit(f"bench_peer: backend did not start: {line!r} {backend.log_text()}")
+        backend_addr = line.split()[1]
+        backend_url = f"http://{backend_addr}/invoke"
+        a.stack.register({"route_id": ROUTE_ID, "intent": bl.INTENT, "version": 1,
+                          "origin": f"agent://{bl.TENANT}/echo", "endpoint": backend_url,
+                          "tenant": bl.TENANT, "lease_seconds": 3600})
+        a.stack.wait_routable(json.loads(bl.envelope_of_size(256)))
+
+        gw_pid = {n: r.stack.gw.pid for n, r in routers.items()}
+        urls = {
+            "direct": backend_url,
+            "local": f"http://{a.ns.mgmt_addr}:{SDK_PORT}/agent/v1/invoke",
+            "peer2": f"http://{b.ns.mgmt_addr}:{SDK_PORT}/agent/v1/invoke",
+            "peer3": f"http://{c.ns.mgmt_addr}:{SDK_PORT}/agent/v1/invoke",
+        }
+        # Whose CPU time counts on each row: the backend and every proxy.
+        watch: Dict[str, Dict[str, int]] = {
+            "direct": {"backend": backend.pid},
+            "local": {"backend": backend.pid, "gw[router-a]": gw_pid["router-a"]},
+            "peer2": {"backend": backend.pid, "gw[router-a]": gw_pid["router-a"], "gw[router-b]": gw_pid["router-b"]},
+            "peer3": {"backend": backend.pid, **{f"gw[{n}]": p for n, p in gw_pid.items()}},
+        }
+        daemons: Dict[str, int] = {}
+        for n, r in routers.items():
+            daemons[f"agent_gw[{n}]"] = r.stack.gw.pid
+            daemons[f"agentd[{n}]"] = r.stack.agentd.pid
+        if nginx_bin:
+            na, nb, urls["nginx2"] = start_nginx_chain(nginx_bin, work, a, b, backend_addr, procs)
+            watch["nginx2"] = {"backend": backend.pid, "nginx[router-a]": na.pid, "nginx[router-b]": nb.pid}
+            daemons["nginx[router-a]"], daemons["nginx[router-b]"] = na.pid, nb.pid
+
+        # Every row is checked before anything is measured; a row that
+        # does not work ends the run (all reasons at once), no numbers.
+        probe = bl.envelope_of_size(SIZES[0])
+        broken = {row: why for row in rows if (why := check_row(row, urls[row], probe, routers))}
+        if broken:
+            hint = ("\nthe peer rows need agent-gw's peer forwarding; the others alone: --rows direct,local,nginx2"
+                    if PEER_ROWS & set(broken) else "")
+            raise SystemExit("bench_peer: " + "\n".join(f"row {r} does not work: {why}" for r, why in broken.items())
+                             + hint)
+        log(f"rows working: {', '.join(rows)}")
+
+        rss_before = {k: rss_of(pid) for k, pid in daemons.items()}
+        results: List[Dict[str, Any]] = []
+        for size in SIZES:
+            body_file = work / f"body-{size}.json"
+            body_file.write_bytes(bl.envelope_of_size(size))
+            runs: Dict[str, List[Tuple[Dict[str, Any], Dict[str, Any]]]] = {r: [] for r in rows}
+            for rnd in range(ROUNDS):
+                k = rnd % len(rows)  # rotate: no row always first or last
+                for name in rows[k:] + rows[:k]:
+                    c1 = load(tool, urls[name], body_file, 1, N1, watch[name])
+                    c16 = load(tool, urls[name], body_file, 16, N16, watch[name])
+                    runs[name].append((c1, c16))
+                log(f"{size:>6} B round {rnd + 1}/{ROUNDS}: " + "  ".join(
+                    f"{n} {runs[n][-1][0]['p50_us']:.0f}us/{runs[n][-1][1]['throughput_rps']:.0f}rps" for n in rows))
+            res: Dict[str, Any] = {"body_bytes": size}
+            for name in rows:
+                res[name] = summarise(runs[name])
+            res["ratios_to_direct"] = {n: ratio(res[n], res["direct"]) for n in rows if n != "direct"}
+            if "nginx2" in rows:
+                res["ratios_to_nginx2"] = {n: ratio(res[n], res["nginx2"]) for n in rows if n not in ("direct", "nginx2")}
+            res["added_p50_us"] = {n: round(res[n]["c1"]["p50_us"] - res["direct"]["c1"]["p50_us"], 1)
+                                   for n in rows if n != "direct"}
+            results.append(res)
+        rss_after = {k: rss_of(pid) for k, pid in daemons.items()}
+
+        out = {
+            "benchmark": "bench_peer",
+            "rows": rows,
+            "rows_omitted": [r for r in ROWS if r not in rows],
+            "topology": {
+                "direct": "load generator (test namespace) -> backend in router-a's namespace (mgmt veth)",
+                "local": "-> router-a agent-gw SDK API /agent/v1/invoke -> backend",
+                "peer2": "-> router-b agent-gw -> h2+mTLS peer data plane over the A-B link -> router-a agent-gw -> backend",
+                "peer3": "-> router-c agent-gw -> router-b agent-gw -> router-a agent-gw -> backend",
+                "nginx2": "-> nginx in router-b (plain HTTP) -> HTTP/1.1 over mutual TLS 1.3 on the A-B link, upstream "
+                          "keep-alive -> nginx in router-a -> backend (one worker each, Debian nginx)",
+            },
+            "binaries": str(bins.agent_gw.parent),
+            "tool": str(tool),
+            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release, "loadavg_at_end": os.getloadavg()},
+            "requests_per_run": {"c1": N1, "c16": N16},
+            "rounds": ROUNDS,
+            "statistic": "median over rounds of each run's figure; rows interleaved in rotating order every round",
+            "reading": "ratios are to direct of the same run. peer2 and nginx2 cross the same two proxies, namespaces "
+                       "and TLS link; peer3 adds a transit router. cpu_us_per_request.proxies is the CPU every proxy "
+                       "on the row spent per request (warm-up included); c16 throughput is CPU-bound on this "
+                       "machine's cores, shared by all processes.",
+            "results": results,
+            "goals": goals(results),
+            "rss_kib": {"before_load": rss_before, "after_load": rss_after},
+        }
+        dest = REPO / "target" / "bench" / "peer.json"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(json.dumps(out, indent=2) + "\n")
+        print_table(results, rows)
+        print("RSS KiB before -> after load: " + ", ".join(
+            f"{k} {rss_before[k]['VmRSS_kib']}->{rss_after[k]['VmRSS_kib']}" for k in daemons))
+        missed = [f"{n} {s} B: {g}" for n, by in out["goals"].items() for s, e in by.items()
+                  for g, ok in e.items() if not ok]
+        if not out["goals"]:
+            print("goals: no peer row measured")
+        else:
+            print("goals: " + ("all met" if not missed else "missed: " + "; ".join(missed)))
+        if out["rows_omitted"]:
+            print(f"rows omitted (--rows): {', '.join(out['rows_omitted'])}")
+        print(f"wrote {dest.relative_to(REPO)}")
+        return 0
+    except BaseException:
+        for r in routers.values():
+            log(f"---- {r.name}\n{r.stack.logs()[-2500:]}")
+        for p in procs:
+            log(f"---- {p.name} log\n{p.log_text(1500)}")
+        raise
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        for r in routers.values():
+            r.stop()
+        net.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
