@@ -63,7 +63,6 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "scripts"))
 
 import bench_local as bl  # noqa: E402  (envelopes, nginx install)
-from harness.config import Section  # noqa: E402
 from harness.http import Http  # noqa: E402
 from harness.mesh import SDK_PORT, MeshNet, MeshRouter  # noqa: E402
 from harness.poll import Fatal, wait_for  # noqa: E402
@@ -75,7 +74,6 @@ ROUNDS = int(os.environ.get("BENCH_PEER_ROUNDS", "5"))
 N1 = int(os.environ.get("BENCH_PEER_N1", "1000"))
 N16 = int(os.environ.get("BENCH_PEER_N16", "4000"))
 SIZES = [int(x) for x in os.environ.get("BENCH_PEER_SIZES", "128 1024 8192 65536").split()]
-PEER_PORT = 7447
 NGINX_PORT = 8080  # nginx ingress in B (plain HTTP, next to B's SDK listener)
 NGINX_TLS_PORT = 8443  # nginx in A, TLS, on A's address of the A–B link
 ROUTE_ID = "bench-echo"
@@ -310,18 +308,13 @@ def start_nginx_chain(binary: str, work: Path, a: MeshRouter, b: MeshRouter, bac
 
 
 def make_router(bins: Binaries, net: MeshNet, work: Path, name: str, reflector: bool = False) -> MeshRouter:
-    r = MeshRouter(bins, net, net.add_router(name), work / name, reflector=reflector,
-                   agentd={"log_level": "warn"})
-    # The peer data plane on (the harness default turns it off); limits
-    # lifted so the benchmark measures forwarding, not rate limiting.
-    r.cfg.section("gateway").options.update({
-        "peer_listen": f"0.0.0.0:{PEER_PORT}",
-        "rate_per_second": 1_000_000,
-        "rate_burst": 1_000_000,
-    })
-    r.cfg.sections.append(Section("tenant", bl.TENANT, {
-        "name": bl.TENANT, "rate_per_second": 1_000_000, "rate_burst": 1_000_000}))
-    return r
+    """A router of the chain; the harness turns its peer data plane on
+    (:7447 on every address). Limits lifted so the benchmark measures
+    forwarding, not rate limiting."""
+    lifted = {"rate_per_second": 1_000_000, "rate_burst": 1_000_000}
+    return MeshRouter(bins, net, net.add_router(name), work / name, reflector=reflector,
+                      agentd={"log_level": "warn"}, gateway=dict(lifted),
+                      tenants=[(bl.TENANT, {"name": bl.TENANT, **lifted})])
 
 
 def route_at(r: MeshRouter) -> Optional[str]:
