@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use agentd::fib::replica::{Applied, FibReplica, ReplicaError};
-use agentd::fib::FibEvent;
+use agentd::fib::{FibEvent, PeerLink};
 use agentd::ipc::client::{Client, ClientError, FibStream};
 use agentd::ipc::message::Registration;
 use agentd::route::{Lease, Route, RouteSource};
@@ -77,6 +77,23 @@ impl Fib {
     /// Generation of the served state; `None` before the first snapshot.
     pub fn generation(&self) -> Option<u64> {
         self.replica.generation()
+    }
+
+    /// The established peer sessions agentd published (sorted by
+    /// router_id): whom the peer data plane dials and accepts, each with
+    /// the key its ARPX session verified.
+    pub fn links(&self) -> impl Iterator<Item = &PeerLink> {
+        self.replica.links()
+    }
+
+    /// The link of `router_id`, if its session is established.
+    pub fn link(&self, router_id: &str) -> Option<&PeerLink> {
+        self.replica.link(router_id)
+    }
+
+    /// Grows whenever the link set changes.
+    pub fn links_generation(&self) -> u64 {
+        self.replica.links_generation()
     }
 
     pub fn routes(&self) -> usize {
@@ -296,8 +313,18 @@ pub async fn run(state: Rc<AppState>) {
                     };
                     match ev {
                         Some(Ok(ev)) => {
-                            let applied = state.fib.borrow_mut().apply(ev, Millis::now());
+                            let (applied, links_changed) = {
+                                let mut fib = state.fib.borrow_mut();
+                                let before = fib.links_generation();
+                                let applied = fib.apply(ev, Millis::now());
+                                (applied, fib.links_generation() != before)
+                            };
                             state.fib_applied.notify_waiters();
+                            if links_changed {
+                                // One consumer (the peer connection
+                                // driver); a permit is kept until it looks.
+                                state.links_changed.notify_one();
+                            }
                             if let Err(e) = applied {
                                 break e.to_string();
                             }

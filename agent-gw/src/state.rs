@@ -24,6 +24,9 @@ pub struct AppState {
     pub fib: RefCell<Fib>,
     /// Woken after every FIB event applied (read-your-writes waits).
     pub fib_applied: tokio::sync::Notify,
+    /// Notified (`notify_one`) after a FIB event changed the peer link set;
+    /// its one consumer then reads `fib.links()`.
+    pub links_changed: tokio::sync::Notify,
     pub control: Control,
     pub forwarder: Forwarder,
     pub limiter: RefCell<RateLimiter>,
@@ -65,6 +68,7 @@ impl AppState {
         Rc::new(AppState {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
             fib_applied: tokio::sync::Notify::new(),
+            links_changed: tokio::sync::Notify::new(),
             control: Control::new(cfg.lease_min_s, cfg.lease_max_s),
             forwarder: Forwarder::new(
                 Pool::new(PoolConfig::default()),

@@ -40,6 +40,11 @@ pub fn snapshot(state: &AppState) -> GatewayStats {
         history_degraded: t.history_degraded,
         results_released: t.released,
         stalled_followers: state.stream_stats.get().stalled_detached,
+        // The peer data plane is not wired yet.
+        peer_conns: 0,
+        peer_handshakes_out: 0,
+        peer_handshakes_in: 0,
+        peer_streams_refused: 0,
     }
 }
 

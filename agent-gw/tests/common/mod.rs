@@ -131,6 +131,7 @@ pub fn load_fib(state: &AppState, generation: u64, routes: Vec<Route>) {
             generation,
             policy: Box::new(Policy::default()),
             peers_down: vec![],
+            links: vec![],
         },
         now,
     )

@@ -413,6 +413,10 @@ pub fn stats_json(s: &StatsView) -> Value {
             "history_degraded": st.history_degraded,
             "results_released": st.results_released,
             "stalled_followers": st.stalled_followers,
+            "peer_conns": st.peer_conns,
+            "peer_handshakes_out": st.peer_handshakes_out,
+            "peer_handshakes_in": st.peer_handshakes_in,
+            "peer_streams_refused": st.peer_streams_refused,
         })
     });
     json!({ "counters": counters, "gateway": gateway })
@@ -461,6 +465,12 @@ pub fn stats_text(s: &StatsView) -> String {
                 ("history degraded", st.history_degraded.to_string()),
                 ("results released", st.results_released.to_string()),
                 ("stalled followers", st.stalled_followers.to_string()),
+                ("peer connections", st.peer_conns.to_string()),
+                (
+                    "peer handshakes out/in",
+                    format!("{}/{}", st.peer_handshakes_out, st.peer_handshakes_in),
+                ),
+                ("peer streams refused", st.peer_streams_refused.to_string()),
                 ("report age", format!("{} ms", g.age_ms)),
             ] {
                 t.row(vec![k.to_string(), v]);
@@ -490,6 +500,10 @@ mod tests {
                 task_capacity: 512,
                 refused_budget: 7,
                 refused_tasks_source: 2,
+                peer_conns: 3,
+                peer_handshakes_out: 5,
+                peer_handshakes_in: 4,
+                peer_streams_refused: 6,
                 ..GatewayStats::default()
             },
             age_ms: 900,
@@ -500,8 +514,20 @@ mod tests {
         assert_eq!(j["gateway"]["tasks"]["capacity"], 512);
         assert_eq!(j["gateway"]["refused"]["budget"], 7);
         assert_eq!(j["gateway"]["refused"]["tasks_source_share"], 2);
+        assert_eq!(j["gateway"]["peer_conns"], 3);
+        assert_eq!(j["gateway"]["peer_handshakes_out"], 5);
+        assert_eq!(j["gateway"]["peer_handshakes_in"], 4);
+        assert_eq!(j["gateway"]["peer_streams_refused"], 6);
         let t = stats_text(&s);
         assert!(t.contains("4194304/16777216 (25%)"), "{t}");
         assert!(t.contains("refused: budget full"), "{t}");
+        let row = |name: &str| {
+            t.lines()
+                .find(|l| l.starts_with(name))
+                .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+        };
+        assert_eq!(row("peer connections").as_deref(), Some("3"), "{t}");
+        assert_eq!(row("peer handshakes out/in").as_deref(), Some("5/4"), "{t}");
+        assert_eq!(row("peer streams refused").as_deref(), Some("6"), "{t}");
     }
 }

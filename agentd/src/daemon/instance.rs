@@ -249,10 +249,12 @@ impl Instance {
             RequestBody::SubscribeFib => {
                 let sink = reply.fib_sink();
                 reply.send(Ok(ResponseBody::Subscribed));
-                match self
-                    .exporter
-                    .subscribe(sink, self.state.table(), self.state.policy())
-                {
+                match self.exporter.subscribe(
+                    sink,
+                    self.state.table(),
+                    self.state.policy(),
+                    self.state.links(),
+                ) {
                     Some(id) => {
                         if let Some(old) = self.subscribers.insert(conn, id) {
                             self.exporter.unsubscribe(old);
@@ -360,7 +362,7 @@ impl Instance {
             self.dirty |= batch.iter().any(|c| match c {
                 FibChange::Upsert(r) => r.source != RouteSource::Peer,
                 FibChange::Remove(id) => id.next_hop().is_none(),
-                FibChange::PeerUp { .. } => false,
+                FibChange::PeerUp { .. } | FibChange::Link(_) | FibChange::Unlink(_) => false,
                 FibChange::Policy(_) => true,
             });
             let exports = self.peers.exports_of(&batch, now);
@@ -413,7 +415,10 @@ impl Instance {
                 }
                 FibChange::Upsert(route) => self.monitor.untrack(&route.id),
                 FibChange::Remove(id) => self.monitor.untrack(id),
-                FibChange::PeerUp { .. } | FibChange::Policy(_) => {}
+                FibChange::PeerUp { .. }
+                | FibChange::Policy(_)
+                | FibChange::Link(_)
+                | FibChange::Unlink(_) => {}
             }
         }
     }

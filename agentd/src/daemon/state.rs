@@ -28,10 +28,13 @@ use crate::route::{Lease, Route, RouteId, RouteSource};
 use crate::table::{RouteTable, TableError, UpsertOutcome};
 use crate::time::Millis;
 
+mod links;
 mod peer_routes;
 mod views;
 
-pub use peer_routes::{data_plane_url, PeerPath, PeerPathError, MAX_PATH_LEN};
+pub use peer_routes::{
+    data_plane_authority, data_plane_url, PeerPath, PeerPathError, MAX_PATH_LEN,
+};
 
 /// FIB changes a state transition produced, in order.
 pub type Changes = Vec<FibChange>;
@@ -67,6 +70,9 @@ pub struct State {
     /// The router's interface addresses, read at every endpoint check
     /// (the one input that is not an argument: tests replace it).
     local_addrs: fn() -> LocalAddrs,
+    /// Established peer sessions for the data plane, sorted by router_id
+    /// (`links`).
+    links: Vec<crate::fib::PeerLink>,
 }
 
 impl State {
@@ -93,6 +99,7 @@ impl State {
             counters: BTreeMap::new(),
             gateway: None,
             local_addrs: crate::endpoint::local_addrs,
+            links: Vec::new(),
         };
         let failure = match loaded {
             Ok(mut rt) => {
@@ -259,6 +266,7 @@ impl State {
             changes.push(FibChange::Policy(Box::new(rt.policy.clone())));
         }
         self.runtime = rt;
+        changes.extend(self.unlink_unconfigured());
         if !matches!(self.counters.get("reloads.inconsistent"), Some(n) if *n > 0) {
             self.config_error = None;
         }

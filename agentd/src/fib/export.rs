@@ -19,13 +19,14 @@
 //! | `remove`, each route `expire` returned | `Remove(route_id)` |
 //! | `set_peer_up(router, up)` | `PeerUp { router_id, up }` |
 //! | policy replaced (reload) | `Policy(new policy)` |
+//! | an ARPX session established / closed | `Link(link)` / `Unlink(router_id)` |
 //!
 //! Expiry is published too, although the replica expires the same routes
 //! at the same instant by itself: removals are idempotent, and publishing
 //! keeps a replica whose clock read came a little early from holding a
 //! route agentd already dropped.
 
-use crate::fib::{FibChange, FibEvent};
+use crate::fib::{FibChange, FibEvent, PeerLink};
 use crate::ipc::frame::MAX_FRAME_LEN;
 use crate::policy::Policy;
 use crate::table::RouteTable;
@@ -104,14 +105,21 @@ impl<S: FibSink> FibExporter<S> {
     }
 
     /// Adds a subscriber and sends it a snapshot of `table` (at the
-    /// table's generation) and `policy`. Returns `None` if the sink could
-    /// not even take the snapshot. Publish every change made to the table
-    /// before subscribing, or the newcomer's first delta will not line up.
+    /// table's generation), `policy` and `links`. Returns `None` if the
+    /// sink could not even take the snapshot. Publish every change made to
+    /// the table before subscribing, or the newcomer's first delta will
+    /// not line up.
+    ///
+    /// The links go into `SnapshotEnd` sorted by router_id; when they do
+    /// not fit into one chunk, the rest follow at once as deltas on the
+    /// snapshot's generation (`base == generation`), so no frame ever
+    /// outgrows the bound whatever the number of peers.
     pub fn subscribe(
         &mut self,
         mut sink: S,
         table: &RouteTable,
         policy: &Policy,
+        links: &[PeerLink],
     ) -> Option<SubscriberId> {
         let generation = table.generation();
         let mut ok = sink.offer(FibEvent::SnapshotBegin { generation });
@@ -131,16 +139,31 @@ impl<S: FibSink> FibExporter<S> {
                 ok = sink.offer(FibEvent::SnapshotChunk(rest));
             }
         }
+        let mut sorted = links.to_vec();
+        sorted.sort_by(|a, b| a.router_id.cmp(&b.router_id));
+        let mut parts = link_parts(sorted, &mut self.stats).into_iter();
         ok = ok
             && sink.offer(FibEvent::SnapshotEnd {
                 generation,
                 policy: Box::new(policy.clone()),
                 peers_down: table.peers_down().map(Box::from).collect(),
+                links: parts.next().unwrap_or_default(),
             });
+        for rest in parts {
+            if !ok {
+                break;
+            }
+            ok = sink.offer(FibEvent::Delta {
+                base: generation,
+                generation,
+                changes: rest.into_iter().map(FibChange::Link).collect(),
+            });
+        }
         if !ok {
             self.stats.dropped += 1;
             return None;
         }
+        self.stats.snapshots += 1;
         let id = SubscriberId(self.next_id);
         self.next_id += 1;
         self.subscribers.push(Subscriber {
@@ -196,6 +219,23 @@ impl<S: FibSink> FibExporter<S> {
         self.stats.dropped += dropped.len() as u64;
         dropped
     }
+}
+
+/// `links` in chunks of about [`CHUNK_BYTES`]. agentd's links are
+/// validated (`MAX_LINK_DATA_LEN`), so none is near a frame's size; one
+/// that were would be counted like an oversized route.
+fn link_parts(links: Vec<PeerLink>, stats: &mut ExportStats) -> Vec<Vec<PeerLink>> {
+    let mut parts = Vec::new();
+    let mut chunker = Chunker::default();
+    for link in links {
+        match chunker.add(link) {
+            Err(()) => stats.oversized_routes += 1,
+            Ok(Some(full)) => parts.push(full),
+            Ok(None) => {}
+        }
+    }
+    parts.extend(chunker.finish());
+    parts
 }
 
 /// Groups items into chunks of about [`CHUNK_BYTES`] encoded bytes.
@@ -308,6 +348,7 @@ mod tests {
             generation,
             policy: Box::default(),
             peers_down: vec![],
+            links: vec![],
         }
     }
 
@@ -322,7 +363,7 @@ mod tests {
     fn snapshot_is_chunked_by_encoded_size_and_every_chunk_fits_a_frame() {
         let routes: Vec<_> = (0..40).map(|i| route(i, 10_000)).collect();
         let mut ex = FibExporter::new();
-        ex.subscribe(sink(1000), &table_of(&routes), &Policy::default())
+        ex.subscribe(sink(1000), &table_of(&routes), &Policy::default(), &[])
             .unwrap();
         let events = sinks(&mut ex).remove(0);
         assert_eq!(
@@ -349,11 +390,12 @@ mod tests {
         let mut t = RouteTable::new(10);
         t.set_peer_up("router-b", false);
         let policy = Policy::invalid("broken config");
-        ex.subscribe(sink(10), &t, &policy).unwrap();
+        ex.subscribe(sink(10), &t, &policy, &[]).unwrap();
         let end = FibEvent::SnapshotEnd {
             generation: 1,
             policy: Box::new(policy),
             peers_down: vec!["router-b".into()],
+            links: vec![],
         };
         assert_eq!(
             sinks(&mut ex).remove(0),
@@ -365,13 +407,15 @@ mod tests {
     fn deltas_name_each_subscribers_base() {
         let mut ex = FibExporter::new();
         let mut t = table_of(&[route(0, 0), route(1, 0), route(2, 0)]);
-        ex.subscribe(sink(100), &t, &Policy::default()).unwrap();
+        ex.subscribe(sink(100), &t, &Policy::default(), &[])
+            .unwrap();
         t.remove(&RouteId::new("r0").unwrap());
         ex.publish(
             t.generation(),
             vec![FibChange::Remove(RouteId::new("r0").unwrap())],
         );
-        ex.subscribe(sink(100), &t, &Policy::default()).unwrap();
+        ex.subscribe(sink(100), &t, &Policy::default(), &[])
+            .unwrap();
         // Empty change sets send nothing.
         assert!(ex.publish(5, vec![]).is_empty());
         ex.publish(6, vec![FibChange::Remove(RouteId::new("r1").unwrap())]);
@@ -393,8 +437,13 @@ mod tests {
     #[test]
     fn large_change_set_is_split_with_followups_based_on_the_new_generation() {
         let mut ex = FibExporter::new();
-        ex.subscribe(sink(100), &table_of(&[route(0, 0)]), &Policy::default())
-            .unwrap();
+        ex.subscribe(
+            sink(100),
+            &table_of(&[route(0, 0)]),
+            &Policy::default(),
+            &[],
+        )
+        .unwrap();
         let changes: Vec<_> = (0..20)
             .map(|i| FibChange::Upsert(Box::new(route(i, 10_000))))
             .collect();
@@ -421,8 +470,10 @@ mod tests {
     fn a_full_sink_is_dropped_and_others_keep_receiving() {
         let mut ex = FibExporter::new();
         let t = RouteTable::new(10);
-        let slow = ex.subscribe(sink(3), &t, &Policy::default()).unwrap();
-        let fast = ex.subscribe(sink(100), &t, &Policy::default()).unwrap();
+        let slow = ex.subscribe(sink(3), &t, &Policy::default(), &[]).unwrap();
+        let fast = ex
+            .subscribe(sink(100), &t, &Policy::default(), &[])
+            .unwrap();
         let rm = |g: u64| vec![FibChange::Remove(RouteId::new(&format!("x{g}")).unwrap())];
         assert!(ex.publish(1, rm(1)).is_empty());
         assert_eq!(ex.publish(2, rm(2)), [slow]);
@@ -437,7 +488,7 @@ mod tests {
         let routes: Vec<_> = (0..10).map(|i| route(i, 40_000)).collect();
         let mut ex = FibExporter::new();
         assert_eq!(
-            ex.subscribe(sink(4), &table_of(&routes), &Policy::default()),
+            ex.subscribe(sink(4), &table_of(&routes), &Policy::default(), &[]),
             None
         );
         assert!(ex.is_empty());
@@ -448,7 +499,7 @@ mod tests {
     fn a_route_too_big_for_any_frame_is_skipped_and_counted() {
         let routes = [route(0, 0), route(1, MAX_FRAME_LEN), route(2, 0)];
         let mut ex = FibExporter::new();
-        ex.subscribe(sink(10), &table_of(&routes), &Policy::default())
+        ex.subscribe(sink(10), &table_of(&routes), &Policy::default(), &[])
             .unwrap();
         assert_eq!(ex.stats().oversized_routes, 1);
         let events = sinks(&mut ex).remove(0);

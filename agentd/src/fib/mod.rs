@@ -1,6 +1,8 @@
 //! The FIB: what agent-gw needs to decide on its own — every route (with
-//! its absolute lease deadline), which peer sessions are down, and the
-//! policy, stamped with a generation.
+//! its absolute lease deadline), which peer sessions are down, the
+//! policy, and the links (the established ARPX sessions with the key each
+//! one verified and the peer's data-plane address), stamped with a
+//! generation.
 //!
 //! agentd streams it to each subscriber as a snapshot followed by deltas:
 //!
@@ -19,6 +21,15 @@
 //! mean the same in both processes, so the replica expires routes on time
 //! by itself — also while agentd is down.
 //!
+//! Links follow the sessions: `Link` when a session is established (or
+//! its key or data address changed), `Unlink` when it closes — never later
+//! than the `PeerUp { up: false }` of the same event. The data plane
+//! dials and accepts peer connections only for the routers in this set
+//! and trusts exactly the key given here, so there is no second trust
+//! configuration to drift from the one ARPX enforces. Like policy
+//! changes, link changes do not advance the table generation (a delta
+//! carrying only them has `base == generation`).
+//!
 //! [`export::FibExporter`] is the agentd side, [`replica::FibReplica`] the
 //! agent-gw side; both are sans-IO.
 
@@ -29,6 +40,50 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::Policy;
 use crate::route::{Route, RouteId};
+
+/// Most links a FIB may hold. agentd has at most one per configured peer;
+/// a replica refuses a stream that would give it more (a broken or hostile
+/// sender must not grow the gateway without bound).
+pub const MAX_LINKS: usize = 4096;
+
+/// Longest `data` address a link may carry: a DNS name (253) in brackets
+/// plus `:65535`.
+pub const MAX_LINK_DATA_LEN: usize = 253 + 2 + 6;
+
+/// An established ARPX session's data-plane facts: the data plane trusts
+/// exactly the key the ARPX handshake verified (no second trust config).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerLink {
+    pub router_id: Box<str>,
+    /// Raw Ed25519 public key of the peer, as its ARPX session verified it.
+    pub key: [u8; 32],
+    /// `host:port` to dial for its data plane: the peer section's `address`
+    /// and `data_port` (an IPv6 literal in brackets).
+    pub data: Box<str>,
+}
+
+impl PeerLink {
+    /// Whether the link is well-formed: a valid router id and a non-empty
+    /// printable `data` address within [`MAX_LINK_DATA_LEN`]. agentd checks
+    /// what it publishes; the replica checks what it receives.
+    pub fn check(&self) -> Result<(), String> {
+        crate::route::check_router_id(&self.router_id).map_err(|e| e.to_string())?;
+        let d = &*self.data;
+        if d.is_empty() || d.len() > MAX_LINK_DATA_LEN {
+            return Err(format!(
+                "link of {}: data address must be 1..={MAX_LINK_DATA_LEN} bytes",
+                self.router_id
+            ));
+        }
+        if !d.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!(
+                "link of {}: data address {d:?} is not host:port",
+                self.router_id
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// One frame's worth of FIB stream.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -44,6 +99,10 @@ pub enum FibEvent {
         policy: Box<Policy>,
         /// Routers whose session is down: their routes are ineligible.
         peers_down: Vec<Box<str>>,
+        /// The established sessions, sorted by router_id. A set too big
+        /// for one frame continues in deltas right after (`base ==
+        /// generation`), which the replica applies like any other.
+        links: Vec<PeerLink>,
     },
     /// Changes turning generation `base` into `generation`.
     Delta {
@@ -65,4 +124,9 @@ pub enum FibChange {
     },
     /// The policy was replaced (reload).
     Policy(Box<Policy>),
+    /// A session was established, or its key or data address changed:
+    /// replaces any link of the same router.
+    Link(PeerLink),
+    /// The session with this router closed.
+    Unlink(Box<str>),
 }

@@ -1,5 +1,5 @@
 //! agent-gw's side of FIB export: a local copy of agentd's routes, peer
-//! states and policy, kept current from the event stream.
+//! states, policy and links, kept current from the event stream.
 //!
 //! The replica owns its own [`RouteTable`], so selection in the gateway
 //! runs on exactly the code agentd uses. A snapshot is staged in a fresh
@@ -12,10 +12,17 @@
 //! generation, a chunk outside a snapshot — is a typed error; the caller
 //! drops the connection, reconnects and subscribes again for a fresh
 //! snapshot.
+//!
+//! Links (the established peer sessions, see [`crate::fib::PeerLink`])
+//! are kept sorted by router_id, at most one per router and at most
+//! [`MAX_LINKS`] in all; [`FibReplica::links_generation`] grows whenever
+//! the set changes, so the gateway's peer-connection driver can tell
+//! whether it has anything to do.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::fib::{FibChange, FibEvent};
+use crate::fib::{FibChange, FibEvent, PeerLink, MAX_LINKS};
 use crate::policy::Policy;
 use crate::route::{Route, RouteId};
 use crate::table::{RouteTable, TableError};
@@ -33,6 +40,9 @@ pub enum ReplicaError {
     },
     /// `SnapshotEnd` named another generation than `SnapshotBegin`.
     SnapshotMismatch { begin: u64, end: u64 },
+    /// A snapshot or delta would leave the replica with more than
+    /// [`MAX_LINKS`] links; nothing of it was applied.
+    TooManyLinks { links: usize, max: usize },
 }
 
 impl fmt::Display for ReplicaError {
@@ -62,6 +72,12 @@ impl fmt::Display for ReplicaError {
                     "FIB snapshot began at generation {begin} but ended at {end}"
                 )
             }
+            ReplicaError::TooManyLinks { links, max } => {
+                write!(
+                    f,
+                    "FIB stream would hold {links} peer links, more than the bound of {max}"
+                )
+            }
         }
     }
 }
@@ -89,6 +105,8 @@ pub struct ReplicaStats {
     pub rejected_routes: u64,
     /// Policies that failed validation here and were replaced by a deny-all.
     pub invalid_policies: u64,
+    /// Links that were not well-formed ([`PeerLink::check`]) and were left out.
+    pub rejected_links: u64,
 }
 
 #[derive(Debug)]
@@ -110,6 +128,10 @@ pub struct FibReplica {
     staging: Option<Staging>,
     max_routes: usize,
     stats: ReplicaStats,
+    /// The established peer sessions, by router_id.
+    links: BTreeMap<Box<str>, PeerLink>,
+    /// Grows by one whenever `links` changes.
+    links_generation: u64,
 }
 
 impl FibReplica {
@@ -125,7 +147,25 @@ impl FibReplica {
             staging: None,
             max_routes,
             stats: ReplicaStats::default(),
+            links: BTreeMap::new(),
+            links_generation: 0,
         }
+    }
+
+    /// The established peer sessions, sorted by router_id.
+    pub fn links(&self) -> impl Iterator<Item = &PeerLink> {
+        self.links.values()
+    }
+
+    /// The link of `router_id`, if its session is established.
+    pub fn link(&self, router_id: &str) -> Option<&PeerLink> {
+        self.links.get(router_id)
+    }
+
+    /// Grows whenever the link set changes (a `Link`/`Unlink` that changed
+    /// something, or a snapshot with another set); starts at 0.
+    pub fn links_generation(&self) -> u64 {
+        self.links_generation
     }
 
     pub fn table(&self) -> &RouteTable {
@@ -208,6 +248,7 @@ impl FibReplica {
                 generation,
                 policy,
                 peers_down,
+                links,
             } => {
                 let Some(mut staging) = self.staging.take() else {
                     return Err(ReplicaError::OutOfOrder {
@@ -220,6 +261,24 @@ impl FibReplica {
                         begin: staging.generation,
                         end: generation,
                     });
+                }
+                if links.len() > MAX_LINKS {
+                    return Err(ReplicaError::TooManyLinks {
+                        links: links.len(),
+                        max: MAX_LINKS,
+                    });
+                }
+                let mut fresh = BTreeMap::new();
+                for link in links {
+                    if link.check().is_ok() {
+                        fresh.insert(link.router_id.clone(), link);
+                    } else {
+                        self.stats.rejected_links += 1;
+                    }
+                }
+                if fresh != self.links {
+                    self.links = fresh;
+                    self.links_generation += 1;
                 }
                 for peer in &peers_down {
                     staging.table.set_peer_up(peer, false);
@@ -252,6 +311,7 @@ impl FibReplica {
                         base,
                     });
                 }
+                self.check_link_count(&changes)?;
                 let n = changes.len();
                 for change in changes {
                     match change {
@@ -265,6 +325,12 @@ impl FibReplica {
                             self.table.set_peer_up(&router_id, up);
                         }
                         FibChange::Policy(p) => self.policy = self.checked(*p),
+                        FibChange::Link(link) => self.set_link(link),
+                        FibChange::Unlink(router_id) => {
+                            if self.links.remove(&router_id).is_some() {
+                                self.links_generation += 1;
+                            }
+                        }
                     }
                 }
                 // A route may arrive with a deadline already behind us.
@@ -277,6 +343,51 @@ impl FibReplica {
                 })
             }
         }
+    }
+
+    /// Adds or replaces the link of its router (well-formed ones only).
+    fn set_link(&mut self, link: PeerLink) {
+        if link.check().is_err() {
+            self.stats.rejected_links += 1;
+            return;
+        }
+        if self.links.get(&link.router_id) != Some(&link) {
+            self.links.insert(link.router_id.clone(), link);
+            self.links_generation += 1;
+        }
+    }
+
+    /// Refuses `changes` as a whole if applying them in order would hold
+    /// more than [`MAX_LINKS`] links at any point (checked before anything
+    /// is applied, so a refused delta changes nothing).
+    fn check_link_count(&self, changes: &[FibChange]) -> Result<(), ReplicaError> {
+        let mut count = self.links.len();
+        // Presence after the changes seen so far, for routers they touched.
+        let mut touched: BTreeMap<&str, bool> = BTreeMap::new();
+        for change in changes {
+            let (id, present_after) = match change {
+                FibChange::Link(l) => (&*l.router_id, true),
+                FibChange::Unlink(id) => (&**id, false),
+                _ => continue,
+            };
+            let present = touched
+                .get(id)
+                .copied()
+                .unwrap_or_else(|| self.links.contains_key(id));
+            match (present, present_after) {
+                (false, true) => count += 1,
+                (true, false) => count -= 1,
+                _ => {}
+            }
+            touched.insert(id, present_after);
+            if count > MAX_LINKS {
+                return Err(ReplicaError::TooManyLinks {
+                    links: count,
+                    max: MAX_LINKS,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// A policy from the wire is re-validated here: a bad weight must make
@@ -359,6 +470,7 @@ mod tests {
                 generation,
                 policy: Box::default(),
                 peers_down: vec![],
+                links: vec![],
             },
         ]
     }
@@ -519,6 +631,7 @@ mod tests {
             generation: 8,
             policy: Box::default(),
             peers_down: vec![],
+            links: vec![],
         };
         assert!(matches!(
             r.apply(end, Millis(0)),
@@ -539,6 +652,7 @@ mod tests {
             generation: 4,
             policy: Box::default(),
             peers_down: vec![],
+            links: vec![],
         };
         assert_eq!(
             r.apply(end, Millis(0)),
@@ -621,6 +735,7 @@ mod tests {
                 generation: 1,
                 policy: Box::default(),
                 peers_down: vec!["router-b".into()],
+                links: vec![],
             },
         ];
         feed(&mut r, events, 0);
@@ -732,7 +847,7 @@ mod tests {
             .unwrap();
         }
         let mut ex: FibExporter<Queue> = FibExporter::new();
-        let sub = ex.subscribe(Queue::default(), &rib, &policy).unwrap();
+        let sub = ex.subscribe(Queue::default(), &rib, &policy, &[]).unwrap();
         // Churn: removals, renewals, health, a peer route and its session.
         let mut changes = Vec::new();
         for i in (0..300).step_by(3) {

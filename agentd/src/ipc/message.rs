@@ -28,7 +28,9 @@ use crate::time::Millis;
 /// Bumped whenever any message other than `Hello` changes its encoding.
 /// 6: lookup candidates carry their path and next hop.
 /// 7: route rows say whether their peer session is up.
-pub const PROTOCOL_VERSION: u32 = 7;
+/// 8: the FIB carries peer links (`SnapshotEnd.links`, `Link`, `Unlink`);
+///    gateway stats count peer data connections.
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -655,6 +657,15 @@ pub struct GatewayStats {
     pub results_released: u64,
     /// Stream followers detached for taking no bytes.
     pub stalled_followers: u64,
+    /// Open peer data-plane connections (HTTP/2 over mTLS with other
+    /// routers' gateways), both directions.
+    pub peer_conns: u64,
+    /// Completed TLS handshakes of peer connections since start, dialled
+    /// by us / accepted from a peer.
+    pub peer_handshakes_out: u64,
+    pub peer_handshakes_in: u64,
+    /// HTTP/2 streams the peer listener refused or reset.
+    pub peer_streams_refused: u64,
 }
 
 /// The gateway's latest report as agentd holds it.

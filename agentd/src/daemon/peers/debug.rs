@@ -98,6 +98,10 @@ pub fn path_refused(peer: &str, route_id: &str, error: &str) {
     log_debug!("ARPX: path {route_id} via {peer} not installed: {error}");
 }
 
+pub fn link_invalid(peer: &str, error: &str) {
+    log_warn!("ARPX: session with {peer} is up but not offered to the data plane: {error}");
+}
+
 pub fn session_up(peer: &str, conn: ConnId) {
     log_notice!(
         "ARPX: session with {peer} established (connection {})",

@@ -14,6 +14,7 @@
 //! * [`backoff`] — when to dial a peer again (sans-IO).
 //! * [`routes`] — agentd routes ↔ ARPX, field by field.
 //! * `status` — `agentctl peers` and the `arpx.*` counters.
+//! * `links` — the established sessions as FIB links for the data plane.
 //! * [`debug`] — log text.
 //!
 //! Dialing: every configured peer has a dialer. While the peer has no
@@ -24,6 +25,7 @@
 
 pub mod backoff;
 pub mod debug;
+mod links;
 pub mod routes;
 pub mod settings;
 mod status;
@@ -85,6 +87,8 @@ struct Conn {
     tasks: ConnTasks,
     /// The session reached Established on it.
     up: bool,
+    /// The peer's Ed25519 key as the TLS handshake verified it.
+    key: [u8; 32],
 }
 
 /// A running mesh: identity loaded, instance created.
@@ -111,6 +115,9 @@ struct DriverCounters {
     queue_overflows: u64,
     frames_too_large: u64,
     paths_refused: u64,
+    /// Established sessions not published as links (no usable data
+    /// address in the peer section).
+    links_invalid: u64,
 }
 
 /// The ARPX driver.
@@ -128,6 +135,9 @@ pub struct Peers {
     closing: Vec<JoinHandle<()>>,
     /// Peers whose paths are eligible (the RIB's mark).
     eligible: BTreeSet<String>,
+    /// Peers with a link in the RIB: the connection whose session it
+    /// came from and the key that session verified.
+    linked: BTreeMap<String, (ConnId, [u8; 32])>,
     /// The next connection number. Never reused, also not across a mesh
     /// restart: a late frame of an old connection must not pass for one
     /// of the new instance's.
@@ -166,6 +176,7 @@ impl Peers {
             counters: DriverCounters::default(),
             closing: Vec::new(),
             eligible: BTreeSet::new(),
+            linked: BTreeMap::new(),
             next_conn: 1,
             meshes: 0,
         }
@@ -378,6 +389,7 @@ impl Peers {
         {
             self.start_listener();
         }
+        changes.extend(self.refresh_links(state));
         debug::peers_reconfigured(self.settings.peers.len(), changed.len());
         changes
     }
@@ -430,9 +442,13 @@ impl Peers {
         }
         self.timers.cancel(&Key::Dial(id.to_string()));
         self.eligible.remove(id);
+        // Its session ended already (SessionDown unlinked it); this only
+        // catches what the instance did not report.
+        let mut changes = self.unlink(id, state);
         // The instance removed the paths of a removed peer already (it
         // sent PathDown); this only catches what it did not know of.
-        state.remove_paths_via(id)
+        changes.extend(state.remove_paths_via(id));
+        changes
     }
 
     /// Closes every session (admin_shutdown), stops the listener and the
@@ -442,6 +458,8 @@ impl Peers {
         if self.mesh.is_ok() {
             changes.extend(self.feed(now, mesh::Input::Shutdown, state));
         }
+        // Every session is over, whatever the instance reported.
+        changes.extend(self.unlink_all(state));
         if let Ok(m) = &mut self.mesh {
             if let Some((_, task)) = m.listener.take() {
                 task.abort();
@@ -616,6 +634,7 @@ impl Peers {
                 peer: h.peer.clone(),
                 tasks,
                 up: false,
+                key: h.key,
             },
         );
         self.timers.cancel(&Key::Dial(h.peer.clone()));
@@ -792,6 +811,7 @@ impl Peers {
                     d.backoff.session_up(now.0);
                     d.last_error = None;
                 }
+                changes.extend(self.link_up(&peer, conn, state));
             }
             Output::SessionDown {
                 peer,
@@ -799,7 +819,13 @@ impl Peers {
                 close,
                 by_us,
                 error,
-            } => debug::session_down(&peer, conn, close.as_ref(), by_us, error.as_deref()),
+            } => {
+                debug::session_down(&peer, conn, close.as_ref(), by_us, error.as_deref());
+                // Before the instance's PeerEligible{up: false}, which
+                // follows this output: the data plane stops using the
+                // peer no later than the RIB does.
+                changes.extend(self.link_down(&peer, conn, state));
+            }
         }
     }
 }

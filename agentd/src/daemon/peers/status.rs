@@ -112,6 +112,8 @@ impl Peers {
             ("arpx.send_queue_overflows".into(), d.queue_overflows),
             ("arpx.frames_too_large".into(), d.frames_too_large),
             ("arpx.paths_refused_by_rib".into(), d.paths_refused),
+            ("arpx.links".into(), self.linked.len() as u64),
+            ("arpx.links_invalid".into(), d.links_invalid),
         ];
         if let Ok(m) = &self.mesh {
             let up = m

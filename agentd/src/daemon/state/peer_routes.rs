@@ -184,6 +184,12 @@ impl PeerPath {
 
 /// `https://<address>:<port>`, an IPv6 literal in brackets.
 pub fn data_plane_url(address: &str, port: u16) -> Result<String, PeerPathError> {
+    data_plane_authority(address, port).map(|a| format!("https://{a}"))
+}
+
+/// `<address>:<port>` (what a peer link's `data` says), an IPv6 literal
+/// in brackets.
+pub fn data_plane_authority(address: &str, port: u16) -> Result<String, PeerPathError> {
     let ok = !address.is_empty()
         && address.len() <= 253
         && address
@@ -196,9 +202,9 @@ pub fn data_plane_url(address: &str, port: u16) -> Result<String, PeerPathError>
         ));
     }
     Ok(if address.contains(':') {
-        format!("https://[{address}]:{port}")
+        format!("[{address}]:{port}")
     } else {
-        format!("https://{address}:{port}")
+        format!("{address}:{port}")
     })
 }
 

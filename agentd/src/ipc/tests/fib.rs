@@ -29,7 +29,8 @@ async fn fib_subscription_gets_snapshot_then_deltas() {
         Some(Ok(FibEvent::SnapshotEnd {
             generation: 2,
             policy: Box::default(),
-            peers_down: vec![]
+            peers_down: vec![],
+            links: vec![],
         }))
     );
 
