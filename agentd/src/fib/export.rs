@@ -404,6 +404,45 @@ mod tests {
     }
 
     #[test]
+    fn snapshot_end_carries_the_links_sorted_and_link_changes_go_out_as_deltas() {
+        let link = |id: &str| PeerLink {
+            router_id: id.into(),
+            key: [7; 32],
+            data: "198.51.100.2:7447".into(),
+        };
+        let mut ex = FibExporter::new();
+        let t = RouteTable::new(10);
+        ex.subscribe(
+            sink(10),
+            &t,
+            &Policy::default(),
+            &[link("router-c"), link("router-b")],
+        )
+        .unwrap();
+        // Link changes do not move the table generation.
+        ex.publish(0, vec![FibChange::Unlink("router-c".into())]);
+        let events = sinks(&mut ex).remove(0);
+        assert_eq!(
+            events,
+            [
+                FibEvent::SnapshotBegin { generation: 0 },
+                FibEvent::SnapshotEnd {
+                    generation: 0,
+                    policy: Box::default(),
+                    peers_down: vec![],
+                    links: vec![link("router-b"), link("router-c")],
+                },
+                FibEvent::Delta {
+                    base: 0,
+                    generation: 0,
+                    changes: vec![FibChange::Unlink("router-c".into())],
+                },
+            ]
+        );
+        assert_eq!(ex.stats().snapshots, 1);
+    }
+
+    #[test]
     fn deltas_name_each_subscribers_base() {
         let mut ex = FibExporter::new();
         let mut t = table_of(&[route(0, 0), route(1, 0), route(2, 0)]);

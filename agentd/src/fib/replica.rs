@@ -423,6 +423,9 @@ fn upsert(table: &mut RouteTable, route: Route, stats: &mut ReplicaStats) {
 }
 
 #[cfg(test)]
+mod link_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::fib::export::{FibExporter, FibSink};

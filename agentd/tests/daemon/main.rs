@@ -2,6 +2,7 @@
 //! IPC bytes over its real Unix socket.
 
 mod harness;
+mod links;
 mod peers;
 mod sessions;
 

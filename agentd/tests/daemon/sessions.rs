@@ -15,16 +15,16 @@ use super::harness::{Daemon, TempDir};
 
 /// One router of a test mesh: its key (written before the daemon starts,
 /// so the other side can pin it) and its listener port.
-struct Router {
-    id: &'static str,
-    key: SigningKey,
+pub(super) struct Router {
+    pub(super) id: &'static str,
+    pub(super) key: SigningKey,
     key_path: PathBuf,
     cert_path: Option<PathBuf>,
-    port: u16,
+    pub(super) port: u16,
 }
 
 impl Router {
-    fn new(dir: &Path, id: &'static str, seed: u8) -> Router {
+    pub(super) fn new(dir: &Path, id: &'static str, seed: u8) -> Router {
         let key = SigningKey::from_bytes(&[seed; 32]);
         let key_path = dir.join(format!("{id}.key"));
         router_pki::identity::create_key_file(&key_path, &key).expect("write identity key");
@@ -37,7 +37,7 @@ impl Router {
         }
     }
 
-    fn fingerprint(&self) -> String {
+    pub(super) fn fingerprint(&self) -> String {
         Fingerprint::of(&self.key.verifying_key()).to_string()
     }
 }
@@ -49,19 +49,23 @@ fn free_port() -> u16 {
 }
 
 /// How `me` is configured to see `peer`.
-enum Trust<'a> {
+pub(super) enum Trust<'a> {
     Pin(String),
     Ca(&'a Path),
 }
 
-fn config(me: &Router, peer: Option<(&Router, Trust<'_>)>, route: bool) -> String {
+pub(super) fn config(me: &Router, peer: Option<(&Router, Trust<'_>)>, route: bool) -> String {
     let peers: Vec<(&Router, Trust<'_>, u16)> =
         peer.into_iter().map(|(p, t)| (p, t, p.port)).collect();
     config_with(me, peers, route)
 }
 
 /// `me` with any number of peers, each at the given port.
-fn config_with(me: &Router, peers: Vec<(&Router, Trust<'_>, u16)>, route: bool) -> String {
+pub(super) fn config_with(
+    me: &Router,
+    peers: Vec<(&Router, Trust<'_>, u16)>,
+    route: bool,
+) -> String {
     let mut c = format!(
         "config agentd 'main'\n\toption router_id '{}'\n\toption identity '{}'\n\
          \toption health_check 'off'\n\toption allow_loopback_endpoints '1'\n",
@@ -114,7 +118,7 @@ fn peer<'a>(view: &'a Value, id: &str) -> Option<&'a Value> {
         .find(|p| p["router_id"] == id)
 }
 
-fn established(d: &Daemon, id: &str) -> bool {
+pub(super) fn established(d: &Daemon, id: &str) -> bool {
     peer(&d.ctl_json(&["peers"]), id).is_some_and(|p| p["established"] == true)
 }
 

@@ -73,3 +73,6 @@ impl State {
         gone.iter().flat_map(|id| self.unlink(id)).collect()
     }
 }
+
+#[cfg(test)]
+mod tests;
