@@ -22,6 +22,21 @@ pub enum AuthMode {
 pub struct GatewayConfig {
     pub router_id: Box<str>,
     pub sdk_listen: SocketAddr,
+    /// `gateway.peer_listen`; `None`: no inbound peer data connections.
+    pub peer_listen: Option<SocketAddr>,
+    /// `agentd.router_id` was configured: the gateway takes part in the
+    /// mesh data plane (a host-name fallback is no mesh identity, as in
+    /// agentd's ARPX driver).
+    pub mesh: bool,
+    /// `gateway.assertion_ttl` in ms.
+    pub assertion_ttl_ms: u64,
+    /// `gateway.replay_cache`.
+    pub replay_cache: usize,
+    /// `agentd.identity` and `agentd.router_cert`: the data plane presents
+    /// the same identity as ARPX (agentd creates the key; the gateway only
+    /// reads it, once the first peer is linked).
+    pub identity: PathBuf,
+    pub router_cert: Option<PathBuf>,
     pub auth: AuthMode,
     pub ipc_socket: PathBuf,
     pub max_request_bytes: usize,
@@ -150,6 +165,20 @@ impl GatewayConfig {
                 .parse()
                 .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)))
         });
+        let peer_listen = if g.peer_listen.is_empty() {
+            None
+        } else {
+            match g.peer_listen.parse() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    problems.push(format!(
+                        "gateway: option 'peer_listen': {:?} is not a socket address; no peer listener",
+                        g.peer_listen
+                    ));
+                    None
+                }
+            }
+        };
         let router_id = if c.agentd.router_id.is_empty() {
             std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|h| h.trim().to_string())
@@ -193,6 +222,13 @@ impl GatewayConfig {
         let cfg = GatewayConfig {
             router_id: router_id.into(),
             sdk_listen,
+            peer_listen,
+            mesh: !c.agentd.router_id.is_empty(),
+            assertion_ttl_ms: g.assertion_ttl.saturating_mul(1000),
+            replay_cache: usize_of(g.replay_cache),
+            identity: PathBuf::from(&c.agentd.identity),
+            router_cert: (!c.agentd.router_cert.is_empty())
+                .then(|| PathBuf::from(&c.agentd.router_cert)),
             auth: match g.auth {
                 uci_schema::enums::Auth::Jwt => AuthMode::Jwt,
                 uci_schema::enums::Auth::None => AuthMode::None,

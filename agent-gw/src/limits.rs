@@ -164,18 +164,22 @@ impl std::fmt::Display for InflightFull {
 #[derive(Debug)]
 pub struct InflightGuard {
     counts: Rc<InflightCounts>,
-    source: SourceKey,
+    /// `None`: a call from a peer router, under the total cap only.
+    source: Option<SourceKey>,
 }
 
 impl Drop for InflightGuard {
     fn drop(&mut self) {
         let c = &self.counts;
         c.current.set(c.current.get().saturating_sub(1));
+        let Some(source) = self.source else {
+            return;
+        };
         let mut per = c.per_source.borrow_mut();
-        if let Some(n) = per.get_mut(&self.source) {
+        if let Some(n) = per.get_mut(&source) {
             *n -= 1;
             if *n == 0 {
-                per.remove(&self.source);
+                per.remove(&source);
             }
         }
     }
@@ -209,7 +213,22 @@ impl Inflight {
         c.current.set(c.current.get() + 1);
         Ok(InflightGuard {
             counts: c.clone(),
-            source,
+            source: Some(source),
+        })
+    }
+
+    /// A slot for a call a peer router forwards: under the total cap, not
+    /// a per-source one (one peer carries the calls of many callers,
+    /// whose own router applied their per-source caps).
+    pub fn try_acquire_peer(&self) -> Result<InflightGuard, InflightFull> {
+        let c = &self.counts;
+        if c.current.get() >= self.max {
+            return Err(InflightFull::Total { max: self.max });
+        }
+        c.current.set(c.current.get() + 1);
+        Ok(InflightGuard {
+            counts: c.clone(),
+            source: None,
         })
     }
 

@@ -120,6 +120,7 @@ pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
                 state,
                 peer,
                 conn: conn.clone(),
+                hop: None,
             };
             // JSON errors also for heads hyper refuses itself (http_guard).
             let guard = ConnGuard::new();
@@ -199,7 +200,7 @@ pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
         Endpoint::InvokeStream => invoke::invoke_stream(cx, &parts, body)
             .await
             .map_err(ApiError::rejected),
-        Endpoint::Task { id, op } => tasks::task(cx, &parts, id, op),
+        Endpoint::Task { id, op } => tasks::task(cx, &parts, id, op).await,
     };
     result.unwrap_or_else(ApiError::into_response)
 }
@@ -209,6 +210,11 @@ pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
 pub async fn run(state: Rc<AppState>) -> io::Result<()> {
     let listener = bind(state.cfg.sdk_listen).await?;
     agentd::log_notice!("listening sdk={}", listener.local_addr()?);
+    if let (true, Some(addr)) = (state.peer.enabled(), state.cfg.peer_listen) {
+        let peer = bind(addr).await?;
+        agentd::log_notice!("listening peer={}", peer.local_addr()?);
+        tokio::task::spawn_local(crate::peer::listener::serve(peer, state.clone()));
+    }
     tokio::task::spawn_local(crate::fib_sync::run(state.clone()));
     tokio::task::spawn_local(crate::task::live::expiry_driver(state.tasks.clone()));
     tokio::task::spawn_local(crate::stats::report(state.clone()));

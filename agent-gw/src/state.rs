@@ -15,6 +15,7 @@ use crate::fib_sync::Fib;
 use crate::forward::pool::{Pool, PoolConfig};
 use crate::forward::Forwarder;
 use crate::limits::{Inflight, RateLimiter};
+use crate::peer::PeerPlane;
 use crate::sources::{CapLog, ConnCaps, ConnLimits};
 use crate::task::{SharedTasks, TaskConfig, TaskTable};
 
@@ -29,6 +30,8 @@ pub struct AppState {
     pub links_changed: tokio::sync::Notify,
     pub control: Control,
     pub forwarder: Forwarder,
+    /// The data plane between routers (links, connections, assertions).
+    pub peer: Rc<PeerPlane>,
     pub limiter: RefCell<RateLimiter>,
     /// register/renew/unregister/bootstrap per source address, so one
     /// host's registration storm cannot starve the others.
@@ -64,6 +67,7 @@ impl AppState {
             tenant_share_percent: cfg.tenant_share_percent,
             source_share_percent: cfg.source_share_percent,
         });
+        let peer = Rc::new(PeerPlane::new(&cfg));
         let tasks = SharedTasks::new(TaskTable::with_budget(TaskConfig::of(&cfg), budget.clone()));
         Rc::new(AppState {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
@@ -75,7 +79,9 @@ impl AppState {
                 cfg.endpoints.clone(),
                 &cfg.router_id,
                 via_nonce(),
-            ),
+            )
+            .with_peer(peer.clone(), cfg.assertion_ttl_ms),
+            peer,
             limiter: RefCell::new(limiter),
             control_limiter: RefCell::new(RateLimiter::new(cfg.control_rate, Default::default())),
             inflight: Inflight::new(cfg.max_inflight, cfg.max_inflight_per_source),

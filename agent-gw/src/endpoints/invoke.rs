@@ -19,13 +19,17 @@ use crate::api::envelope::{Envelope, MAX_CURSOR};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::{guarded, with_deadline, Body};
 use crate::budget::Holder;
+use crate::endpoints::remote;
 use crate::endpoints::streams::{self, Dispatch, Plan};
 use crate::endpoints::{authenticate, inflight_slot, json, read_body, tasks, Ctx, Need};
 use crate::fib_sync::Ranked;
 use crate::forward::deadline::{budget_ms, Deadline};
 use crate::forward::retry::CallKind;
-use crate::forward::{relay_response, Candidate, Outgoing};
+use crate::forward::{relay_response, Candidate, Dest, Outgoing};
 use crate::limits::InflightGuard;
+use crate::peer::outbound::CallIdentity;
+use agentd::route::RouteId;
+use std::rc::Rc;
 
 // Pre-parsed names: a `&str` lookup parses the name on every request.
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -37,9 +41,9 @@ const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 pub const MAX_IDEMPOTENCY_KEY: usize = 128;
 
 /// An admitted, decoded, rate-checked call.
-struct Admitted {
-    env: Envelope,
-    guard: InflightGuard,
+pub(crate) struct Admitted {
+    pub env: Envelope,
+    pub guard: InflightGuard,
 }
 
 async fn admit(cx: &Ctx, parts: &Parts, body: Incoming, need: Need) -> Result<Admitted, ApiError> {
@@ -78,9 +82,19 @@ fn decide(cx: &Ctx, env: &Envelope) -> Result<Vec<Ranked>, ApiError> {
     cx.state.fib.borrow().decide(&query(env), Millis::now())
 }
 
-/// What a call walks down, in order.
+/// What a call walks down, in order. A call a peer forwarded is pinned
+/// to the route it was sent for: that route itself when it is ours, else
+/// our paths to it (never back through the router it came from).
 fn candidates(cx: &Ctx, env: &Envelope) -> Result<Vec<Candidate>, ApiError> {
-    cx.state.fib.borrow().candidates(&query(env), Millis::now())
+    let all = cx
+        .state
+        .fib
+        .borrow()
+        .candidates(&query(env), Millis::now())?;
+    match &cx.hop {
+        None => Ok(all),
+        Some(hop) => hop.pinned(all, &env.intent),
+    }
 }
 
 fn header_flag(h: &HeaderMap, name: &HeaderName) -> bool {
@@ -120,7 +134,7 @@ fn wants_async(h: &HeaderMap) -> bool {
 
 /// `Last-Event-ID` as a cursor; anything but a non-negative integer is a
 /// typed error.
-fn last_event_id(h: &HeaderMap) -> Result<Option<u64>, ApiError> {
+pub(crate) fn last_event_id(h: &HeaderMap) -> Result<Option<u64>, ApiError> {
     match h.get(&LAST_EVENT_ID) {
         None => Ok(None),
         Some(v) => v
@@ -183,18 +197,54 @@ fn refuse_own_forward(cx: &Ctx, parts: &Parts) -> Result<(), ApiError> {
 pub async fn invoke(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<Body>, ApiError> {
     let start = Instant::now();
     refuse_own_forward(cx, parts)?;
-    let mut a = admit(cx, parts, body, Need::Invoke).await?;
+    let a = admit(cx, parts, body, Need::Invoke).await?;
+    invoke_admitted(cx, parts, a, start).await
+}
+
+/// An admitted invocation, from a caller or from a peer router.
+pub(crate) async fn invoke_admitted(
+    cx: &Ctx,
+    parts: &Parts,
+    mut a: Admitted,
+    start: Instant,
+) -> Result<Response<Body>, ApiError> {
     if let Some(answer) = tasks::direct_control(cx, &a.env)? {
         return Ok(answer);
     }
     a.env.consume_hop(cx.state.cfg.hop_limit)?;
     let is_async = wants_async(&parts.headers);
     let kind = call_kind(&parts.headers, !is_async, false)?;
-    if is_async {
-        let d = dispatch(cx, parts, &a.env, kind, start)?;
+    let d = dispatch(cx, parts, &a.env, kind, start)?;
+    if is_async && !goes_to_peer(&d.candidates) {
         return tasks::invoke_async(cx, parts, &a.env, d.candidates, d.kind, d.deadline);
     }
-    forward(cx, parts, a, kind, start, None).await
+    if is_async && cx.hop.is_none() {
+        // The task will live on the router that calls the handler.
+        return remote::invoke_async(cx, parts, a, d).await;
+    }
+    // Sync, or an async call passing through: the next hop answers.
+    let (resp, _) = forward(cx, parts, a, d, Relay::Sync).await?;
+    Ok(resp)
+}
+
+/// Is the first candidate a peer path (the call leaves this router)?
+pub(crate) fn goes_to_peer(candidates: &[Candidate]) -> bool {
+    matches!(candidates.first().map(|c| &c.dest), Some(Dest::Peer { .. }))
+}
+
+/// The call's one deadline, from its headers or envelope.
+pub(crate) fn deadline_of(
+    cx: &Ctx,
+    parts: &Parts,
+    env: &Envelope,
+    start: Instant,
+) -> Result<Deadline, ApiError> {
+    let budget = budget_ms(
+        &parts.headers,
+        env.timeout_ms,
+        cx.state.cfg.default_timeout_ms,
+    )?;
+    Ok(Deadline::after_ms(start, budget))
 }
 
 /// Deadline and ordered candidates of a call, fixed once at ingress.
@@ -205,12 +255,7 @@ fn dispatch(
     kind: CallKind,
     start: Instant,
 ) -> Result<Dispatch, ApiError> {
-    let budget = budget_ms(
-        &parts.headers,
-        env.timeout_ms,
-        cx.state.cfg.default_timeout_ms,
-    )?;
-    let deadline = Deadline::after_ms(start, budget);
+    let deadline = deadline_of(cx, parts, env, start)?;
     let candidates = candidates(cx, env)?;
     Ok(Dispatch {
         candidates,
@@ -227,35 +272,100 @@ pub async fn invoke_stream(
     let start = Instant::now();
     let header_cursor = last_event_id(&parts.headers)?;
     refuse_own_forward(cx, parts)?;
-    let mut a = admit(cx, parts, body, Need::Invoke).await?;
+    let a = admit(cx, parts, body, Need::Invoke).await?;
+    invoke_stream_admitted(cx, parts, a, start, header_cursor).await
+}
+
+/// An admitted stream request, from a caller or from a peer router.
+pub(crate) async fn invoke_stream_admitted(
+    cx: &Ctx,
+    parts: &Parts,
+    mut a: Admitted,
+    start: Instant,
+    header_cursor: Option<u64>,
+) -> Result<Response<Body>, ApiError> {
     a.env.consume_hop(cx.state.cfg.hop_limit)?;
     let cursor = header_cursor.max(a.env.resume_from).unwrap_or(0);
     let kind = call_kind(&parts.headers, false, cursor > 0)?;
+    if cx.hop.is_some() {
+        let d = dispatch(cx, parts, &a.env, kind, start)?;
+        if goes_to_peer(&d.candidates) {
+            // Passing through: the stream lives further on.
+            let (resp, _) = forward(cx, parts, a, d, Relay::Stream).await?;
+            return Ok(resp);
+        }
+    } else if let Some(answer) = remote::stream_elsewhere(cx, parts, &a, kind, start).await {
+        return answer;
+    }
     match streams::plan(cx, &a.env, cursor)? {
         Plan::Resume(id) => streams::follow(cx, id, cursor, a.guard),
         Plan::Start(key, digest) => {
             let d = dispatch(cx, parts, &a.env, kind, start)?;
+            if goes_to_peer(&d.candidates) && cx.hop.is_none() {
+                return remote::start_stream(cx, parts, a, key, d).await;
+            }
             streams::start(cx, parts, &a.env, (key, digest), d, a.guard).await
         }
     }
 }
 
-async fn forward(
+/// How a forwarded call's answer is relayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Relay {
+    /// Complete within the deadline.
+    Sync,
+    /// An event stream for as long as it lasts.
+    Stream,
+}
+
+/// The request a call sends: the envelope as handlers get it, the
+/// relayed headers, and — when a candidate is a peer path — who the
+/// call acts for.
+pub(crate) fn outgoing(
+    cx: &Ctx,
+    parts: &Parts,
+    env: &Envelope,
+    candidates: &[Candidate],
+) -> Outgoing {
+    let out = Outgoing::new(env.to_bytes(), &parts.headers);
+    if !candidates
+        .iter()
+        .any(|c| matches!(c.dest, Dest::Peer { .. }))
+    {
+        return out;
+    }
+    out.acting_for(call_identity(cx, env))
+}
+
+/// Who a call acts for on the next hop: carried over from the assertion
+/// of a call that came from a peer, else this router's verified caller.
+pub(crate) fn call_identity(cx: &Ctx, env: &Envelope) -> Rc<CallIdentity> {
+    match &cx.hop {
+        Some(hop) => hop.who.clone(),
+        None => Rc::new(CallIdentity {
+            tenant: env.tenant.clone(),
+            caller: env.source_agent.clone(),
+            capability: env.intent.clone(),
+            origin: cx.state.cfg.router_id.clone(),
+        }),
+    }
+}
+
+/// Forwards the call down `d`'s candidates and relays the answer, with
+/// the route that gave it.
+pub(crate) async fn forward(
     cx: &Ctx,
     parts: &Parts,
     a: Admitted,
-    kind: CallKind,
-    start: Instant,
-    accept: Option<&'static str>,
-) -> Result<Response<Body>, ApiError> {
-    let budget = budget_ms(
-        &parts.headers,
-        a.env.timeout_ms,
-        cx.state.cfg.default_timeout_ms,
-    )?;
-    let deadline = Deadline::after_ms(start, budget);
-    let candidates = candidates(cx, &a.env)?;
-    let mut out = Outgoing::new(a.env.to_bytes(), &parts.headers);
+    d: Dispatch,
+    relay: Relay,
+) -> Result<(Response<Body>, RouteId), ApiError> {
+    let Dispatch {
+        candidates,
+        kind,
+        deadline,
+    } = d;
+    let mut out = outgoing(cx, parts, &a.env, &candidates);
     // The body is kept to resend it to the next candidate: it counts
     // against the buffer budget while held (never refused: sync calls are
     // bounded by the in-flight cap), so async/stream admission sees it.
@@ -264,21 +374,25 @@ async fn forward(
         out.body.len(),
         Some(tasks::deadline_millis(deadline)),
     );
-    if let Some(accept) = accept {
-        out.relay
-            .insert(header::ACCEPT, HeaderValue::from_static(accept));
+    if relay == Relay::Stream {
+        out.relay.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        out = out.stream();
     }
     let fwd = cx
         .state
         .forwarder
         .forward(&a.env.intent, &candidates, &out, kind, deadline)
         .await?;
+    let route = fwd.route_id.clone();
     let resp = relay_response(fwd);
     let (head, mut body) = resp.into_parts();
-    if accept.is_none() {
+    if relay == Relay::Sync {
         // A synchronous answer must be complete within the deadline too.
         body = with_deadline(body, deadline.instant());
     }
     // The in-flight slot is held until the relayed body is finished.
-    Ok(Response::from_parts(head, guarded(body, a.guard)))
+    Ok((Response::from_parts(head, guarded(body, a.guard)), route))
 }

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod health;
 pub mod invoke;
 pub mod lease;
+pub mod remote;
 pub mod streams;
 pub mod tasks;
 
@@ -36,6 +37,9 @@ pub struct Ctx {
     /// Closes this request's client connection (e.g. a stream follower
     /// that stopped reading), whatever hyper is doing on it.
     pub conn: Rc<ConnAbort>,
+    /// Set on a call a peer router forwarded (its pinned route and
+    /// identity); `None` for the LAN's callers.
+    pub hop: Option<Rc<crate::peer::inbound::InboundHop>>,
 }
 
 /// A one-shot "close this connection now" for the server's connection

@@ -89,10 +89,39 @@ pub fn deadline_millis(deadline: Deadline) -> Millis {
 }
 
 /// `/agent/v1/tasks/{id}…`. Needs `agent.invoke` and the task token; a
-/// wrong token, an unknown id or another tenant's task read as 404.
-pub fn task(cx: &Ctx, parts: &Parts, id: &str, op: TaskOp) -> Result<Response<Body>, ApiError> {
+/// wrong token, an unknown id or another tenant's task read as 404. A
+/// task that lives on another router (a call that crossed routers) is
+/// asked there.
+pub async fn task(
+    cx: &Ctx,
+    parts: &Parts,
+    id: &str,
+    op: TaskOp,
+) -> Result<Response<Body>, ApiError> {
     let who = authenticate(cx, parts, Need::Invoke)?;
     let tenant = who.as_ref().map(|v| &*v.tenant);
+    if let Some(tid) = TaskId::parse(id) {
+        let here = cx.state.tasks.borrow_mut().task(&tid).is_some();
+        if !here {
+            if let Some(answer) =
+                crate::endpoints::remote::task_op(cx, parts, &tid, op, tenant).await
+            {
+                return answer;
+            }
+        }
+    }
+    task_for(cx, parts, id, op, tenant)
+}
+
+/// A task operation on this gateway's table for `tenant` (`None`: lab
+/// mode, no tenant check).
+pub fn task_for(
+    cx: &Ctx,
+    parts: &Parts,
+    id: &str,
+    op: TaskOp,
+    tenant: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
     let token = parts
         .headers
         .get(TASK_TOKEN_HEADER)

@@ -29,6 +29,8 @@ use crate::forward::deadline::{Deadline, DEADLINE_NAME};
 use crate::forward::pool::{Pool, Sender};
 use crate::forward::retry::{may_move, CallKind, Failure};
 use crate::forward::target::{resolve_checked, ResolveError, Target};
+use crate::peer::outbound::{self, CallIdentity, HopError, HopRequest};
+use crate::peer::PeerPlane;
 use agentd::endpoint::{Guard, Refusal};
 
 pub const ROUTE_ID_HEADER: &str = "x-agentd-route-id";
@@ -65,11 +67,10 @@ pub enum Dest {
     /// A handler endpoint this gateway calls over HTTP/1.1 (local and
     /// static routes), checked by the SSRF guard at connect time.
     Handler(Target),
-    /// A path learned from a peer: the call belongs on the next hop's
-    /// data plane (h2 over mTLS, issue 8), never on an HTTP/1.1 connection
-    /// to the peer's address, and its endpoint is no handler URL. Until
-    /// that exists, the attempt is refused before dispatch as never
-    /// delivered, so the call moves on to the next candidate.
+    /// A path learned from a peer: the call goes to the next hop's
+    /// gateway as an h2 stream on the warm mTLS connection (`peer`),
+    /// never on an HTTP/1.1 connection to the peer's address; its
+    /// endpoint is no handler URL.
     Peer { next_hop: Box<str> },
 }
 
@@ -85,11 +86,18 @@ pub struct Candidate {
     pub allow_loopback: bool,
 }
 
-/// The request to forward: body bytes plus the caller headers to relay.
+/// The request to forward: body bytes plus the caller headers to relay,
+/// and for peer paths who the call acts for and where it goes on the
+/// next hop.
 #[derive(Clone, Debug)]
 pub struct Outgoing {
     pub body: Bytes,
     pub relay: HeaderMap,
+    /// Signed into the forwarding assertion; without it a peer path is
+    /// not used (never delivered).
+    pub who: Option<Rc<CallIdentity>>,
+    /// The next hop's endpoint: `/agent/v1/invoke` or `.../invoke-stream`.
+    pub peer_path: &'static str,
 }
 
 impl Outgoing {
@@ -102,7 +110,30 @@ impl Outgoing {
                 relay.append(name.clone(), v.clone());
             }
         }
-        Outgoing { body, relay }
+        Outgoing {
+            body,
+            relay,
+            who: None,
+            peer_path: INVOKE_PATH,
+        }
+    }
+
+    /// The identity peer paths sign for.
+    pub fn acting_for(mut self, who: Rc<CallIdentity>) -> Outgoing {
+        self.who = Some(who);
+        self
+    }
+}
+
+/// The endpoints a call takes on the next hop.
+pub const INVOKE_PATH: &str = "/agent/v1/invoke";
+pub const INVOKE_STREAM_PATH: &str = "/agent/v1/invoke-stream";
+
+impl Outgoing {
+    /// For the next hop's stream endpoint.
+    pub fn stream(mut self) -> Outgoing {
+        self.peer_path = INVOKE_STREAM_PATH;
+        self
     }
 }
 
@@ -122,6 +153,8 @@ pub struct Forwarder {
     /// This process's `X-Agentd-Via` value and the nonce inside it.
     via: HeaderValue,
     nonce: Box<str>,
+    /// The peer data plane, for `Dest::Peer` candidates.
+    peer: Option<(Rc<PeerPlane>, u64)>,
 }
 
 /// How one attempt on one candidate ended.
@@ -131,6 +164,9 @@ enum AttemptError {
     BadResponse(String),
     /// The endpoint resolved into a refused class: nothing was sent.
     Refused(Refusal),
+    /// The next hop refused the call before dispatch; its typed answer
+    /// is relayed if no other candidate takes the call.
+    PeerRefused(String, Response<Incoming>),
 }
 
 impl Forwarder {
@@ -145,7 +181,15 @@ impl Forwarder {
             guard,
             via,
             nonce: nonce.into(),
+            peer: None,
         }
+    }
+
+    /// Sends `Dest::Peer` candidates over `plane`, signing assertions that
+    /// live `assertion_ttl_ms`.
+    pub fn with_peer(mut self, plane: Rc<PeerPlane>, assertion_ttl_ms: u64) -> Forwarder {
+        self.peer = Some((plane, assertion_ttl_ms));
+        self
     }
 
     /// Did this gateway forward the request with these headers itself?
@@ -156,6 +200,11 @@ impl Forwarder {
             .flat_map(|v| v.split(','))
             .filter_map(|hop| hop.trim().split_once(";nonce="))
             .any(|(_, n)| n == &*self.nonce)
+    }
+
+    /// The peer data plane and the assertion lifetime, when enabled.
+    pub fn peer_plane(&self) -> Option<(Rc<PeerPlane>, u64)> {
+        self.peer.clone()
     }
 
     pub fn pool(&self) -> &Rc<Pool> {
@@ -192,6 +241,7 @@ impl Forwarder {
         let mut maybe_delivered = false;
         let mut last: Option<(Failure, String, RouteId)> = None;
         let mut refused: Option<(Refusal, RouteId)> = None;
+        let mut peer_refusal: Option<(Response<Incoming>, RouteId)> = None;
         for cand in candidates {
             if deadline.passed(Instant::now()) {
                 break;
@@ -235,6 +285,10 @@ impl Forwarder {
                     }
                     continue;
                 }
+                Ok(Err(AttemptError::PeerRefused(why, resp))) => {
+                    peer_refusal = Some((resp, cand.route_id.clone()));
+                    (Failure::NotDelivered, why)
+                }
                 Ok(Err(AttemptError::Failed(f, why))) => (f, why),
                 Err(_elapsed) => {
                     maybe_delivered |= sent.get();
@@ -261,6 +315,11 @@ impl Forwarder {
             if !movable {
                 break;
             }
+        }
+        if let (false, Some((response, route_id))) = (maybe_delivered, peer_refusal) {
+            // Nothing reached a handler and a next hop said why: its typed
+            // answer (hop limit, policy, assertion, ...) is the caller's.
+            return Ok(Forwarded { route_id, response });
         }
         if let (None, Some((r, route))) = (&last, &refused) {
             return Err(ApiError::new(
@@ -341,7 +400,9 @@ impl Forwarder {
     ) -> Result<Response<Incoming>, AttemptError> {
         let target = match &cand.dest {
             Dest::Handler(t) => t,
-            Dest::Peer { next_hop } => return Err(peer_not_available(next_hop)),
+            Dest::Peer { next_hop } => {
+                return self.attempt_peer(cand, next_hop, out, deadline, sent).await
+            }
         };
         let key: Box<str> = target.connect_addr().into();
         let mut req = self.request(cand, target, out, deadline);
@@ -395,16 +456,47 @@ impl Forwarder {
     }
 }
 
-/// A peer path's attempt: nothing is sent anywhere (DESIGN §7 "refused
-/// by the next hop before dispatch" is never delivered, so the call may
-/// move on, e.g. to a local replica).
-fn peer_not_available(next_hop: &str) -> AttemptError {
-    AttemptError::Failed(
-        Failure::NotDelivered,
-        format!(
-            "peer forwarding is not available yet: the route is via router {next_hop}, and this gateway forwards only to local handlers"
-        ),
-    )
+impl Forwarder {
+    /// One attempt over a peer path: the next hop's gateway, pinned to
+    /// the route's base id.
+    async fn attempt_peer(
+        &self,
+        cand: &Candidate,
+        next_hop: &str,
+        out: &Outgoing,
+        deadline: Deadline,
+        sent: &Cell<bool>,
+    ) -> Result<Response<Incoming>, AttemptError> {
+        let (Some((plane, ttl_ms)), Some(who)) = (&self.peer, &out.who) else {
+            return Err(AttemptError::Failed(
+                Failure::NotDelivered,
+                format!("route via router {next_hop}: this gateway has no peer data plane"),
+            ));
+        };
+        let req = HopRequest {
+            next_hop,
+            route: cand.route_id.base(),
+            method: Method::POST,
+            path: out.peer_path,
+            body: out.body.clone(),
+            relay: &out.relay,
+            who,
+            deadline,
+            sent,
+        };
+        match outbound::send(plane, *ttl_ms, req).await {
+            Ok(resp) => Ok(resp),
+            Err(HopError::NotDelivered(why, Some(resp))) => {
+                Err(AttemptError::PeerRefused(why, resp))
+            }
+            Err(HopError::NotDelivered(why, None)) => {
+                Err(AttemptError::Failed(Failure::NotDelivered, why))
+            }
+            Err(HopError::MaybeDelivered(why)) => {
+                Err(AttemptError::Failed(Failure::MaybeDelivered, why))
+            }
+        }
+    }
 }
 
 fn classify(e: hyper::Error) -> AttemptError {
@@ -425,7 +517,11 @@ fn classify(e: hyper::Error) -> AttemptError {
 /// served it.
 pub fn relay_response(fwd: Forwarded) -> Response<crate::body::Body> {
     let (mut parts, incoming) = fwd.response.into_parts();
-    response::filter_headers(&mut parts.headers);
+    if fwd.route_id.next_hop().is_some() {
+        response::filter_peer_headers(&mut parts.headers);
+    } else {
+        response::filter_headers(&mut parts.headers);
+    }
     if let Ok(v) = HeaderValue::from_str(fwd.route_id.as_str()) {
         parts.headers.insert(ROUTE_ID_NAME, v);
     }

@@ -79,6 +79,24 @@ pub fn filter_headers(headers: &mut HeaderMap) {
     }
 }
 
+/// [`filter_headers`] for an answer relayed from a peer router's gateway:
+/// that gateway already filtered its handler's headers, and what it adds
+/// itself is ours to relay — the outcome of a refusal and a task's
+/// `Location` (the same URL space on every gateway).
+pub fn filter_peer_headers(headers: &mut HeaderMap) {
+    let outcome = headers.remove(OUTCOME_NAME);
+    let location = headers.remove(header::LOCATION);
+    filter_headers(headers);
+    if let Some(v) = outcome {
+        headers.insert(OUTCOME_NAME, v);
+    }
+    if let Some(v) = location {
+        headers.insert(header::LOCATION, v);
+    }
+}
+
+const OUTCOME_NAME: HeaderName = HeaderName::from_static(crate::peer::OUTCOME_HEADER);
+
 /// The typed error for a handler that answered a redirect.
 pub fn redirect_error(
     capability: &str,

@@ -1,0 +1,316 @@
+//! One warm HTTP/2 connection per linked peer router.
+//!
+//! A link appearing in the FIB (its ARPX session established) starts a
+//! driver that dials the peer's data plane at once, so the first call
+//! pays no handshake; many calls share the connection as h2 streams. A
+//! lost connection is redialled with backoff for as long as the link
+//! lasts; the link going away stops the driver and closes the connection
+//! (its calls fail at once, their routes are already ineligible).
+//!
+//! A call never waits on a peer that is known down: [`PeerConns::sender`]
+//! answers at once with why, so the call moves to its next candidate. It
+//! waits only for a dial already in progress, within the call's deadline.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use http_body_util::Full;
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::{timeout, timeout_at, Instant};
+use tokio_rustls::TlsConnector;
+
+use crate::peer::link::Link;
+use crate::peer::tls::{error_text, server_name, PeerTls};
+use crate::peer::{h2_settings, LocalExec, PeerStats};
+
+/// Longest TCP connect plus TLS handshake plus the peer's first frame.
+pub const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+/// First redial delay after a failure; doubles up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// A connection that lived this long resets the backoff.
+const STABLE: Duration = Duration::from_secs(10);
+
+pub type PeerSender = SendRequest<Full<Bytes>>;
+
+/// The data connections this gateway dials, one per link.
+#[derive(Debug, Default)]
+pub struct PeerConns {
+    slots: RefCell<HashMap<Box<str>, Rc<Slot>>>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    link: Link,
+    state: RefCell<ConnState>,
+    /// Woken on every state change (waiters for a dial in progress).
+    changed: Notify,
+    task: RefCell<Option<JoinHandle<()>>>,
+}
+
+#[derive(Debug)]
+enum ConnState {
+    Dialing,
+    Ready(PeerSender),
+    Down { why: String },
+}
+
+/// Why no connection to a peer can carry a call now (never delivered).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+impl PeerConns {
+    /// Follows the link set: starts a driver for each new (or changed)
+    /// link, stops the drivers of links that went away.
+    pub fn sync(&self, links: &[Link], tls: &Rc<RefCell<PeerTls>>, stats: &Rc<PeerStats>) {
+        let mut slots = self.slots.borrow_mut();
+        slots.retain(|id, slot| {
+            let keep = links
+                .iter()
+                .any(|l| *l == slot.link && **id == *l.router_id);
+            if !keep {
+                slot.stop();
+            }
+            keep
+        });
+        for l in links {
+            if slots.contains_key(&l.router_id) {
+                continue;
+            }
+            let slot = Rc::new(Slot {
+                link: l.clone(),
+                state: RefCell::new(ConnState::Dialing),
+                changed: Notify::new(),
+                task: RefCell::new(None),
+            });
+            let handle = tokio::task::spawn_local(drive(slot.clone(), tls.clone(), stats.clone()));
+            *slot.task.borrow_mut() = Some(handle);
+            slots.insert(l.router_id.clone(), slot);
+        }
+    }
+
+    /// A sender on `router_id`'s connection: at once when it is up, after
+    /// the dial in progress (until `deadline`), or why not.
+    pub async fn sender(
+        &self,
+        router_id: &str,
+        deadline: Instant,
+    ) -> Result<PeerSender, Unavailable> {
+        let slot = self.slots.borrow().get(router_id).cloned().ok_or_else(|| {
+            Unavailable(format!(
+                "no data connection to router {router_id}: its ARPX session is not established"
+            ))
+        })?;
+        loop {
+            let wait = slot.changed.notified();
+            match &*slot.state.borrow() {
+                ConnState::Ready(s) if !s.is_closed() => return Ok(s.clone()),
+                ConnState::Ready(_) | ConnState::Dialing => {}
+                ConnState::Down { why } => {
+                    return Err(Unavailable(format!(
+                        "data connection to router {router_id} is down: {why}"
+                    )))
+                }
+            }
+            if timeout_at(deadline, wait).await.is_err() {
+                return Err(Unavailable(format!(
+                    "data connection to router {router_id} still connecting at the deadline"
+                )));
+            }
+        }
+    }
+
+    /// Peers with a connection up now.
+    pub fn ready(&self) -> usize {
+        self.slots
+            .borrow()
+            .values()
+            .filter(|s| matches!(&*s.state.borrow(), ConnState::Ready(c) if !c.is_closed()))
+            .count()
+    }
+}
+
+impl Slot {
+    fn set(&self, state: ConnState) {
+        *self.state.borrow_mut() = state;
+        self.changed.notify_waiters();
+    }
+
+    fn stop(&self) {
+        if let Some(t) = self.task.borrow_mut().take() {
+            t.abort();
+        }
+        self.set(ConnState::Down {
+            why: "its ARPX session closed".into(),
+        });
+    }
+}
+
+/// Dials, serves and redials one link until aborted.
+async fn drive(slot: Rc<Slot>, tls: Rc<RefCell<PeerTls>>, stats: Rc<PeerStats>) {
+    let mut backoff = MIN_BACKOFF;
+    let id = slot.link.router_id.clone();
+    loop {
+        slot.set(ConnState::Dialing);
+        let started = Instant::now();
+        match dial(&slot.link, &tls).await {
+            Ok((sender, conn)) => {
+                stats.handshakes_out.set(stats.handshakes_out.get() + 1);
+                stats.conns.set(stats.conns.get() + 1);
+                agentd::log_info!("peer data connection to {id} at {} up", slot.link.data);
+                slot.set(ConnState::Ready(sender));
+                let ended = conn.await;
+                stats.conns.set(stats.conns.get().saturating_sub(1));
+                let why = match ended {
+                    Ok(()) => "closed by the peer".to_string(),
+                    Err(e) => e.to_string(),
+                };
+                agentd::log_info!("peer data connection to {id} ended: {why}");
+                if started.elapsed() >= STABLE {
+                    backoff = MIN_BACKOFF;
+                }
+                slot.set(ConnState::Down { why });
+            }
+            Err(why) => {
+                agentd::log_warn!("peer data connection to {id} at {}: {why}", slot.link.data);
+                slot.set(ConnState::Down { why });
+            }
+        }
+        tokio::time::sleep(jitter(backoff)).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+type Conn = hyper::client::conn::http2::Connection<
+    TokioIo<Prefixed<tokio_rustls::client::TlsStream<TcpStream>>>,
+    Full<Bytes>,
+    LocalExec,
+>;
+
+/// TCP, TLS 1.3 with our identity, the peer's verified identity, then
+/// its first bytes (the server checks our certificate only after the
+/// client side of a TLS 1.3 handshake finished: the first frame is what
+/// says it accepted us), then the h2 handshake.
+async fn dial(link: &Link, tls: &Rc<RefCell<PeerTls>>) -> Result<(PeerSender, Conn), String> {
+    let (cfg, name) = {
+        let t = tls.borrow();
+        let cfg = t
+            .client(&link.router_id)
+            .ok_or_else(|| format!("router {} is not linked", link.router_id))?;
+        (cfg, server_name(&link.router_id)?)
+    };
+    let work = async {
+        let tcp = TcpStream::connect(&*link.data)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let _ = tcp.set_nodelay(true);
+        let mut stream = TlsConnector::from(cfg)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("handshake: {}", error_text(&e)))?;
+        // The pin is the link's key, so a verified peer presented it.
+        tls.borrow()
+            .verified(stream.get_ref().1, Some(&link.router_id))
+            .map_err(|e| format!("handshake: {e}"))?;
+        let mut first = vec![0u8; 512];
+        let n = stream
+            .read(&mut first)
+            .await
+            .map_err(|e| format!("handshake: refused by the peer: {}", error_text(&e)))?;
+        if n == 0 {
+            return Err("handshake: the peer closed the connection".to_string());
+        }
+        first.truncate(n);
+        Ok(Prefixed {
+            prefix: Bytes::from(first),
+            inner: stream,
+        })
+    };
+    let io = timeout(DIAL_TIMEOUT, work)
+        .await
+        .map_err(|_| format!("no handshake within {} s", DIAL_TIMEOUT.as_secs()))??;
+    let mut b = hyper::client::conn::http2::Builder::new(LocalExec);
+    b.timer(TokioTimer::new());
+    h2_settings::client(&mut b);
+    b.handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| format!("h2 handshake: {e}"))
+}
+
+/// `d` ± 20 %, so peers that lost each other at once do not redial in
+/// lockstep.
+fn jitter(d: Duration) -> Duration {
+    let mut b = [0u8; 1];
+    let r = if crate::auth::fill_random(&mut b).is_ok() {
+        b[0]
+    } else {
+        128
+    };
+    let ms = d.as_millis() as u64;
+    let delta = ms / 5;
+    Duration::from_millis(ms - delta + (u64::from(r) * 2 * delta) / 255)
+}
+
+/// A stream whose first bytes were already read (the peer's first
+/// frame), served again before the rest.
+#[derive(Debug)]
+pub struct Prefixed<S> {
+    prefix: Bytes,
+    inner: S,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.prefix.has_remaining() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}

@@ -1,0 +1,326 @@
+//! The receiving end of one hop: a call a linked peer router sent us.
+//!
+//! Nothing in the request grants anything by itself. The TLS identity
+//! says which router sent it; the forwarding assertion, signed by that
+//! router, says for whom (tenant, caller), for which capability and body,
+//! and until when; the route header says which route the sender chose.
+//! Then this router applies its own rules as for a local caller — its
+//! in-flight cap, its tenant rate, the hop limit, its policy and the
+//! route's eligibility for that tenant and caller — and serves the route
+//! itself (a local handler: tasks and stream histories live here) or
+//! sends the call on over its own path to it, re-signed.
+//!
+//! Every refusal before dispatch is typed and marked `x-agentd-outcome:
+//! rejected`, so the sender may move the call elsewhere; it resets only
+//! this stream, never the connection.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use ed25519_dalek::VerifyingKey;
+use http::request::Parts;
+use http::{HeaderMap, Request, Response};
+use hyper::body::Incoming;
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use agentd::route::{RouteId, RouteSource};
+use agentd::select::Query;
+use agentd::time::Millis;
+
+use crate::api::envelope::Envelope;
+use crate::api::error::{ApiError, ErrorCode, Outcome};
+use crate::body::{read_limited, Body};
+use crate::endpoints::invoke::{self, Admitted};
+use crate::endpoints::{remote, tasks, ConnAbort, Ctx};
+use crate::forward::{Candidate, Dest, ROUTE_ID_HEADER};
+use crate::peer::assertion::{self, Assertion, AssertionError, Claims, Expect};
+use crate::peer::outbound::{unix_ms, CallIdentity};
+use crate::peer::{PeerStats, ASSERTION_HEADER};
+use crate::router::{self, Endpoint, NoEndpoint, TaskOp};
+use crate::state::AppState;
+use crate::task::TaskId;
+
+/// The linked router a data connection is with.
+#[derive(Debug)]
+pub struct Peer {
+    pub router_id: Box<str>,
+    pub key: [u8; 32],
+    pub addr: SocketAddr,
+}
+
+/// What a call that came from a peer carries into the endpoints: whom
+/// it came from, the route it is pinned to and whom it acts for.
+#[derive(Debug)]
+pub struct InboundHop {
+    pub from: Box<str>,
+    pub route: RouteId,
+    pub who: Rc<CallIdentity>,
+}
+
+impl InboundHop {
+    /// `all` (the ordered candidates for the call's tenant and caller)
+    /// narrowed to the pinned route: the route itself when it is ours,
+    /// else our paths to it, never back through the sender.
+    pub fn pinned(
+        &self,
+        all: Vec<Candidate>,
+        capability: &str,
+    ) -> Result<Vec<Candidate>, ApiError> {
+        let pinned: Vec<Candidate> = all
+            .into_iter()
+            .filter(|c| c.route_id.base() == self.route.as_str())
+            .filter(|c| !matches!(&c.dest, Dest::Peer { next_hop } if **next_hop == *self.from))
+            .collect();
+        if pinned.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::NoRoute,
+                format!(
+                    "route {} is not eligible here for tenant {} (its lease ended, its path is gone, or policy excludes it)",
+                    self.route, self.who.tenant
+                ),
+            )
+            .rejected()
+            .capability(capability)
+            .route_id(self.route.as_str()));
+        }
+        Ok(pinned)
+    }
+}
+
+/// Serves one request from `peer`.
+pub async fn serve(state: &Rc<AppState>, peer: &Peer, req: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let result = match router::resolve(&parts.method, parts.uri.path()) {
+        Ok(Endpoint::Invoke) => call(state, peer, &parts, body, false).await,
+        Ok(Endpoint::InvokeStream) => call(state, peer, &parts, body, true).await,
+        Ok(Endpoint::Task { id, op }) => task(state, peer, &parts, id, op).await,
+        Ok(_) | Err(NoEndpoint::NotFound) => Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no peer endpoint {}", parts.uri.path()),
+        )
+        .rejected()),
+        Err(NoEndpoint::MethodNotAllowed(allow)) => Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("{} does not accept {}", parts.uri.path(), parts.method),
+        )
+        .allow(allow)
+        .rejected()),
+    };
+    result.unwrap_or_else(|mut e| {
+        if matches!(e.outcome, Some(Outcome::Rejected | Outcome::NotDelivered)) {
+            PeerStats::add(&state.peer.stats.streams_refused, 1);
+        }
+        // HTTP/2 has no connection-level "close": the stream ends alone.
+        e.close = false;
+        e.into_response()
+    })
+}
+
+fn refused(e: AssertionError) -> ApiError {
+    let status = match e {
+        AssertionError::CacheFull => 503,
+        _ => 403,
+    };
+    ApiError::new(
+        ErrorCode::Other {
+            code: "assertion_refused",
+            status,
+        },
+        e.to_string(),
+    )
+    .reason(e.code())
+    .rejected()
+}
+
+fn header<'h>(h: &'h HeaderMap, name: &str) -> Result<&'h str, ApiError> {
+    h.get(name).and_then(|v| v.to_str().ok()).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::InvalidField,
+            format!("a peer request needs the {name} header"),
+        )
+        .rejected()
+    })
+}
+
+/// The assertion and pinned route of a request, decoded.
+fn hop_headers(parts: &Parts) -> Result<(Assertion, RouteId), ApiError> {
+    let a = Assertion::decode(header(&parts.headers, ASSERTION_HEADER)?).map_err(refused)?;
+    let route = RouteId::new(header(&parts.headers, ROUTE_ID_HEADER)?).map_err(|e| {
+        ApiError::new(ErrorCode::InvalidField, format!("{ROUTE_ID_HEADER}: {e}")).rejected()
+    })?;
+    Ok((a, route))
+}
+
+/// Checks `a` against the TLS identity, this router and the request.
+fn check<'a>(
+    state: &AppState,
+    peer: &Peer,
+    a: &'a Assertion,
+    capability: &str,
+    body: &[u8],
+) -> Result<&'a Claims, ApiError> {
+    let key =
+        VerifyingKey::from_bytes(&peer.key).map_err(|_| refused(AssertionError::BadSignature))?;
+    let expect = Expect {
+        peer: &peer.router_id,
+        peer_key: &key,
+        us: state.peer.router_id(),
+        capability,
+        body_sha256: Sha256::digest(body).into(),
+        now_ms: unix_ms(),
+        ttl_ms: state.cfg.assertion_ttl_ms,
+        skew_ms: state.cfg.jwt_clock_skew_s.saturating_mul(1000),
+    };
+    assertion::verify(a, &expect, &mut state.peer.replay.borrow_mut()).map_err(refused)
+}
+
+fn context(state: &Rc<AppState>, peer: &Peer, route: RouteId, claims: &Claims) -> Ctx {
+    Ctx {
+        state: state.clone(),
+        peer: peer.addr,
+        conn: Rc::new(ConnAbort::default()),
+        hop: Some(Rc::new(InboundHop {
+            from: peer.router_id.clone(),
+            route,
+            who: Rc::new(CallIdentity {
+                tenant: claims.tenant.as_str().into(),
+                caller: claims.caller.as_str().into(),
+                capability: claims.capability.as_str().into(),
+                origin: claims.origin.as_str().into(),
+            }),
+        })),
+    }
+}
+
+/// `invoke` / `invoke-stream` from a peer.
+async fn call(
+    state: &Rc<AppState>,
+    peer: &Peer,
+    parts: &Parts,
+    body: Incoming,
+    stream: bool,
+) -> Result<Response<Body>, ApiError> {
+    let start = Instant::now();
+    let header_cursor = if stream {
+        invoke::last_event_id(&parts.headers).map_err(ApiError::rejected)?
+    } else {
+        None
+    };
+    let guard = state.inflight.try_acquire_peer().map_err(|full| {
+        ApiError::new(ErrorCode::Overloaded, format!("{full}; retry shortly"))
+            .reason("inflight")
+            .retry_after_ms(1000)
+            .rejected()
+    })?;
+    let (a, route) = hop_headers(parts)?;
+    let limit = state.cfg.max_request_bytes;
+    let read = read_limited(&parts.headers, body, limit);
+    let bytes: Bytes = tokio::time::timeout(
+        std::time::Duration::from_millis(state.cfg.body_read_timeout_ms),
+        read,
+    )
+    .await
+    .map_err(|_| {
+        ApiError::new(
+            ErrorCode::RequestTimeout,
+            "request body not received in time",
+        )
+        .rejected()
+    })?
+    .map_err(ApiError::rejected)?;
+    let mut env = Envelope::decode(bytes.clone()).map_err(|e| ApiError::from(e).rejected())?;
+    let claims = check(state, peer, &a, &env.intent, &bytes)?;
+    env.apply_identity(&claims.tenant, &claims.caller);
+    state
+        .limiter
+        .borrow_mut()
+        .check(&env.tenant, Millis::now())
+        .map_err(|wait_ms| {
+            ApiError::new(
+                ErrorCode::RateLimited,
+                format!("tenant {} is over its request rate", env.tenant),
+            )
+            .retry_after_ms(wait_ms.min(60_000))
+            .rejected()
+        })?;
+    let cx = context(state, peer, route, claims);
+    let admitted = Admitted { env, guard };
+    if stream {
+        invoke::invoke_stream_admitted(&cx, parts, admitted, start, header_cursor).await
+    } else {
+        invoke::invoke_admitted(&cx, parts, admitted, start).await
+    }
+}
+
+/// A task operation from a peer: served here when the task is ours,
+/// else sent on toward the route it is pinned to.
+async fn task(
+    state: &Rc<AppState>,
+    peer: &Peer,
+    parts: &Parts,
+    id: &str,
+    op: TaskOp,
+) -> Result<Response<Body>, ApiError> {
+    let (a, route) = hop_headers(parts)?;
+    // Task operations carry no body; the assertion signs the empty one.
+    let claims = check(state, peer, &a, &a.claims.capability, b"")?;
+    let cx = context(state, peer, route.clone(), claims);
+    let task_id = TaskId::parse(id);
+    let local = task_id.is_some_and(|t| state.tasks.borrow_mut().task(&t).is_some());
+    if local {
+        return tasks::task_for(&cx, parts, id, op, Some(&claims.tenant));
+    }
+    let Some((capability, version)) = route_info(state, &route) else {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no task {id} here and no route {route} to send it on"),
+        )
+        .rejected());
+    };
+    let q = Query {
+        capability: &capability,
+        version,
+        tenant: &claims.tenant,
+        source: Some(&claims.caller),
+        target_agent: None,
+    };
+    let all = state
+        .fib
+        .borrow()
+        .candidates(&q, Millis::now())
+        .map_err(ApiError::rejected)?;
+    let hop = cx.hop.clone().expect("a peer context has its hop");
+    let paths: Vec<Candidate> = hop
+        .pinned(all, &capability)?
+        .into_iter()
+        .filter(|c| matches!(c.dest, Dest::Peer { .. }))
+        .collect();
+    if paths.is_empty() {
+        // Route is ours but the task is not (expired, or never here).
+        return tasks::task_for(&cx, parts, id, op, Some(&claims.tenant));
+    }
+    remote::forward_task_op(&cx, parts, op, &route, &paths, &hop.who).await
+}
+
+/// The capability and version of route `route` as this router knows it:
+/// the route itself, or any path to it.
+fn route_info(state: &AppState, route: &RouteId) -> Option<(String, u32)> {
+    let fib = state.fib.borrow();
+    let table = fib.replica().table();
+    if let Some(r) = table.get(route) {
+        if matches!(r.source, RouteSource::Local | RouteSource::Static) {
+            return Some((r.capability.to_string(), r.version));
+        }
+    }
+    let found = table
+        .next_hops()
+        .filter_map(|hop| RouteId::via(route, hop).ok())
+        .find_map(|id| {
+            table
+                .get(&id)
+                .map(|r| (r.capability.to_string(), r.version))
+        });
+    found
+}

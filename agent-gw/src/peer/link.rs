@@ -1,0 +1,12 @@
+//! A peer router the data plane may talk to: one whose ARPX session is
+//! established, as agentd publishes it in the FIB.
+
+/// An established peer: whom to dial, and the only key it may present.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub router_id: Box<str>,
+    /// Raw Ed25519 key its ARPX session verified.
+    pub key: [u8; 32],
+    /// `host:port` of its data plane.
+    pub data: Box<str>,
+}

@@ -1,0 +1,134 @@
+//! The peer listener (`gateway.peer_listen`): TLS 1.3 with mutual auth,
+//! ALPN `h2`, HTTP/2.
+//!
+//! A client is served only if its certificate carries the key of a
+//! router whose ARPX session is established (the trust rule is the link
+//! set, see `tls`); its connection closes when that link goes. Handshakes
+//! are bounded in time and in number at once, so a flood of slow
+//! handshakes cannot pile up; everything after the handshake is the h2
+//! connection's own flow control and stream limits.
+
+use std::cell::Cell;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::peer::tls::error_text;
+use crate::peer::{h2_settings, inbound, LocalExec, PeerStats};
+use crate::state::AppState;
+
+/// Longest TLS handshake of an inbound data connection.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most inbound handshakes in progress at once; more are closed at accept.
+pub const MAX_HANDSHAKES: u32 = 32;
+
+/// Serves the peer listener until the task is dropped.
+pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
+    let handshaking = Rc::new(Cell::new(0u32));
+    loop {
+        let (stream, from) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                agentd::log_warn!("peer listener: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if handshaking.get() >= MAX_HANDSHAKES {
+            drop(stream);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let handshaking = handshaking.clone();
+        tokio::task::spawn_local(async move {
+            handshaking.set(handshaking.get() + 1);
+            let accepted = accept(&state, stream, from).await;
+            handshaking.set(handshaking.get() - 1);
+            if let Some((tls, link)) = accepted {
+                connection(state, tls, link, from).await;
+            }
+        });
+    }
+}
+
+type Tls = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+
+async fn accept(
+    state: &AppState,
+    stream: tokio::net::TcpStream,
+    from: SocketAddr,
+) -> Option<(Tls, crate::peer::Link)> {
+    let tls = state.peer.tls()?;
+    let acceptor = TlsAcceptor::from(tls.borrow().server());
+    let tls_stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            agentd::log_info!(
+                "peer data connection from {from} refused: {}",
+                error_text(&e)
+            );
+            return None;
+        }
+        Err(_) => {
+            agentd::log_info!(
+                "peer data connection from {from}: no handshake within {} s",
+                HANDSHAKE_TIMEOUT.as_secs()
+            );
+            return None;
+        }
+    };
+    let verified = tls.borrow().verified(tls_stream.get_ref().1, None);
+    let v = match verified {
+        Ok(v) => v,
+        Err(e) => {
+            agentd::log_info!("peer data connection from {from} refused: {e}");
+            return None;
+        }
+    };
+    // The trust rule is the link set of when the handshake began: check
+    // the router is still linked, with that key.
+    let link = state.peer.link(&v.router_id).filter(|l| l.key == v.key)?;
+    PeerStats::add(&state.peer.stats.handshakes_in, 1);
+    Some((tls_stream, link))
+}
+
+async fn connection(state: Rc<AppState>, tls: Tls, link: crate::peer::Link, from: SocketAddr) {
+    let close = state.peer.accepted(link.clone());
+    let stats = state.peer.stats.clone();
+    PeerStats::add(&stats.conns, 1);
+    let peer = Rc::new(inbound::Peer {
+        router_id: link.router_id.clone(),
+        key: link.key,
+        addr: from,
+    });
+    let svc = {
+        let state = state.clone();
+        service_fn(move |req| {
+            let state = state.clone();
+            let peer = peer.clone();
+            async move { Ok::<_, Infallible>(inbound::serve(&state, &peer, req).await) }
+        })
+    };
+    let mut b = hyper::server::conn::http2::Builder::new(LocalExec);
+    b.timer(TokioTimer::new());
+    h2_settings::server(&mut b);
+    let conn = b.serve_connection(TokioIo::new(tls), svc);
+    tokio::select! {
+        r = conn => {
+            if let Err(e) = r {
+                agentd::log_info!("peer data connection from {} ended: {e}", link.router_id);
+            }
+        }
+        () = close.notified() => {
+            agentd::log_info!("peer data connection from {} closed: its ARPX session ended", link.router_id);
+        }
+    }
+    stats.conns.set(stats.conns.get().saturating_sub(1));
+}

@@ -1,0 +1,197 @@
+//! The sending end of one hop: the request to the next hop's gateway,
+//! signed with a fresh forwarding assertion, on the warm connection.
+//!
+//! What the next hop needs to know travels explicitly: the assertion
+//! (who calls, for which tenant and capability, over which body), the
+//! base route id the call is pinned to, the deadline, and the caller's
+//! relayed headers. A refusal the next hop made before dispatch comes
+//! back marked `x-agentd-outcome: rejected | not_delivered`, which makes
+//! it a "never delivered" failure here.
+
+use std::error::Error as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use crate::forward::deadline::{Deadline, DEADLINE_NAME};
+use crate::forward::ROUTE_ID_HEADER;
+use crate::peer::assertion::{Assertion, Claims};
+use crate::peer::{PeerPlane, ASSERTION_HEADER, OUTCOME_HEADER};
+
+const ASSERTION_NAME: HeaderName = HeaderName::from_static(ASSERTION_HEADER);
+const ROUTE_ID_NAME: HeaderName = HeaderName::from_static(ROUTE_ID_HEADER);
+const OUTCOME_NAME: HeaderName = HeaderName::from_static(OUTCOME_HEADER);
+
+/// Who a forwarded call acts for: from the caller's verified identity at
+/// the ingress router, from the verified assertion at a transit router.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallIdentity {
+    pub tenant: Box<str>,
+    pub caller: Box<str>,
+    pub capability: Box<str>,
+    /// The router where the call entered the mesh.
+    pub origin: Box<str>,
+}
+
+/// One request to send over a hop.
+#[derive(Debug)]
+pub struct HopRequest<'a> {
+    pub next_hop: &'a str,
+    /// The base route id the call is pinned to.
+    pub route: &'a str,
+    pub method: Method,
+    /// `/agent/v1/...` on the next hop.
+    pub path: &'a str,
+    pub body: Bytes,
+    /// Caller headers relayed as they are.
+    pub relay: &'a HeaderMap,
+    pub who: &'a CallIdentity,
+    pub deadline: Deadline,
+    /// Set once the request is handed to the connection (it may have
+    /// been delivered from then on).
+    pub sent: &'a std::cell::Cell<bool>,
+}
+
+/// How a hop failed.
+#[derive(Debug)]
+pub enum HopError {
+    /// Provably not processed by the next hop: no connection, the request
+    /// never left, the stream was refused, or the next hop refused it
+    /// before dispatch (its typed answer kept for the caller).
+    NotDelivered(String, Option<Response<Incoming>>),
+    /// The request may have reached a handler.
+    MaybeDelivered(String),
+}
+
+/// Sends `req` to its next hop and returns the next hop's answer.
+pub async fn send(
+    plane: &PeerPlane,
+    ttl_ms: u64,
+    req: HopRequest<'_>,
+) -> Result<Response<Incoming>, HopError> {
+    let mut sender = plane
+        .conns
+        .sender(req.next_hop, req.deadline.instant())
+        .await
+        .map_err(|u| HopError::NotDelivered(u.0, None))?;
+    let tls = plane.tls().ok_or_else(|| {
+        HopError::NotDelivered("the peer data plane has no identity loaded".into(), None)
+    })?;
+    let assertion = {
+        let t = tls.borrow();
+        let claims = Claims {
+            source: t.router_id().to_string(),
+            target: req.next_hop.to_string(),
+            origin: req.who.origin.to_string(),
+            caller: req.who.caller.to_string(),
+            tenant: req.who.tenant.to_string(),
+            capability: req.who.capability.to_string(),
+            body_sha256: Sha256::digest(&req.body).into(),
+            nonce: nonce(),
+            expires_ms: unix_ms().saturating_add(ttl_ms),
+        };
+        Assertion::sign(claims, t.signing_key()).encode()
+    };
+    let uri: Uri = format!("https://{}{}", req.next_hop, req.path)
+        .parse()
+        .map_err(|e| HopError::NotDelivered(format!("request target: {e}"), None))?;
+    let mut r = Request::new(Full::new(req.body.clone()));
+    *r.method_mut() = req.method;
+    *r.uri_mut() = uri;
+    *r.version_mut() = http::Version::HTTP_2;
+    let h = r.headers_mut();
+    h.reserve(5 + req.relay.len());
+    for (k, v) in req.relay {
+        h.append(k, v.clone());
+    }
+    let invalid =
+        |what: &str| HopError::NotDelivered(format!("{what} is not a valid header value"), None);
+    h.insert(
+        ASSERTION_NAME,
+        HeaderValue::from_str(&assertion).map_err(|_| invalid("the assertion"))?,
+    );
+    h.insert(
+        ROUTE_ID_NAME,
+        HeaderValue::from_str(req.route).map_err(|_| invalid("the route id"))?,
+    );
+    if !req.body.is_empty() {
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    h.insert(
+        DEADLINE_NAME,
+        HeaderValue::from(req.deadline.remaining_ms(Instant::now())),
+    );
+    req.sent.set(true);
+    match sender.try_send_request(r).await {
+        Ok(resp) => match resp.headers().get(&OUTCOME_NAME).map(HeaderValue::as_bytes) {
+            Some(b"rejected" | b"not_delivered") => Err(HopError::NotDelivered(
+                format!(
+                    "router {} refused the call before dispatch ({})",
+                    req.next_hop,
+                    resp.status()
+                ),
+                Some(resp),
+            )),
+            _ => Ok(resp),
+        },
+        Err(mut e) => {
+            let unsent = e.take_message().is_some();
+            if unsent {
+                req.sent.set(false);
+            }
+            let e = e.into_error();
+            if unsent || refused_stream(&e) {
+                Err(HopError::NotDelivered(
+                    format!("router {}: {e}", req.next_hop),
+                    None,
+                ))
+            } else {
+                Err(HopError::MaybeDelivered(format!(
+                    "router {}: {e}",
+                    req.next_hop
+                )))
+            }
+        }
+    }
+}
+
+/// The next hop reset the stream with REFUSED_STREAM (or went away
+/// before processing it): h2 guarantees nothing of it was processed.
+fn refused_stream(e: &hyper::Error) -> bool {
+    let mut source = e.source();
+    while let Some(s) = source {
+        if let Some(h2e) = s.downcast_ref::<h2::Error>() {
+            return h2e.reason() == Some(h2::Reason::REFUSED_STREAM);
+        }
+        source = s.source();
+    }
+    false
+}
+
+fn nonce() -> [u8; 16] {
+    let mut n = [0u8; 16];
+    if crate::auth::fill_random(&mut n).is_err() {
+        // No entropy: a nonce that still never repeats in this process.
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        n[..8].copy_from_slice(&unix_ms().to_le_bytes());
+        n[8..].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    }
+    n
+}
+
+/// Wall-clock milliseconds (assertions cross machines).
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
