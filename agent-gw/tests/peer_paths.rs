@@ -84,7 +84,9 @@ fn only_peer_paths_is_a_typed_not_delivered_with_nothing_sent() {
         let msg = e["message"].as_str().unwrap();
         // No link (ARPX session) to either next hop: failed fast, typed.
         assert!(
-            msg.contains("no data connection to router router-c: its ARPX session is not established"),
+            msg.contains(
+                "no data connection to router router-c: its ARPX session is not established"
+            ),
             "{msg}"
         );
         // Both paths were tried in rank order and refused before dispatch.

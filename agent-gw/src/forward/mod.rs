@@ -473,13 +473,18 @@ impl Forwarder {
                 format!("route via router {next_hop}: this gateway has no peer data plane"),
             ));
         };
+        // Our mark joins the caller's: a call that comes back to this
+        // gateway (a handler endpoint leading to one of our listeners) is
+        // refused at once instead of circling until its hop limit.
+        let mut relay = out.relay.clone();
+        relay.append(VIA_NAME, self.via.clone());
         let req = HopRequest {
             next_hop,
             route: cand.route_id.base(),
             method: Method::POST,
             path: out.peer_path,
             body: out.body.clone(),
-            relay: &out.relay,
+            relay: &relay,
             who,
             deadline,
             sent,

@@ -215,6 +215,16 @@ async fn call(
             .rejected()
     })?;
     let (a, route) = hop_headers(parts)?;
+    if state.forwarder.forwarded_by_us(&parts.headers) {
+        return Err(ApiError::new(
+            ErrorCode::ForwardingLoop,
+            format!(
+                "forwarding loop: this gateway ({}) already forwarded this call",
+                state.cfg.router_id
+            ),
+        )
+        .rejected());
+    }
     let limit = state.cfg.max_request_bytes;
     let read = read_limited(&parts.headers, body, limit);
     let bytes: Bytes = tokio::time::timeout(
@@ -323,4 +333,65 @@ fn route_info(state: &AppState, route: &RouteId) -> Option<(String, u32)> {
                 .map(|r| (r.capability.to_string(), r.version))
         });
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forward::target::Target;
+
+    fn cand(id: &str, dest: Dest) -> Candidate {
+        Candidate {
+            route_id: RouteId::parse_table_id(id).unwrap(),
+            dest,
+            idempotent: false,
+            allow_loopback: false,
+        }
+    }
+
+    fn peer(hop: &str) -> Dest {
+        Dest::Peer {
+            next_hop: hop.into(),
+        }
+    }
+
+    fn hop(from: &str, route: &str) -> InboundHop {
+        InboundHop {
+            from: from.into(),
+            route: RouteId::new(route).unwrap(),
+            who: Rc::new(CallIdentity {
+                tenant: "lab".into(),
+                caller: "agent://lab/c".into(),
+                capability: "demo.echo".into(),
+                origin: "router-c".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_pinned_call_keeps_its_route_and_never_goes_back_to_its_sender() {
+        let all = vec![
+            cand("other@router-a", peer("router-a")),
+            cand("r1@router-c", peer("router-c")),
+            cand("r1@router-a", peer("router-a")),
+            cand("r1@router-d", peer("router-d")),
+        ];
+        let got = hop("router-c", "r1").pinned(all, "demo.echo").unwrap();
+        let ids: Vec<&str> = got.iter().map(|c| c.route_id.as_str()).collect();
+        assert_eq!(ids, ["r1@router-a", "r1@router-d"], "rank order kept");
+    }
+
+    #[test]
+    fn our_own_route_is_served_here_and_a_missing_one_is_a_typed_refusal() {
+        let local = Dest::Handler(Target::parse("http://192.0.2.10:8080/x").unwrap());
+        let all = vec![cand("r1", local.clone()), cand("r2", local)];
+        let got = hop("router-c", "r1")
+            .pinned(all.clone(), "demo.echo")
+            .unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].route_id.as_str(), "r1");
+        let e = hop("router-c", "r9").pinned(all, "demo.echo").unwrap_err();
+        assert_eq!(e.code, ErrorCode::NoRoute);
+        assert_eq!(e.outcome, Some(Outcome::Rejected), "the sender may move on");
+    }
 }

@@ -1,0 +1,26 @@
+//! Follows the FIB's links: every change of the established peer set
+//! (agentd's ARPX sessions) is applied to the data plane at once —
+//! trust, outbound connections, inbound connections to close. Event
+//! driven: it sleeps until `fib_sync` says the link set changed.
+
+use std::rc::Rc;
+
+use crate::peer::Link;
+use crate::state::AppState;
+
+pub async fn run(state: Rc<AppState>) {
+    loop {
+        let links: Vec<Link> = state
+            .fib
+            .borrow()
+            .links()
+            .map(|l| Link {
+                router_id: l.router_id.clone(),
+                key: l.key,
+                data: l.data.clone(),
+            })
+            .collect();
+        state.peer.sync(links);
+        state.links_changed.notified().await;
+    }
+}
