@@ -210,6 +210,9 @@ pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
 pub async fn run(state: Rc<AppState>) -> io::Result<()> {
     let listener = bind(state.cfg.sdk_listen).await?;
     agentd::log_notice!("listening sdk={}", listener.local_addr()?);
+    if state.peer.enabled() {
+        tokio::task::spawn_local(crate::peer::follow::run(state.clone()));
+    }
     if let (true, Some(addr)) = (state.peer.enabled(), state.cfg.peer_listen) {
         let peer = bind(addr).await?;
         agentd::log_notice!("listening peer={}", peer.local_addr()?);

@@ -40,11 +40,10 @@ pub fn snapshot(state: &AppState) -> GatewayStats {
         history_degraded: t.history_degraded,
         results_released: t.released,
         stalled_followers: state.stream_stats.get().stalled_detached,
-        // The peer data plane is not wired yet.
-        peer_conns: 0,
-        peer_handshakes_out: 0,
-        peer_handshakes_in: 0,
-        peer_streams_refused: 0,
+        peer_conns: state.peer.stats.conns.get(),
+        peer_handshakes_out: state.peer.stats.handshakes_out.get(),
+        peer_handshakes_in: state.peer.stats.handshakes_in.get(),
+        peer_streams_refused: state.peer.stats.streams_refused.get(),
     }
 }
 

@@ -130,6 +130,8 @@ pub struct Expect<'a> {
 /// Why an assertion was refused. Stable codes for the typed refusal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AssertionError {
+    /// The request carries no assertion at all.
+    Missing,
     Malformed(&'static str),
     /// Signed by another router than the one the request came from.
     WrongSigner {
@@ -156,6 +158,7 @@ pub enum AssertionError {
 impl AssertionError {
     pub fn code(&self) -> &'static str {
         match self {
+            AssertionError::Missing => "assertion_missing",
             AssertionError::Malformed(_) => "assertion_malformed",
             AssertionError::WrongSigner { .. } => "assertion_wrong_signer",
             AssertionError::WrongTarget { .. } => "assertion_wrong_target",
@@ -173,6 +176,7 @@ impl AssertionError {
 impl fmt::Display for AssertionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            AssertionError::Missing => f.write_str("a peer request needs a forwarding assertion"),
             AssertionError::Malformed(why) => write!(f, "forwarding assertion malformed: {why}"),
             AssertionError::WrongSigner { claimed, peer } => write!(
                 f,

@@ -146,7 +146,13 @@ fn header<'h>(h: &'h HeaderMap, name: &str) -> Result<&'h str, ApiError> {
 
 /// The assertion and pinned route of a request, decoded.
 fn hop_headers(parts: &Parts) -> Result<(Assertion, RouteId), ApiError> {
-    let a = Assertion::decode(header(&parts.headers, ASSERTION_HEADER)?).map_err(refused)?;
+    let value = parts
+        .headers
+        .get(ASSERTION_HEADER)
+        .ok_or_else(|| refused(AssertionError::Missing))?
+        .to_str()
+        .map_err(|_| refused(AssertionError::Malformed("not text")))?;
+    let a = Assertion::decode(value).map_err(refused)?;
     let route = RouteId::new(header(&parts.headers, ROUTE_ID_HEADER)?).map_err(|e| {
         ApiError::new(ErrorCode::InvalidField, format!("{ROUTE_ID_HEADER}: {e}")).rejected()
     })?;

@@ -16,6 +16,7 @@
 
 pub mod assertion;
 pub mod conns;
+pub mod follow;
 pub mod inbound;
 pub mod link;
 pub mod listener;
