@@ -1,0 +1,208 @@
+"""A router that misbehaves on the peer data plane (issue 8 items 2, 4, 7):
+the test holds router A's key (MeshRouter keys are made in Python) and
+talks to B's peer listener itself — TLS 1.3 with A's certificate, ALPN h2,
+forwarding assertions built by `harness/peer_wire.py`, an encoder written
+independently of agent-gw. A correct call succeeds first (the positive
+control: it proves the encoding); then every forged, replayed, expired or
+misaddressed assertion gets 403 `assertion_refused` with its reason and
+never reaches the handler, and an oversized request resets only its own
+stream: the other streams of the connection finish, nothing reconnects."""
+
+from __future__ import annotations
+
+import ssl
+import time
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from harness.mesh import PEER_PORT
+from harness.peer_wire import Claims, PeerClient, assertion, forward_headers, handler_body, now_ms
+from harness.poll import wait_for
+
+SKEW_S = 5
+MAX_REQUEST = 16 * 1024
+
+
+@pytest.fixture
+def pair(mesh):
+    """Routers A and B peered; B serves `rogue.echo` / `rogue.slow` on its
+    LAN. Yields (a, b, backend, echo_route, slow_route)."""
+    a = mesh.router("router-a")
+    b = mesh.router("router-b", gateway={"clock_skew": SKEW_S, "max_request_bytes": MAX_REQUEST})
+    mesh.link("router-a", "router-b")
+    a.start()
+    b.start()
+    b.wait_established("router-a")
+    backend = b.lan_backend()
+    try:
+        echo = b.serve(backend, "rogue.echo")
+        slow = b.serve(backend, "rogue.slow", name="slow")
+        yield a, b, backend, echo, slow
+    finally:
+        backend.close()
+
+
+def connect_as(router, target, workdir, key=None) -> PeerClient:
+    """A data-plane connection to `target`'s peer listener (its management
+    address) claiming to be `router`, with `router`'s key unless told."""
+    client = PeerClient(key or router.key.private, router.name, workdir)
+    return client.connect(target.ns.mgmt_addr, PEER_PORT, authority=target.name)
+
+
+def wait_accepted(router, target, workdir) -> PeerClient:
+    """B's gateway trusts A's key once the ARPX session's link reached it:
+    poll the handshake (a refused one raises) until it is accepted."""
+
+    def attempt():
+        c = connect_as(router, target, workdir)
+        try:
+            # The server's verdict on our certificate arrives after the
+            # client's side of the TLS 1.3 handshake: wait for an answer.
+            r = c.request("GET", "/agent/v1/none", forward_headers("", ""), timeout=5)
+            assert r.status in (403, 404), r.describe()
+            return c
+        except BaseException:
+            c.close()
+            raise
+
+    return wait_for(f"{target.name}'s peer listener to accept {router.name}'s key", attempt, timeout=20, interval=0.2)
+
+
+def call(client, claims, key, route_id, body, **kw):
+    return client.request("POST", "/agent/v1/invoke", forward_headers(assertion(claims, key), route_id, **kw), body)
+
+
+def refused(r, reason):
+    assert r.status == 403, r.describe()
+    err = r.error()
+    assert err.get("code") == "assertion_refused" and err.get("reason") == reason, r.describe()
+    assert r.headers.get("x-agentd-outcome") in ("rejected", "not_delivered"), r.headers
+
+
+def test_forged_replayed_expired_assertions_are_refused_before_the_handler(pair, mesh, workdir):
+    """Proves the receiver's checks of a forwarding assertion against a
+    peer that holds a real router key: a correct assertion from A to B is
+    served (the handler's answer; tenant and caller come from the
+    assertion, not from the body, which claims tenant `ops`); then the same
+    assertion again (`assertion_replayed`), an expired one (beyond
+    clock_skew: `assertion_expired`), one that claims a lifetime beyond
+    assertion_ttl (`assertion_lifetime`), a tampered body under a valid
+    signature (`assertion_digest`), one addressed to C
+    (`assertion_wrong_target`), one for another capability
+    (`assertion_wrong_capability`), one signed by a key that is not the TLS
+    peer's (`assertion_bad_signature`) and one claiming to come from C,
+    signed with C's real key, over A's TLS session
+    (`assertion_wrong_signer`) are each refused with 403
+    `assertion_refused` naming the reason and `x-agentd-outcome`, and none
+    of them reaches the handler: it ran exactly once. A certificate for a
+    key B has no session with is refused at the handshake."""
+    a, b, backend, echo, _ = pair
+    c = mesh.router("router-c")  # its key only: never started
+    client = wait_accepted(a, b, workdir)
+    try:
+        body = handler_body("rogue.echo", {"n": 1}, tenant="ops", source_agent="agent://ops/evil")
+        good = Claims.for_body(body, source="router-a", target="router-b", origin="router-a",
+                               caller="agent://lab/caller", tenant="lab", capability="rogue.echo")
+        head = assertion(good, a.key.private)
+        r = client.request("POST", "/agent/v1/invoke", forward_headers(head, echo), body)
+        assert r.status == 200, r.describe()
+        got = r.json()
+        assert got["echo"] == {"n": 1} and got["route_id"] == echo, got
+        assert (got["tenant"], got["source_agent"]) == ("lab", "agent://lab/caller"), got
+        assert len(backend.calls("rogue.echo")) == 1
+
+        # The same header and body again.
+        refused(client.request("POST", "/agent/v1/invoke", forward_headers(head, echo), body), "assertion_replayed")
+        expired = good.fresh(expires_ms=now_ms() - (SKEW_S + 10) * 1000)
+        refused(call(client, expired, a.key.private, echo, body), "assertion_expired")
+        too_long = good.fresh(expires_ms=now_ms() + (30 + SKEW_S + 120) * 1000)
+        refused(call(client, too_long, a.key.private, echo, body), "assertion_lifetime")
+        tampered = body.replace(b'{"n":1}', b'{"n":2}')
+        assert tampered != body
+        refused(call(client, good.fresh(), a.key.private, echo, tampered), "assertion_digest")
+        refused(call(client, good.fresh(target="router-c"), a.key.private, echo, body), "assertion_wrong_target")
+        other = handler_body("rogue.slow", {"n": 1})
+        refused(call(client, good.fresh(), a.key.private, echo, other), "assertion_wrong_capability")
+        refused(call(client, good.fresh(), Ed25519PrivateKey.generate(), echo, body), "assertion_bad_signature")
+        as_c = good.fresh(source="router-c", origin="router-c")
+        refused(call(client, as_c, c.key.private, echo, body), "assertion_wrong_signer")
+        # No assertion at all.
+        r = client.request("POST", "/agent/v1/invoke", {k: v for k, v in forward_headers("", echo).items()
+                                                        if k != "x-agentd-assertion"}, body)
+        assert r.status == 403 and r.error().get("code") == "assertion_refused", r.describe()
+
+        # Nothing refused reached the handler; the connection still serves.
+        assert len(backend.calls("rogue.echo")) == 1, [x.body for x in backend.calls()]
+        assert backend.calls("rogue.slow") == []
+        again = handler_body("rogue.echo", {"n": 3})
+        r = call(client, Claims.for_body(again, **_who("rogue.echo")), a.key.private, echo, again)
+        assert r.status == 200 and r.json()["echo"] == {"n": 3}, r.describe()
+        assert client.closed is None
+    finally:
+        client.close()
+
+    # A key B has no ARPX session with, claiming to be A: no handshake.
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError, TimeoutError)):
+        stranger = connect_as(a, b, workdir, key=Ed25519PrivateKey.generate())
+        try:
+            stranger.request("GET", "/agent/v1/none", forward_headers("", ""), timeout=5)
+        finally:
+            stranger.close()
+    assert len(backend.calls("rogue.echo")) == 2
+
+
+def _who(capability):
+    return dict(source="router-a", target="router-b", origin="router-a", caller="agent://lab/caller",
+                tenant="lab", capability=capability)
+
+
+def test_oversized_request_resets_only_its_stream(pair, workdir):
+    """Proves stream-local refusal on the peer plane: on one h2 connection
+    from A, two slow calls are in flight while a third stream sends a body
+    four times `gateway.max_request_bytes`; that stream alone is refused
+    (RST_STREAM, or 413 `payload_too_large`) and never reaches the handler,
+    the two slow calls then complete with the handler's answer and a later
+    call on the same connection succeeds; the connection never ends, and B's
+    gateway counts no new TLS handshake in or out (`agentctl stats`:
+    `peer_handshakes_in` / `peer_handshakes_out`) in a report made after
+    all of it."""
+    a, b, backend, echo, slow = pair
+    client = wait_accepted(a, b, workdir)
+    try:
+        warm = handler_body("rogue.echo", {"warm": 1})
+        r = call(client, Claims.for_body(warm, **_who("rogue.echo")), a.key.private, echo, warm)
+        assert r.status == 200, r.describe()
+        before = b.gateway_stats(after=time.monotonic())
+        assert "peer_handshakes_in" in before and "peer_handshakes_out" in before, before
+
+        slow_ids = []
+        for i in range(2):
+            sb = handler_body("rogue.slow", {"i": i, "max_s": 20})
+            slow_ids.append(client.start("POST", "/agent/v1/invoke", forward_headers(
+                assertion(Claims.for_body(sb, **_who("rogue.slow")), a.key.private), slow, deadline_ms=30_000), sb))
+        client.pump(lambda: len(backend.calls("rogue.slow")) == 2, timeout=10)
+
+        big = handler_body("rogue.echo", {"pad": "x" * (4 * MAX_REQUEST)})
+        big_id = client.start("POST", "/agent/v1/invoke", forward_headers(
+            assertion(Claims.for_body(big, **_who("rogue.echo")), a.key.private), echo), big)
+        (big_r,) = client.wait(big_id, timeout=15)
+        assert big_r.reset is not None or big_r.status == 413, big_r.describe()
+        if big_r.reset is None:
+            assert big_r.error().get("code") == "payload_too_large", big_r.describe()
+        assert not any(s.done for s in (client.streams[x] for x in slow_ids)), client.streams
+
+        backend.release()
+        for r in client.wait(*slow_ids, timeout=15):
+            assert r.status == 200 and r.json()["intent"] == "rogue.slow", r.describe()
+        after_body = handler_body("rogue.echo", {"after": 1})
+        r = call(client, Claims.for_body(after_body, **_who("rogue.echo")), a.key.private, echo, after_body)
+        assert r.status == 200 and r.json()["echo"] == {"after": 1}, r.describe()
+        assert client.closed is None, client.closed
+        assert [x.json()["payload"] for x in backend.calls("rogue.echo")] == [{"warm": 1}, {"after": 1}]
+
+        after = b.gateway_stats(after=time.monotonic())
+        for k in ("peer_handshakes_in", "peer_handshakes_out"):
+            assert after[k] == before[k], (k, before, after)
+    finally:
+        client.close()
