@@ -165,8 +165,8 @@ def test_oversized_request_resets_only_its_stream(pair, workdir):
     the two slow calls then complete with the handler's answer and a later
     call on the same connection succeeds; the connection never ends, and B's
     gateway counts no new TLS handshake in or out (`agentctl stats`:
-    `peer_handshakes_in` / `peer_handshakes_out`) in a report made after
-    all of it."""
+    `peer_handshakes_in` / `peer_handshakes_out`) and the refused stream
+    (`peer_streams_refused`) in a report made after all of it."""
     a, b, backend, echo, slow = pair
     client = wait_accepted(a, b, workdir)
     try:
@@ -204,5 +204,6 @@ def test_oversized_request_resets_only_its_stream(pair, workdir):
         after = b.gateway_stats(after=time.monotonic())
         for k in ("peer_handshakes_in", "peer_handshakes_out"):
             assert after[k] == before[k], (k, before, after)
+        assert after["peer_streams_refused"] > before["peer_streams_refused"], (before, after)
     finally:
         client.close()
