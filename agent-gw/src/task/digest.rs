@@ -15,6 +15,11 @@ use sha2::{Digest, Sha256};
 /// Envelope field carrying the resume cursor (excluded from the digest).
 pub const RESUME_FIELD: &str = "resume_from_event_id";
 
+/// Top-level fields that are not the request's content: the cursor, and
+/// the hops left, which each gateway on the path lowers (a resume that
+/// arrives over a longer or shorter path asks for the same thing).
+const NOT_CONTENT: [&str; 2] = [RESUME_FIELD, "hop_limit"];
+
 /// Identifies one resumable stream within a router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StreamKey([u8; 32]);
@@ -34,19 +39,19 @@ impl StreamKey {
 /// SHA-256 of the canonical form of `envelope` without [`RESUME_FIELD`].
 pub fn request_digest(envelope: &Value) -> [u8; 32] {
     let mut h = Sha256::new();
-    write_canonical(&mut h, envelope, Some(RESUME_FIELD));
+    write_canonical(&mut h, envelope, &NOT_CONTENT);
     h.finalize().into()
 }
 
 /// [`request_digest`] of an already decoded JSON object.
 pub fn object_digest(map: &serde_json::Map<String, Value>) -> [u8; 32] {
     let mut h = Sha256::new();
-    write_object(&mut h, map, Some(RESUME_FIELD));
+    write_object(&mut h, map, &NOT_CONTENT);
     h.finalize().into()
 }
 
-fn write_object(h: &mut Sha256, map: &serde_json::Map<String, Value>, skip: Option<&str>) {
-    let mut keys: Vec<&String> = map.keys().filter(|k| Some(k.as_str()) != skip).collect();
+fn write_object(h: &mut Sha256, map: &serde_json::Map<String, Value>, skip: &[&str]) {
+    let mut keys: Vec<&String> = map.keys().filter(|k| !skip.contains(&k.as_str())).collect();
     keys.sort();
     h.update(b"{");
     for (i, k) in keys.into_iter().enumerate() {
@@ -55,13 +60,13 @@ fn write_object(h: &mut Sha256, map: &serde_json::Map<String, Value>, skip: Opti
         }
         h.update(Value::String(k.clone()).to_string().as_bytes());
         h.update(b":");
-        write_canonical(h, &map[k], None);
+        write_canonical(h, &map[k], &[]);
     }
     h.update(b"}");
 }
 
-/// Feeds the canonical text of `v` to `h`, leaving out top-level key `skip`.
-fn write_canonical(h: &mut Sha256, v: &Value, skip: Option<&str>) {
+/// Feeds the canonical text of `v` to `h`, leaving out top-level keys `skip`.
+fn write_canonical(h: &mut Sha256, v: &Value, skip: &[&str]) {
     match v {
         Value::Object(map) => write_object(h, map, skip),
         Value::Array(items) => {
@@ -70,7 +75,7 @@ fn write_canonical(h: &mut Sha256, v: &Value, skip: Option<&str>) {
                 if i > 0 {
                     h.update(b",");
                 }
-                write_canonical(h, item, None);
+                write_canonical(h, item, &[]);
             }
             h.update(b"]");
         }
@@ -91,6 +96,17 @@ mod tests {
             serde_json::from_str(r#"{"payload":{"y":[1,2],"x":1},"resume_from_event_id":7,"task_id":"t1","intent":"demo.echo"}"#)
                 .unwrap();
         assert_eq!(request_digest(&a), request_digest(&b));
+    }
+
+    #[test]
+    fn digest_ignores_the_hops_left_at_the_top_level_only() {
+        // A resume over a path of another length arrives with another
+        // hop_limit: still the same request.
+        let a = json!({"intent":"demo.echo","hop_limit":5,"payload":{"hop_limit":1}});
+        let b = json!({"intent":"demo.echo","hop_limit":7,"payload":{"hop_limit":1}});
+        let c = json!({"intent":"demo.echo","hop_limit":5,"payload":{"hop_limit":2}});
+        assert_eq!(request_digest(&a), request_digest(&b));
+        assert_ne!(request_digest(&a), request_digest(&c), "payload is content");
     }
 
     #[test]
