@@ -11,6 +11,7 @@ stopping by PID stays exact)."""
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import itertools
 import os
@@ -51,6 +52,32 @@ def _block(counter: "itertools.count[int]") -> int:
     return (os.getpid() + next(counter)) % 62 + 1
 
 
+# Management addresses live in the test host's own namespace, shared by
+# every test process on the machine (several run at once): a block two
+# processes both took would route one router's SDK traffic to the other's
+# veth. The block is picked among those no interface holds, under a lock
+# file held until the address is on the interface.
+_MGMT_LOCK = Path("/tmp/agentd-systest-mgmt.lock")
+
+
+def _mgmt_blocks_in_use() -> set:
+    p = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, stdin=subprocess.DEVNULL, text=True)
+    used = set()
+    for word in p.stdout.split():
+        if word.startswith("203.0.113."):
+            used.add(int(word.split("/")[0].rsplit(".", 1)[1]) // 4)
+    return used
+
+
+def _free_mgmt_block(preferred: int) -> int:
+    used = _mgmt_blocks_in_use()
+    for i in range(62):
+        block = (preferred - 1 + i) % 62 + 1
+        if block not in used:
+            return block
+    raise RuntimeError("no free 203.0.113.0/30 block for a router's management veth")
+
+
 @dataclass
 class RouterNs:
     name: str
@@ -82,19 +109,23 @@ class MeshNet:
         self.routers: Dict[str, RouterNs] = {}
         self.links: List[Link] = []
         self._links_made: List[Tuple[str, str]] = []  # (netns, ifname) to delete
+        self._netns_made: List[str] = []
 
     def add_router(self, name: str) -> RouterNs:
         n = next(_ns_counter)
         netns = f"{self.tag}r{n}"
-        block = _block(_ns_counter)
         host_if, ns_if = f"{self.tag}h{n}", f"{self.tag}g{n}"
-        r = RouterNs(name, netns, host_if, f"203.0.113.{4 * block + 1}", f"203.0.113.{4 * block + 2}")
         _ip("netns", "add", netns)
-        self.routers[name] = r
+        self._netns_made.append(netns)
         _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
         self._links_made.append(("", host_if))
+        with open(_MGMT_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            block = _free_mgmt_block(_block(_ns_counter))
+            r = RouterNs(name, netns, host_if, f"203.0.113.{4 * block + 1}", f"203.0.113.{4 * block + 2}")
+            self.routers[name] = r
+            _ip("addr", "add", f"{r.mgmt_host_addr}/30", "dev", host_if)
         _ip("link", "set", ns_if, "netns", netns)
-        _ip("addr", "add", f"{r.mgmt_host_addr}/30", "dev", host_if)
         _ip("link", "set", host_if, "up")
         _ip("-n", netns, "addr", "add", f"{r.mgmt_addr}/30", "dev", ns_if)
         _ip("-n", netns, "link", "set", ns_if, "up")
@@ -134,9 +165,10 @@ class MeshNet:
         for netns, ifname in reversed(self._links_made):
             argv = ["ip", *(["-n", netns] if netns else []), "link", "del", ifname]
             subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL)
-        for r in self.routers.values():
-            subprocess.run(["ip", "netns", "del", r.netns], capture_output=True, stdin=subprocess.DEVNULL)
+        for netns in self._netns_made:
+            subprocess.run(["ip", "netns", "del", netns], capture_output=True, stdin=subprocess.DEVNULL)
         self._links_made.clear()
+        self._netns_made.clear()
         self.routers.clear()
 
 

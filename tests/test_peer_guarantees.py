@@ -1,0 +1,134 @@
+"""A call crossing routers keeps a local call's guarantees (issue 8
+acceptance): the warm connection is up before the first call (which pays
+no handshake), the receiving router applies its own policy, the caller's
+deadline, idempotency key and trace context reach the handler, and HTTP/2
+flow control carries a 1 MiB body and a long stream end to end."""
+
+from __future__ import annotations
+
+import time
+
+from harness.config import Section
+from harness.http import envelope
+from harness.peers import build_chain, wait_callable
+from harness.poll import wait_for
+
+
+def test_first_call_pays_no_handshake(mesh):
+    """Proves the connections are warm before any call: once the ARPX
+    sessions are up, C's gateway has dialled B (a connection, a handshake
+    out) and B has dialled both of its peers, before a single call; the
+    first call from C to A's handler then succeeds at once and no gateway
+    on the path makes a new TLS handshake for it (`agentctl stats`, in
+    reports made after the call)."""
+    ch = build_chain(mesh)
+    backend = ch.a.lan_backend()
+    try:
+        c0 = wait_for("C's warm connection to B",
+                      lambda: (lambda s: s if s["peer_conns"] >= 1 and s["peer_handshakes_out"] >= 1 else None)(
+                          ch.c.gateway_stats()), timeout=20)
+        b0 = wait_for("B's warm connections to A and C",
+                      lambda: (lambda s: s if s["peer_handshakes_out"] >= 2 else None)(ch.b.gateway_stats()),
+                      timeout=20)
+        a0 = ch.a.gateway_stats()
+        rid = ch.a.serve(backend, "warm.echo")
+        ch.b.stack.wait_routable(envelope("warm.echo", {}))
+        ch.c.stack.wait_routable(envelope("warm.echo", {}), headers=ch.auth)
+        assert backend.calls() == []
+        r = ch.c.stack.http.post("/agent/v1/invoke", envelope("warm.echo", {"first": 1}), headers=ch.auth)
+        assert r.status == 200 and r.json()["echo"] == {"first": 1}, r.describe()
+        assert r.header("x-agentd-route-id") == f"{rid}@router-b", r.headers
+        after = time.monotonic()
+        for router, before in ((ch.c, c0), (ch.b, b0), (ch.a, a0)):
+            now = router.gateway_stats(after=after)
+            for k in ("peer_handshakes_out", "peer_handshakes_in"):
+                assert now[k] == before[k], (router.name, k, before, now)
+    finally:
+        backend.close()
+
+
+def test_receiving_router_applies_its_own_policy(mesh):
+    """Proves that A re-checks its own policy for calls arriving from a
+    peer: a deny rule at A for `guard.secret` (C has none, so C forwards
+    it) makes the call at C fail with A's typed 403 `policy_denied`
+    (outcome rejected, naming A's rule), the handler never sees it, while
+    `guard.echo` on the same handler is served."""
+
+    def configure(a, b, c):
+        a.cfg.sections.append(Section("rule", "deny_secret", {
+            "id": "10-deny-secret", "priority": 100, "action": "deny", "source": "agent://lab/caller",
+            "capability": "guard.secret"}))
+
+    ch = build_chain(mesh, configure=configure)
+    backend = ch.a.lan_backend()
+    try:
+        ch.a.serve(backend, "guard.echo")
+        ch.a.serve(backend, "guard.secret", name="secret")
+        wait_callable(ch.c, "guard.echo", {"warm": 1}, headers=ch.auth)
+        ch.c.stack.wait_routable(envelope("guard.secret", {}), headers=ch.auth)
+        r = ch.c.stack.http.post("/agent/v1/invoke", envelope("guard.secret", {"s": 1}), headers=ch.auth)
+        assert r.status == 403 and r.error_code() == "policy_denied", r.describe()
+        assert r.json()["error"].get("outcome") == "rejected", r.describe()
+        assert "10-deny-secret" in r.describe(), r.describe()
+        assert backend.calls("guard.secret") == []
+        ok = ch.c.stack.http.post("/agent/v1/invoke", envelope("guard.echo", {"e": 1}), headers=ch.auth)
+        assert ok.status == 200 and ok.json()["echo"] == {"e": 1}, ok.describe()
+    finally:
+        backend.close()
+
+
+def test_deadline_idempotency_key_and_trace_reach_the_handler(mesh):
+    """Proves the end-to-end headers of a call from C to A: the handler
+    receives the caller's `Idempotency-Key`, `traceparent` and
+    `tracestate` unchanged and an `X-Agentd-Deadline-Ms` no larger than
+    the caller's `X-Agentd-Timeout-Ms` (the budget shrinks along the path,
+    never restarts)."""
+    ch = build_chain(mesh)
+    backend = ch.a.lan_backend()
+    try:
+        ch.a.serve(backend, "hdr.echo")
+        wait_callable(ch.c, "hdr.echo", {"warm": 1}, headers=ch.auth)
+        trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        sent = {"X-Agentd-Timeout-Ms": "20000", "Idempotency-Key": "peer-key-1", "traceparent": trace,
+                "tracestate": "agentd=peer"}
+        r = ch.c.stack.http.post("/agent/v1/invoke", envelope("hdr.echo", {"h": 1}), headers={**ch.auth, **sent})
+        assert r.status == 200, r.describe()
+        got = backend.calls("hdr.echo")[-1].headers
+        assert got.get("idempotency-key") == "peer-key-1", got
+        assert got.get("tracestate") == "agentd=peer", got
+        # The trace id travels; the parent span may be a hop's own.
+        assert got.get("traceparent", "").split("-")[1] == trace.split("-")[1], got
+        assert 0 < int(got["x-agentd-deadline-ms"]) <= 20000, got
+    finally:
+        backend.close()
+
+
+def test_one_mebibyte_body_and_a_long_stream_cross_routers(mesh):
+    """Proves flow control end to end: with `max_request_bytes` 2 MiB on
+    every router, a 1 MiB payload from C reaches A's handler byte for byte
+    and its 1 MiB echo comes back whole; a stream of 2000 events of 512
+    bytes (about 1 MiB, more than the history bound) arrives at C complete
+    and in order."""
+    big = {"max_request_bytes": 2 * 1024 * 1024}
+    ch = build_chain(mesh, a_gateway=big, b_gateway=big, c_gateway=big)
+    backend = ch.a.lan_backend()
+    try:
+        ch.a.serve(backend, "big.echo")
+        ch.a.serve(backend, "big.stream", name="streamer")
+        wait_callable(ch.c, "big.echo", {"warm": 1}, headers=ch.auth)
+        ch.c.stack.wait_routable(envelope("big.stream", {}), headers=ch.auth)
+        pad = "".join(chr(ord("a") + i % 26) for i in range(1024 * 1024))
+        r = ch.c.stack.http.post("/agent/v1/invoke", envelope("big.echo", {"pad": pad}), headers=ch.auth,
+                                 timeout=60)
+        assert r.status == 200, r.describe()
+        assert r.json()["echo"]["pad"] == pad
+        assert backend.calls("big.echo")[-1].json()["payload"]["pad"] == pad
+
+        s = ch.c.stack.http.stream("/agent/v1/invoke-stream", envelope("big.stream", {"count": 2000, "size": 512}),
+                                   headers=ch.auth, timeout=60)
+        assert s.status == 200, s.error_body
+        assert s.complete, f"the stream ended after {len(s.events)} events without the completion marker"
+        assert [e.json()["n"] for e in s.events] == list(range(1, 2001))
+        assert len(backend.calls("big.stream")) == 1
+    finally:
+        backend.close()
