@@ -1,15 +1,26 @@
 #!/usr/bin/env python3
-"""`make demo`, part 3: two routers peered over ARPX.
+"""`make demo`, part 3: a call crossing two routers.
 
-router-a and router-b run agentd on loopback ports, each with its own
-identity key (created at first start). Their fingerprints come from
-`agentctl pki show`, each pins the other in a `peer` section, and a reload
-(SIGHUP) brings the TLS 1.3 session up. router-a has a static route; at
-router-b it shows up as a peer route with path [router-a]: `agentctl
-peers`, `routes` and `lookup --explain` there. Everything started is
-stopped by PID on exit and the temp dir removed.
+router-a and router-b each run agentd and agent-gw on loopback ports, with
+their own identity key (created at first start). Their fingerprints come
+from `agentctl pki show`, each pins the other in a `peer` section (ARPX
+port and the peer data-plane port), and a reload (SIGHUP) brings the ARPX
+session up; router-b's gateway then holds one warm h2 + mTLS connection to
+router-a's. A static route of router-a shows up at router-b as a peer
+route with path [router-a].
 
-Environment: BIN_DIR (default target/debug) holds agentd and agentctl.
+Then an agent written with our SDK registers `demo.echo` and `demo.count`
+(a stream) at router-a, and a caller on router-b's SDK API calls both: the
+answer names the route `…@router-a`; the stream is dropped after three
+events and resumed with `Last-Event-ID`, getting only the later ones from
+the history on router-a — the agent counts its calls to show the handler
+ran once. `agentctl stats` shows the peer connection and handshake
+counters. Gateway auth is 'none' (LAB MODE, this demo only). Everything
+started is stopped by PID on exit and the temp dir removed; any step that
+does not work ends the demo with a non-zero exit and its reason.
+
+Environment: BIN_DIR (default target/debug) holds agentd, agentctl and
+agent-gw.
 """
 
 from __future__ import annotations
@@ -21,8 +32,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
+from collections import Counter
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
@@ -41,6 +54,15 @@ config agentd 'main'
 \toption ipc_socket '{dir}/agentd.sock'
 \toption state_dir '{dir}'
 \toption health_check 'off'
+# !!! LAB MODE: the demo agent listens on 127.0.0.1 (never on a real router).
+\toption allow_loopback_endpoints '1'
+
+# !!! LAB MODE: auth 'none' (no bearer tokens), for this local demo only.
+config gateway 'gateway'
+\toption sdk_listen '127.0.0.1:{sdk}'
+\toption public_listen ''
+\toption peer_listen '127.0.0.1:{peer}'
+\toption auth 'none'
 
 config arpx 'arpx'
 \toption listen '127.0.0.1:{arpx}'
@@ -65,8 +87,20 @@ config peer '{name}'
 \toption router_id '{rid}'
 \toption address '127.0.0.1'
 \toption port '{arpx}'
+\toption data_port '{data}'
 \toption key_fingerprint '{fp}'
 """
+
+PEER_COUNTERS = ("peer_conns", "peer_handshakes_out", "peer_handshakes_in", "peer_streams_refused")
+
+
+class DemoFailed(Exception):
+    pass
+
+
+def check(ok: Any, what: str) -> None:
+    if not ok:
+        raise DemoFailed(what)
 
 
 class Router:
@@ -74,101 +108,232 @@ class Router:
         self.rid = rid
         self.dir = work / rid
         self.dir.mkdir()
-        self.arpx = free_port()
+        self.arpx, self.sdk, self.peer = free_port(), free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.sdk}"
         self.conf = self.dir / "agentd.conf"
-        self.body = BASE.format(rid=rid, dir=self.dir, arpx=self.arpx)
+        self.body = BASE.format(rid=rid, dir=self.dir, arpx=self.arpx, sdk=self.sdk, peer=self.peer)
         self.conf.write_text(self.body)
-        self.log = self.dir / "agentd.log"
-        self.proc: Any = None
+        self.procs: List[subprocess.Popen] = []
+
+    def _spawn(self, name: str) -> None:
+        with open(self.dir / f"{name}.log", "ab") as log:
+            p = subprocess.Popen([str(BIN_DIR / name), "--config", str(self.conf), "-f"],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        self.procs.append(p)
+        say(f"   started {name} {self.rid} (pid {p.pid})")
 
     def start(self) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([str(BIN_DIR / "agentd"), "--config", str(self.conf), "-f"],
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        say(f"   started agentd {self.rid} (pid {self.proc.pid}, ARPX on 127.0.0.1:{self.arpx})")
-        wait_for(f"{self.rid} to answer", lambda: self.ctl("status", quiet=True).returncode == 0)
+        self._spawn("agentd")
+        wait_for(f"{self.rid}'s agentd to answer", lambda: self.ctl("status").returncode == 0)
+        self._spawn("agent-gw")  # after agentd: it made the identity key the gateway loads
+        wait_for(f"{self.rid}'s agent-gw", lambda: self.gateway() is not None)
+        say(f"   {self.rid}: ARPX 127.0.0.1:{self.arpx}, SDK API {self.url}, peer data plane 127.0.0.1:{self.peer}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=5)
 
-    def ctl(self, *args: str, quiet: bool = False) -> subprocess.CompletedProcess:
+    def logs(self) -> None:
+        for name in ("agentd", "agent-gw"):
+            log = self.dir / f"{name}.log"
+            say(f"---- {self.rid} {name} log (tail)")
+            say(log.read_bytes()[-3000:].decode(errors="replace") if log.exists() else "(none)")
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess:
         argv = [str(BIN_DIR / "agentctl"), "--config", str(self.conf), *args]
         return subprocess.run(argv, capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL)
 
-    def show(self, *args: str) -> str:
-        say(f"\n   [{self.rid}] $ agentctl {' '.join(args)}")
+    def ctl_json(self, *args: str) -> Any:
+        p = self.ctl("--json", *args)
+        check(p.returncode == 0, f"{self.rid}: agentctl {' '.join(args)} failed: {p.stderr.strip()}")
+        return json.loads(p.stdout)
+
+    def show(self, *args: str, only: str = "") -> str:
+        say(f"\n   [{self.rid}] $ agentctl {' '.join(args)}" + (f" | grep '{only}'" if only else ""))
         p = self.ctl(*args)
-        for line in (p.stdout + p.stderr).splitlines():
-            say(f"   {line}")
+        check(p.returncode == 0, f"{self.rid}: agentctl {' '.join(args)} failed: {p.stderr.strip()}")
+        for line in p.stdout.splitlines():
+            if only in line:
+                say(f"   {line}")
         return p.stdout
 
     def fingerprint(self) -> str:
-        p = self.ctl("--json", "pki", "show")
-        return json.loads(p.stdout)["identity"]["fingerprint"]
+        return self.ctl_json("pki", "show")["identity"]["fingerprint"]
+
+    def peer_section(self, other: "Router") -> str:
+        return PEER.format(name=other.rid.replace("-", "_"), rid=other.rid, arpx=other.arpx, data=other.peer,
+                           fp=other.fingerprint())
 
     def peer_with(self, other: "Router") -> None:
-        self.body += PEER.format(name=other.rid.replace("-", "_"), rid=other.rid, arpx=other.arpx,
-                                 fp=other.fingerprint())
+        self.body += self.peer_section(other)
         self.conf.write_text(self.body)
 
     def peer_state(self, rid: str) -> Dict[str, Any]:
-        peers = json.loads(self.ctl("--json", "peers").stdout)["peers"]
-        return next((p for p in peers if p["router_id"] == rid), {})
+        return next((p for p in self.ctl_json("peers")["peers"] if p["router_id"] == rid), {})
+
+    def has_peer_route(self) -> bool:
+        return any(r["source"] == "peer" for r in self.ctl_json("routes")["routes"])
+
+    def gateway(self, after: float = 0.0) -> Any:
+        """The gateway's counters in `agentctl stats`, from a report it
+        made after `after` (a time.monotonic() value), or None."""
+        gw = self.ctl_json("stats").get("gateway")
+        if not isinstance(gw, dict) or time.monotonic() - gw.get("age_ms", 0) / 1000.0 < after:
+            return None
+        return gw
+
+
+def peer_part(a: Router, b: Router) -> None:
+    say()
+    say("== two routers (agentd + agent-gw each) peered over ARPX on loopback")
+    say("   !!! gateway auth is 'none' and loopback endpoints are allowed (LAB MODE, demo only)")
+    a.start()
+    b.start()
+    say("   each created its identity key on first start; router-a's fingerprint:")
+    a.show("pki", "show")
+    say()
+    say("   each router pins the other (a peer section: ARPX port, data-plane port, key), then reloads:")
+    say(b.peer_section(a).rstrip().replace("\n", "\n   "))
+    a.peer_with(b)
+    b.peer_with(a)
+    a.ctl("reload")
+    b.ctl("reload")
+    wait_for("the ARPX session", lambda: b.peer_state("router-a").get("state") == "established")
+    wait_for("router-a's route at router-b", b.has_peer_route)
+    b.show("peers")
+    b.show("routes")
+    b.show("lookup", "office.print", "--tenant", "lab", "--explain")
+    gw = wait_for("the warm peer connections",
+                  lambda: (g := b.gateway()) and g["peer_handshakes_out"] >= 1 and g["peer_conns"] >= 2 and g)
+    say("\n   each gateway dialed the other's peer listener once (h2 over TLS 1.3, both keys pinned); router-b:"
+        f" handshakes out/in {gw['peer_handshakes_out']}/{gw['peer_handshakes_in']}, peer_conns"
+        f" {gw['peer_conns']} (its own to router-a, which carries its calls, and router-a's to it)")
+
+
+def call_part(a: Router, b: Router) -> None:
+    import agentd_sdk  # installed by `make demo` (make venv)
+
+    say()
+    say("== an SDK agent registers at router-a, a caller at router-b calls it")
+    calls: Counter = Counter()  # handler runs, per capability
+    produced: Counter = Counter()  # the stream handler's last event
+    agent = agentd_sdk.Agent(router=a.url, tenant="lab", agent_id="demo-agent", host="127.0.0.1",
+                             allow_loopback=True)
+
+    @agent.capability("demo.echo", version=1, idempotent=True, description="Echo back the input")
+    def echo(payload):
+        calls["demo.echo"] += 1
+        return {"echo": payload, "served_by": "router-a's agent"}
+
+    @agent.capability("demo.count", version=1, description="Count up to payload.to, one event per number")
+    def count(payload):
+        calls["demo.count"] += 1
+        for n in range(1, int(payload.get("to", 3)) + 1):
+            time.sleep(0.3)  # pacing, so the caller sees events arrive one by one
+            produced["demo.count"] = n
+            yield {"n": n, "text": f"chunk {n}"}
+
+    handle = agent.start()
+    try:
+        say(f"   agent 'demo-agent' (this process) serves {handle.endpoint}, registered at router-a")
+        caller = agentd_sdk.Client(router=b.url, tenant="lab", agent_id="demo-caller")
+        for cap in ("demo.echo", "demo.count"):
+            route = wait_for(f"{cap} to be routable at router-b", lambda: caller.route(cap))
+            say(f"   router-b picks for {cap}: {json.dumps(route['route'])}")
+
+        say()
+        say("== sync call at router-b (POST /agent/v1/invoke)")
+        status, headers, body = caller.request("POST", "/agent/v1/invoke",
+                                               caller.envelope("demo.echo", {"text": "hello from router-b"}))
+        rid = headers.get("x-agentd-route-id", "")
+        say(f"   {status} X-Agentd-Route-Id: {rid}")
+        say(f"   -> {json.dumps(body)}")
+        check(status == 200 and body.get("echo") == {"text": "hello from router-b"}, f"unexpected answer {body!r}")
+        check(rid.endswith("@router-a"), f"the call did not take router-a's path (route id {rid!r})")
+
+        say()
+        say("== stream at router-b (POST /agent/v1/invoke-stream, SSE), dropped after 3 events")
+        t0 = time.monotonic()
+        first = caller.stream("demo.count", {"to": 6}, idle_timeout=10)
+        task_id = first.task_id
+        for ev in first:
+            say(f"   +{time.monotonic() - t0:.2f}s event id={ev.id} data={ev.data}")
+            if ev.id == 3:
+                break
+        cursor = first.cursor
+        del first  # closes the connection
+        check(cursor == 3, f"the stream's first part ended at event {cursor}, not 3")
+        say(f"   (connection closed; task {task_id}, last event id {cursor})")
+        wait_for("the handler on router-a to go on producing", lambda: produced["demo.count"] >= 5)
+        say(f"   +{time.monotonic() - t0:.2f}s meanwhile the handler on router-a produced events 4 and 5,"
+            " kept in the stream's history there")
+
+        say()
+        say(f"== resume at router-b: the same request with Last-Event-ID: {cursor}")
+        again = caller.stream("demo.count", {"to": 6}, task_id=task_id, last_event_id=cursor, idle_timeout=10)
+        later = []
+        for ev in again:
+            say(f"   +{time.monotonic() - t0:.2f}s event id={ev.id} data={ev.data}")
+            later.append(json.loads(ev.data)["n"])
+        check(later == [4, 5, 6], f"the resume gave {later}, not only the later events 4, 5, 6")
+        say(f"   the agent was called: demo.echo {calls['demo.echo']}x, demo.count {calls['demo.count']}x "
+            "(the resume got 4 and 5 from the history on router-a at once, then 6 live: the handler did not run"
+            " again)")
+        check(calls == Counter({"demo.echo": 1, "demo.count": 1}), f"unexpected handler calls {dict(calls)}")
+
+        say()
+        say("== peer data-plane counters (agentctl stats)")
+        since = time.monotonic()
+        after = {r.rid: wait_for(f"a fresh stats report of {r.rid}", lambda: r.gateway(after=since)) for r in (a, b)}
+        for r in (a, b):
+            r.show("stats", only="peer ")
+        for rid, counter in (("router-b", "peer_handshakes_out"), ("router-a", "peer_handshakes_in")):
+            check(after[rid][counter] == 1, f"{rid}: {counter} is {after[rid][counter]}, not 1")
+        say("\n   one handshake from router-b to router-a in all: its one warm connection carried the sync"
+            " call, the stream and its resume")
+    finally:
+        handle.close()
+
+
+def withdraw_part(a: Router, b: Router) -> None:
+    say()
+    say("== router-a's static route is withdrawn (its section removed, reload): gone at router-b")
+    a.body = a.body.replace(PRINTER, "")
+    a.conf.write_text(a.body)
+    a.ctl("reload")
+    wait_for("the withdraw at router-b",
+             lambda: not any(r["capability"] == "office.print" for r in b.ctl_json("routes")["routes"]))
+    b.show("lookup", "office.print", "--tenant", "lab")
 
 
 def main() -> int:
-    for b in ("agentd", "agentctl"):
-        if not (BIN_DIR / b).is_file():
-            say(f"demo: {BIN_DIR / b} is not built (run: cargo build -p agentd --bins)")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop everything (finally) on SIGTERM
+    for name in ("agentd", "agentctl", "agent-gw"):
+        if not (BIN_DIR / name).is_file():
+            say(f"demo: {BIN_DIR / name} is not built (run: cargo build -p agentd -p agent-gw --bins)")
             return 1
     work = Path(tempfile.mkdtemp(prefix="agentd-demo-mesh."))
     a, b = Router("router-a", work), Router("router-b", work)
     a.body += PRINTER
     a.conf.write_text(a.body)
     try:
-        say()
-        say("== two routers peered over ARPX (TLS 1.3, pinned keys) on loopback")
-        a.start()
-        b.start()
-        say("   each created its identity key on first start; their fingerprints:")
-        a.show("pki", "show")
-        say()
-        say("   each router pins the other (a peer section), then reloads (SIGHUP):")
-        a.peer_with(b)
-        b.peer_with(a)
-        say(PEER.format(name="router_a", rid="router-a", arpx=a.arpx, fp=a.fingerprint()).rstrip()
-            .replace("\n", "\n   "))
-        a.ctl("reload")
-        b.ctl("reload")
-        wait_for("the session", lambda: b.peer_state("router-a").get("state") == "established")
-        wait_for("router-a's route at router-b",
-                 lambda: any(r["source"] == "peer" for r in json.loads(b.ctl("--json", "routes").stdout)["routes"]))
-        b.show("peers")
-        a.show("routes")
-        b.show("routes")
-        b.show("lookup", "office.print", "--tenant", "lab", "--explain")
-        say()
-        say("== router-a's route is withdrawn (its section removed, reload): gone at router-b")
-        a.body = a.body.replace(PRINTER, "")
-        a.conf.write_text(a.body)
-        a.ctl("reload")
-        wait_for("the withdraw at router-b",
-                 lambda: not any(r["source"] == "peer" for r in json.loads(b.ctl("--json", "routes").stdout)["routes"]))
-        b.show("lookup", "office.print", "--tenant", "lab")
+        peer_part(a, b)
+        call_part(a, b)
+        withdraw_part(a, b)
         say()
         say("mesh demo finished")
         return 0
-    except BaseException:
+    except Exception as exc:  # noqa: BLE001 - any failure ends the demo loudly, with the logs
         for r in (a, b):
-            say(f"---- {r.rid} log")
-            say(r.log.read_bytes()[-3000:].decode(errors="replace") if r.log.exists() else "")
-        raise
+            r.logs()
+        say(f"\nmesh demo FAILED: {type(exc).__name__}: {exc}")
+        return 1
     finally:
         b.stop()
         a.stop()
