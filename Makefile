@@ -108,10 +108,7 @@ bench-local: toolchain
 # the cross-router data plane vs direct and an nginx TLS chain (routers in
 # network namespaces, router build; needs root): JSON in
 # target/bench/select.json, target/bench/mesh.json, target/bench/peer.json.
-# BENCH_PEER_ARGS=--rows ... picks rows of bench_peer.py (its default: all).
-# Until agent-gw forwards across routers the peer rows (peer2, peer3) are
-# left out here; bench_peer.py without --rows refuses to run without them.
-BENCH_PEER_ARGS ?= --rows direct,local,nginx2
+# BENCH_PEER_ARGS=--rows ... picks rows of bench_peer.py (default: all).
 bench: toolchain venv
 	$(CARGO) bench -p agentd --bench select
 	$(CARGO) bench -p arpx --bench updates
