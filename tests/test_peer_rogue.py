@@ -207,3 +207,90 @@ def test_oversized_request_resets_only_its_stream(pair, workdir):
         assert after["peer_streams_refused"] > before["peer_streams_refused"], (before, after)
     finally:
         client.close()
+
+
+def test_receiver_applies_tenant_access_and_its_rate_limit(mesh, workdir):
+    """Proves that B decides with the assertion's tenant, never the body's,
+    for a peer's call: a route of tenant `ops` called under an assertion
+    for tenant `lab` (the body claiming `ops`) is refused typed (404
+    `no_route`, outcome rejected) without reaching its handler; B's own
+    rate limit of tenant `lab` (1/s, burst 4) applies to the peer's calls
+    (429 `rate_limited` with Retry-After, outcome rejected; only the calls
+    answered 200 reached the handler); an unknown route id is a typed
+    `no_route`, a path outside the peer API a 404 JSON `not_found`."""
+    a = mesh.router("router-a")
+    b = mesh.router("router-b", tenants=[("lab", {"name": "lab", "rate_per_second": 1, "rate_burst": 4})])
+    mesh.link("router-a", "router-b")
+    a.start()
+    b.start()
+    b.wait_established("router-a")
+    backend = b.lan_backend()
+    try:
+        echo = b.serve(backend, "rogue.echo")
+        secret = b.serve(backend, "ops.secret", tenant="ops", name="secret")
+        client = wait_accepted(a, b, workdir)
+        try:
+            body = handler_body("ops.secret", {"s": 1}, tenant="ops", source_agent="agent://ops/admin")
+            r = call(client, Claims.for_body(body, **_who("ops.secret")), a.key.private, secret, body)
+            assert r.status == 404 and r.error().get("code") == "no_route", r.describe()
+            assert r.headers.get("x-agentd-outcome") == "rejected", r.headers
+            assert backend.calls("ops.secret") == []
+
+            unknown = handler_body("rogue.echo", {"u": 1})
+            r = call(client, Claims.for_body(unknown, **_who("rogue.echo")), a.key.private, "no-such-route", unknown)
+            assert r.status == 404 and r.error().get("code") == "no_route", r.describe()
+            r = client.request("GET", "/agent/v1/admin", forward_headers("", echo))
+            assert r.status == 404 and r.error().get("code") == "not_found", r.describe()
+
+            answers = []
+            for i in range(10):
+                b_i = handler_body("rogue.echo", {"i": i}, tenant="other")
+                answers.append(call(client, Claims.for_body(b_i, **_who("rogue.echo")), a.key.private, echo, b_i))
+                if answers[-1].status == 429:
+                    break
+            limited = answers[-1]
+            assert limited.status == 429 and limited.error().get("code") == "rate_limited", \
+                [x.describe() for x in answers]
+            assert limited.headers.get("x-agentd-outcome") == "rejected" and limited.headers.get("retry-after"), \
+                limited.headers
+            ok = [x for x in answers if x.status == 200]
+            assert all(x.json()["tenant"] == "lab" for x in ok), [x.describe() for x in ok]
+            assert len(backend.calls("rogue.echo")) == len(ok), (len(ok), [x.describe() for x in answers])
+        finally:
+            client.close()
+    finally:
+        backend.close()
+
+
+def test_a_removed_link_closes_its_connections_and_trust(pair, workdir):
+    """Proves that the data plane trusts exactly the current ARPX links:
+    a connection authenticated with A's key serves calls; when B's operator
+    removes the peer A (reload), B closes that connection by itself and a
+    new handshake with A's key is refused."""
+    a, b, backend, echo, _ = pair
+    client = wait_accepted(a, b, workdir)
+    try:
+        body = handler_body("rogue.echo", {"before": 1})
+        r = call(client, Claims.for_body(body, **_who("rogue.echo")), a.key.private, echo, body)
+        assert r.status == 200, r.describe()
+        b.unpeer("router-a")
+        b.reload()
+        client.pump(lambda: client.closed is not None, timeout=15)
+    finally:
+        client.close()
+
+    def refused_now():
+        try:
+            c = connect_as(a, b, workdir)
+        except (ssl.SSLError, ConnectionError, OSError):
+            return True
+        try:
+            c.request("GET", "/agent/v1/none", forward_headers("", ""), timeout=5)
+        except (ssl.SSLError, ConnectionError, OSError, TimeoutError):
+            return True
+        finally:
+            c.close()
+        return False
+
+    wait_for("a handshake with A's key to be refused", refused_now, timeout=10, interval=0.2)
+    assert len(backend.calls("rogue.echo")) == 1
