@@ -148,3 +148,79 @@ def test_call_moves_to_the_next_candidate_when_the_first_next_hop_is_down(mesh):
         assert len(backend.calls("dia.echo")) == n + 1
     finally:
         backend.close()
+
+
+def _two_paths(mesh, d, capability, rid):
+    def both():
+        held = d.remote_set()
+        return held if {f"{rid}@router-b", f"{rid}@router-c"} <= set(held) else None
+
+    wait_for("D to hold both paths", both, timeout=20)
+    wait_callable(d, capability, {"warm": 1})
+    first = d.stack.ctl_json("lookup", capability, "--tenant", "lab")["winner"]
+    hop = first.split("@", 1)[1]
+    return hop, ("router-c" if hop == "router-b" else "router-b")
+
+
+def test_idempotent_call_with_a_key_moves_on_after_its_next_hop_died(mesh):
+    """Proves the after-delivery retry rule across routers (DESIGN §7): an
+    idempotent call with an Idempotency-Key is in flight on A's handler via
+    D's preferred next hop when that hop's agent-gw is killed; A closes the
+    first handler connection (the cancel), D sends the call again over the
+    other path (same key at the handler), and the caller gets the second
+    execution's answer with the route id of the other path — no error."""
+    a, b, c, d = diamond(mesh)
+    backend = a.lan_backend()
+    try:
+        ids = {"echo": a.serve(backend, "dia.echo"), "slow": a.serve(backend, "dia.slow", name="slow")}
+        hop, other = _two_paths(mesh, d, "dia.echo", ids["echo"])
+        d.stack.wait_routable(envelope("dia.slow", {}))
+        assert d.stack.ctl_json("lookup", "dia.slow", "--tenant", "lab")["winner"] == f"{ids['slow']}@{hop}"
+        call = InFlight(d, envelope("dia.slow", {"max_s": 30}),
+                        headers={"X-Agentd-Idempotent": "1", "Idempotency-Key": "dia-key-1"})
+        wait_for("the call to reach A's handler", lambda: len(backend.calls("dia.slow")) == 1, timeout=10)
+        mesh.routers[hop].stack.gw.kill9()
+        wait_for("the first execution's connection to be closed", lambda: len(backend.peer_closed) == 1, timeout=15)
+        wait_for("the retry over the other path", lambda: len(backend.calls("dia.slow")) == 2, timeout=15)
+        backend.release()
+        r = call.result()
+        assert r.status == 200 and r.json()["echo"] == {"max_s": 30}, r.describe()
+        assert r.header("x-agentd-route-id") == f"{ids['slow']}@{other}", r.headers
+        keys = [x.headers.get("idempotency-key") for x in backend.calls("dia.slow")]
+        assert keys == ["dia-key-1", "dia-key-1"], keys
+    finally:
+        backend.release()
+        backend.close()
+
+
+def test_async_task_is_reached_over_any_live_path_to_its_route(mesh):
+    """Proves task handles across routers stay pinned to the route, not to
+    a path: an async task started at D runs on A's handler via D's
+    preferred next hop; with that hop's agent-gw killed, the task's status
+    at D still answers `running` (over the other path), its cancel at D
+    answers `cancelled` and closes the handler's connection on A, and the
+    handler ran once."""
+    a, b, c, d = diamond(mesh)
+    backend = a.lan_backend()
+    try:
+        rid = a.serve(backend, "dia.echo")
+        a.serve(backend, "dia.slow", name="slow")
+        hop, _ = _two_paths(mesh, d, "dia.echo", rid)
+        d.stack.wait_routable(envelope("dia.slow", {}))
+        r = d.stack.http.post("/agent/v1/invoke", envelope("dia.slow", {"max_s": 30}), headers={"Prefer": "respond-async"})
+        assert r.status == 202, r.describe()
+        task_id, tok = r.header("x-nexus-task-id"), {"X-Nexus-Task-Token": r.header("x-nexus-task-token")}
+        wait_for("the task to reach A's handler", lambda: len(backend.calls("dia.slow")) == 1, timeout=10)
+        mesh.routers[hop].stack.gw.kill9()
+
+        # At once: a task operation never delivered on the dead hop moves
+        # to the other path like any call.
+        st = d.stack.http.get(f"/agent/v1/tasks/{task_id}", headers=tok)
+        assert st.status == 200 and st.json()["status"] == "running", st.describe()
+        r = d.stack.http.request("DELETE", f"/agent/v1/tasks/{task_id}", headers=tok)
+        assert r.status == 200 and r.json()["status"] == "cancelled", r.describe()
+        wait_for("the cancel to close the handler's connection on A", lambda: backend.peer_closed, timeout=10)
+        assert len(backend.calls("dia.slow")) == 1
+        assert backend.answered == [] or all(x.json()["intent"] != "dia.slow" for x in backend.answered)
+    finally:
+        backend.close()
