@@ -130,7 +130,9 @@ def test_stream_resumes_at_c_without_restarting_the_producer_on_a(mesh):
     `Last-Event-ID` gets exactly the later events (increasing ids after the
     cursor, the completion marker), from the history kept on A — the
     producer ran exactly once; our SDK's `stream` at C delivers a whole
-    stream in order."""
+    stream in order. A paced stream left after 2 events is a task at C:
+    its events at C (`…/events?after=0`) come from A, and its cancel at C
+    closes the producer's connection on A."""
     ch = build_chain(mesh)
     backend = ch.a.lan_backend()
     try:
@@ -159,6 +161,21 @@ def test_stream_resumes_at_c_without_restarting_the_producer_on_a(mesh):
         events = list(caller.stream("chain.stream", {"count": 4}))
         assert [e.json() for e in events] == [{"n": n} for n in range(1, 5)]
         assert len(backend.calls("chain.stream")) == 2
+
+        paced = ch.c.stack.http.stream("/agent/v1/invoke-stream", envelope("chain.stream", {"count": 300, "pace_ms": 50}),
+                                       headers=ch.auth, stop_after=2)
+        assert paced.status == 200 and len(paced.events) == 2, paced.error_body
+        task_id, tok = paced.headers.get("x-nexus-task-id"), {"X-Nexus-Task-Token": paced.headers.get("x-nexus-task-token", "")}
+        assert task_id and tok["X-Nexus-Task-Token"], paced.headers
+        ev = ch.c.stack.http.get(f"/agent/v1/tasks/{task_id}/events?after=0", headers={**ch.auth, **tok})
+        assert ev.status == 200, ev.describe()
+        seqs = [e["seq"] for e in ev.json()["events"]]
+        assert seqs[:2] == [1, 2] and seqs == sorted(set(seqs)), seqs
+        assert [e["data"] for e in ev.json()["events"]][:2] == [{"n": 1}, {"n": 2}], ev.describe()
+        r = ch.c.stack.http.request("DELETE", f"/agent/v1/tasks/{task_id}", headers={**ch.auth, **tok})
+        assert r.status == 200 and r.json()["status"] == "cancelled", r.describe()
+        wait_for("the cancel to close the producer's connection on A", lambda: backend.peer_closed, timeout=10)
+        assert len(backend.calls("chain.stream")) == 3
     finally:
         backend.close()
 

@@ -6,9 +6,11 @@ candidate (a diamond: two paths to the same route)."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import threading
 
-from harness.http import envelope
+from harness.http import envelope, iter_sse
 from harness.peers import build_chain, wait_callable
 from harness.poll import wait_for
 
@@ -222,5 +224,80 @@ def test_async_task_is_reached_over_any_live_path_to_its_route(mesh):
         wait_for("the cancel to close the handler's connection on A", lambda: backend.peer_closed, timeout=10)
         assert len(backend.calls("dia.slow")) == 1
         assert backend.answered == [] or all(x.json()["intent"] != "dia.slow" for x in backend.answered)
+    finally:
+        backend.close()
+
+
+class SseReader:
+    """A raw SSE reader in a thread: events as they arrive, then how the
+    stream ended (bounded by the socket timeout)."""
+
+    def __init__(self, router, env, headers) -> None:
+        self.events = []
+        self.ended = None
+        self.status = None
+        self.headers = {}
+
+        def run() -> None:
+            conn = http.client.HTTPConnection(router.stack.http.host, router.stack.http.port, timeout=30)
+            try:
+                conn.request("POST", "/agent/v1/invoke-stream", body=json.dumps(env).encode(),
+                             headers={"Content-Type": "application/json", "Accept": "text/event-stream", **headers})
+                resp = conn.getresponse()
+                self.status, self.headers = resp.status, {k.lower(): v for k, v in resp.getheaders()}
+                for item in iter_sse(resp):
+                    if item == "complete":
+                        self.ended = "complete"
+                        return
+                    self.events.append(item)
+                self.ended = "eof"
+            except Exception as e:  # noqa: BLE001 - the broken hop
+                self.ended = f"{type(e).__name__}"
+            finally:
+                conn.close()
+
+        self._t = threading.Thread(target=run, daemon=True)
+        self._t.start()
+
+    def join(self, timeout: float = 40.0) -> None:
+        self._t.join(timeout)
+        assert not self._t.is_alive(), "the stream did not end"
+
+
+def test_stream_resumes_after_the_transit_router_died_without_restarting_the_producer(mesh):
+    """Proves stream resume across a broken hop: a paced stream (30 events,
+    one per 100 ms) from A's handler is followed at C; B's agent-gw is
+    killed after a few events, which ends C's connection; the producer on A
+    keeps running into A's history (it finishes, never cancelled); with B
+    back, the same envelope with `Last-Event-ID` at C delivers exactly the
+    later events up to the completion marker, and the handler ran once."""
+    ch = build_chain(mesh)
+    backend = ch.a.lan_backend()
+    try:
+        ch.a.serve(backend, "chain.echo")
+        ch.a.serve(backend, "fail.stream", name="streamer")
+        wait_callable(ch.c, "chain.echo", {"warm": 1}, headers=ch.auth)
+        ch.c.stack.wait_routable(envelope("fail.stream", {}), headers=ch.auth)
+        env = envelope("fail.stream", {"count": 30, "pace_ms": 100})
+        reader = SseReader(ch.c, env, ch.auth)
+        wait_for("3 events at C", lambda: len(reader.events) >= 3, timeout=15)
+        ch.b.stack.gw.kill9()
+        reader.join()
+        assert reader.status == 200, reader.status
+        got = [e for e in reader.events if (e.event or "message") == "message"]
+        assert got and len(got) < 30, (len(got), reader.ended)
+        cursor = int(got[-1].id)
+        wait_for("the producer on A to finish", lambda: backend.streams_finished, timeout=20)
+        assert backend.peer_closed == []
+
+        ch.b.stack.start_gw()
+        wait_callable(ch.c, "chain.echo", {"back": 1}, headers=ch.auth)
+        rest = ch.c.stack.http.stream("/agent/v1/invoke-stream", env, headers={**ch.auth, "Last-Event-ID": str(cursor)})
+        assert rest.status == 200, rest.error_body
+        assert rest.complete, "the resumed stream did not end with the completion marker"
+        ids = [int(e.id) for e in rest.events]
+        assert ids and ids[0] > cursor and ids == sorted(set(ids)), (cursor, ids)
+        assert [e.json()["n"] for e in got + rest.events] == list(range(1, 31))
+        assert len(backend.calls("fail.stream")) == 1, "the producer was restarted"
     finally:
         backend.close()

@@ -101,3 +101,27 @@ def test_deadline_idempotency_key_and_trace_reach_the_handler(mesh):
         assert 0 < int(got["x-agentd-deadline-ms"]) <= 20000, got
     finally:
         backend.close()
+
+
+def test_the_callers_deadline_ends_the_call_on_every_hop(mesh):
+    """Proves one deadline for the whole path: a call at C with
+    `X-Agentd-Timeout-Ms: 1500` to a handler on A that does not answer gets
+    504 `deadline_exceeded` (outcome unknown) at C, and the handler's
+    connection on A is closed (the hops give up with the caller, none
+    starts a fresh timeout); the handler ran once."""
+    ch = build_chain(mesh)
+    backend = ch.a.lan_backend()
+    try:
+        ch.a.serve(backend, "dl.echo")
+        ch.a.serve(backend, "dl.slow", name="slow")
+        wait_callable(ch.c, "dl.echo", {"warm": 1}, headers=ch.auth)
+        ch.c.stack.wait_routable(envelope("dl.slow", {}), headers=ch.auth)
+        r = ch.c.stack.http.post("/agent/v1/invoke", envelope("dl.slow", {"max_s": 30}),
+                                 headers={**ch.auth, "X-Agentd-Timeout-Ms": "1500"}, timeout=20)
+        assert r.status == 504 and r.error_code() == "deadline_exceeded", r.describe()
+        assert r.json()["error"].get("outcome") == "unknown", r.describe()
+        wait_for("the handler's connection on A to be closed", lambda: backend.peer_closed, timeout=10)
+        assert len(backend.calls("dl.slow")) == 1
+        assert 0 < int(backend.calls("dl.slow")[0].headers["x-agentd-deadline-ms"]) <= 1500
+    finally:
+        backend.close()
