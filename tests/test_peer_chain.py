@@ -75,8 +75,10 @@ def test_sync_call_crosses_two_routers_with_the_callers_identity(mesh):
 
 def test_async_tasks_and_cancellation_reach_the_handler_on_a(mesh):
     """Proves async tasks across routers: `invoke_async` at C (our SDK)
-    returns a task whose result at C is the handler's answer on A; the task
-    lives on A (its id and token work at A's own SDK API); a slow task
+    returns a task whose result at C is the handler's answer on A, which
+    releases it on A (A's stats count it; another handle at C gets
+    `result_released`); the task lives on A (its id and token work at A's
+    own SDK API); a slow task
     reports `running` at C, its cancel at C answers `cancelled` and closes
     the handler's connection on A before it answered, and the task stays
     `cancelled`. A caller at C that hangs up on a sync call closes the
@@ -92,7 +94,16 @@ def test_async_tasks_and_cancellation_reach_the_handler_on_a(mesh):
 
         task = caller.invoke_async("chain.echo", {"job": 7})
         assert task.result(timeout=15)["echo"] == {"job": 7}
-        assert task.status()["status"] == "completed"
+        st = task.status()
+        assert (st["status"], st.get("result_released")) == ("completed", True), st
+        # Released where it lives: on A; another handle at C gets the typed refusal.
+        wait_for("the release in A's gateway stats", lambda: ch.a.gateway_stats().get("results_released", 0) >= 1,
+                 timeout=15)
+        try:
+            agentd_sdk.client.Task(caller, task.task_id, task._token).result(timeout=10)
+            raise AssertionError("a second handle got a released task's result")
+        except agentd_sdk.TaskResultReleasedError as e:
+            assert e.code == "result_released", e
 
         slow = caller.invoke_async("chain.slow", {"max_s": 30})
         wait_for("the slow task to reach the handler on A", lambda: backend.calls("chain.slow"), timeout=10)

@@ -10,6 +10,7 @@ import http.client
 import json
 import threading
 
+from harness.config import Section
 from harness.http import envelope, iter_sse
 from harness.peers import build_chain, wait_callable
 from harness.poll import wait_for
@@ -299,5 +300,33 @@ def test_stream_resumes_after_the_transit_router_died_without_restarting_the_pro
         assert ids and ids[0] > cursor and ids == sorted(set(ids)), (cursor, ids)
         assert [e.json()["n"] for e in got + rest.events] == list(range(1, 31))
         assert len(backend.calls("fail.stream")) == 1, "the producer was restarted"
+    finally:
+        backend.close()
+
+
+def test_a_refusal_by_the_next_hop_before_dispatch_moves_to_the_next_candidate(mesh):
+    """Proves that a transit router's typed refusal before dispatch counts
+    as never delivered: D's preferred next hop gets a deny rule for the
+    capability (reload; applied once its own gateway refuses the route);
+    a call at D is refused there (`x-agentd-outcome: rejected`) and moves
+    to the other path: 200 with the other route id, the handler run once."""
+    a, b, c, d = diamond(mesh)
+    backend = a.lan_backend()
+    try:
+        rid = a.serve(backend, "dia.echo")
+        hop, other = _two_paths(mesh, d, "dia.echo", rid)
+        transit = mesh.routers[hop]
+        transit.cfg.sections.append(Section("rule", "deny_dia", {
+            "id": "10-deny-dia", "priority": 100, "action": "deny", "capability": "dia.echo"}))
+        transit.reload()
+        wait_for(f"{hop}'s gateway to deny dia.echo",
+                 lambda: transit.stack.http.post("/agent/v1/route", envelope("dia.echo", {})).error_code()
+                 == "policy_denied", timeout=15)
+        assert d.stack.ctl_json("lookup", "dia.echo", "--tenant", "lab")["winner"] == f"{rid}@{hop}"
+        n = len(backend.calls("dia.echo"))
+        r = d.stack.http.post("/agent/v1/invoke", envelope("dia.echo", {"moved": 1}))
+        assert r.status == 200 and r.json()["echo"] == {"moved": 1}, r.describe()
+        assert r.header("x-agentd-route-id") == f"{rid}@{other}", r.headers
+        assert len(backend.calls("dia.echo")) == n + 1
     finally:
         backend.close()

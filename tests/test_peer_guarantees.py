@@ -6,6 +6,7 @@ bodies and long streams: test_peer_flow.py.)"""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from harness.config import Section
@@ -125,3 +126,52 @@ def test_the_callers_deadline_ends_the_call_on_every_hop(mesh):
         assert 0 < int(backend.calls("dl.slow")[0].headers["x-agentd-deadline-ms"]) <= 1500
     finally:
         backend.close()
+
+
+def test_a_body_too_large_for_the_next_hop_is_a_typed_refusal_on_the_warm_connection(mesh):
+    """Proves stream-local refusal between real routers: C takes bodies up
+    to 1 MiB, B only its default 64 KiB; a 256 KiB call at C is refused by
+    B and relayed typed (413 `payload_too_large`, outcome rejected) without
+    reaching A's handler, while a call started before it and one after it
+    succeed, and no gateway makes a new TLS handshake."""
+    ch = build_chain(mesh, c_gateway={"max_request_bytes": 1024 * 1024})
+    backend = ch.a.lan_backend()
+    try:
+        ch.a.serve(backend, "big.echo")
+        ch.a.serve(backend, "big.slow", name="slow")
+        wait_callable(ch.c, "big.echo", {"warm": 1}, headers=ch.auth)
+        ch.c.stack.wait_routable(envelope("big.slow", {}), headers=ch.auth)
+        before = {r.name: r.gateway_stats(after=time.monotonic()) for r in (ch.a, ch.b, ch.c)}
+        slow = InFlightCall(ch.c, envelope("big.slow", {"max_s": 20}), ch.auth)
+        wait_for("the slow call to reach A", lambda: backend.calls("big.slow"), timeout=10)
+        n = len(backend.calls("big.echo"))
+        r = ch.c.stack.http.post("/agent/v1/invoke", envelope("big.echo", {"pad": "x" * (256 * 1024)}),
+                                 headers=ch.auth, timeout=20)
+        assert r.status == 413 and r.error_code() == "payload_too_large", r.describe()
+        assert r.json()["error"].get("outcome") == "rejected", r.describe()
+        assert len(backend.calls("big.echo")) == n
+        backend.release()
+        assert slow.result().status == 200
+        ok = ch.c.stack.http.post("/agent/v1/invoke", envelope("big.echo", {"after": 1}), headers=ch.auth)
+        assert ok.status == 200 and ok.json()["echo"] == {"after": 1}, ok.describe()
+        after = time.monotonic()
+        for router in (ch.a, ch.b, ch.c):
+            now = router.gateway_stats(after=after)
+            for k in ("peer_handshakes_out", "peer_handshakes_in"):
+                assert now[k] == before[router.name][k], (router.name, k, before[router.name], now)
+    finally:
+        backend.release()
+        backend.close()
+
+
+class InFlightCall:
+    def __init__(self, router, env, headers) -> None:
+        self.resp = None
+        self._t = threading.Thread(target=lambda: setattr(self, "resp", router.stack.http.post(
+            "/agent/v1/invoke", env, headers=headers, timeout=30)), daemon=True)
+        self._t.start()
+
+    def result(self):
+        self._t.join(35)
+        assert self.resp is not None, "the call did not end"
+        return self.resp

@@ -73,8 +73,8 @@ def call(client, claims, key, route_id, body, **kw):
     return client.request("POST", "/agent/v1/invoke", forward_headers(assertion(claims, key), route_id, **kw), body)
 
 
-def refused(r, reason):
-    assert r.status == 403, r.describe()
+def refused(r, reason, status=403):
+    assert r.status == status, r.describe()
     err = r.error()
     assert err.get("code") == "assertion_refused" and err.get("reason") == reason, r.describe()
     assert r.headers.get("x-agentd-outcome") in ("rejected", "not_delivered"), r.headers
@@ -294,3 +294,55 @@ def test_a_removed_link_closes_its_connections_and_trust(pair, workdir):
 
     wait_for("a handshake with A's key to be refused", refused_now, timeout=10, interval=0.2)
     assert len(backend.calls("rogue.echo")) == 1
+
+
+def test_a_full_replay_cache_refuses_new_nonces_and_forgets_none_alive(mesh, workdir):
+    """Proves the bounded replay cache (`gateway.replay_cache` 3, no clock
+    skew): three calls with live assertions (expiring in 3 s) fill it; a
+    fourth, otherwise correct, is refused with 503 `assertion_refused` /
+    `assertion_cache_full` (outcome rejected) and never reaches the handler, and a replay of the first is still
+    `assertion_replayed` (its nonce was not evicted to make room); once the
+    first three expired, a new assertion is accepted again."""
+    a = mesh.router("router-a")
+    b = mesh.router("router-b", gateway={"replay_cache": 3, "clock_skew": 0})
+    mesh.link("router-a", "router-b")
+    a.start()
+    b.start()
+    b.wait_established("router-a")
+    backend = b.lan_backend()
+    try:
+        echo = b.serve(backend, "rogue.echo")
+        client = wait_accepted(a, b, workdir)
+        try:
+            # A's own gateway may not send B anything meanwhile: no call
+            # goes from A to B in this test, so the cache is ours alone.
+            sent = []
+            for i in range(3):
+                body = handler_body("rogue.echo", {"i": i})
+                head = assertion(Claims.for_body(body, **_who("rogue.echo"), expires_ms=now_ms() + 3000), a.key.private)
+                r = client.request("POST", "/agent/v1/invoke", forward_headers(head, echo), body)
+                assert r.status == 200, r.describe()
+                sent.append((head, body))
+            fourth = handler_body("rogue.echo", {"i": 3})
+            # A capacity refusal, not a forgery: 503, and the sender may
+            # try another path.
+            full = call(client, Claims.for_body(fourth, **_who("rogue.echo")), a.key.private, echo, fourth)
+            refused(full, "assertion_cache_full", status=503)
+            head, body = sent[0]
+            refused(client.request("POST", "/agent/v1/invoke", forward_headers(head, echo), body), "assertion_replayed")
+            assert len(backend.calls("rogue.echo")) == 3
+
+            def accepted_again():
+                again = handler_body("rogue.echo", {"again": 1})
+                r = call(client, Claims.for_body(again, **_who("rogue.echo")), a.key.private, echo, again)
+                if r.status == 200:
+                    return r
+                assert r.error().get("reason") == "assertion_cache_full", r.describe()
+                return None
+
+            wait_for("the cache to have room once the first assertions expired", accepted_again, timeout=15,
+                     interval=0.25)
+        finally:
+            client.close()
+    finally:
+        backend.close()
