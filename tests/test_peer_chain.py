@@ -139,7 +139,8 @@ def test_stream_resumes_at_c_without_restarting_the_producer_on_a(mesh):
     """Proves SSE streams across routers: a raw client at C that drops the
     connection after 3 of 6 events and resumes with the same envelope and
     `Last-Event-ID` gets exactly the later events (increasing ids after the
-    cursor, the completion marker), from the history kept on A — the
+    cursor, the completion marker), from the history kept on A, and again
+    from an earlier cursor given in the body (`resume_from_event_id`) — the
     producer ran exactly once; our SDK's `stream` at C delivers a whole
     stream in order. A paced stream left after 2 events is a task at C:
     its events at C (`…/events?after=0`) come from A, and its cancel at C
@@ -166,6 +167,11 @@ def test_stream_resumes_at_c_without_restarting_the_producer_on_a(mesh):
         ids2 = _ids(second.events)
         assert ids2 and ids2[0] > ids1[-1] and ids2 == sorted(set(ids2)), (ids1, ids2)
         assert [e.json() for e in first.events + second.events] == [{"n": n} for n in range(1, 7)]
+        # The cursor in the body (nexilume style), from the first event.
+        third = ch.c.stack.http.stream("/agent/v1/invoke-stream", {**env, "resume_from_event_id": ids1[0]},
+                                       headers=ch.auth)
+        assert third.status == 200 and third.complete, third.error_body
+        assert [e.json() for e in third.events] == [{"n": n} for n in range(2, 7)]
         assert len(backend.calls("chain.stream")) == 1, "the producer was restarted"
 
         caller = agentd_sdk.Client(router=ch.c.sdk_url, tenant="lab", agent_id="caller", token=ch.token)

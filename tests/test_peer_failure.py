@@ -330,3 +330,47 @@ def test_a_refusal_by_the_next_hop_before_dispatch_moves_to_the_next_candidate(m
         assert len(backend.calls("dia.echo")) == n + 1
     finally:
         backend.close()
+
+
+def test_async_task_outlives_the_transit_routers_outage(mesh):
+    """Proves an async task stays where it runs while the path to it is
+    down: a slow task started at C runs on A; with B's agent-gw killed its
+    status at C is a typed refusal (never a wrong answer, never a new
+    execution); with B back, the same handle at C reports `running`, then
+    the result of the one execution once the handler is released."""
+    ch = build_chain(mesh)
+    backend = ch.a.lan_backend()
+    try:
+        ch.a.serve(backend, "chain.echo")
+        ch.a.serve(backend, "fail.slow", name="slow")
+        wait_callable(ch.c, "chain.echo", {"warm": 1}, headers=ch.auth)
+        ch.c.stack.wait_routable(envelope("fail.slow", {}), headers=ch.auth)
+        r = ch.c.stack.http.post("/agent/v1/invoke", envelope("fail.slow", {"max_s": 30, "task": 1}),
+                                 headers={**ch.auth, "Prefer": "respond-async"})
+        assert r.status == 202, r.describe()
+        task_id = r.header("x-nexus-task-id")
+        tok = {**ch.auth, "X-Nexus-Task-Token": r.header("x-nexus-task-token")}
+        wait_for("the task to reach A's handler", lambda: backend.calls("fail.slow"), timeout=10)
+
+        ch.b.stack.gw.kill9()
+        down = ch.c.stack.http.get(f"/agent/v1/tasks/{task_id}", headers=tok)
+        # Not "no such task": the task exists, its path does not.
+        assert down.status == 502 and down.error_code() == "not_delivered", down.describe()
+        assert _outcome(down) == "not_delivered", down.describe()
+
+        ch.b.stack.start_gw()
+        st = wait_for("the task's status at C with B back",
+                      lambda: (lambda x: x if x.status == 200 else None)(
+                          ch.c.stack.http.get(f"/agent/v1/tasks/{task_id}", headers=tok)), timeout=20)
+        assert st.json()["status"] == "running", st.describe()
+        backend.release()
+        done = wait_for("the task to complete", lambda: (lambda x: x if x.json().get("status") == "completed" else None)(
+            ch.c.stack.http.get(f"/agent/v1/tasks/{task_id}", headers=tok)), timeout=15)
+        assert done.status == 200
+        res = ch.c.stack.http.get(f"/agent/v1/tasks/{task_id}/result", headers=tok)
+        assert res.status == 200 and res.json()["result"]["echo"] == {"max_s": 30, "task": 1}, res.describe()
+        assert len(backend.calls("fail.slow")) == 1
+        assert backend.peer_closed == []
+    finally:
+        backend.release()
+        backend.close()

@@ -175,3 +175,33 @@ class InFlightCall:
         self._t.join(35)
         assert self.resp is not None, "the call did not end"
         return self.resp
+
+
+def test_many_concurrent_calls_share_the_warm_connections(mesh):
+    """Proves that calls across routers are concurrent h2 streams, not a
+    queue: 48 slow calls from C's LAN are all at A's handler at the same
+    time (each waits for the test's release), then all answer 200 with
+    their own payload; no gateway on the path made a new TLS handshake."""
+    ch = build_chain(mesh)
+    backend = ch.a.lan_backend()
+    calls = []
+    try:
+        ch.a.serve(backend, "many.echo")
+        ch.a.serve(backend, "many.slow", name="slow")
+        wait_callable(ch.c, "many.echo", {"warm": 1}, headers=ch.auth)
+        ch.c.stack.wait_routable(envelope("many.slow", {}), headers=ch.auth)
+        before = {r.name: r.gateway_stats(after=time.monotonic()) for r in (ch.a, ch.b, ch.c)}
+        calls = [InFlightCall(ch.c, envelope("many.slow", {"i": i, "max_s": 30}), ch.auth) for i in range(48)]
+        wait_for("all 48 calls at A's handler at once", lambda: len(backend.calls("many.slow")) == 48, timeout=20)
+        assert backend.answered == [] or all(x.json()["intent"] != "many.slow" for x in backend.answered)
+        backend.release()
+        got = sorted(c.result().json()["echo"]["i"] for c in calls)
+        assert got == list(range(48)), got
+        after = time.monotonic()
+        for router in (ch.a, ch.b, ch.c):
+            now = router.gateway_stats(after=after)
+            for k in ("peer_handshakes_out", "peer_handshakes_in"):
+                assert now[k] == before[router.name][k], (router.name, k, before[router.name], now)
+    finally:
+        backend.release()
+        backend.close()
