@@ -103,9 +103,17 @@ async fn connection(state: Rc<AppState>, tls: Tls, link: crate::peer::Link, from
     let close = state.peer.accepted(link.clone());
     let stats = state.peer.stats.clone();
     PeerStats::add(&stats.conns, 1);
+    let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(&link.key) else {
+        agentd::log_warn!(
+            "peer data connection from {}: its linked key is not a valid Ed25519 key",
+            link.router_id
+        );
+        stats.conns.set(stats.conns.get().saturating_sub(1));
+        return;
+    };
     let peer = Rc::new(inbound::Peer {
         router_id: link.router_id.clone(),
-        key: link.key,
+        key,
         addr: from,
     });
     let svc = {
