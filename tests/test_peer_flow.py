@@ -89,3 +89,23 @@ def test_one_mib_bodies_and_a_long_stream_cross_two_routers_on_the_warm_connecti
         assert _handshakes(ch.b) == before_b, "B's gateway reconnected"
     finally:
         backend.close()
+
+
+def test_a_sending_gateway_costs_one_replay_window_at_any_rate(mesh):
+    """Proves the replay cache holds windows, not one nonce per call: with
+    room for only two windows at A and at B (`gateway.replay_cache` 2), 300
+    calls C→B→A in a row all succeed — each gateway numbers its assertions
+    to each neighbour, so a sender is one window whatever its rate — and
+    none is refused as `assertion_cache_full`."""
+    tiny = {"replay_cache": 2}
+    ch = build_chain(mesh, a_gateway=tiny, b_gateway=tiny)
+    backend = ch.a.lan_backend()
+    try:
+        ch.a.serve(backend, "flow.echo")
+        wait_callable(ch.c, "flow.echo", {"warm": 1}, headers=ch.auth)
+        for i in range(300):
+            r = ch.c.stack.http.post("/agent/v1/invoke", envelope("flow.echo", {"i": i}), headers=ch.auth)
+            assert r.status == 200 and r.json()["echo"] == {"i": i}, (i, r.describe())
+        assert len([x for x in backend.calls("flow.echo") if "i" in x.json()["payload"]]) == 300
+    finally:
+        backend.close()

@@ -16,7 +16,6 @@
 //! agree within `gateway.clock_skew`) and randomness are arguments.
 //! Carried in one header as base64url of the postcard encoding.
 
-use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
@@ -150,6 +149,9 @@ pub enum AssertionError {
     WrongCapability,
     DigestMismatch,
     Replayed,
+    /// Older than the sender's replay window: refused rather than taken
+    /// on trust.
+    OutOfWindow,
     /// The replay cache holds `replay_cache` live nonces: refused rather
     /// than forgetting one that could then be replayed.
     CacheFull,
@@ -168,6 +170,7 @@ impl AssertionError {
             AssertionError::WrongCapability => "assertion_wrong_capability",
             AssertionError::DigestMismatch => "assertion_digest",
             AssertionError::Replayed => "assertion_replayed",
+            AssertionError::OutOfWindow => "assertion_out_of_window",
             AssertionError::CacheFull => "assertion_cache_full",
         }
     }
@@ -199,6 +202,9 @@ impl fmt::Display for AssertionError {
                 f.write_str("request body does not match the forwarding assertion's digest")
             }
             AssertionError::Replayed => f.write_str("forwarding assertion nonce already used"),
+            AssertionError::OutOfWindow => f.write_str(
+                "forwarding assertion sequence is older than the sender's replay window",
+            ),
             AssertionError::CacheFull => {
                 f.write_str("replay cache full: forwarding assertion refused")
             }
@@ -243,68 +249,16 @@ pub fn verify<'a>(
     if c.body_sha256 != e.body_sha256 {
         return Err(AssertionError::DigestMismatch);
     }
-    cache.insert(c.nonce, c.expires_ms.saturating_add(e.skew_ms), e.now_ms)?;
+    cache.insert(
+        &c.source,
+        c.nonce,
+        c.expires_ms.saturating_add(e.skew_ms),
+        e.now_ms,
+    )?;
     Ok(c)
 }
 
-/// Nonces of live assertions, bounded. An entry lives until its
-/// assertion's expiry (plus skew): after that the assertion itself is
-/// refused, so forgetting the nonce is safe — and only then.
-#[derive(Debug)]
-pub struct ReplayCache {
-    capacity: usize,
-    seen: HashSet<[u8; 16]>,
-    by_expiry: BTreeSet<(u64, [u8; 16])>,
-}
-
-impl ReplayCache {
-    /// `gateway.replay_cache` entries at most.
-    pub fn new(capacity: usize) -> ReplayCache {
-        ReplayCache {
-            capacity: capacity.max(1),
-            seen: HashSet::new(),
-            by_expiry: BTreeSet::new(),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.seen.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
-    }
-
-    /// Records `nonce` as used until `until_ms`; refuses a nonce already
-    /// live, and a new one when the cache is full of live ones.
-    pub fn insert(
-        &mut self,
-        nonce: [u8; 16],
-        until_ms: u64,
-        now_ms: u64,
-    ) -> Result<(), AssertionError> {
-        self.forget_expired(now_ms);
-        if self.seen.contains(&nonce) {
-            return Err(AssertionError::Replayed);
-        }
-        if self.seen.len() >= self.capacity {
-            return Err(AssertionError::CacheFull);
-        }
-        self.seen.insert(nonce);
-        self.by_expiry.insert((until_ms, nonce));
-        Ok(())
-    }
-
-    fn forget_expired(&mut self, now_ms: u64) {
-        while let Some(&(until, nonce)) = self.by_expiry.first() {
-            if until > now_ms {
-                break;
-            }
-            self.by_expiry.pop_first();
-            self.seen.remove(&nonce);
-        }
-    }
-}
+pub use crate::peer::replay::ReplayCache;
 
 #[cfg(test)]
 mod tests;

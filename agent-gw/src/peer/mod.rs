@@ -23,6 +23,7 @@ pub mod listener;
 pub mod outbound;
 pub mod plane;
 pub mod remote;
+pub mod replay;
 pub mod tls;
 
 use std::cell::Cell;

@@ -92,7 +92,7 @@ pub async fn send(
             tenant: req.who.tenant.to_string(),
             capability: req.who.capability.to_string(),
             body_sha256: Sha256::digest(&req.body).into(),
-            nonce: nonce(),
+            nonce: plane.next_nonce(req.next_hop),
             expires_ms: unix_ms().saturating_add(ttl_ms),
         };
         Assertion::sign(claims, t.signing_key()).encode()
@@ -174,18 +174,6 @@ fn refused_stream(e: &hyper::Error) -> bool {
         source = s.source();
     }
     false
-}
-
-fn nonce() -> [u8; 16] {
-    let mut n = [0u8; 16];
-    if crate::auth::fill_random(&mut n).is_err() {
-        // No entropy: a nonce that still never repeats in this process.
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        n[..8].copy_from_slice(&unix_ms().to_le_bytes());
-        n[8..].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    }
-    n
 }
 
 /// Wall-clock milliseconds (assertions cross machines).

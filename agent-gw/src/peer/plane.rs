@@ -32,6 +32,11 @@ pub struct PeerPlane {
     pub replay: RefCell<ReplayCache>,
     pub remote: RefCell<RemoteTasks>,
     inbound: RefCell<Vec<Inbound>>,
+    /// Our assertions' nonces: a random epoch for this process and a
+    /// sequence per target router (see `replay`: one window per sender
+    /// at the receiver, whatever the rate).
+    epoch: u64,
+    sequences: RefCell<std::collections::HashMap<Box<str>, u64>>,
 }
 
 /// An accepted data connection: closed when its router's link changes
@@ -59,7 +64,25 @@ impl PeerPlane {
                 cfg.task_ttl_s.saturating_mul(1000),
             )),
             inbound: RefCell::new(Vec::new()),
+            epoch: random_epoch(),
+            sequences: RefCell::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// The nonce of our next assertion to `target`.
+    pub fn next_nonce(&self, target: &str) -> [u8; 16] {
+        let mut seqs = self.sequences.borrow_mut();
+        let seq = match seqs.get_mut(target) {
+            Some(s) => {
+                *s += 1;
+                *s
+            }
+            None => {
+                seqs.insert(target.into(), 1);
+                1
+            }
+        };
+        crate::peer::replay::nonce(self.epoch, seq)
     }
 
     pub fn enabled(&self) -> bool {
@@ -140,4 +163,14 @@ impl PeerPlane {
         });
         close
     }
+}
+
+/// A fresh epoch per process: a restarted gateway's sequences start over
+/// in a new window at its peers.
+fn random_epoch() -> u64 {
+    let mut b = [0u8; 8];
+    if crate::auth::fill_random(&mut b).is_err() {
+        b = crate::peer::outbound::unix_ms().to_le_bytes();
+    }
+    u64::from_le_bytes(b)
 }

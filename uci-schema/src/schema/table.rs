@@ -176,7 +176,7 @@ const GATEWAY: &[OptionSpec] = &[
     uint("stream_drain_timeout_ms", "5000", 100, 600_000, "A stream follower that takes no bytes for this long is detached and its connection closed (the stream keeps running; resume with Last-Event-ID)."),
     uint("hop_limit", "8", 1, 64, "Most hops a forwarded call may still take: the gateway forwards with min(hop_limit - 1, this) and refuses a call arriving with hop_limit 1 (hop_limit_exceeded)."),
     uint("assertion_ttl", "30", 1, 300, "Lifetime (s) of forwarding assertions."),
-    uint("replay_cache", "65536", 1, 1_000_000, "Assertion nonces remembered; when full, new ones are refused."),
+    uint("replay_cache", "4096", 1, 1_000_000, "Replay windows of forwarding-assertion nonces kept (one per sending gateway process, whatever its rate; a sender drawing random nonces uses one per assertion, for its lifetime); when full, assertions needing a new one are refused (assertion_cache_full)."),
 ];
 
 #[rustfmt::skip]

@@ -144,31 +144,33 @@ fn expiry_and_lifetime_allow_the_clock_skew_and_no_more() {
 #[test]
 fn a_full_cache_refuses_new_nonces_and_never_forgets_a_live_one() {
     let mut cache = ReplayCache::new(2);
-    cache.insert([1; 16], NOW + 10, NOW).unwrap();
-    cache.insert([2; 16], NOW + 20, NOW).unwrap();
+    cache.insert("router-c", [1; 16], NOW + 10, NOW).unwrap();
+    cache.insert("router-c", [2; 16], NOW + 20, NOW).unwrap();
     assert_eq!(
-        cache.insert([3; 16], NOW + 30, NOW),
+        cache.insert("router-c", [3; 16], NOW + 30, NOW),
         Err(AssertionError::CacheFull)
     );
     // Still full of live nonces: both are still refused as replays.
     assert_eq!(
-        cache.insert([1; 16], NOW + 10, NOW + 5),
+        cache.insert("router-c", [1; 16], NOW + 10, NOW + 5),
         Err(AssertionError::Replayed)
     );
     assert_eq!(
-        cache.insert([2; 16], NOW + 20, NOW + 5),
+        cache.insert("router-c", [2; 16], NOW + 20, NOW + 5),
         Err(AssertionError::Replayed)
     );
     // Once the first expires (its assertion is refused as expired from
     // then on), its slot frees, and only its.
-    cache.insert([3; 16], NOW + 30, NOW + 10).unwrap();
+    cache
+        .insert("router-c", [3; 16], NOW + 30, NOW + 10)
+        .unwrap();
     assert_eq!(cache.len(), 2);
     assert_eq!(
-        cache.insert([2; 16], NOW + 20, NOW + 10),
+        cache.insert("router-c", [2; 16], NOW + 20, NOW + 10),
         Err(AssertionError::Replayed)
     );
     assert_eq!(
-        cache.insert([4; 16], NOW + 40, NOW + 19),
+        cache.insert("router-c", [4; 16], NOW + 40, NOW + 19),
         Err(AssertionError::CacheFull)
     );
 }
