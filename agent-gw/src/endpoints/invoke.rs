@@ -54,18 +54,25 @@ async fn admit(cx: &Ctx, parts: &Parts, body: Incoming, need: Need) -> Result<Ad
     if let Some(v) = who {
         env.apply_identity(&v.tenant, &v.subject);
     }
-    cx.state
+    tenant_rate(&cx.state, &env.tenant)?;
+    Ok(Admitted { env, guard })
+}
+
+/// The tenant's request bucket of this gateway (callers of our LAN and
+/// calls from peer routers alike).
+pub(crate) fn tenant_rate(state: &crate::state::AppState, tenant: &str) -> Result<(), ApiError> {
+    state
         .limiter
         .borrow_mut()
-        .check(&env.tenant, Millis::now())
+        .check(tenant, Millis::now())
         .map_err(|wait_ms| {
             ApiError::new(
                 ErrorCode::RateLimited,
-                format!("tenant {} is over its request rate", env.tenant),
+                format!("tenant {tenant} is over its request rate"),
             )
             .retry_after_ms(wait_ms.min(60_000))
-        })?;
-    Ok(Admitted { env, guard })
+            .rejected()
+        })
 }
 
 fn query(env: &Envelope) -> Query<'_> {

@@ -35,6 +35,16 @@ use crate::task::{StreamKey, TaskId, TASK_ID_HEADER, TASK_TOKEN_HEADER};
 /// Longest wait for a task operation on another router.
 const TASK_OP_TIMEOUT_MS: u64 = 10_000;
 
+/// Room for one more remote task handle, checked before dispatch.
+fn room(cx: &Ctx) -> Result<(), ApiError> {
+    cx.state
+        .peer
+        .remote
+        .borrow_mut()
+        .room(Millis::now())
+        .map_err(full_error)
+}
+
 fn full_error(f: Full) -> ApiError {
     let mut e = ApiError::new(
         ErrorCode::TaskTableFull,
@@ -59,12 +69,7 @@ pub(crate) async fn invoke_async(
     a: Admitted,
     d: Dispatch,
 ) -> Result<Response<Body>, ApiError> {
-    cx.state
-        .peer
-        .remote
-        .borrow_mut()
-        .room(Millis::now())
-        .map_err(full_error)?;
+    room(cx)?;
     let lead = d
         .candidates
         .iter()
@@ -146,12 +151,7 @@ pub(crate) async fn start_stream(
     key: StreamKey,
     d: Dispatch,
 ) -> Result<Response<Body>, ApiError> {
-    cx.state
-        .peer
-        .remote
-        .borrow_mut()
-        .room(Millis::now())
-        .map_err(full_error)?;
+    room(cx)?;
     let env = a.env.clone();
     let deadline = d.deadline;
     let (resp, route) = invoke::forward(cx, parts, a, d, Relay::Stream).await?;

@@ -129,15 +129,6 @@ impl PeerConns {
             }
         }
     }
-
-    /// Peers with a connection up now.
-    pub fn ready(&self) -> usize {
-        self.slots
-            .borrow()
-            .values()
-            .filter(|s| matches!(&*s.state.borrow(), ConnState::Ready(c) if !c.is_closed()))
-            .count()
-    }
 }
 
 impl Slot {

@@ -249,18 +249,7 @@ async fn call(
     let mut env = Envelope::decode(bytes.clone()).map_err(|e| ApiError::from(e).rejected())?;
     let claims = check(state, peer, &a, &env.intent, &bytes)?;
     env.apply_identity(&claims.tenant, &claims.caller);
-    state
-        .limiter
-        .borrow_mut()
-        .check(&env.tenant, Millis::now())
-        .map_err(|wait_ms| {
-            ApiError::new(
-                ErrorCode::RateLimited,
-                format!("tenant {} is over its request rate", env.tenant),
-            )
-            .retry_after_ms(wait_ms.min(60_000))
-            .rejected()
-        })?;
+    invoke::tenant_rate(state, &env.tenant)?;
     let cx = context(state, peer, route, claims);
     let admitted = Admitted { env, guard };
     if stream {

@@ -9,8 +9,9 @@
 //! ```
 //!
 //! * [`assertion`] — what a router signs when it forwards a call, and the
-//!   receiver's checks with a bounded replay cache.
-//! * [`tls`], [`conns`], [`listener`] — the transport.
+//!   receiver's checks; [`replay`] — the bounded replay windows.
+//! * [`tls`], [`conns`], [`listener`] — the transport; [`follow`] applies
+//!   the FIB's links to it ([`plane`] holds the state).
 //! * [`outbound`], [`inbound`] — the two ends of one hop.
 //! * [`remote`] — task handles of calls that live on another router.
 
