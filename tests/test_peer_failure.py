@@ -12,38 +12,8 @@ import threading
 
 from harness.config import Section
 from harness.http import envelope, iter_sse
-from harness.peers import build_chain, wait_callable
+from harness.peers import InFlight, build_chain, outcome as _outcome, wait_callable
 from harness.poll import wait_for
-
-
-class InFlight:
-    """One sync call in a thread (bounded by its own timeout)."""
-
-    def __init__(self, router, env, headers=None, timeout: float = 40.0) -> None:
-        self.resp = None
-        self.error = None
-
-        def run() -> None:
-            try:
-                self.resp = router.stack.http.post("/agent/v1/invoke", env, headers=headers, timeout=timeout)
-            except Exception as e:  # noqa: BLE001 - reported by the test
-                self.error = e
-
-        self._t = threading.Thread(target=run, daemon=True)
-        self._t.start()
-
-    def result(self, timeout: float = 45.0):
-        self._t.join(timeout)
-        assert not self._t.is_alive(), "the call did not end"
-        assert self.error is None, f"the call raised {self.error!r}"
-        return self.resp
-
-
-def _outcome(r):
-    try:
-        return r.json()["error"].get("outcome")
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
 
 
 def test_transit_router_killed_mid_call(mesh):

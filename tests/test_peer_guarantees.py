@@ -6,12 +6,11 @@ bodies and long streams: test_peer_flow.py.)"""
 
 from __future__ import annotations
 
-import threading
 import time
 
 from harness.config import Section
 from harness.http import envelope
-from harness.peers import build_chain, wait_callable
+from harness.peers import InFlight, build_chain, wait_callable
 from harness.poll import wait_for
 
 
@@ -142,7 +141,7 @@ def test_a_body_too_large_for_the_next_hop_is_a_typed_refusal_on_the_warm_connec
         wait_callable(ch.c, "big.echo", {"warm": 1}, headers=ch.auth)
         ch.c.stack.wait_routable(envelope("big.slow", {}), headers=ch.auth)
         before = {r.name: r.gateway_stats(after=time.monotonic()) for r in (ch.a, ch.b, ch.c)}
-        slow = InFlightCall(ch.c, envelope("big.slow", {"max_s": 20}), ch.auth)
+        slow = InFlight(ch.c, envelope("big.slow", {"max_s": 20}), ch.auth)
         wait_for("the slow call to reach A", lambda: backend.calls("big.slow"), timeout=10)
         n = len(backend.calls("big.echo"))
         r = ch.c.stack.http.post("/agent/v1/invoke", envelope("big.echo", {"pad": "x" * (256 * 1024)}),
@@ -164,18 +163,6 @@ def test_a_body_too_large_for_the_next_hop_is_a_typed_refusal_on_the_warm_connec
         backend.close()
 
 
-class InFlightCall:
-    def __init__(self, router, env, headers) -> None:
-        self.resp = None
-        self._t = threading.Thread(target=lambda: setattr(self, "resp", router.stack.http.post(
-            "/agent/v1/invoke", env, headers=headers, timeout=30)), daemon=True)
-        self._t.start()
-
-    def result(self):
-        self._t.join(35)
-        assert self.resp is not None, "the call did not end"
-        return self.resp
-
 
 def test_many_concurrent_calls_share_the_warm_connections(mesh):
     """Proves that calls across routers are concurrent h2 streams, not a
@@ -191,7 +178,7 @@ def test_many_concurrent_calls_share_the_warm_connections(mesh):
         wait_callable(ch.c, "many.echo", {"warm": 1}, headers=ch.auth)
         ch.c.stack.wait_routable(envelope("many.slow", {}), headers=ch.auth)
         before = {r.name: r.gateway_stats(after=time.monotonic()) for r in (ch.a, ch.b, ch.c)}
-        calls = [InFlightCall(ch.c, envelope("many.slow", {"i": i, "max_s": 30}), ch.auth) for i in range(48)]
+        calls = [InFlight(ch.c, envelope("many.slow", {"i": i, "max_s": 30}), ch.auth) for i in range(48)]
         wait_for("all 48 calls at A's handler at once", lambda: len(backend.calls("many.slow")) == 48, timeout=20)
         assert backend.answered == [] or all(x.json()["intent"] != "many.slow" for x in backend.answered)
         backend.release()

@@ -5,6 +5,7 @@ callable from a router's LAN."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
@@ -70,3 +71,34 @@ def wait_callable(router: MeshRouter, capability: str, payload: Any = None, head
         return r if r.status == 200 else None
 
     return wait_for(f"{router.name}: a call of {capability} to succeed", check, timeout=timeout, interval=0.1)
+
+
+class InFlight:
+    """One sync call in a thread (bounded by its own timeout)."""
+
+    def __init__(self, router, env, headers=None, timeout: float = 40.0) -> None:
+        self.resp = None
+        self.error = None
+
+        def run() -> None:
+            try:
+                self.resp = router.stack.http.post("/agent/v1/invoke", env, headers=headers, timeout=timeout)
+            except Exception as e:  # noqa: BLE001 - reported by the test
+                self.error = e
+
+        self._t = threading.Thread(target=run, daemon=True)
+        self._t.start()
+
+    def result(self, timeout: float = 45.0):
+        self._t.join(timeout)
+        assert not self._t.is_alive(), "the call did not end"
+        assert self.error is None, f"the call raised {self.error!r}"
+        return self.resp
+
+
+def outcome(r: Resp) -> Optional[str]:
+    """`error.outcome` of a gateway error answer, or None."""
+    try:
+        return r.json()["error"].get("outcome")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
