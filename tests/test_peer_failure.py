@@ -73,6 +73,15 @@ def test_transit_router_killed_mid_call(mesh):
         backend.close()
 
 
+def wait_warm(router, peers: int) -> None:
+    """Until `router`'s data connections with each of its `peers` are up
+    both ways (its own dial and the peer's): a next hop's first dial can be
+    refused while that peer's gateway has not yet learnt the link, and a
+    call never waits for the redial. Failover needs the second path warm."""
+    wait_for(f"{router.name}'s data connections with its {peers} peers",
+             lambda: router.gateway_stats()["peer_conns"] >= 2 * peers, timeout=20, interval=0.2)
+
+
 def diamond(mesh):
     a = mesh.router("router-a")
     b = mesh.router("router-b", reflector=True)
@@ -106,6 +115,7 @@ def test_call_moves_to_the_next_candidate_when_the_first_next_hop_is_down(mesh):
             return held if {f"{rid}@router-b", f"{rid}@router-c"} <= set(held) else None
 
         wait_for("D to hold both paths", both, timeout=20)
+        wait_warm(d, 2)
         wait_callable(d, "dia.echo", {"warm": 1})
         first = d.stack.ctl_json("lookup", "dia.echo", "--tenant", "lab")["winner"]
         hop = first.split("@", 1)[1]
@@ -129,6 +139,7 @@ def _two_paths(mesh, d, capability, rid):
         return held if {f"{rid}@router-b", f"{rid}@router-c"} <= set(held) else None
 
     wait_for("D to hold both paths", both, timeout=20)
+    wait_warm(d, 2)
     wait_callable(d, capability, {"warm": 1})
     first = d.stack.ctl_json("lookup", capability, "--tenant", "lab")["winner"]
     hop = first.split("@", 1)[1]
