@@ -93,7 +93,9 @@ def test_forged_replayed_expired_assertions_are_refused_before_the_handler(pair,
     (`assertion_wrong_capability`), one signed by a key that is not the TLS
     peer's (`assertion_bad_signature`) and one claiming to come from C,
     signed with C's real key, over A's TLS session
-    (`assertion_wrong_signer`) are each refused with 403
+    (`assertion_wrong_signer`), garbage and an over-long header
+    (`assertion_malformed`) and the first assertion replayed on a second
+    connection are each refused with 403
     `assertion_refused` naming the reason and `x-agentd-outcome`, and none
     of them reaches the handler: it ran exactly once. A certificate for a
     key B has no session with is refused at the handshake."""
@@ -127,6 +129,17 @@ def test_forged_replayed_expired_assertions_are_refused_before_the_handler(pair,
         refused(call(client, good.fresh(), Ed25519PrivateKey.generate(), echo, body), "assertion_bad_signature")
         as_c = good.fresh(source="router-c", origin="router-c")
         refused(call(client, as_c, c.key.private, echo, body), "assertion_wrong_signer")
+        # Not an assertion: garbage, and longer than any real one.
+        refused(client.request("POST", "/agent/v1/invoke", forward_headers("!!not-base64!!", echo), body),
+                "assertion_malformed")
+        refused(client.request("POST", "/agent/v1/invoke", forward_headers("A" * 3000, echo), body),
+                "assertion_malformed")
+        # The replay cache is the gateway's, not the connection's.
+        second = connect_as(a, b, workdir)
+        try:
+            refused(second.request("POST", "/agent/v1/invoke", forward_headers(head, echo), body), "assertion_replayed")
+        finally:
+            second.close()
         # No assertion at all.
         r = client.request("POST", "/agent/v1/invoke", {k: v for k, v in forward_headers("", echo).items()
                                                         if k != "x-agentd-assertion"}, body)
