@@ -40,6 +40,12 @@ const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// A connection that lived this long resets the backoff.
 const STABLE: Duration = Duration::from_secs(10);
+/// Both routers learn of their session from their own agentd, a few
+/// milliseconds apart: for this long after a link appears, a dial the
+/// peer refuses (it does not know us yet) is retried every
+/// [`GRACE_RETRY`] and calls wait for it, rather than failing as "down".
+const LINK_GRACE: Duration = Duration::from_secs(2);
+const GRACE_RETRY: Duration = Duration::from_millis(20);
 
 pub type PeerSender = SendRequest<Full<Bytes>>;
 
@@ -151,6 +157,7 @@ impl Slot {
 async fn drive(slot: Rc<Slot>, tls: Rc<RefCell<PeerTls>>, stats: Rc<PeerStats>) {
     let mut backoff = MIN_BACKOFF;
     let id = slot.link.router_id.clone();
+    let linked = Instant::now();
     loop {
         slot.set(ConnState::Dialing);
         let started = Instant::now();
@@ -171,6 +178,12 @@ async fn drive(slot: Rc<Slot>, tls: Rc<RefCell<PeerTls>>, stats: Rc<PeerStats>) 
                     backoff = MIN_BACKOFF;
                 }
                 slot.set(ConnState::Down { why });
+            }
+            Err(why) if linked.elapsed() < LINK_GRACE => {
+                // Still "connecting" for waiting calls.
+                agentd::log_debug!("peer data connection to {id}: {why}; retrying (link just up)");
+                tokio::time::sleep(GRACE_RETRY).await;
+                continue;
             }
             Err(why) => {
                 agentd::log_warn!("peer data connection to {id} at {}: {why}", slot.link.data);
