@@ -10,6 +10,7 @@ import time
 
 from harness.config import Section
 from harness.http import envelope
+from harness.jwt import TenantKey, bearer
 from harness.peers import InFlight, build_chain, wait_callable
 from harness.poll import wait_for
 
@@ -191,4 +192,39 @@ def test_many_concurrent_calls_share_the_warm_connections(mesh):
                 assert now[k] == before[router.name][k], (router.name, k, before[router.name], now)
     finally:
         backend.release()
+        backend.close()
+
+
+def test_tenant_isolation_holds_end_to_end(mesh):
+    """Proves tenant isolation across routers with verified identities: C
+    knows tenants `lab` and `ops` (JWT keys); A serves `iso.lab` (tenant
+    lab only) and `iso.shared` (tenant lab, `allowed_tenants` ops). An ops
+    caller at C gets `iso.shared` served — A's handler sees tenant `ops`
+    and the ops caller from the token, not the body's claims — and is
+    refused `iso.lab` typed (404 `no_route`, reason `tenant_access`)
+    without the handler seeing it."""
+    ops = TenantKey.generate()
+
+    def configure(a, b, c):
+        c.cfg.sections.append(Section("tenant", "ops", {"name": "ops", "jwt_key": [ops.uci_value]}))
+
+    ch = build_chain(mesh, configure=configure)
+    backend = ch.a.lan_backend()
+    try:
+        ch.a.serve(backend, "iso.lab")
+        ch.a.serve(backend, "iso.shared", name="shared", allowed_tenants=["ops"])
+        wait_callable(ch.c, "iso.lab", {"warm": 1}, headers=ch.auth)
+        tok = bearer(ops.mint(tenant="ops", sub="agent://ops/caller", scopes=("agent.invoke", "agent.route"),
+                              aud=ch.audience))
+        ch.c.stack.wait_routable(envelope("iso.shared", {}, tenant="ops", source_agent="agent://ops/caller"), headers=tok)
+        r = ch.c.stack.http.post("/agent/v1/invoke", envelope("iso.shared", {"o": 1}, tenant="lab",
+                                                              source_agent="agent://lab/admin"), headers=tok)
+        assert r.status == 200, r.describe()
+        assert (r.json()["tenant"], r.json()["source_agent"]) == ("ops", "agent://ops/caller"), r.describe()
+        n = len(backend.calls("iso.lab"))
+        r = ch.c.stack.http.post("/agent/v1/invoke", envelope("iso.lab", {"o": 2}, tenant="lab"), headers=tok)
+        assert r.status == 404 and r.error_code() == "no_route", r.describe()
+        assert r.json()["error"].get("reason") == "tenant_access", r.describe()
+        assert len(backend.calls("iso.lab")) == n
+    finally:
         backend.close()
