@@ -359,3 +359,26 @@ def test_a_full_replay_cache_refuses_new_nonces_and_forgets_none_alive(mesh, wor
             client.close()
     finally:
         backend.close()
+
+
+def test_a_peers_hop_limit_is_checked_and_capped(pair, workdir):
+    """Proves that the hop limit in a peer's body grants nothing: a call
+    arriving with `hop_limit` 1 is refused before dispatch (508
+    `hop_limit_exceeded`, outcome rejected, the handler untouched), one
+    claiming 200 hops reaches the handler with at most B's own
+    `gateway.hop_limit` (8)."""
+    a, b, backend, echo, _ = pair
+    client = wait_accepted(a, b, workdir)
+    try:
+        last = handler_body("rogue.echo", {"h": 1}, hop_limit=1)
+        r = call(client, Claims.for_body(last, **_who("rogue.echo")), a.key.private, echo, last)
+        assert r.status == 508 and r.error().get("code") == "hop_limit_exceeded", r.describe()
+        assert r.headers.get("x-agentd-outcome") == "rejected", r.headers
+        assert backend.calls("rogue.echo") == []
+        many = handler_body("rogue.echo", {"h": 200}, hop_limit=200)
+        r = call(client, Claims.for_body(many, **_who("rogue.echo")), a.key.private, echo, many)
+        assert r.status == 200, r.describe()
+        got = backend.calls("rogue.echo")
+        assert len(got) == 1 and 1 <= got[0].json()["hop_limit"] <= 8, got[0].json()
+    finally:
+        client.close()
