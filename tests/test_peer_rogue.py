@@ -230,7 +230,8 @@ def test_receiver_applies_tenant_access_and_its_rate_limit(mesh, workdir):
     rate limit of tenant `lab` (1/s, burst 4) applies to the peer's calls
     (429 `rate_limited` with Retry-After, outcome rejected; only the calls
     answered 200 reached the handler); an unknown route id is a typed
-    `no_route`, a path outside the peer API a 404 JSON `not_found`."""
+    `no_route`, a path id (`R@hop`) instead of the base id a typed refusal,
+    a path outside the peer API a 404 JSON `not_found`."""
     a = mesh.router("router-a")
     b = mesh.router("router-b", tenants=[("lab", {"name": "lab", "rate_per_second": 1, "rate_burst": 4})])
     mesh.link("router-a", "router-b")
@@ -252,6 +253,10 @@ def test_receiver_applies_tenant_access_and_its_rate_limit(mesh, workdir):
             unknown = handler_body("rogue.echo", {"u": 1})
             r = call(client, Claims.for_body(unknown, **_who("rogue.echo")), a.key.private, "no-such-route", unknown)
             assert r.status == 404 and r.error().get("code") == "no_route", r.describe()
+            # A path id (`R@hop`) where the base id belongs: typed, not served.
+            r = call(client, Claims.for_body(unknown, **_who("rogue.echo")), a.key.private, f"{echo}@router-a", unknown)
+            assert r.status in (400, 404) and r.error().get("code") in ("invalid_field", "no_route"), r.describe()
+            assert r.headers.get("x-agentd-outcome") == "rejected", r.headers
             r = client.request("GET", "/agent/v1/admin", forward_headers("", echo))
             assert r.status == 404 and r.error().get("code") == "not_found", r.describe()
 
