@@ -228,3 +228,40 @@ def test_tenant_isolation_holds_end_to_end(mesh):
         assert len(backend.calls("iso.lab")) == n
     finally:
         backend.close()
+
+
+def test_a_reload_that_changes_no_peer_keeps_the_data_plane(mesh):
+    """Proves that the data plane follows the links, not the reloads: a
+    SIGHUP reload of B that changes no peer (a new, unrelated rule) while a
+    slow call from C to A is in flight through B leaves that call running
+    to its 200 answer, and no gateway on the path makes a new TLS
+    handshake."""
+    ch = build_chain(mesh)
+    backend = ch.a.lan_backend()
+    try:
+        ch.a.serve(backend, "rl.echo")
+        ch.a.serve(backend, "rl.slow", name="slow")
+        wait_callable(ch.c, "rl.echo", {"warm": 1}, headers=ch.auth)
+        ch.c.stack.wait_routable(envelope("rl.slow", {}), headers=ch.auth)
+        before = {r.name: r.gateway_stats(after=time.monotonic()) for r in (ch.a, ch.b, ch.c)}
+        slow = InFlight(ch.c, envelope("rl.slow", {"max_s": 30}), ch.auth)
+        wait_for("the slow call to reach A", lambda: backend.calls("rl.slow"), timeout=10)
+        ch.b.cfg.sections.append(Section("rule", "unrelated", {
+            "id": "90-unrelated", "priority": 1, "action": "deny", "capability": "nothing.here"}))
+        ch.b.reload()
+        # The reload has been applied once B's gateway refuses the new rule's capability.
+        wait_for("B's gateway to apply the reload",
+                 lambda: ch.b.stack.http.post("/agent/v1/route", envelope("nothing.here", {})).error_code()
+                 == "policy_denied", timeout=15)
+        assert backend.peer_closed == [], "the reload cancelled a call in flight"
+        backend.release()
+        r = slow.result()
+        assert r.status == 200 and r.json()["echo"] == {"max_s": 30}, r.describe()
+        after = time.monotonic()
+        for router in (ch.a, ch.b, ch.c):
+            now = router.gateway_stats(after=after)
+            for k in ("peer_handshakes_out", "peer_handshakes_in"):
+                assert now[k] == before[router.name][k], (router.name, k, before[router.name], now)
+    finally:
+        backend.release()
+        backend.close()
