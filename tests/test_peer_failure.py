@@ -6,13 +6,9 @@ candidate (a diamond: two paths to the same route)."""
 
 from __future__ import annotations
 
-import http.client
-import json
-import threading
-
 from harness.config import Section
-from harness.http import envelope, iter_sse
-from harness.peers import InFlight, build_chain, outcome as _outcome, wait_callable
+from harness.http import envelope
+from harness.peers import InFlight, SseReader, build_chain, outcome as _outcome, wait_callable
 from harness.poll import wait_for
 
 
@@ -208,42 +204,6 @@ def test_async_task_is_reached_over_any_live_path_to_its_route(mesh):
         assert backend.answered == [] or all(x.json()["intent"] != "dia.slow" for x in backend.answered)
     finally:
         backend.close()
-
-
-class SseReader:
-    """A raw SSE reader in a thread: events as they arrive, then how the
-    stream ended (bounded by the socket timeout)."""
-
-    def __init__(self, router, env, headers) -> None:
-        self.events = []
-        self.ended = None
-        self.status = None
-        self.headers = {}
-
-        def run() -> None:
-            conn = http.client.HTTPConnection(router.stack.http.host, router.stack.http.port, timeout=30)
-            try:
-                conn.request("POST", "/agent/v1/invoke-stream", body=json.dumps(env).encode(),
-                             headers={"Content-Type": "application/json", "Accept": "text/event-stream", **headers})
-                resp = conn.getresponse()
-                self.status, self.headers = resp.status, {k.lower(): v for k, v in resp.getheaders()}
-                for item in iter_sse(resp):
-                    if item == "complete":
-                        self.ended = "complete"
-                        return
-                    self.events.append(item)
-                self.ended = "eof"
-            except Exception as e:  # noqa: BLE001 - the broken hop
-                self.ended = f"{type(e).__name__}"
-            finally:
-                conn.close()
-
-        self._t = threading.Thread(target=run, daemon=True)
-        self._t.start()
-
-    def join(self, timeout: float = 40.0) -> None:
-        self._t.join(timeout)
-        assert not self._t.is_alive(), "the stream did not end"
 
 
 def test_stream_resumes_after_the_transit_router_died_without_restarting_the_producer(mesh):

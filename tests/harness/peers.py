@@ -5,11 +5,13 @@ callable from a router's LAN."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
-from .http import Resp, envelope
+from .http import Resp, envelope, iter_sse
 from .jwt import TenantKey, bearer
 from .mesh import MeshRouter
 from .poll import wait_for
@@ -102,3 +104,39 @@ def outcome(r: Resp) -> Optional[str]:
         return r.json()["error"].get("outcome")
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+class SseReader:
+    """A raw SSE reader in a thread: events as they arrive, then how the
+    stream ended (bounded by the socket timeout)."""
+
+    def __init__(self, router, env, headers, timeout: float = 30.0) -> None:
+        self.events = []
+        self.ended = None
+        self.status = None
+        self.headers = {}
+
+        def run() -> None:
+            conn = http.client.HTTPConnection(router.stack.http.host, router.stack.http.port, timeout=timeout)
+            try:
+                conn.request("POST", "/agent/v1/invoke-stream", body=json.dumps(env).encode(),
+                             headers={"Content-Type": "application/json", "Accept": "text/event-stream", **headers})
+                resp = conn.getresponse()
+                self.status, self.headers = resp.status, {k.lower(): v for k, v in resp.getheaders()}
+                for item in iter_sse(resp):
+                    if item == "complete":
+                        self.ended = "complete"
+                        return
+                    self.events.append(item)
+                self.ended = "eof"
+            except Exception as e:  # noqa: BLE001 - the broken hop
+                self.ended = f"{type(e).__name__}"
+            finally:
+                conn.close()
+
+        self._t = threading.Thread(target=run, daemon=True)
+        self._t.start()
+
+    def join(self, timeout: float = 40.0) -> None:
+        self._t.join(timeout)
+        assert not self._t.is_alive(), "the stream did not end"
