@@ -10,8 +10,11 @@ import threading
 import time
 from typing import Any, List
 
+from harness.backend import registration
 from harness.http import envelope
+from harness.jwt import bearer
 from harness.peers import build_chain, wait_callable
+from harness.poll import wait_for
 
 MIB = 1024 * 1024
 # Every gateway of the chain takes a 1 MiB payload (plus envelope).
@@ -107,5 +110,59 @@ def test_a_sending_gateway_costs_one_replay_window_at_any_rate(mesh):
             r = ch.c.stack.http.post("/agent/v1/invoke", envelope("flow.echo", {"i": i}), headers=ch.auth)
             assert r.status == 200 and r.json()["echo"] == {"i": i}, (i, r.describe())
         assert len([x for x in backend.calls("flow.echo") if "i" in x.json()["payload"]]) == 300
+    finally:
+        backend.close()
+
+
+def test_a_task_held_here_falls_back_to_a_peer_path_when_the_local_handler_is_down(mesh):
+    """Proves the mixed candidate list of an async call and of a stream: at
+    C the best route is a local one whose handler is gone (connection
+    refused: never delivered) and the next is the path to A's route via B;
+    the task and the stream are then C's own (its first candidate was
+    local), and their one call goes on over the peer path, signed for the
+    caller: the task completes with A's answer, the stream delivers A's
+    events, each handler on A ran once."""
+    ch = build_chain(mesh)
+    backend = ch.a.lan_backend()
+    dead = ch.c.lan_backend()
+    try:
+        a_echo = ch.a.serve(backend, "mix.echo")
+        a_stream = ch.a.serve(backend, "mix.stream", name="streamer")
+        def register_at_c(cap: str, name: str) -> str:
+            token = ch.lab.mint(tenant="lab", sub=f"agent://lab/{name}", scopes=("agent.register",),
+                                aud=ch.audience)
+            r = ch.c.stack.http.post("/agent/v1/register", registration(cap, dead.endpoint, name=name, lease_seconds=60),
+                                     headers=bearer(token))
+            assert r.status in (200, 201), r.describe()
+            return str(r.json()["route_id"])
+
+        gone_echo = register_at_c("mix.echo", "gone-echo")
+        gone_stream = register_at_c("mix.stream", "gone-streamer")
+        dead.close()
+        paths = {f"{a_echo}@router-b", f"{a_stream}@router-b"}
+        wait_for("C to hold the paths to A's routes", lambda: paths <= set(ch.c.remote_set()), timeout=30)
+        for cap, local in (("mix.echo", gone_echo), ("mix.stream", gone_stream)):
+            winner = ch.c.stack.ctl_json("lookup", cap, "--tenant", "lab")["winner"]
+            assert winner == local, (cap, winner, "the local route must rank first for this test")
+
+        r = ch.c.stack.http.post("/agent/v1/invoke", envelope("mix.echo", {"job": 1}),
+                                 headers={**ch.auth, "Prefer": "respond-async"})
+        assert r.status == 202, r.describe()
+        tid, token = r.header("x-nexus-task-id"), r.header("x-nexus-task-token")
+
+        def done():
+            s = ch.c.stack.http.get(f"/agent/v1/tasks/{tid}", headers={**ch.auth, "x-nexus-task-token": token})
+            return s if s.status == 200 and s.json()["status"] not in ("pending", "running") else None
+
+        status = wait_for("the task at C to finish", done, timeout=20).json()
+        assert status["status"] == "completed", status
+        assert backend.calls("mix.echo")[-1].json()["payload"] == {"job": 1}
+        assert len(backend.calls("mix.echo")) == 1
+
+        s = ch.c.stack.http.stream("/agent/v1/invoke-stream", envelope("mix.stream", {"count": 5}),
+                                   headers=ch.auth, timeout=30)
+        assert s.status == 200, s.error_body
+        assert [e.json()["n"] for e in s.events] == [1, 2, 3, 4, 5] and s.complete
+        assert len(backend.calls("mix.stream")) == 1
     finally:
         backend.close()

@@ -334,7 +334,18 @@ pub(crate) fn outgoing(
     env: &Envelope,
     candidates: &[Candidate],
 ) -> Outgoing {
-    let out = Outgoing::new(env.to_bytes(), &parts.headers);
+    outgoing_body(cx, parts, env, env.to_bytes(), candidates)
+}
+
+/// [`outgoing`] with the handler body already built.
+pub(crate) fn outgoing_body(
+    cx: &Ctx,
+    parts: &Parts,
+    env: &Envelope,
+    body: bytes::Bytes,
+    candidates: &[Candidate],
+) -> Outgoing {
+    let out = Outgoing::new(body, &parts.headers);
     if !candidates
         .iter()
         .any(|c| matches!(c.dest, Dest::Peer { .. }))

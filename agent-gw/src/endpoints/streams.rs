@@ -34,7 +34,7 @@ use crate::endpoints::tasks::task_error;
 use crate::endpoints::{ConnAbort, Ctx};
 use crate::forward::deadline::Deadline;
 use crate::forward::retry::CallKind;
-use crate::forward::{relay_response, Candidate, Outgoing, ROUTE_ID_HEADER};
+use crate::forward::{relay_response, Candidate, ROUTE_ID_HEADER};
 use crate::limits::InflightGuard;
 use crate::state::AppState;
 use crate::task::live::{produce_stream, SseLimits};
@@ -225,7 +225,10 @@ pub async fn start(
         .try_insert(new, Millis::now())
         .map_err(task_error)?;
     let id = admitted.id;
-    let mut out = Outgoing::new(body, &parts.headers);
+    // A peer path further down the list gets the stream request too (the
+    // history is ours once a local candidate came first).
+    let mut out =
+        crate::endpoints::invoke::outgoing_body(cx, parts, env, body, &candidates).stream();
     out.relay.insert(
         header::ACCEPT,
         HeaderValue::from_static("text/event-stream"),

@@ -17,7 +17,7 @@ use crate::budget::Scope;
 use crate::endpoints::{authenticate, json, Ctx, Need};
 use crate::forward::deadline::Deadline;
 use crate::forward::retry::CallKind;
-use crate::forward::{Candidate, Outgoing};
+use crate::forward::Candidate;
 use crate::router::TaskOp;
 use crate::task::live::run_async;
 use crate::task::{
@@ -243,7 +243,9 @@ pub fn invoke_async(
     // (`gateway.max_result_bytes`), so a kept result never exceeds its
     // reservation.
     let max_result = cx.state.tasks.borrow_mut().config().result_reserve;
-    let mut out = Outgoing::new(body, &parts.headers);
+    // A peer path further down the list is called synchronously too (the
+    // task is ours once a local candidate came first).
+    let mut out = crate::endpoints::invoke::outgoing_body(cx, parts, env, body, &candidates);
     // The gateway holds the task; the handler answers synchronously.
     out.relay.remove("prefer");
     let state = cx.state.clone();
