@@ -62,6 +62,11 @@ struct Slot {
     /// Woken on every state change (waiters for a dial in progress).
     changed: Notify,
     task: RefCell<Option<JoinHandle<()>>>,
+    /// Breaks the current connection's socket: hyper runs the h2
+    /// connection in a task of its own, so aborting the driver alone
+    /// would leave calls on a silently dead link hanging until their
+    /// deadlines.
+    kill: RefCell<Rc<KillSwitch>>,
 }
 
 #[derive(Debug)]
@@ -98,6 +103,7 @@ impl PeerConns {
                 state: RefCell::new(ConnState::Dialing),
                 changed: Notify::new(),
                 task: RefCell::new(None),
+                kill: RefCell::new(Rc::new(KillSwitch::default())),
             });
             let handle = tokio::task::spawn_local(drive(slot.clone(), tls.clone(), stats.clone()));
             *slot.task.borrow_mut() = Some(handle);
@@ -147,6 +153,9 @@ impl Slot {
         if let Some(t) = self.task.borrow_mut().take() {
             t.abort();
         }
+        // Every call on the connection ends now (typed by how far it got),
+        // not at its deadline.
+        self.kill.borrow().kill();
         self.set(ConnState::Down {
             why: "its ARPX session closed".into(),
         });
@@ -161,7 +170,9 @@ async fn drive(slot: Rc<Slot>, tls: Rc<RefCell<PeerTls>>, stats: Rc<PeerStats>) 
     loop {
         slot.set(ConnState::Dialing);
         let started = Instant::now();
-        match dial(&slot.link, &tls).await {
+        let kill = Rc::new(KillSwitch::default());
+        *slot.kill.borrow_mut() = kill.clone();
+        match dial(&slot.link, &tls, kill).await {
             Ok((sender, conn)) => {
                 stats.handshakes_out.set(stats.handshakes_out.get() + 1);
                 stats.conns.set(stats.conns.get() + 1);
@@ -205,7 +216,11 @@ type Conn = hyper::client::conn::http2::Connection<
 /// its first bytes (the server checks our certificate only after the
 /// client side of a TLS 1.3 handshake finished: the first frame is what
 /// says it accepted us), then the h2 handshake.
-async fn dial(link: &Link, tls: &Rc<RefCell<PeerTls>>) -> Result<(PeerSender, Conn), String> {
+async fn dial(
+    link: &Link,
+    tls: &Rc<RefCell<PeerTls>>,
+    kill: Rc<KillSwitch>,
+) -> Result<(PeerSender, Conn), String> {
     let (cfg, name) = {
         let t = tls.borrow();
         let cfg = t
@@ -238,6 +253,7 @@ async fn dial(link: &Link, tls: &Rc<RefCell<PeerTls>>) -> Result<(PeerSender, Co
         Ok(Prefixed {
             prefix: Bytes::from(first),
             inner: stream,
+            kill,
         })
     };
     let io = timeout(DIAL_TIMEOUT, work)
@@ -265,12 +281,40 @@ fn jitter(d: Duration) -> Duration {
     Duration::from_millis(ms - delta + (u64::from(r) * 2 * delta) / 255)
 }
 
+/// Ends a connection from outside: its reads and writes fail from then
+/// on, and the task blocked reading it is woken to see that.
+#[derive(Debug, Default)]
+pub struct KillSwitch {
+    dead: std::cell::Cell<bool>,
+    reader: RefCell<Option<std::task::Waker>>,
+}
+
+impl KillSwitch {
+    pub fn kill(&self) {
+        self.dead.set(true);
+        if let Some(w) = self.reader.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    fn check(&self) -> std::io::Result<()> {
+        if self.dead.get() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "the ARPX session with this router ended",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A stream whose first bytes were already read (the peer's first
-/// frame), served again before the rest.
+/// frame), served again before the rest; and that a [`KillSwitch`] ends.
 #[derive(Debug)]
 pub struct Prefixed<S> {
     prefix: Bytes,
     inner: S,
+    kill: Rc<KillSwitch>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
@@ -279,6 +323,8 @@ impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        self.kill.check()?;
+        *self.kill.reader.borrow_mut() = Some(cx.waker().clone());
         if self.prefix.has_remaining() {
             let n = self.prefix.len().min(buf.remaining());
             buf.put_slice(&self.prefix[..n]);
@@ -295,6 +341,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        self.kill.check()?;
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
@@ -311,6 +358,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        self.kill.check()?;
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
