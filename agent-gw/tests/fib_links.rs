@@ -8,73 +8,15 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::rc::Rc;
 use std::time::Duration;
 
 use agent_gw::config::GatewayConfig;
 use agent_gw::state::AppState;
+use common::daemon::{wait_for, Daemon, TempDir};
 use common::*;
 use ed25519_dalek::SigningKey;
 use router_pki::Fingerprint;
-
-fn agentd_bin() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from);
-    let bin = target.join("debug").join("agentd");
-    assert!(
-        bin.exists(),
-        "{} is missing: build the workspace first (cargo build --workspace)",
-        bin.display()
-    );
-    bin
-}
-
-/// An agentd child process, killed by PID when dropped.
-struct Daemon(Child);
-
-impl Daemon {
-    fn start(config: &Path, socket: &Path) -> Daemon {
-        let child = Command::new(agentd_bin())
-            .arg("--config")
-            .arg(config)
-            .arg("--socket")
-            .arg(socket)
-            .arg("-f")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start agentd");
-        Daemon(child)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("agent-gw-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -134,17 +76,6 @@ impl Router {
         .unwrap();
         path
     }
-}
-
-/// Polls `cond` every 10 ms for at most `secs` seconds.
-async fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
-    for _ in 0..secs * 100 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// Whether `links_changed` holds a permit now (polled once, no waiting).

@@ -3,6 +3,8 @@
 //! replica's own snapshot events.
 #![allow(dead_code)]
 
+pub mod daemon;
+
 use std::cell::{Cell, RefCell};
 use std::convert::Infallible;
 use std::net::SocketAddr;
