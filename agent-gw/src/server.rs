@@ -214,7 +214,12 @@ pub async fn run(state: Rc<AppState>) -> io::Result<()> {
         tokio::task::spawn_local(crate::peer::follow::run(state.clone()));
     }
     if let (true, Some(addr)) = (state.peer.enabled(), state.cfg.peer_listen) {
-        let peer = bind(addr).await?;
+        let peer = bind(addr).await.map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("peer listener (gateway.peer_listen) {addr}: {e}"),
+            )
+        })?;
         agentd::log_notice!("listening peer={}", peer.local_addr()?);
         tokio::task::spawn_local(crate::peer::listener::serve(peer, state.clone()));
     }

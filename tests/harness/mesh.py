@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from .backend import Backend, registration
+from .netns import sweep_stale
 from .config import Section, base_config
 from .poll import wait_for
 from .procs import Binaries, Stack
@@ -105,7 +106,10 @@ class Link:
 
 class MeshNet:
     def __init__(self) -> None:
-        self.tag = f"m{os.getpid() % 100000}"
+        sweep_stale(r"m(\d+)r\d+")
+        # The whole pid (names stay within 15 bytes): a namespace left by a
+        # killed test process is recognised and removed by the next one.
+        self.tag = f"m{os.getpid()}"
         self.routers: Dict[str, RouterNs] = {}
         self.links: List[Link] = []
         self._links_made: List[Tuple[str, str]] = []  # (netns, ifname) to delete

@@ -8,10 +8,42 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import subprocess
 from typing import List
 
 _counter = itertools.count()
+_swept: set = set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(pattern: str) -> None:
+    """Deletes the namespaces an earlier test process of this harness made
+    (names matching `pattern`, the creator's pid in group 1) when that
+    process is gone — killed before its teardown ran — and nothing runs in
+    them. A live creator's namespaces, or a namespace with processes, are
+    left alone. Once per pattern per process."""
+    if pattern in _swept:
+        return
+    _swept.add(pattern)
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    for line in listed.stdout.splitlines():
+        name = line.split(" ", 1)[0]
+        m = re.fullmatch(pattern, name)
+        if not m or _alive(int(m.group(1))):
+            continue
+        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if pids.returncode == 0 and not pids.stdout.strip():
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, stdin=subprocess.DEVNULL)
 
 
 def _ip(*args: str) -> None:
@@ -20,8 +52,11 @@ def _ip(*args: str) -> None:
 
 class NetNs:
     def __init__(self) -> None:
+        sweep_stale(r"st(\d+)n\d+")
         n = next(_counter)
-        pid = os.getpid() % 100000
+        # The whole pid (interface names stay within 15 bytes): a stale
+        # namespace's creator can be looked up.
+        pid = os.getpid()
         self.name = f"st{pid}n{n}"
         self.host_if = f"st{pid}h{n}"
         self.ns_if = f"st{pid}a{n}"
