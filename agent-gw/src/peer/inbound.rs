@@ -182,22 +182,30 @@ fn check<'a>(
     assertion::verify(a, &expect, &mut state.peer.replay.borrow_mut()).map_err(refused)
 }
 
-fn context(state: &Rc<AppState>, peer: &Peer, route: RouteId, claims: &Claims) -> Ctx {
-    Ctx {
+/// The request context of a call from `peer`, and its hop.
+fn context(
+    state: &Rc<AppState>,
+    peer: &Peer,
+    route: RouteId,
+    claims: &Claims,
+) -> (Ctx, Rc<InboundHop>) {
+    let hop = Rc::new(InboundHop {
+        from: peer.router_id.clone(),
+        route,
+        who: Rc::new(CallIdentity {
+            tenant: claims.tenant.as_str().into(),
+            caller: claims.caller.as_str().into(),
+            capability: claims.capability.as_str().into(),
+            origin: claims.origin.as_str().into(),
+        }),
+    });
+    let cx = Ctx {
         state: state.clone(),
         peer: peer.addr,
         conn: Rc::new(ConnAbort::default()),
-        hop: Some(Rc::new(InboundHop {
-            from: peer.router_id.clone(),
-            route,
-            who: Rc::new(CallIdentity {
-                tenant: claims.tenant.as_str().into(),
-                caller: claims.caller.as_str().into(),
-                capability: claims.capability.as_str().into(),
-                origin: claims.origin.as_str().into(),
-            }),
-        })),
-    }
+        hop: Some(hop.clone()),
+    };
+    (cx, hop)
 }
 
 /// `invoke` / `invoke-stream` from a peer.
@@ -250,7 +258,7 @@ async fn call(
     let claims = check(state, peer, &a, &env.intent, &bytes)?;
     env.apply_identity(&claims.tenant, &claims.caller);
     invoke::tenant_rate(state, &env.tenant)?;
-    let cx = context(state, peer, route, claims);
+    let (cx, _) = context(state, peer, route, claims);
     let admitted = Admitted { env, guard };
     if stream {
         invoke::invoke_stream_admitted(&cx, parts, admitted, start, header_cursor).await
@@ -271,7 +279,7 @@ async fn task(
     let (a, route) = hop_headers(parts)?;
     // Task operations carry no body; the assertion signs the empty one.
     let claims = check(state, peer, &a, &a.claims.capability, b"")?;
-    let cx = context(state, peer, route.clone(), claims);
+    let (cx, hop) = context(state, peer, route.clone(), claims);
     let task_id = TaskId::parse(id);
     let local = task_id.is_some_and(|t| state.tasks.borrow_mut().task(&t).is_some());
     if local {
@@ -296,7 +304,6 @@ async fn task(
         .borrow()
         .candidates(&q, Millis::now())
         .map_err(ApiError::rejected)?;
-    let hop = cx.hop.clone().expect("a peer context has its hop");
     let paths: Vec<Candidate> = hop
         .pinned(all, &capability)?
         .into_iter()
