@@ -210,9 +210,9 @@ fn issue_router_refuses_a_ca_key_that_is_not_the_cas() {
     let pubkey = identity::format_public_key(&identity::generate_key().unwrap().verifying_key());
     let (code, v) = issue_json(&stray, &ca_cert, "router-b", &["--pubkey", &pubkey]);
     assert_eq!(code, 1);
-    assert_eq!(v["error"], "invalid_certificate");
+    assert_eq!(v["error"]["code"], "invalid_certificate");
     assert!(
-        v["message"]
+        v["error"]["message"]
             .as_str()
             .unwrap()
             .contains("is not the key of the CA certificate"),

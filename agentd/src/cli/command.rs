@@ -21,6 +21,7 @@ commands:
   unregister ROUTE_ID            withdraw one locally registered route now
   flush --origin AGENT_URI       withdraw every local route of one agent now
   stats                          the daemon's counters
+  tasks                          agent-gw's async task table (held, capacity, refusals)
   rpcd list | rpcd call METHOD   rpcd exec-plugin protocol (ubus object agentd)
 
 pki (local files, no daemon; docs/pki.md):
@@ -72,6 +73,8 @@ pub enum Command {
     Reload,
     Stats,
     Peers,
+    /// The gateway's task table, from its latest report to agentd.
+    Tasks,
     /// Withdraw one local route (operator).
     Unregister(String),
     /// Withdraw every local route of an origin (operator).
@@ -154,6 +157,7 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
         Some("reload") => Command::Reload,
         Some("stats") => Command::Stats,
         Some("peers") => Command::Peers,
+        Some("tasks") => Command::Tasks,
         Some("help") => Command::Help,
         Some("unregister") => Command::Unregister(
             words

@@ -12,9 +12,9 @@ use super::table::Table;
 use crate::ipc::message::{AgentView, IpcError, LookupView, RouteView, StatsView, StatusView};
 use crate::route::RouteId;
 
-/// `{"error": code, "message": text}` for a refused request.
+/// `{"error": {"code": code, "message": text}}` for a refused request.
 pub fn error_json(e: &IpcError) -> Value {
-    json!({ "error": e.code(), "message": e.to_string() })
+    json!({ "error": { "code": e.code(), "message": e.to_string() } })
 }
 
 pub fn status_json(s: &StatusView) -> Value {
@@ -420,6 +420,53 @@ pub fn stats_json(s: &StatsView) -> Value {
         })
     });
     json!({ "counters": counters, "gateway": gateway })
+}
+
+/// `agentctl tasks` / ubus `tasks`: agent-gw keeps the async tasks, agentd
+/// only its latest report of the table, so this is the table's occupancy
+/// and refusals, not a list of tasks (a task is readable only by the
+/// caller that started it, through the gateway). `reported` is false until
+/// a gateway has reported; `age_ms` says how fresh the figures are.
+pub fn tasks_json(s: &StatsView) -> Value {
+    match &s.gateway {
+        None => json!({ "reported": false, "age_ms": null, "tasks": null }),
+        Some(g) => {
+            let st = &g.stats;
+            json!({
+                "reported": true,
+                "age_ms": g.age_ms,
+                "tasks": {
+                    "held": st.tasks,
+                    "capacity": st.task_capacity,
+                    "refused_full": st.refused_tasks_full,
+                    "refused_tenant_share": st.refused_tasks_tenant,
+                    "refused_source_share": st.refused_tasks_source,
+                    "results_released": st.results_released,
+                },
+            })
+        }
+    }
+}
+
+pub fn tasks_text(s: &StatsView) -> String {
+    let Some(g) = &s.gateway else {
+        return "no report from agent-gw yet\n".to_string();
+    };
+    let st = &g.stats;
+    let mut t = Table::new(&["TASKS", "VALUE"]).right(1);
+    for (k, v) in [
+        ("held", st.tasks),
+        ("capacity", st.task_capacity),
+        ("refused: table full", st.refused_tasks_full),
+        ("refused: tenant share", st.refused_tasks_tenant),
+        ("refused: source share", st.refused_tasks_source),
+        ("results released", st.results_released),
+    ] {
+        t.row(vec![k.to_string(), v.to_string()]);
+    }
+    let mut out = t.render();
+    out.push_str(&format!("(agent-gw report {} ms old)\n", g.age_ms));
+    out
 }
 
 pub fn stats_text(s: &StatsView) -> String {

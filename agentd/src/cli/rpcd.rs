@@ -5,8 +5,12 @@
 //! contacts the daemon), then `... call METHOD` with the JSON arguments on
 //! stdin, and expects one JSON object on stdout.
 //!
-//! Methods whose subsystem does not exist yet answer
-//! `{"error":"unsupported",...}` rather than inventing data.
+//! Every answer is one JSON object (lists are wrapped: `{"routes":[...]}`);
+//! every failure is `{"error":{"code":..,"message":..}}` with a stable code
+//! — `unreachable` when agentd is down, `invalid_argument` for bad input,
+//! `unsupported` for a method whose subsystem this agentd does not have
+//! (discovery candidates, approve/revoke: DESIGN §6 is not built yet), so
+//! nothing invents data.
 
 use std::fmt;
 use std::io::Read;
@@ -29,8 +33,8 @@ pub fn signatures() -> Value {
         "lookup": { "capability": "str", "version": 32, "tenant": "str", "source": "str", "explain": true },
         "peers": {},
         "candidates": {},
-        "approve": { "router_id": "str", "record_version": 32 },
-        "revoke": { "router_id": "str" },
+        "approve": { "id": "str", "version": 32 },
+        "revoke": { "id": "str", "version": 32 },
         "reload": {},
         "tasks": {},
         "stats": {},
@@ -103,7 +107,9 @@ impl fmt::Display for RpcdError {
             RpcdError::Unsupported(m) => {
                 write!(
                     f,
-                    "method {m:?} needs a subsystem this agentd build does not have yet"
+                    "method {m:?} needs router discovery and admission (DESIGN §6), \
+                     which this agentd does not have yet; static peers are configured \
+                     as 'peer' sections"
                 )
             }
         }
@@ -112,9 +118,10 @@ impl fmt::Display for RpcdError {
 
 impl std::error::Error for RpcdError {}
 
-/// `{"error": code, "message": text}`, the shape of every error we print.
+/// `{"error": {"code": code, "message": text}}`, the shape of every error
+/// we print (the same as the gateway's HTTP errors).
 pub fn error_json(code: &str, message: &str) -> Value {
-    json!({ "error": code, "message": message })
+    json!({ "error": { "code": code, "message": message } })
 }
 
 /// Reads at most [`MAX_INPUT`] bytes of arguments. Empty input is `{}`
@@ -152,6 +159,33 @@ fn opt_str(args: &Map<String, Value>, name: &'static str) -> Result<Option<Strin
     }
 }
 
+fn required_str(args: &Map<String, Value>, name: &'static str) -> Result<String, RpcdError> {
+    match opt_str(args, name)? {
+        Some(s) if !s.is_empty() => Ok(s),
+        Some(_) => Err(RpcdError::BadArgument {
+            name,
+            expected: "a non-empty string",
+        }),
+        None => Err(RpcdError::MissingArgument(name)),
+    }
+}
+
+/// An integer ≥ 1 that fits u32; `None` when absent.
+fn opt_version(args: &Map<String, Value>, name: &'static str) -> Result<Option<u32>, RpcdError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .map(Some)
+            .ok_or(RpcdError::BadArgument {
+                name,
+                expected: "an integer ≥ 1",
+            }),
+    }
+}
+
 /// Maps a method and its arguments to the command agentctl runs.
 pub fn command_for(method: &str, args: &Map<String, Value>) -> Result<Command, RpcdError> {
     Ok(match method {
@@ -160,20 +194,8 @@ pub fn command_for(method: &str, args: &Map<String, Value>) -> Result<Command, R
         "agents" => Command::Agents,
         "reload" => Command::Reload,
         "lookup" => {
-            let capability =
-                opt_str(args, "capability")?.ok_or(RpcdError::MissingArgument("capability"))?;
-            let version = match args.get("version") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(
-                    v.as_u64()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .filter(|n| *n >= 1)
-                        .ok_or(RpcdError::BadArgument {
-                            name: "version",
-                            expected: "an integer ≥ 1",
-                        })?,
-                ),
-            };
+            let capability = required_str(args, "capability")?;
+            let version = opt_version(args, "version")?;
             let explain = match args.get("explain") {
                 None | Some(Value::Null) => false,
                 Some(Value::Bool(b)) => *b,
@@ -197,9 +219,18 @@ pub fn command_for(method: &str, args: &Map<String, Value>) -> Result<Command, R
         }
         "peers" => Command::Peers,
         "candidates" => return Err(RpcdError::Unsupported("candidates")),
-        "approve" => return Err(RpcdError::Unsupported("approve")),
-        "revoke" => return Err(RpcdError::Unsupported("revoke")),
-        "tasks" => return Err(RpcdError::Unsupported("tasks")),
+        // The arguments are checked first, so a caller learns of a
+        // malformed request before it learns the subsystem is missing.
+        "approve" | "revoke" => {
+            required_str(args, "id")?;
+            opt_version(args, "version")?.ok_or(RpcdError::MissingArgument("version"))?;
+            return Err(RpcdError::Unsupported(if method == "approve" {
+                "approve"
+            } else {
+                "revoke"
+            }));
+        }
+        "tasks" => Command::Tasks,
         "stats" => Command::Stats,
         other => return Err(RpcdError::UnknownMethod(other.to_string())),
     })
@@ -215,7 +246,7 @@ mod tests {
         let methods = sigs.as_object().unwrap();
         assert_eq!(methods.len(), 11);
         let args: Map<String, Value> =
-            serde_json::from_str(r#"{"capability":"demo.echo","router_id":"r"}"#).unwrap();
+            serde_json::from_str(r#"{"capability":"demo.echo","id":"r","version":3}"#).unwrap();
         for m in methods.keys() {
             match command_for(m, &args) {
                 Ok(_) | Err(RpcdError::Unsupported(_)) => {}
@@ -271,8 +302,49 @@ mod tests {
             command_for("nope", &Map::new()).unwrap_err().code(),
             "unknown_method"
         );
-        let e = command_for("tasks", &Map::new()).unwrap_err();
-        assert_eq!(e.to_json()["error"], "unsupported");
+        let e = command_for("candidates", &Map::new()).unwrap_err();
+        assert_eq!(e.to_json()["error"]["code"], "unsupported");
         assert_eq!(command_for("peers", &Map::new()), Ok(Command::Peers));
+        assert_eq!(command_for("tasks", &Map::new()), Ok(Command::Tasks));
+    }
+
+    #[test]
+    fn approve_and_revoke_check_their_arguments_before_refusing() {
+        let args = |text: &str| read_args(text.as_bytes()).unwrap();
+        for m in ["approve", "revoke"] {
+            assert_eq!(
+                command_for(m, &args(r#"{"version":2}"#)),
+                Err(RpcdError::MissingArgument("id"))
+            );
+            assert_eq!(
+                command_for(m, &args(r#"{"id":"router-b"}"#)),
+                Err(RpcdError::MissingArgument("version"))
+            );
+            assert_eq!(
+                command_for(m, &args(r#"{"id":"router-b","version":0}"#)),
+                Err(RpcdError::BadArgument {
+                    name: "version",
+                    expected: "an integer ≥ 1"
+                })
+            );
+            assert!(matches!(
+                command_for(m, &args(r#"{"id":"router-b","version":2}"#)),
+                Err(RpcdError::Unsupported(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn signatures_use_rpcd_type_examples_only() {
+        // rpcd maps a string to STRING, 8/16/32/64 to INTn, a boolean to
+        // BOOL (plugin.c, rpc_plugin_parse_signature).
+        for (method, sig) in signatures().as_object().unwrap() {
+            for (arg, example) in sig.as_object().unwrap() {
+                let ok = example == "str"
+                    || example.is_boolean()
+                    || matches!(example.as_u64(), Some(8 | 16 | 32 | 64));
+                assert!(ok, "{method}.{arg}: {example} is not an rpcd type example");
+            }
+        }
     }
 }

@@ -162,6 +162,13 @@ async fn execute(socket: &Path, command: &Command) -> Result<Output, Failure> {
                 json: render::stats_json(&s),
             })
         }
+        Command::Tasks => {
+            let s = client.stats().await.map_err(fail)?;
+            Ok(Output {
+                text: render::tasks_text(&s),
+                json: render::tasks_json(&s),
+            })
+        }
         Command::Peers => {
             let p = client.peers().await.map_err(fail)?;
             Ok(Output {

@@ -559,19 +559,25 @@ fn rpcd_call_reads_arguments_and_prints_one_object() {
         br#"{"capability":"office.print","tenant":"lab","explain":true}"#,
     );
     assert_eq!(j["winner"], "static:printer");
-    assert_eq!(call("lookup", b"{not json")["error"], "invalid_argument");
+    let code = |v: serde_json::Value| v["error"]["code"].clone();
+    assert_eq!(code(call("lookup", b"{not json")), "invalid_argument");
     assert_eq!(
-        call("lookup", br#"{"version":1}"#)["error"],
+        code(call("lookup", br#"{"version":1}"#)),
         "invalid_argument"
     );
-    assert_eq!(call("tasks", b"{}")["error"], "unsupported");
+    let tasks = call("tasks", b"{}");
+    assert_eq!(tasks["reported"], false, "no gateway runs here: {tasks}");
+    assert_eq!(
+        code(call("approve", br#"{"id":"router-b","version":1}"#)),
+        "unsupported"
+    );
     let peers = call("peers", b"{}");
     assert_eq!(peers["router_id"], "test-router");
     assert_eq!(peers["peers"], serde_json::json!([]), "{peers}");
     assert_eq!(call("stats", b"{}")["counters"]["routes"], 1);
-    assert_eq!(call("nosuch", b"{}")["error"], "unknown_method");
+    assert_eq!(code(call("nosuch", b"{}")), "unknown_method");
     let big = vec![b' '; 70 * 1024];
-    assert_eq!(call("status", &big)["error"], "invalid_argument");
+    assert_eq!(code(call("status", &big)), "invalid_argument");
 }
 
 // ===== health checks =====
