@@ -102,6 +102,17 @@ pub struct GatewayConfig {
     pub endpoints: agentd::endpoint::Guard,
     /// `agent` sections by origin: who may get bootstrap tokens for them.
     pub pins: HashMap<Box<str>, agentd::owner::AgentPin>,
+    /// Enabled `mapping` sections (MCP tools, A2A skills), schema files
+    /// read.
+    pub mappings: Vec<crate::catalog::Entry>,
+    /// `gateway.expose_schemas`.
+    pub expose_schemas: bool,
+    /// `gateway.protocol_tenant`: the tenant of MCP/A2A calls in auth
+    /// `none`.
+    pub protocol_tenant: Box<str>,
+    /// `gateway.allowed_hosts` (Host/Origin names besides the router's own
+    /// addresses).
+    pub allowed_hosts: Vec<Box<str>>,
 }
 
 impl Default for GatewayConfig {
@@ -134,6 +145,41 @@ fn control_rate(g: &uci_schema::Gateway) -> Rate {
 
 fn usize_of(v: u64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// The enabled mappings as catalog entries. A schema file that cannot be
+/// used leaves its mapping out (a tool without its declared schema would
+/// accept what the operator meant to refuse), with a message.
+fn mappings_of(c: &uci_schema::Config, problems: &mut Vec<String>) -> Vec<crate::catalog::Entry> {
+    let text = |s: &str| (!s.is_empty()).then(|| Box::<str>::from(s));
+    let mut out = Vec::new();
+    for m in c.mappings.iter().filter(|m| m.enabled) {
+        let input_schema = if m.input_schema_file.is_empty() {
+            text(&m.input_schema)
+        } else {
+            match uci_schema::read_schema_file(std::path::Path::new(&m.input_schema_file)) {
+                Ok(s) => Some(s.into()),
+                Err(e) => {
+                    problems.push(format!(
+                        "{}: option 'input_schema_file': {:?} {e}; mapping not used",
+                        m.at, m.input_schema_file
+                    ));
+                    continue;
+                }
+            }
+        };
+        out.push(crate::catalog::Entry {
+            protocol: m.protocol,
+            name: m.name.as_str().into(),
+            title: text(&m.title),
+            description: text(&m.description),
+            capability: m.capability.as_str().into(),
+            version: m.version,
+            input_schema,
+            mapped: true,
+        });
+    }
+    out
 }
 
 impl GatewayConfig {
@@ -219,6 +265,7 @@ impl GatewayConfig {
                 )),
             }
         }
+        let mappings = mappings_of(c, &mut problems);
         let cfg = GatewayConfig {
             router_id: router_id.into(),
             sdk_listen,
@@ -271,6 +318,10 @@ impl GatewayConfig {
             bootstrap_ttl_s: g.bootstrap_ttl,
             endpoints: agentd::endpoint::Guard::of_config(c),
             pins: agentd::owner::pins_of(c),
+            mappings,
+            expose_schemas: g.expose_schemas,
+            protocol_tenant: g.protocol_tenant.as_str().into(),
+            allowed_hosts: g.allowed_hosts.iter().map(|h| h.as_str().into()).collect(),
         };
         (cfg, problems)
     }
@@ -384,6 +435,49 @@ mod tests {
         let t = crate::task::TaskConfig::default();
         assert_eq!((t.capacity, t.ttl_ms, t.history_events), (512, 300_000, 64));
         assert_eq!(t.history_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn mappings_and_protocol_options_come_from_uci() {
+        let dir = std::env::temp_dir().join(format!("gw-mapping-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let schema = dir.join("sum.json");
+        std::fs::write(&schema, r#"{"type":"object","required":["a"]}"#).unwrap();
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, "[]").unwrap();
+        let text = format!(
+            "config gateway 'gateway'\n\toption expose_schemas '1'\n\toption protocol_tenant 'lab'\n\
+             \tlist allowed_hosts 'router.lan'\n\
+             config mapping 'echo'\n\toption capability 'demo.echo'\n\toption title 'Echo'\n\
+             \toption input_schema '{{\"type\":\"object\"}}'\n\
+             config mapping 'sum'\n\toption protocol 'a2a'\n\toption capability 'calc.sum'\n\
+             \toption version '2'\n\toption input_schema_file '{}'\n\
+             config mapping 'off'\n\toption enabled '0'\n\toption capability 'x.y'\n\
+             config mapping 'broken'\n\toption capability 'x.z'\n\toption input_schema_file '{}'\n",
+            schema.display(),
+            bad.display()
+        );
+        let c = uci_schema::Config::from_str(&text, "test").unwrap();
+        let (g, problems) = GatewayConfig::from_partial(&c);
+        assert!(g.expose_schemas);
+        assert_eq!(&*g.protocol_tenant, "lab");
+        assert_eq!(g.allowed_hosts, vec![Box::<str>::from("router.lan")]);
+        let names: Vec<&str> = g.mappings.iter().map(|m| &*m.name).collect();
+        assert_eq!(names, ["echo", "sum"]);
+        assert_eq!(g.mappings[0].title.as_deref(), Some("Echo"));
+        assert_eq!(g.mappings[0].protocol, uci_schema::Protocol::Mcp);
+        assert_eq!(g.mappings[1].protocol, uci_schema::Protocol::A2a);
+        assert_eq!(g.mappings[1].version, 2);
+        assert_eq!(
+            g.mappings[1].input_schema.as_deref(),
+            Some(r#"{"type":"object","required":["a"]}"#)
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("broken") && problems[0].contains("input_schema_file"));
+        assert!(GatewayConfig::from_uci(&c).is_err());
+        let d = GatewayConfig::default();
+        assert_eq!((d.expose_schemas, &*d.protocol_tenant), (false, "default"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct AppState {
     pub budget: Budget,
     /// Stream follower counters for `agentctl stats`.
     pub stream_stats: std::cell::Cell<StreamStats>,
+    /// MCP tools and A2A skills (mappings, exposed schemas).
+    pub catalog: crate::catalog::Catalog,
 }
 
 /// Counters of stream followers.
@@ -94,6 +96,7 @@ impl AppState {
             tasks,
             budget,
             stream_stats: Default::default(),
+            catalog: crate::catalog::Catalog::new(cfg.mappings.clone(), cfg.expose_schemas),
             cfg,
         })
     }

@@ -16,9 +16,9 @@ pub mod schema;
 pub mod uci;
 
 pub use config::{
-    load_package, Agentd, Arpx, Cloud, Config, ConfigError, ConfigErrorKind, ConfigErrors,
-    Constraints, Discovery, Gateway, Ipv6, Mapping, Partial, Peer, Problem, Recovery, Relay, Rule,
-    SectionRef, StaticRoute, Tenant, Weights, DEFAULT_PATH,
+    load_package, read_schema_file, Agentd, Arpx, Cloud, Config, ConfigError, ConfigErrorKind,
+    ConfigErrors, Constraints, Discovery, Gateway, Ipv6, Mapping, Partial, Peer, Problem, Recovery,
+    Relay, Rule, SchemaFileError, SectionRef, StaticRoute, Tenant, Weights, DEFAULT_PATH,
 };
 pub use docs::defaults_doc;
 pub use enums::{

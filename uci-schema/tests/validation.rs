@@ -747,3 +747,45 @@ fn a_peer_naming_this_router_is_refused_with_its_section() {
     assert_eq!(ids, ["router-c"]);
     assert_eq!(p.problems.len(), 1);
 }
+
+#[test]
+fn mapping_schema_is_inline_or_a_file_never_both() {
+    let c = ok(
+        "config mapping 'echo'\n\toption capability 'demo.echo'\n\toption title 'Echo'\n\
+        \toption input_schema_file '/etc/agentd/echo.json'\n",
+    );
+    let m = &c.mappings[0];
+    assert_eq!((m.title.as_str(), m.input_schema.as_str()), ("Echo", ""));
+    assert_eq!(m.input_schema_file, "/etc/agentd/echo.json");
+    let e = one_error("config mapping 'echo'\n\toption capability 'demo.echo'\n\
+        \toption input_schema '{\"type\":\"object\"}'\n\toption input_schema_file '/etc/agentd/echo.json'\n");
+    assert_eq!(e.option.as_deref(), Some("input_schema_file"));
+    assert!(
+        matches!(
+            e.kind,
+            ConfigErrorKind::Exclusive {
+                other: "input_schema"
+            }
+        ),
+        "{e}"
+    );
+    let e = one_error("config mapping 'echo'\n\toption capability 'demo.echo'\n\toption input_schema_file 'rel.json'\n");
+    assert_eq!(e.option.as_deref(), Some("input_schema_file"));
+}
+
+#[test]
+fn protocol_ingress_options_have_their_defaults_and_are_read() {
+    let c = ok("");
+    assert!(!c.gateway.expose_schemas);
+    assert_eq!(c.gateway.protocol_tenant, "default");
+    assert!(c.gateway.allowed_hosts.is_empty());
+    let c = ok(
+        "config gateway 'gateway'\n\toption expose_schemas '1'\n\toption protocol_tenant 'lab'\n\
+        \tlist allowed_hosts 'router.lan'\n\tlist allowed_hosts '192.0.2.1'\n",
+    );
+    assert!(c.gateway.expose_schemas);
+    assert_eq!(c.gateway.protocol_tenant, "lab");
+    assert_eq!(c.gateway.allowed_hosts, ["router.lan", "192.0.2.1"]);
+    let e = one_error("config gateway 'gateway'\n\tlist allowed_hosts 'bad host'\n");
+    assert_eq!(e.option.as_deref(), Some("allowed_hosts"));
+}

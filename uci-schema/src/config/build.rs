@@ -400,6 +400,9 @@ fn gateway(r: &mut Reader) -> Gateway {
         hop_limit: r.u64("hop_limit"),
         assertion_ttl: r.u64("assertion_ttl"),
         replay_cache: r.u64("replay_cache"),
+        expose_schemas: r.bool("expose_schemas"),
+        protocol_tenant: r.text("protocol_tenant"),
+        allowed_hosts: r.list("allowed_hosts"),
     }
 }
 
@@ -550,7 +553,7 @@ fn route(r: &mut Reader) -> StaticRoute {
 }
 
 fn mapping(r: &mut Reader) -> Mapping {
-    Mapping {
+    let m = Mapping {
         section: section_name(r),
         at: at(r),
         enabled: r.bool("enabled"),
@@ -558,9 +561,20 @@ fn mapping(r: &mut Reader) -> Mapping {
         name: r.text("name"),
         capability: r.text("capability"),
         version: r.u32("version"),
+        title: r.text("title"),
         description: r.text("description"),
         input_schema: r.text("input_schema"),
+        input_schema_file: r.text("input_schema_file"),
+    };
+    if !m.input_schema.is_empty() && !m.input_schema_file.is_empty() {
+        r.error(
+            Some("input_schema_file"),
+            ConfigErrorKind::Exclusive {
+                other: "input_schema",
+            },
+        );
     }
+    m
 }
 
 /// Reports `option` as missing when `condition` (set by option `trigger`)

@@ -84,6 +84,9 @@ pub enum ConfigErrorKind {
         tenant: String,
         origin_tenant: String,
     },
+    /// Two options that say the same thing two ways are both set (the
+    /// error names one, `other` is the second).
+    Exclusive { other: &'static str },
     /// A `peer` section names this router's own `agentd.router_id`.
     OwnRouterId { router_id: String },
     /// A section a syntax error cut short: its options from the error on
@@ -249,6 +252,7 @@ impl fmt::Display for ConfigErrorKind {
             Duplicate { what, value, first } => {
                 write!(f, "{what} '{}' is already used by {first}", clip(value))
             }
+            Exclusive { other } => write!(f, "set together with option '{other}'; set only one"),
             OwnRouterId { router_id } => write!(
                 f,
                 "router_id '{}' is this router's own agentd.router_id (a router does not peer with itself)",

@@ -3,6 +3,7 @@
 mod build;
 mod error;
 mod read;
+mod schema_file;
 mod types;
 mod write;
 
@@ -10,6 +11,7 @@ use std::io::Read as _;
 use std::path::Path;
 
 pub use error::{ConfigError, ConfigErrorKind, ConfigErrors, Problem, Recovery, SectionRef};
+pub use schema_file::{read_schema_file, SchemaFileError, MAX_SCHEMA_FILE_BYTES};
 pub use types::*;
 
 use crate::uci::{Package, Prefix, MAX_FILE_BYTES};

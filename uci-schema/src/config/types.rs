@@ -84,6 +84,9 @@ pub struct Gateway {
     pub hop_limit: u64,
     pub assertion_ttl: u64,
     pub replay_cache: u64,
+    pub expose_schemas: bool,
+    pub protocol_tenant: String,
+    pub allowed_hosts: Vec<String>,
 }
 
 /// `config arpx`: inter-router route exchange.
@@ -269,8 +272,13 @@ pub struct Mapping {
     pub name: String,
     pub capability: String,
     pub version: u32,
+    pub title: String,
     pub description: String,
+    /// JSON object text; empty: none.
     pub input_schema: String,
+    /// Path of a file holding the schema instead; empty: none. Read with
+    /// [`read_schema_file`](crate::read_schema_file).
+    pub input_schema_file: String,
 }
 
 /// `config ipv6`.

@@ -140,6 +140,9 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .u64("hop_limit", g.hop_limit)
             .u64("assertion_ttl", g.assertion_ttl)
             .u64("replay_cache", g.replay_cache)
+            .bool("expose_schemas", g.expose_schemas)
+            .text("protocol_tenant", &g.protocol_tenant)
+            .list("allowed_hosts", &g.allowed_hosts)
             .done(),
     );
     let x = &c.arpx;
@@ -267,8 +270,10 @@ pub(crate) fn to_package(c: &Config) -> Package {
                 .text("name", &m.name)
                 .text("capability", &m.capability)
                 .u64("version", m.version.into())
+                .text("title", &m.title)
                 .text("description", &m.description)
                 .text("input_schema", &m.input_schema)
+                .text("input_schema_file", &m.input_schema_file)
                 .done(),
         );
     }

@@ -176,6 +176,9 @@ const GATEWAY: &[OptionSpec] = &[
     uint("stream_drain_timeout_ms", "5000", 100, 600_000, "A stream follower that takes no bytes for this long is detached and its connection closed (the stream keeps running; resume with Last-Event-ID)."),
     uint("hop_limit", "8", 1, 64, "Most hops a forwarded call may still take: the gateway forwards with min(hop_limit - 1, this) and refuses a call arriving with hop_limit 1 (hop_limit_exceeded)."),
     uint("assertion_ttl", "30", 1, 300, "Lifetime (s) of forwarding assertions."),
+    boolean("expose_schemas", "0", "Also expose, as MCP tools, every registration whose contract carries an input schema (named after its capability; a mapping of the same name wins). Off: only mapping sections are exposed."),
+    text("protocol_tenant", Kind::Name, "default", "With auth 'none' (labs), the tenant MCP and A2A calls act for; their source agent is 'agent://<tenant>/mcp-client' or '.../a2a-client'. With JWT auth the token decides."),
+    list("allowed_hosts", Kind::Host, &[], "Host names (or addresses) MCP and A2A clients may use in Host and Origin besides the listener addresses, localhost, 127.0.0.1, [::1] and the router's interface addresses (DNS-rebinding protection); anything else is refused 403."),
     uint("replay_cache", "4096", 1, 1_000_000, "Replay windows of forwarding-assertion nonces kept (one per sending gateway process, whatever its rate; a sender drawing random nonces uses one per assertion, for its lifetime); when full, assertions needing a new one are refused (assertion_cache_full)."),
 ];
 
@@ -289,8 +292,10 @@ const MAPPING: &[OptionSpec] = &[
     section_name("name", Kind::Name, "Tool or skill name."),
     required("capability", Kind::Name, "Capability invoked."),
     uint("version", "1", 1, U32, "Capability version invoked."),
+    text("title", Kind::Text, "", "Human-readable name shown to MCP/A2A clients.").or_empty("none"),
     text("description", Kind::Text, "", "Shown to MCP/A2A clients.").or_empty("none"),
-    text("input_schema", Kind::JsonObject, "", "Input JSON Schema shown to clients.").or_empty("none"),
+    text("input_schema", Kind::JsonObject, "", "Input JSON Schema shown to clients; at most one of input_schema and input_schema_file.").or_empty("none: any object ({\"type\":\"object\"})"),
+    text("input_schema_file", Kind::Path, "", "File holding the input JSON Schema (a JSON object of at most 64 KiB), read when the configuration is loaded; at most one of input_schema and input_schema_file.").or_empty("none"),
 ];
 
 #[rustfmt::skip]
