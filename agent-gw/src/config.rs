@@ -24,6 +24,11 @@ pub struct GatewayConfig {
     pub sdk_listen: SocketAddr,
     /// `gateway.peer_listen`; `None`: no inbound peer data connections.
     pub peer_listen: Option<SocketAddr>,
+    /// `gateway.public_listen`; `None`: no public HTTPS ingress.
+    pub public_listen: Option<SocketAddr>,
+    /// `gateway.public_cert` and `public_key`; `None`: the public
+    /// listener presents the router's own certificate.
+    pub public_cert: Option<(PathBuf, PathBuf)>,
     /// `agentd.router_id` was configured: the gateway takes part in the
     /// mesh data plane (a host-name fallback is no mesh identity, as in
     /// agentd's ARPX driver).
@@ -143,6 +148,20 @@ fn control_rate(g: &uci_schema::Gateway) -> Rate {
     }
 }
 
+/// A listener option whose empty value disables the listener.
+fn optional_listener(option: &str, value: &str, problems: &mut Vec<String>) -> Option<SocketAddr> {
+    if value.is_empty() {
+        return None;
+    }
+    let parsed = value.parse().ok();
+    if parsed.is_none() {
+        problems.push(format!(
+            "gateway: option '{option}': {value:?} is not a socket address; listener disabled"
+        ));
+    }
+    parsed
+}
+
 fn usize_of(v: u64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
 }
@@ -211,20 +230,10 @@ impl GatewayConfig {
                 .parse()
                 .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)))
         });
-        let peer_listen = if g.peer_listen.is_empty() {
-            None
-        } else {
-            match g.peer_listen.parse() {
-                Ok(a) => Some(a),
-                Err(_) => {
-                    problems.push(format!(
-                        "gateway: option 'peer_listen': {:?} is not a socket address; no peer listener",
-                        g.peer_listen
-                    ));
-                    None
-                }
-            }
-        };
+        let peer_listen = optional_listener("peer_listen", &g.peer_listen, &mut problems);
+        let public_listen = optional_listener("public_listen", &g.public_listen, &mut problems);
+        let public_cert = (!g.public_cert.is_empty() && !g.public_key.is_empty())
+            .then(|| (PathBuf::from(&g.public_cert), PathBuf::from(&g.public_key)));
         let router_id = if c.agentd.router_id.is_empty() {
             std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|h| h.trim().to_string())
@@ -270,6 +279,8 @@ impl GatewayConfig {
             router_id: router_id.into(),
             sdk_listen,
             peer_listen,
+            public_listen,
+            public_cert,
             mesh: !c.agentd.router_id.is_empty(),
             assertion_ttl_ms: g.assertion_ttl.saturating_mul(1000),
             replay_cache: usize_of(g.replay_cache),

@@ -54,7 +54,6 @@ use std::time::Duration;
 
 use http::Response;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
 
 use crate::api::error::{ApiError, ErrorCode, Outcome};
 use crate::body::Body;
@@ -77,14 +76,28 @@ enum Phase {
     Swallowed,
 }
 
+/// A client connection's byte stream: the TCP socket of the SDK
+/// listener, or the TLS stream of the public one.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin {}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Stream for S {}
+
 /// The per-connection state shared by the socket wrapper and the service.
-#[derive(Debug)]
 pub struct ConnGuard {
     phase: Cell<Phase>,
     /// Status of hyper's swallowed answer.
     status: Cell<u16>,
-    /// The socket, handed back when hyper drops it after a swallowed answer.
-    orphan: RefCell<Option<TcpStream>>,
+    /// The stream, handed back when hyper drops it after a swallowed answer.
+    orphan: RefCell<Option<Box<dyn Stream>>>,
+}
+
+impl std::fmt::Debug for ConnGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnGuard")
+            .field("phase", &self.phase.get())
+            .field("status", &self.status.get())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ConnGuard {
@@ -144,23 +157,23 @@ impl Served {
 /// A response body that ends its service call when hyper drops it.
 pub type ServedBody = crate::body::Guarded<Served>;
 
-/// The client socket as hyper sees it.
+/// The client stream as hyper sees it.
 #[derive(Debug)]
-pub struct GuardedIo {
+pub struct GuardedIo<S: Stream + 'static> {
     /// Always `Some` until dropped.
-    sock: Option<TcpStream>,
+    sock: Option<S>,
     guard: Rc<ConnGuard>,
 }
 
-impl GuardedIo {
-    pub fn new(sock: TcpStream, guard: Rc<ConnGuard>) -> GuardedIo {
+impl<S: Stream + 'static> GuardedIo<S> {
+    pub fn new(sock: S, guard: Rc<ConnGuard>) -> GuardedIo<S> {
         GuardedIo {
             sock: Some(sock),
             guard,
         }
     }
 
-    fn sock(&mut self) -> Pin<&mut TcpStream> {
+    fn sock(&mut self) -> Pin<&mut S> {
         Pin::new(self.sock.as_mut().expect("socket present until drop"))
     }
 
@@ -182,10 +195,11 @@ impl GuardedIo {
     }
 }
 
-impl Drop for GuardedIo {
+impl<S: Stream + 'static> Drop for GuardedIo<S> {
     fn drop(&mut self) {
         if self.guard.phase.get() == Phase::Swallowed {
-            *self.guard.orphan.borrow_mut() = self.sock.take();
+            *self.guard.orphan.borrow_mut() =
+                self.sock.take().map(|s| Box::new(s) as Box<dyn Stream>);
         }
     }
 }
@@ -204,7 +218,7 @@ fn auto_status(head: &[u8]) -> Option<u16> {
     (400..600).contains(&status).then_some(status)
 }
 
-impl AsyncRead for GuardedIo {
+impl<S: Stream + 'static> AsyncRead for GuardedIo<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -214,7 +228,7 @@ impl AsyncRead for GuardedIo {
     }
 }
 
-impl AsyncWrite for GuardedIo {
+impl<S: Stream + 'static> AsyncWrite for GuardedIo<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -327,7 +341,7 @@ fn refusal(status: u16, reason: &str) -> Vec<u8> {
 
 /// Writes `answer`, half-closes, and discards what the client still sends
 /// (bounded), so closing does not reset the connection under the answer.
-async fn linger(mut sock: TcpStream, answer: &[u8]) -> io::Result<()> {
+async fn linger(mut sock: Box<dyn Stream>, answer: &[u8]) -> io::Result<()> {
     sock.write_all(answer).await?;
     sock.shutdown().await?;
     let mut sink = [0u8; 4096];

@@ -25,6 +25,7 @@ pub mod http_guard;
 pub mod jsonrpc;
 pub mod limits;
 pub mod peer;
+pub mod public;
 pub mod router;
 pub mod server;
 pub mod sources;

@@ -29,6 +29,17 @@ pub enum Endpoint<'p> {
     Task { id: &'p str, op: TaskOp },
 }
 
+impl Endpoint<'_> {
+    /// Served on the public listener too: invocation and tasks, not the
+    /// LAN's registration and bootstrap.
+    pub fn public(&self) -> bool {
+        !matches!(
+            self,
+            Endpoint::Bootstrap | Endpoint::Register | Endpoint::Renew | Endpoint::Unregister
+        )
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NoEndpoint {
     NotFound,
@@ -162,6 +173,30 @@ mod tests {
             t(&Method::GET, "/agent/v1/tasks/t1/other"),
             Err(NoEndpoint::NotFound)
         );
+    }
+
+    #[test]
+    fn registration_and_bootstrap_stay_off_the_public_listener() {
+        let post = Method::POST;
+        for p in [
+            "/agent/v1/register",
+            "/agent/v1/renew",
+            "/agent/v1/unregister",
+            "/agent/v1/bootstrap",
+        ] {
+            assert!(!resolve(&post, p).unwrap().public(), "{p}");
+        }
+        for p in [
+            "/agent/v1/invoke",
+            "/agent/v1/invoke-stream",
+            "/agent/v1/route",
+        ] {
+            assert!(resolve(&post, p).unwrap().public(), "{p}");
+        }
+        assert!(resolve(&Method::GET, "/agent/v1/tasks/t1")
+            .unwrap()
+            .public());
+        assert!(resolve(&Method::GET, "/healthz").unwrap().public());
     }
 
     #[test]

@@ -30,8 +30,8 @@ use agentd::time::Millis;
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
-use crate::endpoints::{self, auth, health, invoke, lease, tasks, ConnAbort, Ctx};
-use crate::http_guard::{ConnGuard, GuardedIo};
+use crate::endpoints::{self, auth, health, invoke, lease, tasks, ConnAbort, Ctx, Ingress};
+use crate::http_guard::{ConnGuard, GuardedIo, Stream};
 use crate::router::{self, Endpoint, NoEndpoint};
 use crate::sources::{Cap, ConnRefusal};
 use crate::state::AppState;
@@ -115,41 +115,88 @@ pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
         let _ = stream.set_nodelay(true);
         let state = state.clone();
         tokio::task::spawn_local(async move {
-            let conn = Rc::new(ConnAbort::default());
-            let cx = Ctx {
-                state,
-                peer,
-                conn: conn.clone(),
-                hop: None,
-            };
-            // JSON errors also for heads hyper refuses itself (http_guard).
-            let guard = ConnGuard::new();
-            let g = guard.clone();
-            let svc = service_fn(move |req| {
-                let cx = cx.clone();
-                let served = g.begin();
-                async move { Ok::<_, Infallible>(served.finish(dispatch(&cx, req).await)) }
-            });
-            let serve = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .max_buf_size(MAX_HEAD_BYTES)
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(GuardedIo::new(stream, guard.clone())), svc);
-            // An endpoint may close the connection outright (a stalled
-            // stream follower): dropping `serve` closes the socket.
-            tokio::select! {
-                result = serve => guard.answer_refused(result).await,
-                () = conn.aborted() => {}
-            }
+            http1_connection(stream, peer, state, Ingress::Lan).await;
             drop(slot);
         });
     }
 }
 
+/// A new request context for a client connection.
+fn context(state: Rc<AppState>, peer: SocketAddr, ingress: Ingress) -> (Ctx, Rc<ConnAbort>) {
+    let conn = Rc::new(ConnAbort::default());
+    let cx = Ctx {
+        state,
+        peer,
+        conn: conn.clone(),
+        hop: None,
+        ingress,
+    };
+    (cx, conn)
+}
+
+/// Serves one HTTP/1.1 client connection (keep-alive) until it ends or
+/// an endpoint aborts it.
+pub(crate) async fn http1_connection<S: Stream + 'static>(
+    stream: S,
+    peer: SocketAddr,
+    state: Rc<AppState>,
+    ingress: Ingress,
+) {
+    let (cx, conn) = context(state, peer, ingress);
+    // JSON errors also for heads hyper refuses itself (http_guard).
+    let guard = ConnGuard::new();
+    let g = guard.clone();
+    let svc = service_fn(move |req| {
+        let cx = cx.clone();
+        let served = g.begin();
+        async move { Ok::<_, Infallible>(served.finish(dispatch(&cx, req).await)) }
+    });
+    let serve = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(GuardedIo::new(stream, guard.clone())), svc);
+    // An endpoint may close the connection outright (a stalled stream
+    // follower): dropping `serve` closes the socket.
+    tokio::select! {
+        result = serve => guard.answer_refused(result).await,
+        () = conn.aborted() => {}
+    }
+}
+
+/// Serves one HTTP/2 client connection (public listener, ALPN `h2`).
+/// hyper's h2 server answers protocol faults itself (RST_STREAM or
+/// GOAWAY), so no head guard is needed.
+pub(crate) async fn h2_connection<S: Stream + 'static>(
+    stream: S,
+    peer: SocketAddr,
+    state: Rc<AppState>,
+    ingress: Ingress,
+) {
+    let (cx, conn) = context(state, peer, ingress);
+    let svc = service_fn(move |req| {
+        let cx = cx.clone();
+        async move { Ok::<_, Infallible>(dispatch(&cx, req).await) }
+    });
+    let mut b = hyper::server::conn::http2::Builder::new(crate::peer::LocalExec);
+    b.timer(TokioTimer::new())
+        .max_header_list_size(MAX_HEAD_BYTES as u32)
+        .max_concurrent_streams(MAX_H2_STREAMS);
+    let serve = b.serve_connection(TokioIo::new(stream), svc);
+    tokio::select! {
+        _ = serve => {}
+        () = conn.aborted() => {}
+    }
+}
+
+/// Most concurrent requests on one public HTTP/2 connection (the
+/// in-flight caps bound them all together as well).
+pub const MAX_H2_STREAMS: u32 = 64;
+
 /// Logs a connection refused at accept (rate-limited: a flood of refused
 /// connections is a few lines, each counting the refusals it stands for).
-fn note_refusal(state: &AppState, refused: ConnRefusal) {
+pub(crate) fn note_refusal(state: &AppState, refused: ConnRefusal) {
     let cap = match refused {
         ConnRefusal::Full { .. } => Cap::Connections,
         ConnRefusal::SourceFull { .. } => Cap::ConnsPerSource,
@@ -184,6 +231,16 @@ pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
             .into_response()
         }
     };
+    if cx.ingress == Ingress::Public && !ep.public() {
+        return ApiError::new(
+            ErrorCode::NotFound,
+            format!(
+                "{} is not served on the public listener: agents register and bootstrap on their router's LAN listener",
+                parts.uri.path()
+            ),
+        )
+        .into_response();
+    }
     let result = match ep {
         Endpoint::Healthz => Ok(health::healthz(cx)),
         Endpoint::Authentication => Ok(auth::authentication(cx)),
@@ -213,6 +270,7 @@ pub async fn run(state: Rc<AppState>) -> io::Result<()> {
     if state.peer.enabled() {
         tokio::task::spawn_local(crate::peer::follow::run(state.clone()));
     }
+    crate::public::start(&state).await?;
     if let (true, Some(addr)) = (state.peer.enabled(), state.cfg.peer_listen) {
         let peer = bind(addr).await.map_err(|e| {
             io::Error::new(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import socket
 import threading
 import uuid
@@ -99,14 +100,22 @@ class SseRead:
 class Http:
     """Client bound to one `host:port`."""
 
-    def __init__(self, host: str, port: int, timeout: float = 15.0) -> None:
+    def __init__(self, host: str, port: int, timeout: float = 15.0, tls: Optional[ssl.SSLContext] = None) -> None:
+        """`tls`: speak HTTPS with this client context (the public listener)."""
         self.host = host
         self.port = port
         self.timeout = timeout
+        self.tls = tls
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+
+    def _connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
+        t = timeout or self.timeout
+        if self.tls is not None:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=t, context=self.tls)
+        return http.client.HTTPConnection(self.host, self.port, timeout=t)
 
     def request(
         self,
@@ -128,7 +137,7 @@ class Http:
             raw = json.dumps(body, separators=(",", ":")).encode("utf-8")
         hdrs = {"Content-Type": "application/json"} if raw is not None else {}
         hdrs.update(headers or {})
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
+        conn = self._connection(timeout)
         try:
             conn.request(method, path, body=raw, headers=hdrs)
             resp = conn.getresponse()
@@ -196,7 +205,7 @@ class Http:
         raw = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         hdrs = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         hdrs.update(headers or {})
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
+        conn = self._connection(timeout)
         try:
             conn.request("POST", path, body=raw, headers=hdrs)
             resp = conn.getresponse()

@@ -40,6 +40,22 @@ pub struct Ctx {
     /// Set on a call a peer router forwarded (its pinned route and
     /// identity); `None` for the LAN's callers.
     pub hop: Option<Rc<crate::peer::inbound::InboundHop>>,
+    /// The listener the request came in on.
+    pub ingress: Ingress,
+}
+
+/// The listener a request came in on: what it may reach, and the scheme
+/// of the URLs an answer names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ingress {
+    /// The LAN SDK listener (HTTP/1.1).
+    Lan,
+    /// The public HTTPS listener: invocations, tasks and the protocol
+    /// endpoints; never registration or bootstrap (agents register on
+    /// their LAN).
+    Public,
+    /// A peer router's data connection.
+    Peer,
 }
 
 /// A one-shot "close this connection now" for the server's connection

@@ -204,6 +204,7 @@ fn context(
         peer: peer.addr,
         conn: Rc::new(ConnAbort::default()),
         hop: Some(hop.clone()),
+        ingress: crate::endpoints::Ingress::Peer,
     };
     (cx, hop)
 }

@@ -18,6 +18,7 @@
 //! only, mutual authentication, no resumption).
 
 pub mod config;
+pub mod public;
 
 use std::fmt;
 use std::path::Path;

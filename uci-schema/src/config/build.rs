@@ -365,9 +365,11 @@ fn agentd(r: &mut Reader) -> Agentd {
 }
 
 fn gateway(r: &mut Reader) -> Gateway {
-    Gateway {
+    let g = Gateway {
         sdk_listen: r.text("sdk_listen"),
         public_listen: r.text("public_listen"),
+        public_cert: r.text("public_cert"),
+        public_key: r.text("public_key"),
         peer_listen: r.text("peer_listen"),
         admin_listen: r.text("admin_listen"),
         auth: r.choice("auth"),
@@ -403,7 +405,26 @@ fn gateway(r: &mut Reader) -> Gateway {
         expose_schemas: r.bool("expose_schemas"),
         protocol_tenant: r.text("protocol_tenant"),
         allowed_hosts: r.list("allowed_hosts"),
-    }
+    };
+    let cert = !g.public_cert.is_empty();
+    required_when(
+        r,
+        "public_cert",
+        cert,
+        "public_key",
+        &g.public_key,
+        "public_cert is set".to_string(),
+    );
+    let key = !g.public_key.is_empty();
+    required_when(
+        r,
+        "public_key",
+        key,
+        "public_cert",
+        &g.public_cert,
+        "public_key is set".to_string(),
+    );
+    g
 }
 
 fn arpx(r: &mut Reader) -> Arpx {

@@ -50,6 +50,10 @@ pub struct Gateway {
     /// (not allowed for `sdk_listen`).
     pub sdk_listen: String,
     pub public_listen: String,
+    /// Empty: the router's own certificate.
+    pub public_cert: String,
+    /// Required with `public_cert`.
+    pub public_key: String,
     pub peer_listen: String,
     pub admin_listen: String,
     pub auth: Auth,

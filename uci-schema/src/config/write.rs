@@ -108,6 +108,8 @@ pub(crate) fn to_package(c: &Config) -> Package {
         W::new("gateway", None)
             .text("sdk_listen", &g.sdk_listen)
             .text("public_listen", &g.public_listen)
+            .text("public_cert", &g.public_cert)
+            .text("public_key", &g.public_key)
             .text("peer_listen", &g.peer_listen)
             .text("admin_listen", &g.admin_listen)
             .choice("auth", g.auth)

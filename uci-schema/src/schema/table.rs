@@ -144,7 +144,9 @@ const BOOTSTRAP_NETWORKS: &[&str] = &[
 #[rustfmt::skip]
 const GATEWAY: &[OptionSpec] = &[
     text("sdk_listen", Kind::SocketAddr, "[::]:7446", "LAN SDK API listener (HTTP/1.1); an IPv6 address is dual-stack (IPv4 clients too); '[::]' falls back to 0.0.0.0 on a host without IPv6."),
-    text("public_listen", Kind::SocketAddr, "[::]:7443", "Public HTTPS ingress.").or_empty("disabled"),
+    text("public_listen", Kind::SocketAddr, "[::]:7443", "Public HTTPS ingress (TLS; HTTP/2 or HTTP/1.1): the invoke, task, MCP and A2A endpoints, never registration or bootstrap. Served only when auth is not 'none' (an unauthenticated public ingress would let anyone act for any tenant).").or_empty("disabled"),
+    text("public_cert", Kind::Path, "", "PEM certificate chain the public listener presents (e.g. the one uhttpd or ACME uses).").or_empty("the router's certificate: agentd.router_cert, else the self-signed certificate of the identity key"),
+    text("public_key", Kind::Path, "", "PEM private key of public_cert (PKCS#8, SEC1 or PKCS#1; Ed25519, ECDSA or RSA).").or_empty("none (required with public_cert)"),
     text("peer_listen", Kind::SocketAddr, "[::]:7447", "Peer/relay data plane (h2 over mTLS).").or_empty("disabled"),
     text("admin_listen", Kind::SocketAddr, "", "Admin listener (Prometheus metrics).").or_empty("disabled"),
     one_of("auth", Auth::NAMES, "jwt", "Caller authentication; 'none' is for labs only."),
