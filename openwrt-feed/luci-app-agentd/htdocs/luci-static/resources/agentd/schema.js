@@ -1,0 +1,1429 @@
+'use strict';
+'require baseclass';
+
+// GENERATED from uci-schema's table (uci_schema::schema::SECTIONS) by
+// uci-schema/tests/luci.rs; do not edit. Regenerate with
+// `UPDATE_DOCS=1 cargo test -p uci-schema --test luci`.
+// Every section of /etc/config/agentd and every option with its kind,
+// range (u64 bounds as decimal strings), default, the meaning of an
+// empty value and its doc line; agentd/validate.js checks values
+// against it exactly as `agentd --check-config` does.
+
+return baseclass.extend({
+	sections: {
+	  "agent": {
+	    "doc": "Pins an origin to source networks or a key (route ownership, docs/trust-model.md).",
+	    "many": true,
+	    "name": "",
+	    "options": {
+	      "allow_loopback": {
+	        "default": "0",
+	        "doc": "The origin may register loopback endpoints (an agent running on the router itself).",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "key": {
+	        "default": "",
+	        "doc": "Only tokens signed by this key act for the origin (no bootstrap, no auth 'none').",
+	        "empty": "any key of the tenant, or bootstrap",
+	        "kind": "jwtkey",
+	        "list": false
+	      },
+	      "origin": {
+	        "doc": "The pinned origin 'agent://tenant/name'; unique.",
+	        "kind": "agenturi",
+	        "list": false,
+	        "required": true
+	      },
+	      "source": {
+	        "default": [],
+	        "doc": "Source networks the origin may register and bootstrap from (none: any source).",
+	        "kind": "ipnet",
+	        "list": true
+	      }
+	    },
+	    "order": [
+	      "origin",
+	      "source",
+	      "key",
+	      "allow_loopback"
+	    ]
+	  },
+	  "agentd": {
+	    "doc": "Routing service: identity, leases, limits, health checks.",
+	    "many": false,
+	    "name": "main",
+	    "options": {
+	      "allow_loopback_endpoints": {
+	        "default": "0",
+	        "doc": "Let registrations name loopback or the router's own addresses as endpoints (lab/dev only: it lets LAN agents make the gateway call the router's own services). The suite's own listener ports stay refused.",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "default_action": {
+	        "default": "allow",
+	        "doc": "Verdict when no rule matches.",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "allow",
+	          "deny"
+	        ]
+	      },
+	      "default_lease": {
+	        "default": "30",
+	        "doc": "Lease (s) granted when a registration asks for none.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "86400",
+	        "min": "1"
+	      },
+	      "domain": {
+	        "default": "",
+	        "doc": "Domain this router belongs to.",
+	        "empty": "no domain",
+	        "kind": "domainname",
+	        "list": false
+	      },
+	      "domain_ca": {
+	        "default": "",
+	        "doc": "Domain CA certificate (PEM).",
+	        "empty": "none: peers must be pinned",
+	        "kind": "path",
+	        "list": false
+	      },
+	      "enabled": {
+	        "default": "1",
+	        "doc": "Run the routing service.",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "health_check": {
+	        "default": "tcp",
+	        "doc": "Endpoint probe: TCP connect, HTTP GET /healthz, or none.",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "off",
+	          "tcp",
+	          "http"
+	        ]
+	      },
+	      "health_fail_threshold": {
+	        "default": "3",
+	        "doc": "Consecutive failed probes that mark an endpoint unhealthy.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "100",
+	        "min": "1"
+	      },
+	      "health_interval": {
+	        "default": "5",
+	        "doc": "Seconds between probes of one endpoint (host and port, however many routes use it).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "3600",
+	        "min": "1"
+	      },
+	      "health_max_probes_per_s": {
+	        "default": "50",
+	        "doc": "Most health probes started per second over all endpoints (one probe per distinct endpoint per interval, spread evenly; more endpoints than this allows are probed less often).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "10000",
+	        "min": "1"
+	      },
+	      "health_recover_threshold": {
+	        "default": "2",
+	        "doc": "Consecutive good probes that mark it healthy again.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "100",
+	        "min": "1"
+	      },
+	      "health_timeout_ms": {
+	        "default": "1000",
+	        "doc": "Probe timeout (ms).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "60000",
+	        "min": "1"
+	      },
+	      "identity": {
+	        "default": "/etc/agentd/identity.key",
+	        "doc": "Ed25519 identity key (created on first start, mode 0600).",
+	        "kind": "path",
+	        "list": false
+	      },
+	      "ipc_socket": {
+	        "default": "/var/run/agentd/agentd.sock",
+	        "doc": "Unix socket for agent-gw and agentctl.",
+	        "kind": "path",
+	        "list": false
+	      },
+	      "log_level": {
+	        "default": "info",
+	        "doc": "Log verbosity.",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "error",
+	          "warn",
+	          "info",
+	          "debug",
+	          "trace"
+	        ]
+	      },
+	      "max_lease": {
+	        "default": "3600",
+	        "doc": "Longest lease (s) granted; must be >= default_lease.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "86400",
+	        "min": "1"
+	      },
+	      "max_routes": {
+	        "default": "10000",
+	        "doc": "Most routes in the RIB (all sources).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "1"
+	      },
+	      "max_routes_per_origin": {
+	        "default": "64",
+	        "doc": "Most local routes one origin (agent URI) may hold; registering more is refused 'quota_exceeded', renewals never are.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "1"
+	      },
+	      "max_routes_per_source": {
+	        "default": "1024",
+	        "doc": "Most local routes registered from one source address (auth 'none' and bootstrap tokens); tenant-signed tokens count against tenant.max_routes instead.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "1"
+	      },
+	      "min_lease": {
+	        "default": "5",
+	        "doc": "Shortest lease (s) granted; must be <= default_lease.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "86400",
+	        "min": "1"
+	      },
+	      "router_cert": {
+	        "default": "",
+	        "doc": "This router's certificate signed by the domain CA (PEM).",
+	        "empty": "none",
+	        "kind": "path",
+	        "list": false
+	      },
+	      "router_id": {
+	        "default": "",
+	        "doc": "This router's name in the mesh.",
+	        "empty": "the system host name",
+	        "kind": "dnslabel",
+	        "list": false
+	      },
+	      "state_dir": {
+	        "default": "/var/run/agentd",
+	        "doc": "Directory for runtime state.",
+	        "kind": "path",
+	        "list": false
+	      }
+	    },
+	    "order": [
+	      "enabled",
+	      "router_id",
+	      "domain",
+	      "identity",
+	      "domain_ca",
+	      "router_cert",
+	      "ipc_socket",
+	      "state_dir",
+	      "default_lease",
+	      "min_lease",
+	      "max_lease",
+	      "max_routes",
+	      "max_routes_per_origin",
+	      "max_routes_per_source",
+	      "default_action",
+	      "log_level",
+	      "health_check",
+	      "health_interval",
+	      "health_timeout_ms",
+	      "health_fail_threshold",
+	      "health_recover_threshold",
+	      "health_max_probes_per_s",
+	      "allow_loopback_endpoints"
+	    ]
+	  },
+	  "arpx": {
+	    "doc": "Inter-router route exchange.",
+	    "many": false,
+	    "name": "arpx",
+	    "options": {
+	      "graceful_s": {
+	        "default": "10",
+	        "doc": "Seconds a lost peer's routes are retained (ineligible).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "3600",
+	        "min": "0"
+	      },
+	      "heartbeat_ms": {
+	        "default": "1000",
+	        "doc": "Heartbeat interval (ms).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "60000",
+	        "min": "50"
+	      },
+	      "listen": {
+	        "default": "[::]:7444",
+	        "doc": "ARPX listener (TLS 1.3 mTLS).",
+	        "empty": "no inbound sessions",
+	        "kind": "socketaddr",
+	        "list": false
+	      },
+	      "max_frame": {
+	        "default": "65536",
+	        "doc": "Largest ARPX frame (bytes, length prefix excluded); a larger one closes the session, updates are batched to fit.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "16777216",
+	        "min": "1024"
+	      },
+	      "max_path": {
+	        "default": "8",
+	        "doc": "Longest accepted path vector (routers, origin included); a longer advertisement is dropped and counted.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "64",
+	        "min": "1"
+	      },
+	      "miss_limit": {
+	        "default": "3",
+	        "doc": "Missed heartbeats that end a session.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "100",
+	        "min": "1"
+	      },
+	      "reflector": {
+	        "default": "0",
+	        "doc": "Re-advertise routes learned from one peer to the others.",
+	        "kind": "bool",
+	        "list": false
+	      }
+	    },
+	    "order": [
+	      "listen",
+	      "heartbeat_ms",
+	      "miss_limit",
+	      "graceful_s",
+	      "reflector",
+	      "max_frame",
+	      "max_path"
+	    ]
+	  },
+	  "cloud": {
+	    "doc": "Optional cloud connector.",
+	    "many": false,
+	    "name": "cloud",
+	    "options": {
+	      "enabled": {
+	        "default": "0",
+	        "doc": "Run the cloud connector.",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "pairing": {
+	        "default": "",
+	        "doc": "Pairing code.",
+	        "empty": "none",
+	        "kind": "token",
+	        "list": false
+	      },
+	      "url": {
+	        "default": "",
+	        "doc": "Cloud endpoint.",
+	        "empty": "none (required when enabled)",
+	        "kind": "url",
+	        "list": false
+	      }
+	    },
+	    "order": [
+	      "enabled",
+	      "url",
+	      "pairing"
+	    ]
+	  },
+	  "discovery": {
+	    "doc": "mDNS/DNS-SD discovery and admission of routers.",
+	    "many": false,
+	    "name": "discovery",
+	    "options": {
+	      "admission": {
+	        "default": "manual",
+	        "doc": "How discovered routers become peers.",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "off",
+	          "manual",
+	          "same-domain",
+	          "allowlist"
+	        ]
+	      },
+	      "allow_fingerprint": {
+	        "default": [],
+	        "doc": "Key fingerprints admitted in allowlist mode.",
+	        "kind": "token",
+	        "list": true
+	      },
+	      "candidate_lifetime_s": {
+	        "default": "5",
+	        "doc": "Seconds a candidate lives after its last announcement.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "3600",
+	        "min": "1"
+	      },
+	      "enabled": {
+	        "default": "1",
+	        "doc": "Announce and browse via mDNS/DNS-SD.",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "interface": {
+	        "default": [
+	          "br-lan"
+	        ],
+	        "doc": "Interfaces to announce and browse on.",
+	        "kind": "ifname",
+	        "list": true
+	      },
+	      "resolver": {
+	        "default": "",
+	        "doc": "Unicast DNS-SD resolver for cross-domain lookups.",
+	        "empty": "off",
+	        "kind": "resolver",
+	        "list": false
+	      },
+	      "search_domain": {
+	        "default": "",
+	        "doc": "Domain browsed with unicast DNS-SD.",
+	        "empty": "off",
+	        "kind": "domainname",
+	        "list": false
+	      }
+	    },
+	    "order": [
+	      "enabled",
+	      "interface",
+	      "admission",
+	      "candidate_lifetime_s",
+	      "allow_fingerprint",
+	      "resolver",
+	      "search_domain"
+	    ]
+	  },
+	  "gateway": {
+	    "doc": "agent-gw: listeners, authentication, limits, tasks and streams.",
+	    "many": false,
+	    "name": "gateway",
+	    "options": {
+	      "admin_listen": {
+	        "default": "",
+	        "doc": "Admin listener (Prometheus metrics).",
+	        "empty": "disabled",
+	        "kind": "socketaddr",
+	        "list": false
+	      },
+	      "assertion_ttl": {
+	        "default": "30",
+	        "doc": "Lifetime (s) of forwarding assertions.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "300",
+	        "min": "1"
+	      },
+	      "auth": {
+	        "default": "jwt",
+	        "doc": "Caller authentication; 'none' is for labs only.",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "jwt",
+	          "none"
+	        ]
+	      },
+	      "body_read_timeout_ms": {
+	        "default": "10000",
+	        "doc": "Longest time to receive a request body once its head arrived (ms).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "600000",
+	        "min": "100"
+	      },
+	      "bootstrap": {
+	        "default": "1",
+	        "doc": "Serve POST /agent/v1/bootstrap (short-lived tokens for LAN agents).",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "bootstrap_networks": {
+	        "default": [
+	          "127.0.0.0/8",
+	          "::1/128",
+	          "10.0.0.0/8",
+	          "172.16.0.0/12",
+	          "192.168.0.0/16",
+	          "169.254.0.0/16",
+	          "fc00::/7",
+	          "fe80::/10"
+	        ],
+	        "doc": "Source networks that may use bootstrap (others get 403); to turn it off set bootstrap '0'.",
+	        "kind": "ipnet",
+	        "list": true
+	      },
+	      "bootstrap_ttl": {
+	        "default": "300",
+	        "doc": "Lifetime (s) of bootstrap tokens.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "300",
+	        "min": "1"
+	      },
+	      "buffer_budget": {
+	        "default": "16777216",
+	        "doc": "Bytes agent-gw holds for callers at most, all together: async task results (max_result_bytes reserved per running task), stream histories (320 KiB reserved per stream) and request bodies kept to resend. When reached, new async and stream work is refused (503 overloaded); accepted work is never evicted.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "4294967296",
+	        "min": "1048576"
+	      },
+	      "clock_skew": {
+	        "default": "30",
+	        "doc": "Tolerated clock skew (s) when checking iat/exp.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "300",
+	        "min": "0"
+	      },
+	      "control_burst_per_source": {
+	        "default": "40",
+	        "doc": "Token bucket size of control_rate_per_source.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "0"
+	      },
+	      "control_rate_per_source": {
+	        "default": "20",
+	        "doc": "register/renew/unregister/bootstrap requests per second one source address may make (token bucket refill; the tenant's rate applies too); beyond it 429 'rate_limited'.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "0"
+	      },
+	      "default_timeout_ms": {
+	        "default": "30000",
+	        "doc": "Deadline of a call that names none.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "3600000",
+	        "min": "1"
+	      },
+	      "hop_limit": {
+	        "default": "8",
+	        "doc": "Most hops a forwarded call may still take: the gateway forwards with min(hop_limit - 1, this) and refuses a call arriving with hop_limit 1 (hop_limit_exceeded).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "64",
+	        "min": "1"
+	      },
+	      "issuer_key": {
+	        "default": "",
+	        "doc": "Key that signs trusted-LAN bootstrap tokens.",
+	        "empty": "the router identity key",
+	        "kind": "path",
+	        "list": false
+	      },
+	      "max_connections": {
+	        "default": "1024",
+	        "doc": "Most open client connections on the SDK listener; beyond it new ones are closed at accept.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65535",
+	        "min": "1"
+	      },
+	      "max_conns_per_source": {
+	        "default": "128",
+	        "doc": "Most open connections from one source (IPv4 address or IPv6 /64), counting those that have not sent a complete request head; beyond it the source's new connections are closed at accept.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65535",
+	        "min": "1"
+	      },
+	      "max_inflight": {
+	        "default": "256",
+	        "doc": "Most concurrent requests.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65535",
+	        "min": "1"
+	      },
+	      "max_inflight_per_source": {
+	        "default": "64",
+	        "doc": "Most concurrent requests from one source (IPv4 address or IPv6 /64).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65535",
+	        "min": "1"
+	      },
+	      "max_request_bytes": {
+	        "default": "65536",
+	        "doc": "Largest buffered request body.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "67108864",
+	        "min": "1024"
+	      },
+	      "max_result_bytes": {
+	        "default": "1048576",
+	        "doc": "Largest handler answer one async task keeps as its result; a larger answer fails the task with upstream_error. It is also what every running async task reserves from buffer_budget, so lowering it lets more async tasks run at once.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "16777216",
+	        "min": "1024"
+	      },
+	      "max_token_lifetime": {
+	        "default": "3600",
+	        "doc": "Longest accepted JWT lifetime exp-iat (s).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "86400",
+	        "min": "1"
+	      },
+	      "peer_listen": {
+	        "default": "[::]:7447",
+	        "doc": "Peer/relay data plane (h2 over mTLS).",
+	        "empty": "disabled",
+	        "kind": "socketaddr",
+	        "list": false
+	      },
+	      "public_listen": {
+	        "default": "[::]:7443",
+	        "doc": "Public HTTPS ingress.",
+	        "empty": "disabled",
+	        "kind": "socketaddr",
+	        "list": false
+	      },
+	      "rate_burst": {
+	        "default": "400",
+	        "doc": "Token bucket size.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "1"
+	      },
+	      "rate_per_second": {
+	        "default": "200",
+	        "doc": "Request rate limit per caller (token bucket refill).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "1"
+	      },
+	      "replay_cache": {
+	        "default": "4096",
+	        "doc": "Replay windows of forwarding-assertion nonces kept (one per sending gateway process, whatever its rate; a sender drawing random nonces uses one per assertion, for its lifetime); when full, assertions needing a new one are refused (assertion_cache_full).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "1"
+	      },
+	      "sdk_listen": {
+	        "default": "[::]:7446",
+	        "doc": "LAN SDK API listener (HTTP/1.1); an IPv6 address is dual-stack (IPv4 clients too); '[::]' falls back to 0.0.0.0 on a host without IPv6.",
+	        "kind": "socketaddr",
+	        "list": false
+	      },
+	      "source_share_percent": {
+	        "default": "25",
+	        "doc": "Most of the task table and of buffer_budget one client address may hold (%); beyond it that address's new async/stream work gets 429 share_exceeded.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "100",
+	        "min": "1"
+	      },
+	      "stream_drain_timeout_ms": {
+	        "default": "5000",
+	        "doc": "A stream follower that takes no bytes for this long is detached and its connection closed (the stream keeps running; resume with Last-Event-ID).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "600000",
+	        "min": "100"
+	      },
+	      "stream_history_bytes": {
+	        "default": "1048576",
+	        "doc": "Stream bytes kept per task for resume.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "67108864",
+	        "min": "0"
+	      },
+	      "stream_history_events": {
+	        "default": "64",
+	        "doc": "Stream events kept per task for resume.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65536",
+	        "min": "0"
+	      },
+	      "task_capacity": {
+	        "default": "512",
+	        "doc": "Most async tasks; when full new async work is refused.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65536",
+	        "min": "1"
+	      },
+	      "task_ttl": {
+	        "default": "300",
+	        "doc": "Seconds a finished task stays readable.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "86400",
+	        "min": "1"
+	      },
+	      "tenant_share_percent": {
+	        "default": "50",
+	        "doc": "Most of the task table and of buffer_budget one tenant may hold (%); beyond it that tenant's new async/stream work gets 429 share_exceeded.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "100",
+	        "min": "1"
+	      }
+	    },
+	    "order": [
+	      "sdk_listen",
+	      "public_listen",
+	      "peer_listen",
+	      "admin_listen",
+	      "auth",
+	      "issuer_key",
+	      "bootstrap",
+	      "bootstrap_networks",
+	      "bootstrap_ttl",
+	      "max_token_lifetime",
+	      "clock_skew",
+	      "max_request_bytes",
+	      "rate_per_second",
+	      "rate_burst",
+	      "max_inflight",
+	      "max_inflight_per_source",
+	      "max_connections",
+	      "max_conns_per_source",
+	      "body_read_timeout_ms",
+	      "control_rate_per_source",
+	      "control_burst_per_source",
+	      "default_timeout_ms",
+	      "task_capacity",
+	      "task_ttl",
+	      "stream_history_events",
+	      "stream_history_bytes",
+	      "max_result_bytes",
+	      "buffer_budget",
+	      "tenant_share_percent",
+	      "source_share_percent",
+	      "stream_drain_timeout_ms",
+	      "hop_limit",
+	      "assertion_ttl",
+	      "replay_cache"
+	    ]
+	  },
+	  "ipv6": {
+	    "doc": "Per-agent IPv6 /128 addresses.",
+	    "many": false,
+	    "name": "ipv6",
+	    "options": {
+	      "interface": {
+	        "default": "agent0",
+	        "doc": "Dummy interface holding the /128s.",
+	        "kind": "ifname",
+	        "list": false
+	      },
+	      "max_addresses": {
+	        "default": "256",
+	        "doc": "Most /128s at once.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65536",
+	        "min": "1"
+	      },
+	      "mode": {
+	        "default": "off",
+	        "doc": "Per-agent /128 addresses.",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "off",
+	          "routed-prefix",
+	          "ndp-proxy"
+	        ]
+	      },
+	      "prefix": {
+	        "default": "",
+	        "doc": "Prefix /128s are taken from.",
+	        "empty": "none (required unless mode is off)",
+	        "kind": "ipv6prefix",
+	        "list": false
+	      },
+	      "upstream_interface": {
+	        "default": "wan",
+	        "doc": "Interface for proxy NDP entries (ndp-proxy).",
+	        "kind": "ifname",
+	        "list": false
+	      }
+	    },
+	    "order": [
+	      "mode",
+	      "prefix",
+	      "interface",
+	      "upstream_interface",
+	      "max_addresses"
+	    ]
+	  },
+	  "mapping": {
+	    "doc": "An MCP tool or A2A skill backed by a capability.",
+	    "many": true,
+	    "name": "",
+	    "options": {
+	      "capability": {
+	        "doc": "Capability invoked.",
+	        "kind": "name",
+	        "list": false,
+	        "required": true
+	      },
+	      "description": {
+	        "default": "",
+	        "doc": "Shown to MCP/A2A clients.",
+	        "empty": "none",
+	        "kind": "text",
+	        "list": false
+	      },
+	      "enabled": {
+	        "default": "1",
+	        "doc": "Expose this mapping.",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "input_schema": {
+	        "default": "",
+	        "doc": "Input JSON Schema shown to clients.",
+	        "empty": "none",
+	        "kind": "jsonobject",
+	        "list": false
+	      },
+	      "name": {
+	        "doc": "Tool or skill name.",
+	        "kind": "name",
+	        "list": false,
+	        "section_name": true
+	      },
+	      "protocol": {
+	        "default": "mcp",
+	        "doc": "MCP tool or A2A skill.",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "mcp",
+	          "a2a"
+	        ]
+	      },
+	      "version": {
+	        "default": "1",
+	        "doc": "Capability version invoked.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "4294967295",
+	        "min": "1"
+	      }
+	    },
+	    "order": [
+	      "enabled",
+	      "protocol",
+	      "name",
+	      "capability",
+	      "version",
+	      "description",
+	      "input_schema"
+	    ]
+	  },
+	  "peer": {
+	    "doc": "A static peer router.",
+	    "many": true,
+	    "name": "",
+	    "options": {
+	      "address": {
+	        "doc": "The peer's host name or IP address.",
+	        "kind": "host",
+	        "list": false,
+	        "required": true
+	      },
+	      "data_port": {
+	        "default": "7447",
+	        "doc": "The peer's data-plane port.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65535",
+	        "min": "1"
+	      },
+	      "enabled": {
+	        "default": "1",
+	        "doc": "Keep a session with this peer.",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "export_tenant": {
+	        "default": [],
+	        "doc": "Tenants whose routes are exported to this peer (none: every tenant).",
+	        "kind": "name",
+	        "list": true
+	      },
+	      "key_fingerprint": {
+	        "default": "",
+	        "doc": "Pinned key fingerprint.",
+	        "empty": "rely on domain_ca",
+	        "kind": "token",
+	        "list": false
+	      },
+	      "max_routes": {
+	        "default": "10000",
+	        "doc": "Most paths accepted from this peer; one more closes its session (other peers are unaffected).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "1"
+	      },
+	      "port": {
+	        "default": "7444",
+	        "doc": "The peer's ARPX port.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65535",
+	        "min": "1"
+	      },
+	      "reflector_client": {
+	        "default": "0",
+	        "doc": "Reflect other peers' routes to this peer.",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "router_id": {
+	        "doc": "The peer's router_id.",
+	        "kind": "dnslabel",
+	        "list": false,
+	        "required": true
+	      }
+	    },
+	    "order": [
+	      "enabled",
+	      "router_id",
+	      "address",
+	      "port",
+	      "data_port",
+	      "key_fingerprint",
+	      "reflector_client",
+	      "max_routes",
+	      "export_tenant"
+	    ]
+	  },
+	  "relay": {
+	    "doc": "NAT relay.",
+	    "many": false,
+	    "name": "relay",
+	    "options": {
+	      "mode": {
+	        "default": "off",
+	        "doc": "NAT relay role.",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "off",
+	          "client",
+	          "server"
+	        ]
+	      },
+	      "reconnect_max_ms": {
+	        "default": "30000",
+	        "doc": "Largest reconnect backoff (ms); >= reconnect_min_ms.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "3600000",
+	        "min": "100"
+	      },
+	      "reconnect_min_ms": {
+	        "default": "1000",
+	        "doc": "First reconnect backoff (ms).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "600000",
+	        "min": "100"
+	      },
+	      "server": {
+	        "default": "",
+	        "doc": "Relay 'host:port' (client mode).",
+	        "empty": "none (required in client mode)",
+	        "kind": "hostport",
+	        "list": false
+	      }
+	    },
+	    "order": [
+	      "mode",
+	      "server",
+	      "reconnect_min_ms",
+	      "reconnect_max_ms"
+	    ]
+	  },
+	  "route": {
+	    "doc": "A static route (never expires).",
+	    "many": true,
+	    "name": "",
+	    "options": {
+	      "allow_loopback": {
+	        "default": "0",
+	        "doc": "Let this route's endpoint be loopback or one of the router's own addresses (an operator's choice for handlers on the router). The suite's own listener ports stay refused.",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "allowed_sources": {
+	        "default": [],
+	        "doc": "Source agent patterns that may call it (none: any).",
+	        "kind": "pattern",
+	        "list": true
+	      },
+	      "allowed_tenants": {
+	        "default": [],
+	        "doc": "Other tenants that may call it (none: only its own).",
+	        "kind": "name",
+	        "list": true
+	      },
+	      "capability": {
+	        "doc": "Capability name, e.g. 'office.print'.",
+	        "kind": "name",
+	        "list": false,
+	        "required": true
+	      },
+	      "cost": {
+	        "default": "0",
+	        "doc": "Cost in millionths of a unit.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      },
+	      "description": {
+	        "default": "",
+	        "doc": "Contract description.",
+	        "empty": "none",
+	        "kind": "text",
+	        "list": false
+	      },
+	      "effect": {
+	        "default": "",
+	        "doc": "Contract effect class.",
+	        "empty": "no contract",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "read",
+	          "write",
+	          "external"
+	        ]
+	      },
+	      "enabled": {
+	        "default": "1",
+	        "doc": "Install this route.",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "endpoint": {
+	        "doc": "Handler URL 'http://host[:port]/path' (port 80 when absent; https is not supported).",
+	        "kind": "url",
+	        "list": false,
+	        "required": true
+	      },
+	      "id": {
+	        "doc": "Stable route_id.",
+	        "kind": "routeid",
+	        "list": false,
+	        "section_name": true
+	      },
+	      "idempotent": {
+	        "default": "0",
+	        "doc": "Contract: safe to retry after possible delivery.",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "input_schema": {
+	        "default": "",
+	        "doc": "Contract input JSON Schema.",
+	        "empty": "none",
+	        "kind": "jsonobject",
+	        "list": false
+	      },
+	      "latency_ms": {
+	        "default": "0",
+	        "doc": "Advertised latency (ms).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      },
+	      "load": {
+	        "default": "0",
+	        "doc": "Load (permille).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000",
+	        "min": "0"
+	      },
+	      "origin": {
+	        "doc": "Agent URI 'agent://tenant/name'.",
+	        "kind": "agenturi",
+	        "list": false,
+	        "required": true
+	      },
+	      "region": {
+	        "default": "",
+	        "doc": "Region label.",
+	        "empty": "none",
+	        "kind": "name",
+	        "list": false
+	      },
+	      "tenant": {
+	        "default": "",
+	        "doc": "Owning tenant; must match origin.",
+	        "empty": "the tenant of origin",
+	        "kind": "name",
+	        "list": false
+	      },
+	      "trust": {
+	        "default": "50",
+	        "doc": "Trust 0-100.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "100",
+	        "min": "0"
+	      },
+	      "version": {
+	        "doc": "Interface version (>= 1).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "4294967295",
+	        "min": "1",
+	        "required": true
+	      }
+	    },
+	    "order": [
+	      "id",
+	      "enabled",
+	      "capability",
+	      "version",
+	      "origin",
+	      "endpoint",
+	      "allow_loopback",
+	      "tenant",
+	      "region",
+	      "latency_ms",
+	      "cost",
+	      "load",
+	      "trust",
+	      "allowed_tenants",
+	      "allowed_sources",
+	      "effect",
+	      "idempotent",
+	      "description",
+	      "input_schema"
+	    ]
+	  },
+	  "rule": {
+	    "doc": "A policy rule: match, verdict, constraints, score weights.",
+	    "many": true,
+	    "name": "",
+	    "options": {
+	      "action": {
+	        "default": "allow",
+	        "doc": "Verdict; a selected deny is final.",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "allow",
+	          "deny"
+	        ]
+	      },
+	      "capability": {
+	        "default": "*",
+	        "doc": "Capability pattern ('prefix.*' or exact).",
+	        "kind": "pattern",
+	        "list": false
+	      },
+	      "d_cost": {
+	        "default": "100",
+	        "doc": "Cost divisor of the score.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "1"
+	      },
+	      "denied_peer": {
+	        "default": "",
+	        "doc": "Never routes via this peer.",
+	        "empty": "none",
+	        "kind": "dnslabel",
+	        "list": false
+	      },
+	      "enabled": {
+	        "default": "1",
+	        "doc": "Apply this rule.",
+	        "kind": "bool",
+	        "list": false
+	      },
+	      "endpoint_prefix": {
+	        "default": "",
+	        "doc": "Only endpoints starting with this.",
+	        "empty": "any endpoint",
+	        "kind": "text",
+	        "list": false
+	      },
+	      "id": {
+	        "doc": "Rule id; ties of priority go to the smaller id.",
+	        "kind": "routeid",
+	        "list": false,
+	        "section_name": true
+	      },
+	      "max_cost": {
+	        "default": "18446744073709551615",
+	        "doc": "Only routes with cost (millionths) <= this.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      },
+	      "max_hops": {
+	        "default": "18446744073709551615",
+	        "doc": "Only routes at most this many routers away.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      },
+	      "max_latency_ms": {
+	        "default": "18446744073709551615",
+	        "doc": "Only routes with latency_ms <= this.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      },
+	      "max_load": {
+	        "default": "18446744073709551615",
+	        "doc": "Only routes with load (permille) <= this.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      },
+	      "min_trust": {
+	        "default": "0",
+	        "doc": "Only routes with trust >= this.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "100",
+	        "min": "0"
+	      },
+	      "nonpreferred_penalty": {
+	        "default": "50000",
+	        "doc": "Score added to routes not via preferred_peer (when set).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      },
+	      "preferred_peer": {
+	        "default": "",
+	        "doc": "Peer whose routes avoid the penalty.",
+	        "empty": "none",
+	        "kind": "dnslabel",
+	        "list": false
+	      },
+	      "priority": {
+	        "default": "0",
+	        "doc": "Highest matching priority wins.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65535",
+	        "min": "0"
+	      },
+	      "region": {
+	        "default": "",
+	        "doc": "Only routes in this region.",
+	        "empty": "any region",
+	        "kind": "name",
+	        "list": false
+	      },
+	      "required_peer": {
+	        "default": "",
+	        "doc": "Only routes via this peer.",
+	        "empty": "any peer",
+	        "kind": "dnslabel",
+	        "list": false
+	      },
+	      "source": {
+	        "default": "*",
+	        "doc": "Source agent URI pattern.",
+	        "kind": "pattern",
+	        "list": false
+	      },
+	      "sources": {
+	        "default": [
+	          "local",
+	          "static",
+	          "peer",
+	          "relay"
+	        ],
+	        "doc": "Permitted route sources.",
+	        "kind": "enum",
+	        "list": true,
+	        "values": [
+	          "local",
+	          "static",
+	          "peer",
+	          "relay"
+	        ]
+	      },
+	      "tenant": {
+	        "default": "*",
+	        "doc": "Caller tenant pattern.",
+	        "kind": "pattern",
+	        "list": false
+	      },
+	      "w_hops": {
+	        "default": "10000",
+	        "doc": "Score weight of hop count.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      },
+	      "w_latency": {
+	        "default": "1000",
+	        "doc": "Score weight of latency (ms).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      },
+	      "w_load": {
+	        "default": "100",
+	        "doc": "Score weight of load (permille).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      },
+	      "w_trust": {
+	        "default": "5000",
+	        "doc": "Score weight of distrust (100 - trust).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      }
+	    },
+	    "order": [
+	      "id",
+	      "enabled",
+	      "priority",
+	      "action",
+	      "tenant",
+	      "source",
+	      "capability",
+	      "region",
+	      "max_latency_ms",
+	      "max_cost",
+	      "max_load",
+	      "min_trust",
+	      "max_hops",
+	      "sources",
+	      "required_peer",
+	      "denied_peer",
+	      "endpoint_prefix",
+	      "w_latency",
+	      "d_cost",
+	      "w_load",
+	      "w_trust",
+	      "w_hops",
+	      "preferred_peer",
+	      "nonpreferred_penalty"
+	    ]
+	  },
+	  "tenant": {
+	    "doc": "A tenant: JWT keys and rate limits.",
+	    "many": true,
+	    "name": "",
+	    "options": {
+	      "jwt_key": {
+	        "default": [],
+	        "doc": "Public keys that sign this tenant's tokens.",
+	        "kind": "jwtkey",
+	        "list": true
+	      },
+	      "max_routes": {
+	        "default": "18446744073709551615",
+	        "doc": "Most local routes the tenant's agents may hold together (default: only agentd.max_routes bounds them).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "18446744073709551615",
+	        "min": "0"
+	      },
+	      "name": {
+	        "doc": "Tenant name (JWT claim 'tenant').",
+	        "kind": "name",
+	        "list": false,
+	        "section_name": true
+	      },
+	      "rate_burst": {
+	        "default": "200",
+	        "doc": "Token bucket size of the tenant.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "0"
+	      },
+	      "rate_per_second": {
+	        "default": "100",
+	        "doc": "Request rate limit of the tenant (0 blocks it).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "0"
+	      }
+	    },
+	    "order": [
+	      "name",
+	      "jwt_key",
+	      "rate_per_second",
+	      "rate_burst",
+	      "max_routes"
+	    ]
+	  }
+	}
+});
