@@ -1,0 +1,371 @@
+'use strict';
+'require baseclass';
+'require form';
+'require agentd.schema as schema';
+
+/*
+ * Value checks of /etc/config/agentd in the browser, the same as
+ * uci-schema's `check_value` (uci-schema/src/schema/check.rs) over the
+ * generated table agentd/schema.js: a value the Settings, Policy or
+ * Mappings page accepts is one `agentd --check-config` accepts. The test
+ * suite runs checkKind() over a corpus whose verdicts come from the Rust
+ * checks (tests/luci-harness/validation-samples.json).
+ */
+
+var U16 = BigInt(65535);
+
+function digits(s) {
+	return s.length > 0 && /^[0-9]+$/.test(s);
+}
+
+/* parse_uint: plain decimal u64, as a BigInt, or null. */
+function parseUint(s) {
+	if (!digits(s))
+		return null;
+	var v = BigInt(s);
+	return (v <= BigInt('18446744073709551615')) ? v : null;
+}
+
+/* Rust's read_number for a u16/u32: decimal, leading zeros allowed. */
+function portLike(s, max) {
+	return digits(s) && BigInt(s) <= max;
+}
+
+function byteLength(s) {
+	return new TextEncoder().encode(s).length;
+}
+
+/* Ipv4Addr::from_str: four decimal octets, no leading zeros. */
+function ipv4(s) {
+	var p = s.split('.');
+	if (p.length != 4)
+		return false;
+	for (var i = 0; i < 4; i++) {
+		if (!/^[0-9]{1,3}$/.test(p[i]) || (p[i].length > 1 && p[i][0] == '0') || +p[i] > 255)
+			return false;
+	}
+	return true;
+}
+
+/* Hex groups of one side of '::'; an IPv4 tail counts two. */
+function groups6(str, allowV4) {
+	if (str === '')
+		return 0;
+	var p = str.split(':'), n = 0;
+	for (var i = 0; i < p.length; i++) {
+		if (allowV4 && i == p.length - 1 && ipv4(p[i]))
+			return n + 2;
+		if (!/^[0-9a-fA-F]{1,4}$/.test(p[i]))
+			return -1;
+		n++;
+	}
+	return n;
+}
+
+/* Ipv6Addr::from_str: 8 groups, or fewer around one '::' that stands for
+ * at least one group; an embedded IPv4 address only at the end. */
+function ipv6(s) {
+	var halves = s.split('::');
+	if (halves.length > 2)
+		return false;
+	if (halves.length == 1)
+		return groups6(s, true) == 8;
+	var head = groups6(halves[0], false), tail = groups6(halves[1], true);
+	return head >= 0 && tail >= 0 && head + tail <= 7;
+}
+
+function ip(s) {
+	return ipv4(s) || ipv6(s);
+}
+
+/* SocketAddr::from_str: 'v4:port' or '[v6%scope]:port'. */
+function socketAddr(s) {
+	var m = /^\[([^\]]*)\]:(.*)$/.exec(s);
+	if (m) {
+		var a = m[1].split('%');
+		if (a.length > 2 || !ipv6(a[0]) || (a.length == 2 && !portLike(a[1], BigInt(4294967295))))
+			return false;
+		return portLike(m[2], U16);
+	}
+	var i = s.lastIndexOf(':');
+	return i > 0 && ipv4(s.substring(0, i)) && portLike(s.substring(i + 1), U16);
+}
+
+function dnsLabel(s) {
+	return s.length >= 1 && s.length <= 63 && /^[A-Za-z0-9-]+$/.test(s) &&
+		s[0] != '-' && s[s.length - 1] != '-';
+}
+
+function domainName(s) {
+	if (s.endsWith('.'))
+		s = s.substring(0, s.length - 1);
+	return s.length > 0 && s.length <= 253 && s.split('.').every(dnsLabel);
+}
+
+function token(s, extra) {
+	if (s.length < 1 || s.length > 128)
+		return false;
+	for (var i = 0; i < s.length; i++) {
+		var c = s[i];
+		if (!/[A-Za-z0-9._-]/.test(c) && extra.indexOf(c) < 0)
+			return false;
+	}
+	return true;
+}
+
+function printable(s) {
+	return /^[\x21-\x7e]*$/.test(s);
+}
+
+function hostPort(s) {
+	if (socketAddr(s))
+		return true;
+	var i = s.lastIndexOf(':');
+	if (i < 0)
+		return false;
+	var port = parseUint(s.substring(i + 1));
+	return domainName(s.substring(0, i)) && port != null && port >= 1n && port <= U16;
+}
+
+function ipNet(s) {
+	var i = s.indexOf('/'), addr = (i < 0) ? s : s.substring(0, i);
+	var max = ipv4(addr) ? 32n : (ipv6(addr) ? 128n : null);
+	if (max == null)
+		return false;
+	if (i < 0)
+		return true;
+	var len = parseUint(s.substring(i + 1));
+	return len != null && len <= max;
+}
+
+function pattern(s) {
+	if (s.length < 1 || s.length > 256 || !printable(s))
+		return false;
+	if (s == '*')
+		return true;
+	if (s.endsWith('.*')) {
+		var prefix = s.substring(0, s.length - 2);
+		return prefix.length > 0 && prefix.indexOf('*') < 0;
+	}
+	return s.indexOf('*') < 0;
+}
+
+function agentUri(s) {
+	if (!s.startsWith('agent://'))
+		return false;
+	var rest = s.substring(8), i = rest.indexOf('/');
+	return i >= 0 && token(rest.substring(0, i), '') && token(rest.substring(i + 1), '/:@');
+}
+
+function url(s) {
+	var rest = s.startsWith('http://') ? s.substring(7) : (s.startsWith('https://') ? s.substring(8) : null);
+	if (rest == null || s.length > 512 || !printable(s))
+		return false;
+	var authority = rest.split(/[/?#]/)[0];
+	if (authority.indexOf('@') >= 0)
+		return false;
+	var port = null, host = authority;
+	if (authority[0] == '[') {
+		var j = authority.indexOf(']');
+		if (j < 0 || !ipv6(authority.substring(1, j)))
+			return false;
+		var tail = authority.substring(j + 1);
+		if (tail === '')
+			return true;
+		if (tail[0] != ':')
+			return false;
+		port = parseUint(tail.substring(1));
+		return port != null && port >= 1n && port <= U16;
+	}
+	var k = authority.indexOf(':');
+	if (k >= 0) {
+		host = authority.substring(0, k);
+		port = parseUint(authority.substring(k + 1));
+		if (port == null || port < 1n || port > U16)
+			return false;
+	}
+	return ip(host) || domainName(host);
+}
+
+/* Decoded length of standard or URL-safe base64, padding optional. */
+function base64Len(s) {
+	var body = s.replace(/=+$/, ''), pad = s.length - body.length;
+	if (pad > 2 || body.length == 0 || !/^[A-Za-z0-9+/_-]+$/.test(body))
+		return null;
+	var rem = body.length % 4;
+	if (rem == 1 || (pad > 0 && (body.length + pad) % 4 != 0))
+		return null;
+	return Math.floor(body.length / 4) * 3 + Math.max(rem - 1, 0);
+}
+
+function jsonObject(s) {
+	try {
+		var v = JSON.parse(s);
+		return v != null && typeof(v) == 'object' && !Array.isArray(v);
+	}
+	catch (e) {
+		return false;
+	}
+}
+
+var BOOLS = [ '1', 'yes', 'on', 'true', 'enabled', '0', 'no', 'off', 'false', 'disabled' ];
+
+var CHECKS = {
+	bool: function(k, s) { return BOOLS.indexOf(s) >= 0 },
+	uint: function(k, s) {
+		var v = parseUint(s);
+		return v != null && v >= BigInt(k.min) && v <= BigInt(k.max);
+	},
+	enum: function(k, s) { return k.values.indexOf(s) >= 0 },
+	text: function(k, s) { return true },
+	token: function(k, s) { return s.length > 0 && s.length <= 512 && printable(s) },
+	path: function(k, s) {
+		return s[0] == '/' && byteLength(s) <= 4096 && !/[\x00-\x1f\x7f-\x9f]/.test(s);
+	},
+	socketaddr: function(k, s) { return socketAddr(s) },
+	hostport: function(k, s) { return hostPort(s) },
+	host: function(k, s) { return ip(s) || domainName(s) },
+	resolver: function(k, s) { return ip(s) || socketAddr(s) },
+	dnslabel: function(k, s) { return dnsLabel(s) },
+	domainname: function(k, s) { return domainName(s) },
+	ifname: function(k, s) { return s.length >= 1 && s.length <= 15 && /^[A-Za-z0-9._@-]+$/.test(s) },
+	ipv6prefix: function(k, s) {
+		var i = s.indexOf('/');
+		if (i < 0 || !ipv6(s.substring(0, i)))
+			return false;
+		var len = parseUint(s.substring(i + 1));
+		return len != null && len <= 128n;
+	},
+	ipnet: function(k, s) { return ipNet(s) },
+	name: function(k, s) { return token(s, '') },
+	routeid: function(k, s) { return token(s, ':') },
+	pattern: function(k, s) { return pattern(s) },
+	agenturi: function(k, s) { return agentUri(s) },
+	url: function(k, s) { return url(s) },
+	jwtkey: function(k, s) { return s.startsWith('ed25519:') && base64Len(s.substring(8)) === 32 },
+	jsonobject: function(k, s) { return jsonObject(s) }
+};
+
+/* What a kind accepts, worded as uci-schema's errors word it. */
+function expected(k) {
+	switch (k.kind) {
+	case 'bool': return _("a boolean '1' or '0'");
+	case 'uint': return _('an integer %s..=%s').format(k.min, k.max);
+	case 'enum': return _('one of %s').format(k.values.map(function(v) { return "'" + v + "'" }).join(', '));
+	case 'token': return _('printable ASCII without spaces');
+	case 'path': return _('an absolute path');
+	case 'socketaddr': return _("an address 'ip:port' or '[ipv6]:port'");
+	case 'hostport': return _("'host:port'");
+	case 'host': return _('a host name or IP address');
+	case 'resolver': return _("an IP address, optionally with ':port'");
+	case 'dnslabel': return _("a DNS label (letters, digits, inner '-', at most 63)");
+	case 'domainname': return _('a DNS domain name');
+	case 'ifname': return _('an interface name (at most 15 characters)');
+	case 'ipv6prefix': return _("an IPv6 prefix 'addr/len'");
+	case 'ipnet': return _("an IP network 'addr/len' or an address");
+	case 'name': return _("a name of letters, digits, '.', '_' and '-'");
+	case 'routeid': return _("an id of letters, digits, '.', '_', ':' and '-'");
+	case 'pattern': return _("'*', an exact name, or 'prefix.*'");
+	case 'agenturi': return _("an agent URI 'agent://tenant/name'");
+	case 'url': return _('an http:// or https:// URL');
+	case 'jwtkey': return _("'ed25519:' followed by a base64 32-byte public key");
+	case 'jsonobject': return _('a JSON object');
+	default: return _('text');
+	}
+}
+
+return baseclass.extend({
+	/* The table entry of `type.option`, or null. */
+	spec: function(type, option) {
+		var s = schema.sections[type];
+		return (s && s.options[option]) ? s.options[option] : null;
+	},
+
+	/* The options of a section type in the schema's order, without the
+	 * one that is the section's name (a rule's id, a mapping's name). */
+	order: function(type) {
+		var sec = schema.sections[type];
+		return sec.order.filter(function(n) { return !sec.options[n].section_name; });
+	},
+
+	/* uci-schema's check_value for one kind (`{kind, min, max, values}`). */
+	checkKind: function(kind, value) {
+		var fn = CHECKS[kind.kind];
+		return fn ? fn(kind, String(value)) : false;
+	},
+
+	/* OptionSpec::check: the kind, or '' where the option gives '' a meaning. */
+	check: function(spec, value) {
+		value = String(value);
+		return (value === '' && spec.empty != null) || this.checkKind(spec, value);
+	},
+
+	expected: expected,
+
+	/*
+	 * A form option for `type.option` of /etc/config/agentd with the
+	 * table's validation, default (as placeholder) and doc line. `widget`
+	 * overrides the form class; `tab` puts it on a section tab.
+	 */
+	option: function(section, type, name, title, widget, tab) {
+		var spec = this.spec(type, name), self = this;
+		if (spec == null)
+			throw new Error('agentd: no option %s.%s in the schema'.format(type, name));
+
+		var cls = widget || (spec.kind == 'bool' ? form.Flag
+			: (spec.list ? form.DynamicList
+			: (spec.kind == 'enum' ? form.ListValue
+			: (spec.kind == 'jsonobject' ? form.TextValue : form.Value))));
+		var o = tab ? section.taboption(tab, cls, name, title || name, spec.doc)
+			: section.option(cls, name, title || name, spec.doc);
+
+		/* As LuCI saves: a Flag or ListValue at its default is removed
+		 * (absent means the default), an emptied Value is removed. */
+		if (cls === form.Flag) {
+			o.default = spec.default;
+			return o;
+		}
+
+		if (cls === form.ListValue) {
+			if (spec.empty != null)
+				o.value('', spec.empty);
+			spec.values.forEach(function(v) { o.value(v, v) });
+			o.default = spec.default;
+		}
+		else if (spec.list) {
+			if (Array.isArray(spec.default) && spec.default.length)
+				o.placeholder = spec.default.join(' ');
+		}
+		else if (typeof(spec.default) == 'string' && spec.default !== '' && spec.empty != null) {
+			/* '' has its own meaning here (e.g. a listener off), but uci
+			 * removes an option set to '' (uci.set, libuci), which would
+			 * bring the default back: an explicit '' in the file is left
+			 * as it is when the field stays empty. */
+			o.placeholder = spec.default;
+			o.description = '%s %s'.format(spec.doc, _("An empty value in the file means: %s.").format(spec.empty));
+			o.remove = function(section_id) {
+				if (this.cfgvalue(section_id) === '')
+					return;
+				return cls.prototype.remove.call(this, section_id);
+			};
+		}
+		else if (typeof(spec.default) == 'string' && spec.default !== '') {
+			o.placeholder = spec.default;
+		}
+		else if (spec.empty != null) {
+			o.placeholder = spec.empty;
+		}
+
+		if (spec.required || spec.section_name)
+			o.rmempty = false;
+
+		o.validate = function(section_id, value) {
+			if (value == null || value === '')
+				return (spec.required && !(spec.empty != null)) ? _('%s is required').format(name) : true;
+			return self.check(spec, value) ? true
+				: _('%s: expected %s').format(name, expected(spec));
+		};
+
+		return o;
+	}
+});

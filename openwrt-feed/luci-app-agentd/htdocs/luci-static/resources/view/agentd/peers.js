@@ -1,0 +1,130 @@
+'use strict';
+'require view';
+'require rpc';
+'require poll';
+'require ui';
+'require dom';
+'require agentd.common as common';
+
+var callPeers = rpc.declare({
+	object: 'agentd',
+	method: 'peers',
+	expect: { '': {} }
+});
+
+var callCandidates = rpc.declare({
+	object: 'agentd',
+	method: 'candidates',
+	expect: { '': {} }
+});
+
+/* An approval or revocation names the record version the operator saw:
+ * if the candidate re-announced with another endpoint or key meanwhile,
+ * agentd refuses it and the page shows the new record. */
+var callApprove = rpc.declare({
+	object: 'agentd',
+	method: 'approve',
+	params: [ 'id', 'version' ],
+	expect: { '': {} }
+});
+
+var callRevoke = rpc.declare({
+	object: 'agentd',
+	method: 'revoke',
+	params: [ 'id', 'version' ],
+	expect: { '': {} }
+});
+
+/* Field names of one candidate record. */
+function candId(c) { return c.id != null ? c.id : c.router_id; }
+function candVersion(c) { return c.version != null ? c.version : c.record_version; }
+
+return view.extend({
+	load: function() {
+		return Promise.all([ callPeers(), callCandidates() ]);
+	},
+
+	update: function(root, data) {
+		var peers = data[0], cands = data[1], self = this;
+		var perr = common.errorOf(peers);
+		common.setText(root.querySelector('#agentd-self'), perr ? perr
+			: _('%s, key %s, sessions %s, listening on %s').format(common.dash(peers.router_id),
+				common.dash(peers.fingerprint), peers.sessions + (peers.off_reason ? ' (' + peers.off_reason + ')' : ''),
+				peers.listen ? peers.listen + (peers.listen_error ? ' – ' + peers.listen_error : '') : _('nothing')));
+
+		common.fill(root.querySelector('#agentd-session-table'),
+			(Array.isArray(peers.peers) ? peers.peers : []).map(function(p) {
+				return [ p.router_id, p.address + ':' + p.port,
+					p.state + (p.next_dial_ms != null && !p.established ? ' ' + _('(retry in %s)').format(common.duration(p.next_dial_ms / 1000)) : ''),
+					p.established ? common.duration(p.uptime_s) : '-',
+					String(p.routes_in), String(p.routes_out),
+					common.dash(p.last_error),
+					p.last_close ? '%s (%s)'.format(p.last_close.code, p.last_close.by_us ? _('by us') : _('by peer')) : '-' ];
+			}), perr || _('No peers configured.'));
+
+		var cerr = common.errorOf(cands);
+		var list = Array.isArray(cands.candidates) ? cands.candidates : [];
+		common.setText(root.querySelector('#agentd-admission'), cerr
+			? _('Discovery is not available: %s').format(cerr)
+			: _('Admission mode: %s').format(common.dash(cands.admission)));
+		common.fill(root.querySelector('#agentd-candidate-table'), list.map(function(c) {
+			var id = candId(c), version = candVersion(c);
+			var approved = (c.approved === true || c.state == 'approved' || c.state == 'admitted');
+			return [ id, common.dash(c.domain), common.dash(c.address) + (c.port ? ':' + c.port : ''),
+				common.dash(c.fingerprint), String(version), common.dash(c.state),
+				typeof(c.expires_in_s) == 'number' ? common.duration(c.expires_in_s) : '-',
+				E('div', {}, [
+					E('button', {
+						'class': 'btn cbi-button-positive agentd-approve', 'data-id': id, 'data-version': String(version),
+						'disabled': approved ? '' : null,
+						'click': ui.createHandlerFn(self, 'handleDecision', callApprove, id, version)
+					}, [ _('Approve') ]), ' ',
+					E('button', {
+						'class': 'btn cbi-button-negative agentd-revoke', 'data-id': id, 'data-version': String(version),
+						'disabled': approved ? null : '',
+						'click': ui.createHandlerFn(self, 'handleDecision', callRevoke, id, version)
+					}, [ _('Revoke') ])
+				]) ];
+		}), cerr ? _('No candidates (discovery unavailable).') : _('No routers discovered.'));
+	},
+
+	handleDecision: function(fn, id, version, ev) {
+		return fn(id, version).then(L.bind(function(res) {
+			var err = common.errorOf(res);
+			ui.addNotification(null, E('p', [ err
+				? _('%s (record version %s): %s').format(id, version, err)
+				: _('%s (record version %s): done').format(id, version) ]), err ? 'error' : 'info');
+			return this.refresh();
+		}, this));
+	},
+
+	refresh: function() {
+		return Promise.all([ callPeers(), callCandidates() ]).then(L.bind(this.update, this, this.root));
+	},
+
+	render: function(data) {
+		var node = E('div', { 'id': 'agentd-peers' }, [
+			E('h2', [ _('Agent routing: peers and discovery') ]),
+			E('div', { 'class': 'cbi-section' }, [
+				E('h3', [ _('Sessions') ]),
+				E('p', { 'id': 'agentd-self' }, [ '-' ]),
+				common.table('agentd-session-table', [ _('Peer'), _('Address'), _('State'), _('Uptime'),
+					_('Routes in'), _('Routes out'), _('Last error'), _('Last close') ])
+			]),
+			E('div', { 'class': 'cbi-section' }, [
+				E('h3', [ _('Discovered routers') ]),
+				E('p', { 'id': 'agentd-admission' }, [ '-' ]),
+				common.table('agentd-candidate-table', [ _('Router'), _('Domain'), _('Address'),
+					_('Key fingerprint'), _('Record version'), _('State'), _('Expires'), _('Decision') ])
+			])
+		]);
+		this.root = node;
+		this.update(node, data);
+		poll.add(L.bind(this.refresh, this), 5);
+		return node;
+	},
+
+	handleSaveApply: null,
+	handleSave: null,
+	handleReset: null
+});
