@@ -77,6 +77,13 @@ test-python: toolchain venv
 	  else \
 	    echo "error: the system tests need iproute2 ('ip') for network namespaces: apt-get install iproute2" >&2; exit 1; \
 	  fi; }
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (the LuCI views run in headless Chromium: tests/test_luci.py)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "error: the LuCI tests need Debian's chromium: apt-get install chromium" >&2; exit 1; \
+	  fi; }
 	$(CARGO) build -p agentd -p agent-gw --bins
 	$(VENV)/bin/python -m pytest sdk-python-bindings/tests $(PYTEST_ARGS)
 	AGENTD_TEST_NO_BUILD=1 $(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)

@@ -1,0 +1,354 @@
+"""luci-app-agentd in real headless Chromium (issue 10 items 5 and 6).
+
+Two routers in network namespaces (router-a and router-b, one ARPX
+session), an agent registered on each, and the LuCI harness
+(tests/luci-harness, a documented stand-in of LuCI's client runtime and
+of rpcd) serving the app's views against router-a: `rpc` calls go to the
+feed's real rpcd exec plugin (agentctl on router-a's agentd), `uci` reads
+and writes go to router-a's config file, and a commit reloads the daemons
+as procd's reload trigger does (SIGHUP). Every page loads without a JS
+error, shows the live data, and the forms' changes land in the file (which
+`agentd --check-config` accepts) and in the running daemon. One screenshot
+per page in target/luci-screens/."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator, List
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "luci-harness"))
+
+from harness.poll import wait_for  # noqa: E402
+from harness.procs import REPO  # noqa: E402
+from luci_cdp import Browser, Page, chromium_binary  # noqa: E402
+from luci_stack import Harness  # noqa: E402
+from luci_uci import Package  # noqa: E402
+from luci_web import ACL, RESOURCES, menu  # noqa: E402
+
+SCREENS = REPO / "target" / "luci-screens"
+SAMPLES = REPO / "tests" / "luci-harness" / "validation-samples.json"
+
+#: The pages of the app: the menu.d entries of type "view".
+PAGES = [k.rsplit("/", 1)[1] for k, v in menu().items() if (v.get("action") or {}).get("type") == "view"]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    binary = chromium_binary()
+    if binary is None:
+        pytest.fail("Debian chromium is not installed (make test-python installs it)")
+    b = Browser(binary, tmp_path_factory.mktemp("chromium") / "profile")
+    yield b
+    b.close()
+
+
+def schema_table() -> dict:
+    """The option table the views validate with (agentd/schema.js,
+    generated from uci-schema)."""
+    js = (RESOURCES / "agentd" / "schema.js").read_text(encoding="utf-8")
+    return json.loads(js[js.index("sections: ") + len("sections: "):js.rindex("\n});")])
+
+
+TRUE = {"1", "yes", "on", "true", "enabled"}
+
+
+def meanings(pkg: Package) -> dict:
+    """(section, option) → what the file means for every option of every
+    section present: its value, else the schema default (booleans
+    normalised)."""
+    table, out = schema_table(), {}
+    for s in pkg.sections:
+        for name, spec in table[s.type]["options"].items():
+            v = s.options.get(name, spec.get("default"))
+            if spec["kind"] == "bool" and v is not None:
+                v = "1" if v in TRUE else "0"
+            out[(s.name, name)] = v
+    return out
+
+
+class Lab:
+    def __init__(self, a: Any, b: Any, harness: Harness, bins: Any) -> None:
+        self.a, self.b, self.h, self.bins = a, b, harness, bins
+
+    def check_config(self) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.bins.agentd), "--check-config", str(self.a.cfg.path)],
+                              capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
+
+    def status(self) -> dict:
+        return self.a.stack.ctl_json("status")
+
+
+@pytest.fixture
+def lab(mesh: Any, bins: Any, workdir: Path) -> Iterator[Lab]:
+    """router-a and router-b with a session, a local registration on each
+    (router-a learns router-b's as a peer route), the harness on router-a."""
+    a = mesh.router("router-a")
+    b = mesh.router("router-b")
+    mesh.link("router-a", "router-b")
+    a.start()
+    b.start()
+    a.wait_established("router-b")
+    a.register("luci-local", capability="demo.echo", lease=300)
+    b.register("luci-remote", capability="demo.remote", lease=300)
+    wait_for("router-a: the peer route from router-b", lambda: any(
+        r.get("capability") == "demo.remote" for r in a.peer_routes()), timeout=20)
+    h = Harness(workdir / "luci", bins.agentctl, a.cfg.path,
+                lambda: [a.stack.agentd.pid, a.stack.gw.pid])
+    try:
+        yield Lab(a, b, h, bins)
+        assert h.server.failures == [], h.server.failures
+    finally:
+        h.close()
+
+
+def open_view(browser: Browser, lab: Lab, page: str) -> Page:
+    p = browser.new_page()
+    p.navigate(lab.h.url(page))
+    wait_for(f"the {page} view to render", lambda: p.eval("!!(window.__luci && window.__luci.ready)")
+             or (p.errors() and pytest.fail(f"{page}: {p.errors()}")), timeout=30, interval=0.1)
+    return p
+
+
+def text(p: Page, selector: str) -> str:
+    return p.eval(f"(function() {{ var n = document.querySelector({json.dumps(selector)}); "
+                  f"return n ? n.textContent : null; }})()") or ""
+
+
+def rows(p: Page, table_id: str) -> List[List[str]]:
+    return p.eval(f"Array.from(document.querySelectorAll('#{table_id} tr')).slice(1)"
+                  ".map(function(r) { return Array.from(r.cells).map(function(c) { return c.textContent; }); })")
+
+
+def no_errors(p: Page, page: str) -> None:
+    assert p.errors() == [], f"{page}: JS errors: {p.errors()}"
+    assert p.eval("window.__luci.errors") == [], f"{page}: view errors: {p.eval('window.__luci.errors')}"
+
+
+def set_field(p: Page, cbid: str, value: str) -> None:
+    ok = p.eval(f"""(function() {{
+        var w = document.getElementById({json.dumps(cbid)});
+        if (!w) return false;
+        w.value = {json.dumps(value)};
+        w.dispatchEvent(new Event('input', {{ bubbles: true }}));
+        w.dispatchEvent(new Event('change', {{ bubbles: true }}));
+        return true; }})()""")
+    assert ok, f"no field {cbid}"
+
+
+def click(p: Page, selector: str) -> None:
+    assert p.eval(f"(function() {{ var n = document.querySelector({json.dumps(selector)}); "
+                  f"if (!n) return false; n.click(); return true; }})()"), f"nothing to click at {selector}"
+
+
+def test_every_page_renders_the_live_daemon_without_js_errors(browser: Browser, lab: Lab) -> None:
+    """Each menu entry's view loads with no JS error and shows router-a's
+    live state; the overview refreshes in place; the agents page counts
+    leases down; the views declare exactly the ubus methods the ACL
+    grants, and every string they translate is in the template."""
+    assert set(PAGES) == {"overview", "agents", "routes", "peers", "policy", "settings", "mappings"}, PAGES
+    declared, strings = set(), set()
+    for page in PAGES:
+        p = open_view(browser, lab, page)
+        try:
+            if page == "overview":
+                wait_for("overview: health", lambda: text(p, "#agentd-router-id") == "router-a", timeout=10)
+                assert text(p, "#agentd-health") == "running"
+                peer = wait_for("overview: router-b established",
+                                lambda: [r for r in rows(p, "agentd-peer-table") if r[0] == "router-b" and r[2] == "established"],
+                                timeout=10)
+                assert peer
+                # In place: the same node gets the new count after another registration.
+                p.eval("document.querySelector('#agentd-routes').__mark = 1")
+                before = text(p, "#agentd-routes")
+                lab.a.register("luci-more", capability="demo.more", lease=300)
+                wait_for("overview: route count updated by the 5 s poll",
+                         lambda: text(p, "#agentd-routes") != before and p.eval("document.querySelector('#agentd-routes').__mark === 1"),
+                         timeout=15, interval=0.2)
+                assert any("routes:" in r[1] for r in rows(p, "agentd-events")), rows(p, "agentd-events")
+            elif page == "agents":
+                mine = lambda: [r for r in rows(p, "agentd-lease-table") if r[2] == "agent://lab/luci-local"]  # noqa: E731
+                lease = mine()
+                assert lease and lease[0][1] == "demo.echo v1", rows(p, "agentd-lease-table")
+                first = lease[0][5]
+                wait_for("agents: the lease counts down",
+                         lambda: mine()[0][5] != first,
+                         timeout=5, interval=0.2)
+                assert any(r[0] == "agent://lab/luci-local" for r in rows(p, "agentd-agent-table"))
+            elif page == "routes":
+                table = rows(p, "agentd-route-table")
+                local = [r for r in table if r[1] == "demo.echo v1" and r[2] == "local"]
+                remote = [r for r in table if r[1] == "demo.remote v1" and r[2] == "peer"]
+                assert local and remote, table
+                assert remote[0][3] == "router-b", remote
+                # Scores come from the daemon's own lookup: the winner is ranked first.
+                assert local[0][12].endswith("(#1)"), local
+                set_field(p, "agentd-lookup-capability", "demo.remote")
+                set_field(p, "agentd-lookup-tenant", "lab")
+                click(p, "#agentd-lookup-run")
+                wait_for("routes: lookup result", lambda: "Winner" in text(p, "#agentd-lookup-verdict"), timeout=10)
+                assert "@router-b" in text(p, "#agentd-lookup-verdict")
+            elif page == "peers":
+                sess = [r for r in rows(p, "agentd-session-table") if r[0] == "router-b"]
+                assert sess and sess[0][2] == "established", rows(p, "agentd-session-table")
+                cands = lab.h.plugin.call("candidates", {})[1]
+                if "error" in cands:
+                    e = cands["error"]
+                    msg = e.get("message") if isinstance(e, dict) else cands.get("message")
+                    assert msg and msg in text(p, "#agentd-admission"), text(p, "#agentd-admission")
+                else:
+                    shown = [r[0] for r in rows(p, "agentd-candidate-table")]
+                    for c in cands.get("candidates", []):
+                        assert str(c.get("id", c.get("router_id"))) in shown
+            elif page == "policy":
+                assert p.eval("!!document.getElementById('cbid.agentd.main.default_action')")
+                assert p.eval("!!document.getElementById('cbi-agentd-rule')")
+            elif page == "settings":
+                for sec in ("gateway", "arpx", "discovery"):
+                    assert p.eval(f"!!document.getElementById('cbi-agentd-{sec}')"), sec
+                sdk = p.eval("document.getElementById('cbid.agentd.gateway.sdk_listen').value")
+                assert sdk == f"{lab.a.cfg.sdk_host}:{lab.a.cfg.sdk_port}"
+            elif page == "mappings":
+                assert p.eval("!!document.getElementById('cbi-agentd-mapping')")
+            p.screenshot(SCREENS / f"{page}.png")
+            no_errors(p, page)
+            declared |= {(d["object"], d["method"]) for d in p.eval("window.__luci.declared")}
+            strings |= set(p.eval("Object.keys(window.__luci.strings)"))
+        finally:
+            p.close()
+
+    acl = json.loads(ACL.read_text(encoding="utf-8"))["luci-app-agentd"]
+    granted = {("agentd", m) for scope in ("read", "write") for m in acl[scope]["ubus"]["agentd"]}
+    assert {d for d in declared if d[0] == "agentd"} == granted
+    sys.path.insert(0, str(REPO / "tests" / "luci-harness"))
+    from make_pot import POT, msgids
+    assert "Agent routing: overview" in strings and "Rules" in strings, sorted(strings)[:20]
+    missing = strings - set(msgids(POT.read_text(encoding="utf-8")))
+    assert not missing, f"translated at run time but not in agentd.pot: {sorted(missing)}"
+
+
+def test_settings_policy_and_mapping_changes_land_in_the_file_and_the_daemon(browser: Browser, lab: Lab) -> None:
+    """An invalid value is refused in the page (nothing written); a valid
+    settings change, a deny rule and a mapping are committed to the file,
+    which agentd --check-config accepts, and the reloaded daemon applies
+    them (the rule denies the lookup)."""
+    original = lab.a.cfg.path.read_text(encoding="utf-8")
+    gen0 = lab.status()["config"]["generation"]
+
+    p = open_view(browser, lab, "settings")
+    try:
+        set_field(p, "cbid.agentd.gateway.rate_per_second", "0")
+        assert p.eval("document.getElementById('cbid.agentd.gateway.rate_per_second').classList.contains('cbi-input-invalid')")
+        click(p, ".cbi-button-apply")
+        err = wait_for("settings: the save is refused", lambda: text(p, ".agentd-save-error"), timeout=10)
+        assert "rate_per_second" in err and "1..=1000000" in err, err
+        assert lab.h.uci.commits == [] and lab.a.cfg.path.read_text(encoding="utf-8") == original
+        click(p, "#modal_overlay .cbi-button")
+
+        set_field(p, "cbid.agentd.gateway.rate_per_second", "150")
+        click(p, ".cbi-button-apply")
+        wait_for("settings: committed", lambda: lab.h.uci.commits, timeout=10)
+        no_errors(p, "settings")
+    finally:
+        p.close()
+    body = lab.a.cfg.path.read_text(encoding="utf-8")
+    assert "option rate_per_second '150'" in body
+    # Only the changed option means something else now (options at their
+    # default may have been dropped or written, as LuCI does); in
+    # particular `public_listen ''` (off) is still off.
+    changed = {k: v for k, v in meanings(Package.parse(body)).items() if meanings(Package.parse(original)).get(k) != v}
+    assert changed == {("gateway", "rate_per_second"): "150"}, changed
+    assert "option public_listen ''" in body
+    gen1 = wait_for("agentd reloaded the settings", lambda: (lambda s: s["config"]["generation"] > gen0 and s)(lab.status()),
+                    timeout=10)
+    assert gen1["config"]["ok"], gen1["config"]
+
+    p = open_view(browser, lab, "policy")
+    try:
+        assert p.eval("(function(){ var i = document.querySelector('.cbi-tblsection .cbi-section-create-name');"
+                      " i.value = 'deny_echo'; return true; })()")
+        click(p, ".cbi-tblsection .cbi-section-create .cbi-button-add")
+        wait_for("policy: the new rule's dialog", lambda: p.eval("!!document.getElementById('cbid.agentd.deny_echo.action')"),
+                 timeout=10)
+        set_field(p, "cbid.agentd.deny_echo.action", "deny")
+        set_field(p, "cbid.agentd.deny_echo.capability", "demo.echo")
+        set_field(p, "cbid.agentd.deny_echo.priority", "10")
+        click(p, "#cbi-modal-save")
+        wait_for("policy: the rule row", lambda: p.eval("!!document.querySelector('tr[data-sid=deny_echo]')"), timeout=10)
+        click(p, ".cbi-button-apply")
+        wait_for("policy: committed", lambda: len(lab.h.uci.commits) == 2, timeout=10)
+        no_errors(p, "policy")
+    finally:
+        p.close()
+    body = lab.a.cfg.path.read_text(encoding="utf-8")
+    assert "config rule 'deny_echo'" in body and "option action 'deny'" in body, body
+
+    p = open_view(browser, lab, "mappings")
+    try:
+        assert p.eval("(function(){ var i = document.querySelector('.cbi-tblsection .cbi-section-create-name');"
+                      " i.value = 'echo_tool'; return true; })()")
+        click(p, ".cbi-tblsection .cbi-section-create .cbi-button-add")
+        wait_for("mappings: the dialog", lambda: p.eval("!!document.getElementById('cbid.agentd.echo_tool.capability')"),
+                 timeout=10)
+        set_field(p, "cbid.agentd.echo_tool.capability", "demo.echo")
+        set_field(p, "cbid.agentd.echo_tool.input_schema", "not json")
+        click(p, "#cbi-modal-save")
+        assert "input_schema" in wait_for("mappings: bad schema refused", lambda: text(p, "#cbi-modal-error"), timeout=5)
+        set_field(p, "cbid.agentd.echo_tool.input_schema", '{"type":"object"}')
+        click(p, "#cbi-modal-save")
+        wait_for("mappings: the row", lambda: p.eval("!!document.querySelector('tr[data-sid=echo_tool]')"), timeout=10)
+        click(p, ".cbi-button-apply")
+        wait_for("mappings: committed", lambda: len(lab.h.uci.commits) == 3, timeout=10)
+        no_errors(p, "mappings")
+    finally:
+        p.close()
+    body = lab.a.cfg.path.read_text(encoding="utf-8")
+    assert "config mapping 'echo_tool'" in body and "option capability 'demo.echo'" in body, body
+
+    check = lab.check_config()
+    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
+
+    # The running daemon has the rule: the Routes page's lookup is denied by it.
+    wait_for("agentd reloaded the policy", lambda: lab.status()["config"]["generation"] >= gen1["config"]["generation"] + 2,
+             timeout=10)
+    p = open_view(browser, lab, "routes")
+    try:
+        set_field(p, "agentd-lookup-capability", "demo.echo")
+        set_field(p, "agentd-lookup-tenant", "lab")
+        click(p, "#agentd-lookup-run")
+        verdict = wait_for("routes: denied", lambda: (lambda t: "Denied" in t and t)(text(p, "#agentd-lookup-verdict")),
+                           timeout=10)
+        assert "deny_echo" in verdict, verdict
+        no_errors(p, "routes")
+    finally:
+        p.close()
+
+
+def test_the_validator_agrees_with_uci_schema_on_every_sample(browser: Browser, make_stack: Any, bins: Any,
+                                                             workdir: Path) -> None:
+    """agentd/validate.js gives uci-schema's verdict (check_value) for every
+    probe value of every kind in the generated corpus."""
+    samples = json.loads(SAMPLES.read_text(encoding="utf-8"))
+    stack = make_stack()
+    h = Harness(workdir / "luci", bins.agentctl, stack.cfg.path, lambda: [stack.agentd.pid, stack.gw.pid])
+    lab = Lab(None, None, h, bins)
+    p = open_view(browser, lab, "settings")
+    try:
+        got = p.eval("L.require('agentd.validate').then(function(v) { var s = %s, out = {};"
+                     " Object.keys(s.kinds).forEach(function(k) { out[k] = s.probes.map(function(x) {"
+                     " return v.checkKind(s.kinds[k], x) ? '1' : '0'; }).join(''); }); return out; })" % json.dumps(samples))
+        bad = []
+        for key, kind in samples["kinds"].items():
+            for i, (want, have) in enumerate(zip(kind["accepts"], got[key])):
+                if want != have:
+                    bad.append(f"{key}: {samples['probes'][i]!r} rust={want} js={have}")
+        assert not bad, "\n".join(bad[:40])
+        assert sum(len(k["accepts"]) for k in samples["kinds"].values()) > 1000
+        no_errors(p, "settings")
+    finally:
+        p.close()
+        h.close()
