@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Set, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "luci-harness"))
 
-from luci_stack import install_plugin  # noqa: E402
+from luci_stack import plugin_command  # noqa: E402
 from luci_web import ACL, MENU, RESOURCES  # noqa: E402
 import make_pot  # noqa: E402
 
@@ -69,8 +69,8 @@ def test_the_acl_grants_exactly_the_methods_the_views_declare() -> None:
 def test_every_acl_method_exists_in_the_plugin_list(bins: Any, tmp_path: Path) -> None:
     """`list` of the feed's rpcd plugin (run as rpcd runs it, no daemon)
     answers every method the ACL grants, with typed signatures."""
-    plugin = install_plugin(tmp_path, bins.agentctl, tmp_path / "no-such-config")
-    p = subprocess.run([str(plugin), "list"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+    argv, env = plugin_command(bins.agentctl, tmp_path / "no-such-config")
+    p = subprocess.run(argv + ["list"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL, env=env)
     assert p.returncode == 0, p.stderr
     sigs = json.loads(p.stdout)
     a = acl()

@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import stat
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from luci_rpcd import Acl, ExecPlugin, Rpcd, UciStore
 from luci_web import ACL, REPO, LuciServer
@@ -28,22 +27,12 @@ def plugin_source() -> Path:
     raise FileNotFoundError("no rpcd plugin for ubus object agentd under openwrt-feed/")
 
 
-def install_plugin(dir: Path, agentctl: Path, config: Path) -> Path:
-    """The plugin as rpcd would run it on this host: a copy whose
-    `/usr/bin/agentctl` is a wrapper running this checkout's agentctl on
-    the test's config (on a router agentctl finds /etc/config/agentd by
-    itself). Nothing else of the plugin changes."""
-    dir.mkdir(parents=True, exist_ok=True)
-    wrapper = dir / "agentctl"
-    wrapper.write_text(f'#!/bin/sh\nexec "{agentctl}" --config "{config}" "$@"\n', encoding="utf-8")
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    text = plugin_source().read_text(encoding="utf-8")
-    if "/usr/bin/agentctl" not in text:
-        raise AssertionError("the rpcd plugin does not run /usr/bin/agentctl; adapt luci_stack.install_plugin")
-    plugin = dir / "agentd"
-    plugin.write_text(text.replace("/usr/bin/agentctl", str(wrapper)), encoding="utf-8")
-    plugin.chmod(plugin.stat().st_mode | stat.S_IXUSR)
-    return plugin
+def plugin_command(agentctl: Path, config: Path) -> Tuple[List[str], Dict[str, str]]:
+    """The plugin file as rpcd runs it, with the environment the plugin
+    reads for tests (AGENTCTL: this checkout's agentctl, AGENTD_CONFIG:
+    the test's config; rpcd sets neither on a router)."""
+    env = dict(os.environ, AGENTCTL=str(agentctl), AGENTD_CONFIG=str(config))
+    return [str(plugin_source())], env
 
 
 class Harness:
@@ -52,8 +41,8 @@ class Harness:
         self.config = config
         self.reload_pids = reload_pids
         self.reloads = 0
-        plugin = install_plugin(dir / "rpcd", agentctl, config)
-        self.plugin = ExecPlugin("agentd", [str(plugin)])
+        argv, env = plugin_command(agentctl, config)
+        self.plugin = ExecPlugin("agentd", argv, env)
         self.uci = UciStore({"agentd": config}, self._reload)
         self.rpcd = Rpcd(Acl([ACL], ["luci-app-agentd"], scopes), {"agentd": self.plugin}, self.uci,
                          session=secrets.token_hex(16))
