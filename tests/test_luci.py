@@ -158,6 +158,8 @@ def test_every_page_renders_the_live_daemon_without_js_errors(browser: Browser, 
             if page == "overview":
                 wait_for("overview: health", lambda: text(p, "#agentd-router-id") == "router-a", timeout=10)
                 assert text(p, "#agentd-health") == "running"
+                assert wait_for("overview: the gateway's task report",
+                                lambda: (lambda t: "held" in t and t)(text(p, "#agentd-tasks")), timeout=10).startswith("0 of ")
                 peer = wait_for("overview: router-b established",
                                 lambda: [r for r in rows(p, "agentd-peer-table") if r[0] == "router-b" and r[2] == "established"],
                                 timeout=10)

@@ -30,6 +30,12 @@ var callStats = rpc.declare({
 	expect: { '': {} }
 });
 
+var callTasks = rpc.declare({
+	object: 'agentd',
+	method: 'tasks',
+	expect: { '': {} }
+});
+
 var callReload = rpc.declare({
 	object: 'agentd',
 	method: 'reload',
@@ -45,7 +51,7 @@ return view.extend({
 	events: [],
 
 	load: function() {
-		return Promise.all([ callStatus(), callPeers(), callAgents(), callStats() ]);
+		return Promise.all([ callStatus(), callPeers(), callAgents(), callStats(), callTasks() ]);
 	},
 
 	/* Events are the changes this page saw between two polls: agentd
@@ -85,7 +91,7 @@ return view.extend({
 	},
 
 	update: function(root, data) {
-		var st = data[0], peers = data[1], agents = data[2], stats = data[3];
+		var st = data[0], peers = data[1], agents = data[2], stats = data[3], tasks = data[4];
 		var err = common.errorOf(st);
 		var byId = function(id) { return root.querySelector('#' + id); };
 		var set = function(id, v) { common.setText(byId(id), common.dash(v)); };
@@ -110,6 +116,8 @@ return view.extend({
 		set('agentd-agents', common.errorOf(agents) || String(alist.length));
 		var gw = (stats && stats.gateway && typeof(stats.gateway) == 'object') ? stats.gateway : null;
 		set('agentd-gateway', common.errorOf(stats) || (gw ? _('reporting') : _('no report from agent-gw')));
+		var t = (tasks && tasks.tasks && typeof(tasks.tasks) == 'object') ? tasks.tasks : null;
+		set('agentd-tasks', common.errorOf(tasks) || (t ? _('%d of %d held').format(t.held, t.capacity) : _('no report from agent-gw')));
 
 		common.fill(byId('agentd-peer-table'), list.map(function(p) {
 			return [ p.router_id, p.address + ':' + p.port, p.state,
@@ -159,7 +167,8 @@ return view.extend({
 				E('table', { 'class': 'table' }, [
 					row(_('Routes'), 'agentd-routes'),
 					row(_('Agents'), 'agentd-agents'),
-					row(_('Peers'), 'agentd-peers')
+					row(_('Peers'), 'agentd-peers'),
+					row(_('Async tasks'), 'agentd-tasks')
 				])
 			]),
 			E('div', { 'class': 'cbi-section' }, [
@@ -176,7 +185,7 @@ return view.extend({
 		/* Filled now, then updated in place every 5 s. */
 		this.update(node, data);
 		poll.add(L.bind(function() {
-			return Promise.all([ callStatus(), callPeers(), callAgents(), callStats() ])
+			return Promise.all([ callStatus(), callPeers(), callAgents(), callStats(), callTasks() ])
 				.then(L.bind(this.update, this, node));
 		}, this), 5);
 
