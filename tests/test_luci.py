@@ -248,6 +248,7 @@ def test_settings_policy_and_mapping_changes_land_in_the_file_and_the_daemon(bro
         click(p, ".cbi-button-apply")
         err = wait_for("settings: the save is refused", lambda: text(p, ".agentd-save-error"), timeout=10)
         assert "rate_per_second" in err and "1..=1000000" in err, err
+        p.screenshot(SCREENS / "settings-invalid.png")
         assert lab.h.uci.commits == [] and lab.a.cfg.path.read_text(encoding="utf-8") == original
         click(p, "#modal_overlay .cbi-button")
 
@@ -281,6 +282,7 @@ def test_settings_policy_and_mapping_changes_land_in_the_file_and_the_daemon(bro
         set_field(p, "cbid.agentd.deny_echo.priority", "10")
         click(p, "#cbi-modal-save")
         wait_for("policy: the rule row", lambda: p.eval("!!document.querySelector('tr[data-sid=deny_echo]')"), timeout=10)
+        p.screenshot(SCREENS / "policy-rule.png")
         click(p, ".cbi-button-apply")
         wait_for("policy: committed", lambda: len(lab.h.uci.commits) == 2, timeout=10)
         no_errors(p, "policy")
@@ -300,6 +302,7 @@ def test_settings_policy_and_mapping_changes_land_in_the_file_and_the_daemon(bro
         set_field(p, "cbid.agentd.echo_tool.input_schema", "not json")
         click(p, "#cbi-modal-save")
         assert "input_schema" in wait_for("mappings: bad schema refused", lambda: text(p, "#cbi-modal-error"), timeout=5)
+        p.screenshot(SCREENS / "mappings-dialog.png")
         set_field(p, "cbid.agentd.echo_tool.input_schema", '{"type":"object"}')
         click(p, "#cbi-modal-save")
         wait_for("mappings: the row", lambda: p.eval("!!document.querySelector('tr[data-sid=echo_tool]')"), timeout=10)
@@ -351,6 +354,28 @@ def test_the_validator_agrees_with_uci_schema_on_every_sample(browser: Browser, 
         assert not bad, "\n".join(bad[:40])
         assert sum(len(k["accepts"]) for k in samples["kinds"].values()) > 1000
         no_errors(p, "settings")
+    finally:
+        p.close()
+        h.close()
+
+
+def test_the_overview_reports_a_stopped_agentd_in_place(browser: Browser, make_stack: Any, bins: Any,
+                                                         workdir: Path) -> None:
+    """agentd going away mid-session: the plugin's error object reaches the
+    page, which says so in place (and logs the event) with no JS error."""
+    stack = make_stack()
+    h = Harness(workdir / "luci", bins.agentctl, stack.cfg.path, lambda: [stack.agentd.pid, stack.gw.pid])
+    p = open_view(browser, Lab(None, None, h, bins), "overview")
+    try:
+        wait_for("overview: running", lambda: text(p, "#agentd-health") == "running", timeout=10)
+        stack.agentd.stop()
+        down = wait_for("overview: agentd down", lambda: (lambda t: t.startswith("not running") and t)(
+            text(p, "#agentd-health")), timeout=15, interval=0.2)
+        assert "unreachable" in down, down
+        assert any("went away" in r[1] for r in rows(p, "agentd-events")), rows(p, "agentd-events")
+        p.screenshot(SCREENS / "overview-down.png")
+        no_errors(p, "overview")
+        assert h.server.failures == []
     finally:
         p.close()
         h.close()
