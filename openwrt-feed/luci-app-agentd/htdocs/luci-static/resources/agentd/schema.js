@@ -444,6 +444,12 @@ return baseclass.extend({
 	        "kind": "socketaddr",
 	        "list": false
 	      },
+	      "allowed_hosts": {
+	        "default": [],
+	        "doc": "Host names (or addresses) MCP and A2A clients may use in Host and Origin besides the listener addresses, localhost, 127.0.0.1, [::1] and the router's interface addresses (DNS-rebinding protection); anything else is refused 403.",
+	        "kind": "host",
+	        "list": true
+	      },
 	      "assertion_ttl": {
 	        "default": "30",
 	        "doc": "Lifetime (s) of forwarding assertions.",
@@ -539,6 +545,12 @@ return baseclass.extend({
 	        "max": "3600000",
 	        "min": "1"
 	      },
+	      "expose_schemas": {
+	        "default": "0",
+	        "doc": "Also expose, as MCP tools, every registration whose contract carries an input schema (named after its capability; a mapping of the same name wins). Off: only mapping sections are exposed.",
+	        "kind": "bool",
+	        "list": false
+	      },
 	      "hop_limit": {
 	        "default": "8",
 	        "doc": "Most hops a forwarded call may still take: the gateway forwards with min(hop_limit - 1, this) and refuses a call arriving with hop_limit 1 (hop_limit_exceeded).",
@@ -615,6 +627,12 @@ return baseclass.extend({
 	        "doc": "Peer/relay data plane (h2 over mTLS).",
 	        "empty": "disabled",
 	        "kind": "socketaddr",
+	        "list": false
+	      },
+	      "protocol_tenant": {
+	        "default": "default",
+	        "doc": "With auth 'none' (labs), the tenant MCP and A2A calls act for; their source agent is 'agent://<tenant>/mcp-client' or '.../a2a-client'. With JWT auth the token decides.",
+	        "kind": "name",
 	        "list": false
 	      },
 	      "public_listen": {
@@ -745,6 +763,9 @@ return baseclass.extend({
 	      "stream_drain_timeout_ms",
 	      "hop_limit",
 	      "assertion_ttl",
+	      "expose_schemas",
+	      "protocol_tenant",
+	      "allowed_hosts",
 	      "replay_cache"
 	    ]
 	  },
@@ -826,9 +847,16 @@ return baseclass.extend({
 	      },
 	      "input_schema": {
 	        "default": "",
-	        "doc": "Input JSON Schema shown to clients.",
-	        "empty": "none",
+	        "doc": "Input JSON Schema shown to clients; at most one of input_schema and input_schema_file.",
+	        "empty": "none: any object ({\"type\":\"object\"})",
 	        "kind": "jsonobject",
+	        "list": false
+	      },
+	      "input_schema_file": {
+	        "default": "",
+	        "doc": "File holding the input JSON Schema (a JSON object of at most 64 KiB), read when the configuration is loaded; at most one of input_schema and input_schema_file.",
+	        "empty": "none",
+	        "kind": "path",
 	        "list": false
 	      },
 	      "name": {
@@ -847,6 +875,13 @@ return baseclass.extend({
 	          "a2a"
 	        ]
 	      },
+	      "title": {
+	        "default": "",
+	        "doc": "Human-readable name shown to MCP/A2A clients.",
+	        "empty": "none",
+	        "kind": "text",
+	        "list": false
+	      },
 	      "version": {
 	        "default": "1",
 	        "doc": "Capability version invoked.",
@@ -862,8 +897,10 @@ return baseclass.extend({
 	      "name",
 	      "capability",
 	      "version",
+	      "title",
 	      "description",
-	      "input_schema"
+	      "input_schema",
+	      "input_schema_file"
 	    ]
 	  },
 	  "peer": {
