@@ -635,9 +635,23 @@ return baseclass.extend({
 	        "kind": "name",
 	        "list": false
 	      },
+	      "public_cert": {
+	        "default": "",
+	        "doc": "PEM certificate chain the public listener presents (e.g. the one uhttpd or ACME uses).",
+	        "empty": "the router's certificate: agentd.router_cert, else the self-signed certificate of the identity key",
+	        "kind": "path",
+	        "list": false
+	      },
+	      "public_key": {
+	        "default": "",
+	        "doc": "PEM private key of public_cert (PKCS#8, SEC1 or PKCS#1; Ed25519, ECDSA or RSA).",
+	        "empty": "none (required with public_cert)",
+	        "kind": "path",
+	        "list": false
+	      },
 	      "public_listen": {
 	        "default": "[::]:7443",
-	        "doc": "Public HTTPS ingress.",
+	        "doc": "Public HTTPS ingress (TLS; HTTP/2 or HTTP/1.1): the invoke, task, MCP and A2A endpoints, never registration or bootstrap. Served only when auth is not 'none' (an unauthenticated public ingress would let anyone act for any tenant).",
 	        "empty": "disabled",
 	        "kind": "socketaddr",
 	        "list": false
@@ -732,6 +746,8 @@ return baseclass.extend({
 	    "order": [
 	      "sdk_listen",
 	      "public_listen",
+	      "public_cert",
+	      "public_key",
 	      "peer_listen",
 	      "admin_listen",
 	      "auth",
