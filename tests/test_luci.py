@@ -379,3 +379,77 @@ def test_the_overview_reports_a_stopped_agentd_in_place(browser: Browser, make_s
     finally:
         p.close()
         h.close()
+
+
+#: Combinations uci-schema refuses between options of one section (page,
+#: section type, section name, options to set in the page, words the
+#: refusal must carry). The page must refuse each, and so must
+#: `agentd --check-config` for a file holding the same values.
+CROSS_CASES = [
+    ("settings", "relay", "relay", {"mode": "client"}, ["server", "client"]),
+    ("settings", "relay", "relay", {"mode": "server", "reconnect_min_ms": "5000", "reconnect_max_ms": "1000"},
+     ["reconnect_min_ms", "reconnect_max_ms"]),
+    ("settings", "cloud", "cloud", {"enabled": "1"}, ["url"]),
+    ("settings", "ipv6", "ipv6", {"mode": "ndp-proxy"}, ["prefix"]),
+    ("settings", "gateway", "gateway", {"public_cert": "/etc/agentd/public.pem"}, ["public_key"]),
+    ("mappings", "mapping", "both_schemas", {"capability": "demo.echo", "input_schema": "{}",
+                                             "input_schema_file": "/etc/agentd/schema.json"}, ["input_schema"]),
+]
+
+
+def test_cross_option_rules_refused_in_the_page_as_by_check_config(browser: Browser, make_stack: Any, bins: Any,
+                                                                     workdir: Path) -> None:
+    """Each rule between options (required when, order, exclusive) that
+    uci-schema applies is applied by the page too: nothing is committed,
+    the refusal names the options; the same values in a file fail
+    `agentd --check-config`."""
+    stack = make_stack()
+    h = Harness(workdir / "luci", bins.agentctl, stack.cfg.path, lambda: [stack.agentd.pid, stack.gw.pid])
+    original = stack.cfg.path.read_text(encoding="utf-8")
+    try:
+        for page, type_, name, values, words in CROSS_CASES:
+            # check-config's verdict on the same values.
+            pkg = Package.parse(original)
+            sec = pkg.get(name)
+            if sec is None:
+                from luci_uci import Section
+                sec = Section(type_, name, False)
+                pkg.sections.append(sec)
+            sec.options.update(values)
+            probe = workdir / f"cross-{type_}.conf"
+            probe.write_text(pkg.render(), encoding="utf-8")
+            p_ = subprocess.run([str(bins.agentd), "--check-config", str(probe)], capture_output=True, timeout=15,
+                                stdin=subprocess.DEVNULL)
+            assert p_.returncode != 0, f"check-config accepts {type_} {values}"
+
+            p = open_view(browser, Lab(None, None, h, bins), page)
+            try:
+                if type_ == "mapping":
+                    assert p.eval("(function(){ var i = document.querySelector('.cbi-tblsection .cbi-section-create-name');"
+                                  f" i.value = {json.dumps(name)}; return true; }})()")
+                    click(p, ".cbi-tblsection .cbi-section-create .cbi-button-add")
+                elif p.eval(f"!!document.getElementById('cbi-add-{name}')"):
+                    click(p, f"#cbi-add-{name}")
+                for opt, v in values.items():
+                    wait_for(f"field {name}.{opt}", lambda: p.eval(
+                        f"!!document.getElementById('cbid.agentd.{name}.{opt}')"), timeout=5)
+                    if p.eval(f"document.getElementById('cbid.agentd.{name}.{opt}').type") == "checkbox":
+                        p.eval(f"(function(w){{ w.checked = {json.dumps(v == '1')}; w.dispatchEvent(new Event('change')); }})"
+                               f"(document.getElementById('cbid.agentd.{name}.{opt}'))")
+                    else:
+                        set_field(p, f"cbid.agentd.{name}.{opt}", v)
+                if type_ == "mapping":
+                    click(p, "#cbi-modal-save")
+                    msg = wait_for("the dialog refuses", lambda: text(p, "#cbi-modal-error"), timeout=5)
+                else:
+                    click(p, ".cbi-button-apply")
+                    msg = wait_for("the save is refused", lambda: text(p, ".agentd-save-error"), timeout=5)
+                for w in words:
+                    assert w in msg, (type_, values, msg)
+                no_errors(p, page)
+            finally:
+                p.close()
+            assert h.uci.commits == [] and stack.cfg.path.read_text(encoding="utf-8") == original
+        assert h.server.failures == []
+    finally:
+        h.close()

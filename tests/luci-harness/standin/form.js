@@ -9,7 +9,7 @@
  * documented API the agentd views use — form.Map (section, render, save,
  * reset), form.NamedSection / TypedSection / GridSection (option, tab,
  * taboption, addremove, anonymous, nodescriptions, modaltitle, handleAdd,
- * cfgsections) and the options Value, Flag, ListValue, DynamicList and
+ * cfgsections, formvalue) and the options Value, Flag, ListValue, DynamicList and
  * TextValue (default, rmempty, optional, placeholder, validate, value(),
  * editable, modalonly, rows, monospace, cfgvalue, formvalue, write,
  * remove, parse). Widgets are plain HTML controls with upstream's ids
@@ -188,7 +188,9 @@ var Flag = AbstractValue.extend({
 		var w = this.findWidget(sid, root);
 		if (!w)
 			return Promise.resolve();
-		var fval = this.formvalue(sid, root);
+		var fval = this.formvalue(sid, root), ok = this.check(sid, fval);
+		if (ok !== true)
+			return Promise.reject(invalid(_('%s: %s').format(this.title || this.option, ok)));
 		if (fval == this.default && (this.optional || this.rmempty))
 			return Promise.resolve(this.remove(sid));
 		return Promise.resolve(this.write(sid, fval));
@@ -252,6 +254,16 @@ var AbstractSection = baseclass.extend({
 		var o = this.option(cls, name, title, description);
 		o.tab = tab;
 		return o;
+	},
+	/* The form value of another option of this section (upstream:
+	 * AbstractSection.formvalue). */
+	formvalue: function(sid, option) {
+		for (var i = 0; i < this.children.length; i++)
+			if (this.children[i].option == option) {
+				var v = this.children[i].formvalue(sid);
+				return v != null ? v : this.children[i].cfgvalue(sid);
+			}
+		return null;
 	},
 	parse: function(root) {
 		var self = this, tasks = [];

@@ -274,6 +274,30 @@ function expected(k) {
 	}
 }
 
+/*
+ * The checks between options of one section that uci-schema makes when it
+ * builds the config (uci-schema/src/config/build.rs: required_when, order,
+ * Exclusive) for the sections these pages edit. test_luci.py holds each
+ * to `agentd --check-config`: the page refuses what the check refuses.
+ */
+var CROSS = {
+	gateway: [
+		{ need: 'public_key', when: 'public_cert', holds: nonEmpty, because: _('public_cert is set') },
+		{ need: 'public_cert', when: 'public_key', holds: nonEmpty, because: _('public_key is set') }
+	],
+	ipv6: [ { need: 'prefix', when: 'mode', holds: function(v) { return v != 'off'; }, because: _('mode is not off') } ],
+	relay: [
+		{ need: 'server', when: 'mode', holds: function(v) { return v == 'client'; }, because: _("mode is 'client'") },
+		{ lower: 'reconnect_min_ms', upper: 'reconnect_max_ms' }
+	],
+	cloud: [ { need: 'url', when: 'enabled', holds: function(v) { return BOOLS.indexOf(v) >= 0 && BOOLS.indexOf(v) < 5; }, because: _("enabled is '1'") } ],
+	mapping: [ { exclusive: [ 'input_schema', 'input_schema_file' ] } ]
+};
+
+function nonEmpty(v) {
+	return v != null && v !== '';
+}
+
 return baseclass.extend({
 	/* The table entry of `type.option`, or null. */
 	spec: function(type, option) {
@@ -302,6 +326,42 @@ return baseclass.extend({
 
 	expected: expected,
 
+	/* What an option of the section being edited will mean once saved:
+	 * the field's value, or the default when it is empty. */
+	effective: function(section, section_id, type, name) {
+		var v = section.formvalue(section_id, name), spec = this.spec(type, name);
+		if (v == null || v === '' || (Array.isArray(v) && !v.length))
+			return spec ? spec.default : null;
+		return v;
+	},
+
+	/* The first cross-option rule of `type` involving `name` (as the
+	 * required option or as the one that requires it, either end of an
+	 * order or an exclusive pair) that the section breaks, as a message,
+	 * or true. Both ends check: LuCI does not validate an empty field. */
+	cross: function(section, section_id, type, name, value) {
+		var rules = CROSS[type] || [], self = this;
+		var val = function(n) {
+			if (n != name)
+				return self.effective(section, section_id, type, n);
+			return (value === '' || value == null) ? self.spec(type, n).default : value;
+		};
+		for (var i = 0; i < rules.length; i++) {
+			var r = rules[i];
+			if ((r.need == name || r.when == name) && r.holds(String(val(r.when))) && !nonEmpty(val(r.need)))
+				return _('%s is required when %s').format(r.need, r.because);
+			if (r.upper == name || r.lower == name) {
+				var lo = String(val(r.lower)), hi = String(val(r.upper));
+				if (/^[0-9]+$/.test(lo) && /^[0-9]+$/.test(hi) && BigInt(lo) > BigInt(hi))
+					return _('%s (%s) must not exceed %s (%s)').format(r.lower, lo, r.upper, hi);
+			}
+			if (r.exclusive && r.exclusive.indexOf(name) >= 0 &&
+			    r.exclusive.filter(function(n) { return nonEmpty(val(n)); }).length > 1)
+				return _('at most one of %s').format(r.exclusive.join(', '));
+		}
+		return true;
+	},
+
 	/*
 	 * A form option for `type.option` of /etc/config/agentd with the
 	 * table's validation, default (as placeholder) and doc line. `widget`
@@ -323,6 +383,9 @@ return baseclass.extend({
 		 * (absent means the default), an emptied Value is removed. */
 		if (cls === form.Flag) {
 			o.default = spec.default;
+			o.validate = function(section_id, value) {
+				return self.cross(section, section_id, type, name, value);
+			};
 			return o;
 		}
 
@@ -360,10 +423,14 @@ return baseclass.extend({
 			o.rmempty = false;
 
 		o.validate = function(section_id, value) {
-			if (value == null || value === '')
-				return (spec.required && !(spec.empty != null)) ? _('%s is required').format(name) : true;
-			return self.check(spec, value) ? true
-				: _('%s: expected %s').format(name, expected(spec));
+			if (value == null || value === '') {
+				if (spec.required && !(spec.empty != null))
+					return _('%s is required').format(name);
+			}
+			else if (!self.check(spec, value)) {
+				return _('%s: expected %s').format(name, expected(spec));
+			}
+			return self.cross(section, section_id, type, name, value == null ? '' : value);
 		};
 
 		return o;
