@@ -453,3 +453,41 @@ def test_cross_option_rules_refused_in_the_page_as_by_check_config(browser: Brow
         assert h.server.failures == []
     finally:
         h.close()
+
+
+def test_a_read_only_session_sees_everything_and_changes_nothing(browser: Browser, make_stack: Any, bins: Any,
+                                                                 workdir: Path) -> None:
+    """With only the ACL's `read` scope (rpcd grants it to a read-only
+    LuCI user) the pages show the daemon, and both kinds of write — the
+    write-scoped ubus method `reload` and a UCI save — are refused by
+    rpcd and reported in the page; the file and the daemon's config
+    generation stay as they were."""
+    stack = make_stack()
+    h = Harness(workdir / "luci", bins.agentctl, stack.cfg.path, lambda: [stack.agentd.pid, stack.gw.pid],
+                scopes=("read",))
+    original = stack.cfg.path.read_text(encoding="utf-8")
+    gen = stack.ctl_json("status")["config"]["generation"]
+    lab = Lab(None, None, h, bins)
+    try:
+        p = open_view(browser, lab, "overview")
+        try:
+            wait_for("overview: running", lambda: text(p, "#agentd-health") == "running", timeout=10)
+            click(p, "#agentd-reload")
+            note = wait_for("overview: reload refused", lambda: text(p, ".alert-message.error"), timeout=10)
+            assert "Reload failed" in note and "Access denied" in note, note
+            no_errors(p, "overview")
+        finally:
+            p.close()
+        p = open_view(browser, lab, "settings")
+        try:
+            set_field(p, "cbid.agentd.gateway.rate_per_second", "150")
+            click(p, ".cbi-button-apply")
+            err = wait_for("settings: save refused", lambda: text(p, ".agentd-save-error"), timeout=10)
+            assert "Access denied" in err, err
+        finally:
+            p.close()
+        assert stack.cfg.path.read_text(encoding="utf-8") == original and h.uci.commits == []
+        assert stack.ctl_json("status")["config"]["generation"] == gen
+        assert h.server.failures == []
+    finally:
+        h.close()

@@ -133,6 +133,9 @@ return view.extend({
 			var err = common.errorOf(res);
 			ui.addNotification(null, E('p', [ err ? _('Reload failed: %s').format(err)
 				: _('agentd reloaded its configuration (generation %s).').format(res.generation) ]), err ? 'error' : 'info');
+		}, function(e) {
+			/* Refused by ubus, e.g. a session without write access. */
+			ui.addNotification(null, E('p', [ _('Reload failed: %s').format(e.message) ]), 'error');
 		});
 	},
 

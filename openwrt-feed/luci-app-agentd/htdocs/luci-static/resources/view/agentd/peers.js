@@ -95,7 +95,9 @@ return view.extend({
 				? _('%s (record version %s): %s').format(id, version, err)
 				: _('%s (record version %s): done').format(id, version) ]), err ? 'error' : 'info');
 			return this.refresh();
-		}, this));
+		}, this), function(e) {
+			ui.addNotification(null, E('p', [ _('%s (record version %s): %s').format(id, version, e.message) ]), 'error');
+		});
 	},
 
 	refresh: function() {
