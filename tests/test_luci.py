@@ -223,6 +223,12 @@ def test_every_page_renders_the_live_daemon_without_js_errors(browser: Browser, 
         finally:
             p.close()
 
+    # Absent arguments are left out, never sent as null (blobmsg has no
+    # typed null; the plugin's signatures say str/32/bool).
+    nulls = [c for c in lab.h.rpcd.calls if c["object"] == "agentd" and None in c["args"].values()]
+    assert not nulls, nulls[:3]
+    assert any(c["method"] == "lookup" for c in lab.h.rpcd.calls)
+
     acl = json.loads(ACL.read_text(encoding="utf-8"))["luci-app-agentd"]
     granted = {("agentd", m) for scope in ("read", "write") for m in acl[scope]["ubus"]["agentd"]}
     assert {d for d in declared if d[0] == "agentd"} == granted

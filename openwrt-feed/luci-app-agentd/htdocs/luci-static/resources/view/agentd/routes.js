@@ -42,7 +42,7 @@ return view.extend({
 		});
 		return Promise.all(keys.map(function(k) {
 			var p = k.split('\n');
-			return callLookup(p[0], +p[1], p[2] || null, null, true);
+			return callLookup(p[0], +p[1], p[2] || undefined, undefined, true);
 		})).then(function(lookups) {
 			var scores = {};
 			lookups.forEach(function(l, i) {
@@ -73,18 +73,19 @@ return view.extend({
 
 	handleLookup: function(ev) {
 		var root = this.root;
-		var val = function(id) { var v = root.querySelector('#' + id).value.trim(); return v === '' ? null : v; };
+		/* An empty field is left out of the call (undefined is not sent). */
+		var val = function(id) { var v = root.querySelector('#' + id).value.trim(); return v === '' ? undefined : v; };
 		var cap = val('agentd-lookup-capability'), ver = val('agentd-lookup-version');
 		var out = root.querySelector('#agentd-lookup-result');
-		if (cap == null) {
+		if (cap === undefined) {
 			dom.content(out, common.notice(_('Enter a capability.')));
 			return Promise.resolve();
 		}
-		if (ver != null && !/^[1-9][0-9]*$/.test(ver)) {
+		if (ver !== undefined && !/^[1-9][0-9]*$/.test(ver)) {
 			dom.content(out, common.notice(_('The version is an integer ≥ 1.')));
 			return Promise.resolve();
 		}
-		return callLookup(cap, ver == null ? null : +ver, val('agentd-lookup-tenant'), val('agentd-lookup-source'), true)
+		return callLookup(cap, ver === undefined ? undefined : +ver, val('agentd-lookup-tenant'), val('agentd-lookup-source'), true)
 			.then(L.bind(this.renderLookup, this, out));
 	},
 
