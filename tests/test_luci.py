@@ -497,3 +497,33 @@ def test_a_read_only_session_sees_everything_and_changes_nothing(browser: Browse
         assert h.server.failures == []
     finally:
         h.close()
+
+
+def test_new_rule_and_mapping_names_are_checked_before_anything_is_added(browser: Browser, make_stack: Any,
+                                                                        bins: Any, workdir: Path) -> None:
+    """A new rule or mapping is named like its section-name option (a
+    rule id, a mapping name) and not like any other section of the file
+    (libuci refuses a name reused with another type): a bad or used name
+    adds nothing and says why."""
+    stack = make_stack()
+    h = Harness(workdir / "luci", bins.agentctl, stack.cfg.path, lambda: [stack.agentd.pid, stack.gw.pid])
+    lab = Lab(None, None, h, bins)
+    try:
+        for page, name, words in [("policy", "gateway", ["gateway", "already"]), ("policy", "bad name", ["id", "expected"]),
+                                  ("mappings", "main", ["main", "already"]), ("mappings", "x/y", ["name", "expected"])]:
+            p = open_view(browser, lab, page)
+            try:
+                p.eval("(function(){ document.querySelector('.cbi-tblsection .cbi-section-create-name').value = %s; })()"
+                       % json.dumps(name))
+                click(p, ".cbi-tblsection .cbi-section-create .cbi-button-add")
+                note = wait_for(f"{page}: {name!r} refused", lambda: text(p, ".alert-message"), timeout=5)
+                for w in words:
+                    assert w in note, (page, name, note)
+                assert not p.eval("!!document.getElementById('modal_overlay')")
+                assert p.eval("document.querySelectorAll('tr.cbi-section-table-row').length") == 0
+                no_errors(p, page)
+            finally:
+                p.close()
+        assert h.uci.commits == [] and h.uci.staged == {}
+    finally:
+        h.close()

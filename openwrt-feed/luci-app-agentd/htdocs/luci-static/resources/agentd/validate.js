@@ -1,6 +1,7 @@
 'use strict';
 'require baseclass';
 'require form';
+'require uci';
 'require agentd.schema as schema';
 
 /*
@@ -303,6 +304,32 @@ return baseclass.extend({
 	spec: function(type, option) {
 		var s = schema.sections[type];
 		return (s && s.options[option]) ? s.options[option] : null;
+	},
+
+	/* Whether `name` may name a new `type` section: the kind of the
+	 * option the section name stands for (a rule's id, a mapping's name),
+	 * and unused by any section of the package — libuci refuses a name
+	 * reused with another type. True or a message. */
+	sectionName: function(type, name) {
+		var sec = schema.sections[type], key = null;
+		Object.keys(sec.options).forEach(function(n) { if (sec.options[n].section_name) key = n; });
+		if (key != null && !this.check(sec.options[key], name))
+			return _('%s: expected %s').format(key, expected(sec.options[key]));
+		var other = uci.get('agentd', name);
+		if (other != null)
+			return _('%s is already the name of a %s section').format(name, other['.type']);
+		return true;
+	},
+
+	/* A GridSection's handleAdd that refuses a bad or used name. */
+	addNamed: function(type) {
+		var self = this;
+		return function(ev, name) {
+			var ok = self.sectionName(type, name == null ? '' : name);
+			if (ok !== true)
+				return Promise.reject(new Error(ok));
+			return form.GridSection.prototype.handleAdd.apply(this, [ ev, name ]);
+		};
 	},
 
 	/* The options of a section type in the schema's order, without the

@@ -28,6 +28,8 @@ return view.extend({
 		s.anonymous = false;
 		s.nodescriptions = true;
 		s.modaltitle = function(section_id) { return _('Mapping %s').format(section_id); };
+		/* A new mapping's name: the schema's name alphabet, not yet used. */
+		s.handleAdd = validate.addNamed('mapping');
 
 		validate.order('mapping').forEach(function(name) {
 			var widget = (name == 'description') ? form.TextValue : null;

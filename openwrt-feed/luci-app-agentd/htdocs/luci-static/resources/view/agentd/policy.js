@@ -34,12 +34,8 @@ return view.extend({
 		s.sortable = false;
 		s.nodescriptions = true;
 		s.modaltitle = function(section_id) { return _('Rule %s').format(section_id); };
-		/* New rule ids follow the schema's route-id alphabet. */
-		s.handleAdd = function(ev, name) {
-			if (name != null && !validate.check(validate.spec('rule', 'id'), name))
-				return Promise.reject(new Error(_('Rule id: expected %s').format(validate.expected(validate.spec('rule', 'id')))));
-			return form.GridSection.prototype.handleAdd.apply(this, [ ev, name ]);
-		};
+		/* A new rule's id: the schema's route-id alphabet, not yet used. */
+		s.handleAdd = validate.addNamed('rule');
 
 		validate.order('rule').forEach(function(name) {
 			o = validate.option(s, 'rule', name, name);
