@@ -1,7 +1,11 @@
 //! The committed reference page is exactly what the schema generates.
-//! Regenerate with: `UPDATE_DOCS=1 cargo test -p uci-schema --test docs`.
+//! Regenerate with: `UPDATE_DOCS=1 cargo test -p uci-schema --test docs`
+//! (which also regenerates the LuCI app's option table, support/luci.rs).
 
 use std::path::PathBuf;
+
+#[path = "support/luci.rs"]
+mod luci;
 
 #[test]
 fn committed_config_doc_matches_the_schema() {

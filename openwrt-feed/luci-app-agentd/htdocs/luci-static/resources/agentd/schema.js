@@ -2,8 +2,8 @@
 'require baseclass';
 
 // GENERATED from uci-schema's table (uci_schema::schema::SECTIONS) by
-// uci-schema/tests/luci.rs; do not edit. Regenerate with
-// `UPDATE_DOCS=1 cargo test -p uci-schema --test luci`.
+// uci-schema/tests/support/luci.rs; do not edit. Regenerate with
+// `UPDATE_DOCS=1 cargo test -p uci-schema --test docs`.
 // Every section of /etc/config/agentd and every option with its kind,
 // range (u64 bounds as decimal strings), default, the meaning of an
 // empty value and its doc line; agentd/validate.js checks values

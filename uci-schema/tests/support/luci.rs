@@ -10,7 +10,7 @@
 //!   [`check_value`] accepts. The Chromium test runs the app's JavaScript
 //!   validator over the corpus and requires the same verdicts.
 //!
-//! Regenerate both with: `UPDATE_DOCS=1 cargo test -p uci-schema --test luci`
+//! Regenerate both with: `UPDATE_DOCS=1 cargo test -p uci-schema --test docs`
 //! (the same switch that regenerates docs/config.md).
 
 use std::collections::BTreeMap;
@@ -112,8 +112,8 @@ fn schema_js() -> String {
     format!(
         "'use strict';\n'require baseclass';\n\n\
          // GENERATED from uci-schema's table (uci_schema::schema::SECTIONS) by\n\
-         // uci-schema/tests/luci.rs; do not edit. Regenerate with\n\
-         // `UPDATE_DOCS=1 cargo test -p uci-schema --test luci`.\n\
+         // uci-schema/tests/support/luci.rs; do not edit. Regenerate with\n\
+         // `UPDATE_DOCS=1 cargo test -p uci-schema --test docs`.\n\
          // Every section of /etc/config/agentd and every option with its kind,\n\
          // range (u64 bounds as decimal strings), default, the meaning of an\n\
          // empty value and its doc line; agentd/validate.js checks values\n\
@@ -330,7 +330,7 @@ fn samples_json() -> String {
         }
     }
     let mut out = serde_json::to_string_pretty(&json!({
-        "generated_by": "uci-schema/tests/luci.rs (UPDATE_DOCS=1 cargo test -p uci-schema --test luci)",
+        "generated_by": "uci-schema/tests/support/luci.rs (UPDATE_DOCS=1 cargo test -p uci-schema --test docs)",
         "probes": probes,
         "kinds": kinds,
     }))
@@ -349,7 +349,7 @@ fn check(path: &str, generated: &str) {
         .unwrap_or_else(|e| panic!("{} is missing ({e})", path.display()));
     assert!(
         committed == generated,
-        "{} is stale (the schema changed); run UPDATE_DOCS=1 cargo test -p uci-schema --test luci",
+        "{} is stale (the schema changed); run UPDATE_DOCS=1 cargo test -p uci-schema --test docs",
         path.display()
     );
 }
