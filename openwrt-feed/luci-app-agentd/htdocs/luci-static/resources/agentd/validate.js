@@ -452,10 +452,10 @@ return baseclass.extend({
 		o.validate = function(section_id, value) {
 			if (value == null || value === '') {
 				if (spec.required && !(spec.empty != null))
-					return _('%s is required').format(name);
+					return _('required');
 			}
 			else if (!self.check(spec, value)) {
-				return _('%s: expected %s').format(name, expected(spec));
+				return _('expected %s').format(expected(spec));
 			}
 			return self.cross(section, section_id, type, name, value == null ? '' : value);
 		};
