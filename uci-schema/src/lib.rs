@@ -7,11 +7,13 @@
 //!   section and option ([`ConfigErrors`]).
 //! - [`defaults_doc`]: the reference page generated from the schema.
 //! - [`demo::DEMO_CONFIG`]: a complete valid config for demos and tests.
+//! - [`feed::default_config`]: the `/etc/config/agentd` the OpenWrt feed ships.
 
 pub mod config;
 pub mod demo;
 mod docs;
 pub mod enums;
+pub mod feed;
 pub mod schema;
 pub mod uci;
 

@@ -30,6 +30,10 @@ pki (local files, no daemon; docs/pki.md):
   pki issue-router --ca-key F --ca-cert F --router-id R [--domain D]
                    (--key IDENTITY_KEY | --pubkey ed25519:B64) [--out FILE] [--days N]
                                  router certificate for that router's identity key
+  pki init-identity [--key FILE] [--group NAME|GID]
+                                 create the identity key (--key, else the config's
+                                 agentd.identity) if missing, never rewriting one;
+                                 --group: readable by that group (0640), e.g. agent-gw
   pki show                       router_id, identity key fingerprint, domain CA,
                                  router certificate and peer trust of --config
 

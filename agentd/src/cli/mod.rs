@@ -9,6 +9,7 @@ pub mod args;
 pub mod command;
 pub mod peers;
 pub mod pki;
+pub mod pki_identity;
 mod pki_show;
 pub mod render;
 pub mod rpcd;

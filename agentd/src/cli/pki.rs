@@ -49,6 +49,12 @@ pub enum PkiCommand {
         days: u32,
     },
     Show,
+    /// Create the identity key if missing (never rewritten); `group`
+    /// makes it readable by the gateway's service group.
+    InitIdentity {
+        key: Option<PathBuf>,
+        group: Option<String>,
+    },
 }
 
 /// The `pki` options seen anywhere on the command line, checked against
@@ -63,6 +69,7 @@ pub struct PkiOptions {
     router_id: Option<String>,
     key: Option<PathBuf>,
     pubkey: Option<String>,
+    group: Option<String>,
     /// The options given, as typed, for conflict messages.
     given: Vec<&'static str>,
 }
@@ -70,7 +77,7 @@ pub struct PkiOptions {
 impl PkiOptions {
     /// Takes `--name` if it is a pki option; `false` leaves it to the caller.
     pub fn take(&mut self, name: &str, p: &mut Parser) -> Result<bool, UsageError> {
-        const FLAGS: [&str; 8] = [
+        const FLAGS: [&str; 9] = [
             "--domain",
             "--out",
             "--days",
@@ -79,6 +86,7 @@ impl PkiOptions {
             "--router-id",
             "--key",
             "--pubkey",
+            "--group",
         ];
         let Some(flag) = FLAGS.into_iter().find(|f| f[2..] == *name) else {
             return Ok(false);
@@ -102,6 +110,7 @@ impl PkiOptions {
                 "--ca-cert" => self.ca_cert = Some(v.into()),
                 "--router-id" => self.router_id = Some(v),
                 "--key" => self.key = Some(v.into()),
+                "--group" => self.group = Some(v),
                 _ => self.pubkey = Some(v),
             }
         }
@@ -135,6 +144,9 @@ impl PkiOptions {
                 })
             }
             Some("issue-router") => {
+                if self.group.is_some() {
+                    return Err(UsageError::Conflict("--group", "pki issue-router"));
+                }
                 let subject = match (self.key, self.pubkey) {
                     (Some(k), None) => Subject::KeyFile(k),
                     (None, Some(p)) => Subject::PublicKey(p),
@@ -161,13 +173,20 @@ impl PkiOptions {
                     days: self.days.unwrap_or(cert::ROUTER_DAYS),
                 })
             }
+            Some("init-identity") => {
+                self.only("pki init-identity", &["--key", "--group"])?;
+                Ok(PkiCommand::InitIdentity {
+                    key: self.key,
+                    group: self.group,
+                })
+            }
             Some("show") => {
                 self.only("pki show", &[])?;
                 Ok(PkiCommand::Show)
             }
             Some(other) => Err(UsageError::UnexpectedArgument(other.to_string())),
             None => Err(UsageError::Missing(
-                "pki verb (init-domain, issue-router or show)",
+                "pki verb (init-domain, issue-router, init-identity or show)",
             )),
         }
     }
@@ -182,7 +201,7 @@ pub(super) fn refused(kind: &'static str, message: impl Into<String>) -> Failure
     }
 }
 
-fn key_failure(e: KeyFileError) -> Failure {
+pub(super) fn key_failure(e: KeyFileError) -> Failure {
     let kind = match e {
         KeyFileError::Exists(_) => "exists",
         KeyFileError::Format(_) => "invalid_key",
@@ -244,6 +263,10 @@ pub(super) fn run(
             issue_router(&req, &key, out.as_deref(), now).map(done)
         }
         PkiCommand::Show => super::pki_show::show(config, now),
+        PkiCommand::InitIdentity { key, group } => {
+            let path = super::pki_identity::key_path(key.as_deref(), config);
+            super::pki_identity::init_identity(&path, group.as_deref()).map(done)
+        }
     }
 }
 

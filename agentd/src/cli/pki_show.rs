@@ -141,6 +141,9 @@ pub fn show(config: Option<&Path>, now: SystemTime) -> Result<(Output, u8), Fail
     ))
 }
 
+/// The gateway's service group (the feed's uci-defaults creates it).
+pub const GATEWAY_GROUP: &str = "agent-gw";
+
 fn identity_section(r: &mut Report, path: &Path) -> Option<router_pki::VerifyingKey> {
     r.line("identity", path.display().to_string());
     let mut j = json!({ "path": path.display().to_string() });
@@ -153,12 +156,25 @@ fn identity_section(r: &mut Report, path: &Path) -> Option<router_pki::Verifying
             j["exists"] = true.into();
             j["fingerprint"] = fp.to_string().into();
             j["public_key"] = identity::format_public_key(&public).into();
-            let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode() & 0o777);
+            let meta = std::fs::metadata(path).ok();
+            let mode = meta.as_ref().map_or(0, |m| m.permissions().mode() & 0o777);
             j["mode"] = format!("{mode:04o}").into();
-            if mode & 0o077 != 0 {
+            // Group read is how agent-gw (its own user) reads the key
+            // (`pki init-identity --group agent-gw`); anything more is a leak.
+            let gateway_group = meta.as_ref().is_some_and(|m| {
+                use std::os::unix::fs::MetadataExt;
+                super::pki_identity::gid_of(GATEWAY_GROUP) == Some(m.gid())
+            });
+            let allowed = if gateway_group { 0o040 } else { 0 };
+            if mode & 0o077 & !allowed != 0 {
                 r.problem(format!(
-                    "identity key {} is readable by others (mode {mode:04o}): chmod 600 it",
-                    path.display()
+                    "identity key {} is readable by others (mode {mode:04o}): chmod 600 it{}",
+                    path.display(),
+                    if gateway_group {
+                        ""
+                    } else {
+                        " (or 640 with group agent-gw)"
+                    }
                 ));
             }
             Some(public)

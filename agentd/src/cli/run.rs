@@ -80,6 +80,7 @@ fn client_failure(socket: &Path, e: ClientError) -> Failure {
 }
 
 /// Human and JSON forms of one answer.
+#[derive(Debug)]
 pub(super) struct Output {
     pub(super) text: String,
     pub(super) json: Value,

@@ -105,7 +105,7 @@ const AGENTD: &[OptionSpec] = &[
     boolean("enabled", "1", "Run the routing service."),
     text("router_id", Kind::DnsLabel, "", "This router's name in the mesh.").or_empty("the system host name"),
     text("domain", Kind::DomainName, "", "Domain this router belongs to.").or_empty("no domain"),
-    text("identity", Kind::Path, "/etc/agentd/identity.key", "Ed25519 identity key (created on first start, mode 0600)."),
+    text("identity", Kind::Path, "/etc/agentd/identity.key", "Ed25519 identity key (created on first start, mode 0600; the OpenWrt feed creates it at first boot, 0640 group agent-gw so the gateway can read it)."),
     text("domain_ca", Kind::Path, "", "Domain CA certificate (PEM).").or_empty("none: peers must be pinned"),
     text("router_cert", Kind::Path, "", "This router's certificate signed by the domain CA (PEM).").or_empty("none"),
     text("ipc_socket", Kind::Path, "/var/run/agentd/agentd.sock", "Unix socket for agent-gw and agentctl."),
