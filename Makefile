@@ -12,7 +12,7 @@ FUZZ_SECS  ?= 30
 # Where `make demo` finds the binaries (dev profile: fast to build).
 BIN_DIR    ?= target/debug
 
-.PHONY: all demo test toolchain build clippy fmt-check fuzz-check test-rust test-python venv bench bench-local fuzz
+.PHONY: all demo test toolchain build clippy fmt-check fuzz-check test-rust test-python venv bench bench-local fuzz router-openwrt
 
 all: test
 
@@ -84,6 +84,13 @@ test-python: toolchain venv
 	  else \
 	    echo "error: the LuCI tests need Debian's chromium: apt-get install chromium" >&2; exit 1; \
 	  fi; }
+	@command -v shellcheck >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing shellcheck (the OpenWrt feed's shell files)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; \
+	  else \
+	    echo "error: the feed tests need shellcheck: apt-get install shellcheck" >&2; exit 1; \
+	  fi; }
 	$(CARGO) build -p agentd -p agent-gw --bins
 	$(VENV)/bin/python -m pytest sdk-python-bindings/tests $(PYTEST_ARGS)
 	AGENTD_TEST_NO_BUILD=1 $(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
@@ -94,7 +101,18 @@ test-python: toolchain venv
 fuzz-check: toolchain
 	$(CARGO) check --manifest-path fuzz/Cargo.toml --locked --bins
 
-test: build clippy fmt-check fuzz-check test-rust test-python
+# The router build as OpenWrt's packages feed makes it (profile
+# router-openwrt = rust-package.mk's settings: opt-level z, LTO, one codegen
+# unit, overflow checks on, panic=unwind), only the three binaries; their
+# sizes as JSON (target/router-openwrt/sizes.json); then the OpenWrt
+# packaging tests (rpcd plugin against a running stack, init scripts,
+# reload) on those binaries, so an overflow panic shows up here.
+router-openwrt: toolchain venv
+	$(PYTHON) scripts/router_build.py
+	AGENTD_BIN_DIR=target/router-openwrt AGENTD_TEST_NO_BUILD=1 $(VENV)/bin/python -m pytest \
+	  tests/test_openwrt_rpcd.py tests/test_openwrt_init.py $(PYTEST_ARGS)
+
+test: build clippy fmt-check fuzz-check test-rust test-python router-openwrt
 
 demo: toolchain venv
 	$(CARGO) build -p agentd -p agent-gw --bins

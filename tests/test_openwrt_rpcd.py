@@ -32,7 +32,7 @@ UNSUPPORTED = {"candidates", "approve", "revoke"}
 
 
 def plugin_env(agentctl: Path, config: Optional[Path]) -> Dict[str, str]:
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "AGENTCTL": str(agentctl)}
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "AGENTCTL": str(Path(agentctl).resolve())}
     if config is not None:
         env["AGENTD_CONFIG"] = str(config)
     return env
