@@ -151,7 +151,7 @@ return baseclass.extend({
 	      },
 	      "identity": {
 	        "default": "/etc/agentd/identity.key",
-	        "doc": "Ed25519 identity key (created on first start, mode 0600).",
+	        "doc": "Ed25519 identity key (created on first start, mode 0600; the OpenWrt feed creates it at first boot, 0640 group agent-gw so the gateway can read it).",
 	        "kind": "path",
 	        "list": false
 	      },
