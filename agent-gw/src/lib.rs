@@ -11,6 +11,7 @@
 //! (pool, deadline, retry, typed outcomes); `peer` (the data plane between
 //! routers: forwarding assertions so far).
 
+pub mod a2a;
 pub mod api;
 pub mod auth;
 pub mod body;

@@ -22,7 +22,7 @@ use crate::router::TaskOp;
 use crate::task::live::run_async;
 use crate::task::{
     object_digest, parse_cursor, Batch, NewTask, TaskError, TaskFailure, TaskId, TaskKind,
-    TaskResult, TaskState, TaskTable, TASK_ID_HEADER, TASK_TOKEN_HEADER,
+    TaskResult, TaskState, TaskTable, TaskToken, TASK_ID_HEADER, TASK_TOKEN_HEADER,
 };
 
 /// Most events returned by one `/events` call.
@@ -219,6 +219,35 @@ pub fn invoke_async(
     kind: CallKind,
     deadline: Deadline,
 ) -> Result<Response<Body>, ApiError> {
+    let (id, token) = start_async(cx, parts, env, candidates, kind, deadline)?;
+    let mut r = json(
+        StatusCode::ACCEPTED,
+        &json!({"task_id": id.to_string(), "status": "running"}),
+    );
+    let h = r.headers_mut();
+    for (name, value) in [
+        (TASK_ID_HEADER, id.to_string()),
+        (TASK_TOKEN_HEADER, token.to_hex()),
+        (header::LOCATION.as_str(), format!("/agent/v1/tasks/{id}")),
+    ] {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(header::HeaderName::from_static(name), v);
+        }
+    }
+    Ok(r)
+}
+
+/// The task of [`invoke_async`] without its HTTP answer (for protocol
+/// front ends that hold their calls as tasks, e.g. A2A): admitted,
+/// dispatched in the background, its id and token returned.
+pub fn start_async(
+    cx: &Ctx,
+    parts: &Parts,
+    env: &Envelope,
+    candidates: Vec<Candidate>,
+    kind: CallKind,
+    deadline: Deadline,
+) -> Result<(TaskId, TaskToken), ApiError> {
     let body = env.to_bytes();
     let new = NewTask {
         kind: TaskKind::Async,
@@ -301,21 +330,7 @@ pub fn invoke_async(
         work,
         Millis::now,
     ));
-    let mut r = json(
-        StatusCode::ACCEPTED,
-        &json!({"task_id": id.to_string(), "status": "running"}),
-    );
-    let h = r.headers_mut();
-    for (name, value) in [
-        (TASK_ID_HEADER, id.to_string()),
-        (TASK_TOKEN_HEADER, admitted.token.to_hex()),
-        (header::LOCATION.as_str(), format!("/agent/v1/tasks/{id}")),
-    ] {
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            h.insert(header::HeaderName::from_static(name), v);
-        }
-    }
-    Ok(r)
+    Ok((id, admitted.token))
 }
 
 /// Why a handler's answer could not become the task's result: larger than
