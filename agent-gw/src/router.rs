@@ -27,6 +27,10 @@ pub enum Endpoint<'p> {
     Invoke,
     InvokeStream,
     Task { id: &'p str, op: TaskOp },
+    /// An A2A agent card: the router's (`None`) or one mapping's.
+    A2aCard { agent: Option<&'p str> },
+    /// An A2A JSON-RPC endpoint: the router's (`None`) or one mapping's.
+    A2aRpc { agent: Option<&'p str> },
 }
 
 impl Endpoint<'_> {
@@ -62,6 +66,9 @@ pub fn resolve<'p>(method: &Method, path: &'p str) -> Result<Endpoint<'p>, NoEnd
         "/agent/v1/route" => (Route, "POST"),
         "/agent/v1/invoke" => (Invoke, "POST"),
         "/agent/v1/invoke-stream" => (InvokeStream, "POST"),
+        "/.well-known/agent-card.json" => (A2aCard { agent: None }, "GET"),
+        "/a2a" => (A2aRpc { agent: None }, "POST"),
+        _ if path.starts_with("/a2a/") => return a2a_agent(method, path),
         _ => return task(method, path),
     };
     let ok = match allow {
@@ -72,6 +79,29 @@ pub fn resolve<'p>(method: &Method, path: &'p str) -> Result<Endpoint<'p>, NoEnd
         Ok(ep)
     } else {
         Err(NoEndpoint::MethodNotAllowed(allow))
+    }
+}
+
+/// Longest mapping name in an `/a2a/<name>` path.
+pub const MAX_AGENT_NAME: usize = 128;
+
+/// `/a2a/<name>` (JSON-RPC) and `/a2a/<name>/.well-known/agent-card.json`.
+fn a2a_agent<'p>(method: &Method, path: &'p str) -> Result<Endpoint<'p>, NoEndpoint> {
+    let rest = path.strip_prefix("/a2a/").ok_or(NoEndpoint::NotFound)?;
+    let (name, card) = match rest.split_once('/') {
+        None => (rest, false),
+        Some((name, ".well-known/agent-card.json")) => (name, true),
+        Some(_) => return Err(NoEndpoint::NotFound),
+    };
+    if name.is_empty() || name.len() > MAX_AGENT_NAME {
+        return Err(NoEndpoint::NotFound);
+    }
+    let agent = Some(name);
+    match (card, method) {
+        (true, m) if m == Method::GET || m == Method::HEAD => Ok(Endpoint::A2aCard { agent }),
+        (true, _) => Err(NoEndpoint::MethodNotAllowed("GET")),
+        (false, m) if m == Method::POST => Ok(Endpoint::A2aRpc { agent }),
+        (false, _) => Err(NoEndpoint::MethodNotAllowed("POST")),
     }
 }
 
@@ -197,6 +227,41 @@ mod tests {
             .unwrap()
             .public());
         assert!(resolve(&Method::GET, "/healthz").unwrap().public());
+    }
+
+    #[test]
+    fn a2a_paths_resolve_with_their_agent() {
+        let get = Method::GET;
+        let post = Method::POST;
+        assert_eq!(
+            resolve(&get, "/.well-known/agent-card.json"),
+            Ok(Endpoint::A2aCard { agent: None })
+        );
+        assert_eq!(resolve(&post, "/a2a"), Ok(Endpoint::A2aRpc { agent: None }));
+        assert_eq!(
+            resolve(&post, "/a2a/echo"),
+            Ok(Endpoint::A2aRpc { agent: Some("echo") })
+        );
+        assert_eq!(
+            resolve(&get, "/a2a/echo/.well-known/agent-card.json"),
+            Ok(Endpoint::A2aCard { agent: Some("echo") })
+        );
+        assert_eq!(
+            resolve(&get, "/a2a"),
+            Err(NoEndpoint::MethodNotAllowed("POST"))
+        );
+        assert_eq!(
+            resolve(&get, "/a2a/echo"),
+            Err(NoEndpoint::MethodNotAllowed("POST"))
+        );
+        assert_eq!(
+            resolve(&post, "/a2a/echo/.well-known/agent-card.json"),
+            Err(NoEndpoint::MethodNotAllowed("GET"))
+        );
+        assert_eq!(resolve(&post, "/a2a/"), Err(NoEndpoint::NotFound));
+        assert_eq!(resolve(&post, "/a2a/echo/x"), Err(NoEndpoint::NotFound));
+        let long = format!("/a2a/{}", "n".repeat(MAX_AGENT_NAME + 1));
+        assert_eq!(resolve(&post, &long), Err(NoEndpoint::NotFound));
     }
 
     #[test]
