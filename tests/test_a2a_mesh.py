@@ -11,10 +11,10 @@ from __future__ import annotations
 import httpx
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest
 
+from harness.a2a_client import A2a, data_message, kinds, run
 from harness.config import Section
 from harness.peers import build_chain, wait_callable
 from harness.poll import wait_for
-from test_a2a import A2a, data_message, kinds, run
 
 
 def test_a2a_client_at_c_uses_an_agent_at_a(mesh):

@@ -118,6 +118,9 @@ pub struct GatewayConfig {
     /// `gateway.allowed_hosts` (Host/Origin names besides the router's own
     /// addresses).
     pub allowed_hosts: Vec<Box<str>>,
+    /// `gateway.public_url` (no trailing slash): the base URL written into
+    /// A2A agent cards; empty: from the request.
+    pub public_url: Box<str>,
 }
 
 impl Default for GatewayConfig {
@@ -333,6 +336,7 @@ impl GatewayConfig {
             expose_schemas: g.expose_schemas,
             protocol_tenant: g.protocol_tenant.as_str().into(),
             allowed_hosts: g.allowed_hosts.iter().map(|h| h.as_str().into()).collect(),
+            public_url: g.public_url.trim_end_matches('/').into(),
         };
         (cfg, problems)
     }

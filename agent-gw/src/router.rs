@@ -26,11 +26,18 @@ pub enum Endpoint<'p> {
     Route,
     Invoke,
     InvokeStream,
-    Task { id: &'p str, op: TaskOp },
+    Task {
+        id: &'p str,
+        op: TaskOp,
+    },
     /// An A2A agent card: the router's (`None`) or one mapping's.
-    A2aCard { agent: Option<&'p str> },
+    A2aCard {
+        agent: Option<&'p str>,
+    },
     /// An A2A JSON-RPC endpoint: the router's (`None`) or one mapping's.
-    A2aRpc { agent: Option<&'p str> },
+    A2aRpc {
+        agent: Option<&'p str>,
+    },
 }
 
 impl Endpoint<'_> {
@@ -240,11 +247,15 @@ mod tests {
         assert_eq!(resolve(&post, "/a2a"), Ok(Endpoint::A2aRpc { agent: None }));
         assert_eq!(
             resolve(&post, "/a2a/echo"),
-            Ok(Endpoint::A2aRpc { agent: Some("echo") })
+            Ok(Endpoint::A2aRpc {
+                agent: Some("echo")
+            })
         );
         assert_eq!(
             resolve(&get, "/a2a/echo/.well-known/agent-card.json"),
-            Ok(Endpoint::A2aCard { agent: Some("echo") })
+            Ok(Endpoint::A2aCard {
+                agent: Some("echo")
+            })
         );
         assert_eq!(
             resolve(&get, "/a2a"),

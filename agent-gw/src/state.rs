@@ -50,6 +50,9 @@ pub struct AppState {
     pub stream_stats: std::cell::Cell<StreamStats>,
     /// MCP tools and A2A skills (mappings, exposed schemas).
     pub catalog: crate::catalog::Catalog,
+    /// What A2A remembers per task (context id, skill), bounded by the
+    /// task table.
+    pub a2a: RefCell<crate::a2a::handle::Contexts>,
 }
 
 /// Counters of stream followers.
@@ -97,6 +100,7 @@ impl AppState {
             budget,
             stream_stats: Default::default(),
             catalog: crate::catalog::Catalog::new(cfg.mappings.clone(), cfg.expose_schemas),
+            a2a: RefCell::default(),
             cfg,
         })
     }

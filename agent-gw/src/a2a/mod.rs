@@ -20,8 +20,8 @@ pub mod card;
 pub mod error;
 pub mod handle;
 pub mod part;
-// pub mod rpc;
-// pub mod stream;
+pub mod rpc;
+pub mod stream;
 pub mod task_view;
 pub mod wire;
 

@@ -47,6 +47,12 @@ pub enum Agent<'p> {
     Mapping(&'p str),
 }
 
+impl<'p> From<Option<&'p str>> for Agent<'p> {
+    fn from(name: Option<&'p str>) -> Agent<'p> {
+        name.map_or(Agent::Router, Agent::Mapping)
+    }
+}
+
 /// Who an A2A call acts for: the verified caller, or in auth `none` the
 /// configured `gateway.protocol_tenant` and its A2A client agent. Nothing
 /// in the JSON-RPC payload (its `tenant` field included) changes this.
@@ -152,12 +158,16 @@ pub fn agent_card(cx: &Ctx, parts: &Parts, agent: Agent<'_>) -> Result<Response<
             ),
         ),
         Agent::Mapping(name) => (
-            skills.first().map_or_else(|| name.to_string(), |s| s.name.clone()),
+            skills
+                .first()
+                .map_or_else(|| name.to_string(), |s| s.name.clone()),
             skills
                 .first()
                 .map(|s| s.description.clone())
                 .filter(|d| !d.is_empty())
-                .unwrap_or_else(|| format!("The {name} skill of router {}", cx.state.cfg.router_id)),
+                .unwrap_or_else(|| {
+                    format!("The {name} skill of router {}", cx.state.cfg.router_id)
+                }),
         ),
     };
     let doc = Card {
@@ -187,7 +197,10 @@ fn guard_host(_cx: &Ctx, _parts: &Parts) -> Result<(), ApiError> {
 pub(crate) fn answer(bytes: Bytes) -> Response<Body> {
     let mut r = Response::new(full(bytes));
     let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
 }
@@ -239,7 +252,10 @@ pub async fn rpc(
             return Ok(r);
         }
         Ok(Message::Response { id, .. }) => {
-            let e = A2aError::new(Kind::InvalidRequest, "an A2A server takes requests, not answers");
+            let e = A2aError::new(
+                Kind::InvalidRequest,
+                "an A2A server takes requests, not answers",
+            );
             return Ok(answer(error_bytes(Some(&id), &e)));
         }
         Err(e) => return Ok(answer(e.to_answer())),
@@ -414,7 +430,12 @@ impl Call<'_> {
     }
 
     /// The invocation envelope of a message to `skill`, identity applied.
-    fn envelope(&self, skill: &Skill, message_id: &str, payload: Value) -> Result<Envelope, ApiError> {
+    fn envelope(
+        &self,
+        skill: &Skill,
+        message_id: &str,
+        payload: Value,
+    ) -> Result<Envelope, ApiError> {
         let doc = json!({
             "version": "1.0",
             "intent": skill.capability,
@@ -441,9 +462,9 @@ impl Call<'_> {
                 b = b.header(name, v.clone());
             }
         }
-        b.body(()).map(|r| r.into_parts().0).unwrap_or_else(|_| {
-            Request::new(()).into_parts().0
-        })
+        b.body(())
+            .map(|r| r.into_parts().0)
+            .unwrap_or_else(|_| Request::new(()).into_parts().0)
     }
 
     /// The task behind an A2A task id, if it is this caller's: right
@@ -457,7 +478,9 @@ impl Call<'_> {
         }
         let mut t = self.cx.state.tasks.borrow_mut();
         t.expire(Millis::now());
-        let task = t.get(&tid, token, Some(&self.who.tenant)).map_err(|_| not_found())?;
+        let task = t
+            .get(&tid, token, Some(&self.who.tenant))
+            .map_err(|_| not_found())?;
         if *task.subject != *self.who.subject {
             return Err(not_found());
         }
@@ -489,7 +512,11 @@ impl Call<'_> {
 }
 
 /// A snapshot of task `tid` as A2A shows it, `None` once it is gone.
-pub(crate) fn view_of(state: &Rc<crate::state::AppState>, tid: &TaskId, a2a_id: &str) -> Option<TaskView> {
+pub(crate) fn view_of(
+    state: &Rc<crate::state::AppState>,
+    tid: &TaskId,
+    a2a_id: &str,
+) -> Option<TaskView> {
     let meta = state.a2a.borrow().get(tid).cloned()?;
     let t = state.tasks.borrow_mut();
     let task = t.task(tid)?;

@@ -29,6 +29,7 @@ use crate::task::TaskId;
 
 use super::error::A2aError;
 use super::rpc::{error_bytes, result_bytes, view_of, Call};
+use super::task_view::TaskView;
 
 /// Idle time after which a comment line is sent.
 pub const KEEPALIVE: Duration = Duration::from_secs(4);
@@ -50,29 +51,49 @@ fn sse(answer: &[u8], error: bool) -> Bytes {
 }
 
 /// The SSE response following task `tid` (A2A id `a2a_id`) from now.
-pub(crate) fn respond(call: &Call<'_>, tid: TaskId, a2a_id: String, guard: InflightGuard) -> Response<Body> {
+/// The first event is taken here, before the caller yields: for a new
+/// task that is the task as submitted, whatever its producer does next.
+pub(crate) fn respond(
+    call: &Call<'_>,
+    tid: TaskId,
+    a2a_id: String,
+    guard: InflightGuard,
+) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(4);
-    tokio::task::spawn_local(pump(call.cx.state.clone(), tid, a2a_id, call.id.clone(), tx));
+    let state = call.cx.state.clone();
+    // The task now, and the history position it reflects.
+    let cursor = state
+        .tasks
+        .borrow_mut()
+        .task(&tid)
+        .map(|task| task.history().last_id());
+    let first = cursor.zip(view_of(&state, &tid, &a2a_id));
+    tokio::task::spawn_local(pump(state, tid, a2a_id, call.id.clone(), first, tx));
     let mut r = Response::new(guarded(Body::new(ChannelBody(rx)), guard));
     let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
 }
 
-async fn pump(state: Rc<AppState>, tid: TaskId, a2a_id: String, id: Id, tx: mpsc::Sender<Bytes>) {
+async fn pump(
+    state: Rc<AppState>,
+    tid: TaskId,
+    a2a_id: String,
+    id: Id,
+    first: Option<(u64, TaskView)>,
+    tx: mpsc::Sender<Bytes>,
+) {
     let send = |v: Value| sse(&result_bytes(&id, v), false);
-    // The task now, and the history position it reflects: one borrow.
-    let first = {
-        let t = state.tasks.borrow_mut();
-        t.task(&tid).map(|task| task.history().last_id())
-    };
-    let (Some(mut cursor), Some(view)) = (first, view_of(&state, &tid, &a2a_id)) else {
+    let Some((mut cursor, view)) = first else {
         let e = A2aError::task_not_found(&a2a_id);
         let _ = tx.send(sse(&error_bytes(Some(&id), &e), true)).await;
         return;
     };
-    if view.state.is_terminal() || tx.send(send(view.first_event())).await.is_err() {
+    if tx.send(send(view.first_event())).await.is_err() || view.state.is_terminal() {
         return;
     }
     loop {
@@ -112,7 +133,11 @@ async fn pump(state: Rc<AppState>, tid: TaskId, a2a_id: String, id: Id, tx: mpsc
             // The task left the table: the next round says so.
             Ok(Err(_)) => {}
             Err(_) => {
-                if tx.send(Bytes::from_static(b": keepalive\n\n")).await.is_err() {
+                if tx
+                    .send(Bytes::from_static(b": keepalive\n\n"))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }

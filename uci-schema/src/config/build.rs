@@ -405,6 +405,7 @@ fn gateway(r: &mut Reader) -> Gateway {
         expose_schemas: r.bool("expose_schemas"),
         protocol_tenant: r.text("protocol_tenant"),
         allowed_hosts: r.list("allowed_hosts"),
+        public_url: r.text("public_url"),
     };
     let cert = !g.public_cert.is_empty();
     required_when(

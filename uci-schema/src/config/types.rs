@@ -91,6 +91,7 @@ pub struct Gateway {
     pub expose_schemas: bool,
     pub protocol_tenant: String,
     pub allowed_hosts: Vec<String>,
+    pub public_url: String,
 }
 
 /// `config arpx`: inter-router route exchange.

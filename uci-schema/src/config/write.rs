@@ -145,6 +145,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .bool("expose_schemas", g.expose_schemas)
             .text("protocol_tenant", &g.protocol_tenant)
             .list("allowed_hosts", &g.allowed_hosts)
+            .text("public_url", &g.public_url)
             .done(),
     );
     let x = &c.arpx;
