@@ -143,12 +143,13 @@ pub fn agent_card(cx: &Ctx, parts: &Parts, agent: Agent<'_>) -> Result<Response<
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .or(parts.uri.authority().map(|a| a.as_str()));
-    let base = card::base_url(&cx.state.cfg.public_url, scheme(parts), host).ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::InvalidField,
-            "the agent card needs the Host header (or gateway.public_url) to name its URL",
-        )
-    })?;
+    let base =
+        card::base_url(&cx.state.cfg.public_url, scheme(cx, parts), host).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InvalidField,
+                "the agent card needs the Host header (or gateway.public_url) to name its URL",
+            )
+        })?;
     let (name, description) = match agent {
         Agent::Router => (
             format!("agentd {}", cx.state.cfg.router_id),
@@ -180,10 +181,12 @@ pub fn agent_card(cx: &Ctx, parts: &Parts, agent: Agent<'_>) -> Result<Response<
     Ok(crate::endpoints::json(StatusCode::OK, &doc))
 }
 
-/// The scheme of the listener that took the request.
-fn scheme(parts: &Parts) -> &'static str {
-    match parts.uri.scheme_str() {
-        Some("https") => "https",
+/// The scheme of the listener that took the request (the public
+/// listener is HTTPS, the LAN one plain HTTP); an absolute-form target
+/// names its own.
+fn scheme(cx: &Ctx, parts: &Parts) -> &'static str {
+    match (cx.ingress, parts.uri.scheme_str()) {
+        (crate::endpoints::Ingress::Public, _) | (_, Some("https")) => "https",
         _ => "http",
     }
 }
