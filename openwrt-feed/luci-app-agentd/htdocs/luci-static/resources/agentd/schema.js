@@ -656,6 +656,13 @@ return baseclass.extend({
 	        "kind": "socketaddr",
 	        "list": false
 	      },
+	      "public_url": {
+	        "default": "",
+	        "doc": "Base URL (scheme, host, optional port and path prefix) A2A clients reach this gateway at, written into agent cards (e.g. behind a port forward or a DNS name). Empty: the scheme of the listener and the request's Host.",
+	        "empty": "from the request",
+	        "kind": "url",
+	        "list": false
+	      },
 	      "rate_burst": {
 	        "default": "400",
 	        "doc": "Token bucket size.",
@@ -781,6 +788,7 @@ return baseclass.extend({
 	      "assertion_ttl",
 	      "expose_schemas",
 	      "protocol_tenant",
+	      "public_url",
 	      "allowed_hosts",
 	      "replay_cache"
 	    ]
