@@ -502,14 +502,16 @@ def test_a_read_only_session_sees_everything_and_changes_nothing(browser: Browse
 def test_new_rule_and_mapping_names_are_checked_before_anything_is_added(browser: Browser, make_stack: Any,
                                                                         bins: Any, workdir: Path) -> None:
     """A new rule or mapping is named like its section-name option (a
-    rule id, a mapping name) and not like any other section of the file
-    (libuci refuses a name reused with another type): a bad or used name
-    adds nothing and says why."""
+    rule id, a mapping name), as libuci accepts section names (letters,
+    digits, '_': a route id's '-' or '.' is not) and not like any other
+    section of the file (libuci refuses a name reused with another type):
+    a bad or used name adds nothing and says why."""
     stack = make_stack()
     h = Harness(workdir / "luci", bins.agentctl, stack.cfg.path, lambda: [stack.agentd.pid, stack.gw.pid])
     lab = Lab(None, None, h, bins)
     try:
         for page, name, words in [("policy", "gateway", ["gateway", "already"]), ("policy", "bad name", ["id", "expected"]),
+                                  ("policy", "deny-echo", ["deny-echo", "letters, digits and '_'"]),
                                   ("mappings", "main", ["main", "already"]), ("mappings", "x/y", ["name", "expected"])]:
             p = open_view(browser, lab, page)
             try:

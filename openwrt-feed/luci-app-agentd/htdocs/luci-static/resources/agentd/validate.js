@@ -308,13 +308,17 @@ return baseclass.extend({
 
 	/* Whether `name` may name a new `type` section: the kind of the
 	 * option the section name stands for (a rule's id, a mapping's name),
-	 * and unused by any section of the package — libuci refuses a name
-	 * reused with another type. True or a message. */
+	 * a name libuci accepts, and unused by any section of the package —
+	 * libuci refuses a name reused with another type. True or a message. */
 	sectionName: function(type, name) {
 		var sec = schema.sections[type], key = null;
 		Object.keys(sec.options).forEach(function(n) { if (sec.options[n].section_name) key = n; });
 		if (key != null && !this.check(sec.options[key], name))
 			return _('%s: expected %s').format(key, expected(sec.options[key]));
+		/* libuci's uci_validate_name: a section name in the file is
+		 * letters, digits and '_' only (stricter than some id kinds). */
+		if (!/^[A-Za-z0-9_]+$/.test(name))
+			return _("%s: a UCI section name is letters, digits and '_' only").format(name);
 		var other = uci.get('agentd', name);
 		if (other != null)
 			return _('%s is already the name of a %s section').format(name, other['.type']);
