@@ -110,7 +110,7 @@ def open_view(browser: Browser, lab: Lab, page: str) -> Page:
     p = browser.new_page()
     p.navigate(lab.h.url(page))
     wait_for(f"the {page} view to render", lambda: p.eval("!!(window.__luci && window.__luci.ready)")
-             or (p.errors() and pytest.fail(f"{page}: {p.errors()}")), timeout=30, interval=0.1)
+             or (p.errors() and pytest.fail(f"{page}: {p.errors()}")), timeout=60, interval=0.1)
     return p
 
 

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 
 #: Longest wait for one DevTools answer.
-CALL_TIMEOUT_S = 30.0
+CALL_TIMEOUT_S = 60.0
 
 
 def chromium_binary() -> Optional[str]:
@@ -71,6 +71,7 @@ class Browser:
         self._answers: Dict[int, Dict[str, Any]] = {}
         self._cond = threading.Condition()
         self.events: Dict[str, List[Dict[str, Any]]] = {}
+        self.bad_messages: List[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self.version = self.call("Browser.getVersion")
@@ -97,7 +98,13 @@ class Browser:
             buf += chunk
             while b"\0" in buf:
                 raw, buf = buf.split(b"\0", 1)
-                msg = json.loads(raw)
+                try:
+                    msg = json.loads(raw.decode("utf-8", errors="replace"))
+                except ValueError as e:
+                    # Never let one odd message end the reader (every later
+                    # call would then wait out its timeout).
+                    self.bad_messages.append(f"{e}: {raw[:200]!r}")
+                    continue
                 with self._cond:
                     if "id" in msg:
                         self._answers[msg["id"]] = msg
@@ -119,7 +126,9 @@ class Browser:
             while mid not in self._answers:
                 left = deadline - time.monotonic()
                 if left <= 0 or getattr(self, "_closed", False):
-                    raise CdpError(f"no answer to {method} within {timeout} s (browser log: {self.log})")
+                    alive = "running" if self.proc.poll() is None else f"exited {self.proc.returncode}"
+                    raise CdpError(f"no answer to {method} within {timeout} s (browser {alive}, "
+                                   f"reader {'alive' if self._reader.is_alive() else 'dead'}, log: {self.log})")
                 self._cond.wait(left)
             answer = self._answers.pop(mid)
         if "error" in answer:
