@@ -17,7 +17,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.mesh import PEER_PORT
-from harness.peer_wire import Claims, PeerClient, assertion, forward_headers, handler_body, now_ms
+from harness.peer_wire import (Claims, PeerClient, assertion, batch, encode_assertion, forward_headers, handler_body,
+                               leaf_hash, merkle, now_ms, root_message)
 from harness.poll import wait_for
 
 SKEW_S = 5
@@ -163,6 +164,58 @@ def test_forged_replayed_expired_assertions_are_refused_before_the_handler(pair,
         finally:
             stranger.close()
     assert len(backend.calls("rogue.echo")) == 2
+
+
+def test_a_batch_signature_is_checked_call_by_call(pair, workdir):
+    """Proves the batch form of the assertion (one Ed25519 signature over
+    a hash tree of calls): three calls of one batch signed by A each
+    succeed with their own inclusion proof; a call whose proof was altered
+    (a sibling hash flipped), one carrying the proof of another batch, one
+    whose root A never signed (another key's signature over a tree that
+    contains the call), and one whose proof fits no tree of its size are
+    refused (`assertion_bad_signature`, `assertion_bad_proof`) and never
+    reach the handler; the nonces of a cached batch are still one use each
+    (`assertion_replayed`)."""
+    a, b, backend, echo, _ = pair
+    client = wait_accepted(a, b, workdir)
+    try:
+        bodies = [handler_body("rogue.echo", {"n": 10 + i}) for i in range(5)]
+        expires = now_ms() + 10_000
+        claims = [Claims.for_body(x, **_who("rogue.echo"), expires_ms=expires) for x in bodies]
+        heads = batch(claims[:3], a.key.private)
+
+        def send(head, body):
+            return client.request("POST", "/agent/v1/invoke", forward_headers(head, echo), body)
+
+        r = send(heads[0], bodies[0])
+        assert r.status == 200 and r.json()["echo"] == {"n": 10}, r.describe()
+
+        root, paths = merkle([leaf_hash(c) for c in claims[:3]])
+        sig = a.key.private.sign(root_message("router-a", "router-b", expires, 3, root))
+        # Call 2 with a sibling hash flipped: leads to a root A never signed.
+        flipped = [bytes([paths[1][0][0] ^ 1]) + paths[1][0][1:]] + paths[1][1:]
+        refused(send(encode_assertion(claims[1], 1, 3, flipped, sig), bodies[1]), "assertion_bad_signature")
+        # Call 2 with the proof (and signature) of another batch A signed.
+        other = [c.fresh() for c in claims[:3]]
+        oroot, opaths = merkle([leaf_hash(c) for c in other])
+        osig = a.key.private.sign(root_message("router-a", "router-b", expires, 3, oroot))
+        refused(send(encode_assertion(claims[1], 1, 3, opaths[1], osig), bodies[1]), "assertion_bad_signature")
+        refused(send(encode_assertion(claims[1], 1, 3, opaths[1], sig), bodies[1]), "assertion_bad_signature")
+        # A tree containing call 4 whose root only another key signed.
+        forged = batch([claims[3], claims[4]], Ed25519PrivateKey.generate())
+        refused(send(forged[0], bodies[3]), "assertion_bad_signature")
+        # A proof one hash short for its position.
+        refused(send(encode_assertion(claims[1], 1, 3, paths[1][:-1], sig), bodies[1]), "assertion_bad_proof")
+        assert [x.json()["payload"] for x in backend.calls("rogue.echo")] == [{"n": 10}]
+
+        # The untouched calls of the batch (root already verified) succeed.
+        for i in (1, 2):
+            r = send(heads[i], bodies[i])
+            assert r.status == 200 and r.json()["echo"] == {"n": 10 + i}, r.describe()
+        refused(send(heads[2], bodies[2]), "assertion_replayed")
+        assert len(backend.calls("rogue.echo")) == 3
+    finally:
+        client.close()
 
 
 def _who(capability):

@@ -13,8 +13,18 @@ Assertion header value = base64url (no padding) of postcard(Assertion):
     Claims    = source, target, origin, caller, tenant, capability
                 (each: varint length + UTF-8), body_sha256 (32 raw bytes),
                 nonce (16 raw bytes), expires_ms (varint u64, Unix ms)
-    Assertion = Claims ++ signature (64 raw bytes: two 32-byte halves)
-    signature = Ed25519(b"agentd forwarding assertion v1\\0" ++ postcard(Claims))
+    Proof     = index (varint u32), size (varint u32),
+                path (varint count + 32 raw bytes each, leaf upwards)
+    Assertion = Claims ++ Proof ++ signature (64 raw bytes: two halves)
+
+One signature covers a batch (RFC 9162 Merkle tree, SHA-256):
+
+    leaf      = SHA-256(0x00 ++ postcard(Claims)),  node = SHA-256(0x01 ++ left ++ right)
+    signature = Ed25519(b"agentd forwarding batch v2\\0" ++ source ++ target
+                        ++ varint(expires_ms) ++ varint(size) ++ root)
+
+(source and target as postcard strings; every leaf of a batch has the
+batch's source, target and expiry.) A batch of one has an empty path.
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from .arpx_wire import pstr, self_signed_cert, varint
 
-SIGN_LABEL = b"agentd forwarding assertion v1\x00"
+SIGN_LABEL = b"agentd forwarding batch v2\x00"
 HEADER = "x-agentd-assertion"
 
 
@@ -81,12 +91,48 @@ class Claims:
         return replace(self, nonce=os.urandom(16), **changes)
 
 
+def leaf_hash(claims: Claims) -> bytes:
+    return hashlib.sha256(b"\x00" + claims.encode()).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def merkle(leaves: List[bytes]) -> Tuple[bytes, List[List[bytes]]]:
+    """RFC 9162's tree hash of `leaves` and each leaf's audit path."""
+    if len(leaves) == 1:
+        return leaves[0], [[]]
+    k = 1
+    while k * 2 < len(leaves):
+        k *= 2
+    left, lp = merkle(leaves[:k])
+    right, rp = merkle(leaves[k:])
+    return node_hash(left, right), [p + [right] for p in lp] + [p + [left] for p in rp]
+
+
+def root_message(source: str, target: str, expires_ms: int, size: int, root: bytes) -> bytes:
+    return SIGN_LABEL + pstr(source) + pstr(target) + varint(expires_ms) + varint(size) + root
+
+
+def encode_assertion(claims: Claims, index: int, size: int, path: List[bytes], signature: bytes) -> str:
+    assert len(signature) == 64 and all(len(h) == 32 for h in path)
+    return b64url(claims.encode() + varint(index) + varint(size) + varint(len(path)) + b"".join(path) + signature)
+
+
+def batch(claims: List[Claims], key: Ed25519PrivateKey) -> List[str]:
+    """The header values of one signed batch (every claim must share the
+    first one's source, target and expiry)."""
+    c0 = claims[0]
+    assert all((c.source, c.target, c.expires_ms) == (c0.source, c0.target, c0.expires_ms) for c in claims)
+    root, paths = merkle([leaf_hash(c) for c in claims])
+    signature = key.sign(root_message(c0.source, c0.target, c0.expires_ms, len(claims), root))
+    return [encode_assertion(c, i, len(claims), p, signature) for i, (c, p) in enumerate(zip(claims, paths))]
+
+
 def assertion(claims: Claims, key: Ed25519PrivateKey) -> str:
-    """The header value: the claims signed by `key`."""
-    encoded = claims.encode()
-    signature = key.sign(SIGN_LABEL + encoded)
-    assert len(signature) == 64
-    return b64url(encoded + signature)
+    """The header value: the claims signed by `key` (a batch of one)."""
+    return batch([claims], key)[0]
 
 
 # ---- HTTP/2 over mTLS --------------------------------------------------------

@@ -12,6 +12,15 @@
 //! router re-signs for the next hop, carrying the origin, caller and
 //! tenant unchanged: payload fields never grant anything.
 //!
+//! The signature is amortised over a batch: the calls a gateway sends to
+//! one router in one event-loop turn are the leaves of a hash tree
+//! ([`merkle`]), and one Ed25519 signature covers its root. Each call
+//! carries its own claims, its inclusion proof and that signature, so it
+//! is checked alone, exactly as strictly; the receiver verifies a root
+//! once ([`RootCache`]) and each further call of the batch only hashes its
+//! proof. A batch of one (every call at concurrency 1) is a tree of one
+//! leaf with an empty proof.
+//!
 //! Sans-IO: time (`now_ms`, Unix milliseconds — the routers' clocks must
 //! agree within `gateway.clock_skew`) and randomness are arguments.
 //! Carried in one header as base64url of the postcard encoding.
@@ -22,14 +31,17 @@ use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use router_pki::b64::{self, Alphabet};
 use serde::{Deserialize, Serialize};
 
+use crate::peer::merkle::{self, Hash, MAX_BATCH, MAX_DEPTH};
+pub use crate::peer::roots::RootCache;
+
 /// The request header that carries the assertion.
 pub const HEADER: &str = "x-agentd-assertion";
 /// Longest header value accepted (identifiers are bounded at 128 bytes
-/// each; a real assertion is well under 1 KiB).
+/// each, a proof at 8 hashes; a real assertion is well under 1 KiB).
 pub const MAX_HEADER_LEN: usize = 2048;
 /// Separates these signatures from anything else a router key signs
-/// (route advertisements, bootstrap tokens).
-const LABEL: &[u8] = b"agentd forwarding assertion v1\0";
+/// (route advertisements, bootstrap tokens, the v1 per-call format).
+const LABEL: &[u8] = b"agentd forwarding batch v2\0";
 
 /// What the sending router vouches for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,33 +63,116 @@ pub struct Claims {
     pub expires_ms: u64,
 }
 
-/// Claims and the source router's Ed25519 signature over them.
+impl Claims {
+    /// This call's leaf in its batch's tree.
+    pub fn leaf(&self) -> Hash {
+        // Plain strings, integers and byte arrays: serialising cannot fail.
+        merkle::leaf(&postcard::to_allocvec(self).unwrap_or_default())
+    }
+}
+
+/// Where an assertion's claims sit in the batch its signature covers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proof {
+    pub index: u32,
+    /// Leaves in the batch (signed with the root).
+    pub size: u32,
+    /// Sibling hashes from the leaf upwards (at most [`MAX_DEPTH`]).
+    pub path: Vec<Hash>,
+}
+
+/// Claims, their inclusion proof and the source router's Ed25519
+/// signature over the batch root.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Assertion {
     pub claims: Claims,
+    pub proof: Proof,
     /// The 64-byte signature as two halves (serde derives arrays up to 32).
     signature: ([u8; 32], [u8; 32]),
 }
 
-fn signed_bytes(claims: &Claims) -> Vec<u8> {
+/// What the signature covers: the tree's root, how many leaves it has,
+/// and the fields every leaf of a batch shares.
+#[derive(Serialize)]
+struct RootMessage<'a> {
+    source: &'a str,
+    target: &'a str,
+    expires_ms: u64,
+    size: u32,
+    root: Hash,
+}
+
+fn root_message(c: &Claims, size: u32, root: Hash) -> Vec<u8> {
     let mut out = LABEL.to_vec();
-    // Plain strings, integers and byte arrays: serialising cannot fail.
-    out.extend(postcard::to_allocvec(claims).unwrap_or_default());
+    let m = RootMessage {
+        source: &c.source,
+        target: &c.target,
+        expires_ms: c.expires_ms,
+        size,
+        root,
+    };
+    out.extend(postcard::to_allocvec(&m).unwrap_or_default());
     out
 }
 
-impl Assertion {
-    /// Signs `claims` with the source router's identity key.
-    pub fn sign(claims: Claims, key: &SigningKey) -> Assertion {
-        let sig = key.sign(&signed_bytes(&claims)).to_bytes();
-        let (a, b) = sig.split_at(32);
-        Assertion {
+fn halves(sig: [u8; 64]) -> ([u8; 32], [u8; 32]) {
+    let (a, b) = sig.split_at(32);
+    (
+        a.try_into().unwrap_or([0; 32]),
+        b.try_into().unwrap_or([0; 32]),
+    )
+}
+
+/// Signs a batch: one signature over the root of the tree of `batch`'s
+/// claims, each of which gets `source`, `target` and `expires_ms` (what
+/// the root message binds). At most [`MAX_BATCH`] claims; more are the
+/// caller's bug and are cut off (their senders get no assertion).
+pub fn sign_batch(
+    key: &SigningKey,
+    source: &str,
+    target: &str,
+    expires_ms: u64,
+    mut batch: Vec<Claims>,
+) -> Vec<Assertion> {
+    batch.truncate(MAX_BATCH);
+    if batch.is_empty() {
+        return Vec::new();
+    }
+    for c in &mut batch {
+        c.source = source.to_string();
+        c.target = target.to_string();
+        c.expires_ms = expires_ms;
+    }
+    let leaves: Vec<Hash> = batch.iter().map(Claims::leaf).collect();
+    let (root, proofs) = merkle::build(&leaves);
+    let size = batch.len() as u32;
+    let signature = halves(key.sign(&root_message(&batch[0], size, root)).to_bytes());
+    batch
+        .into_iter()
+        .zip(proofs)
+        .enumerate()
+        .map(|(i, (claims, path))| Assertion {
             claims,
-            signature: (
-                a.try_into().unwrap_or([0; 32]),
-                b.try_into().unwrap_or([0; 32]),
-            ),
-        }
+            proof: Proof {
+                index: i as u32,
+                size,
+                path,
+            },
+            signature,
+        })
+        .collect()
+}
+
+impl Assertion {
+    /// Signs `claims` alone (a batch of one).
+    pub fn sign(claims: Claims, key: &SigningKey) -> Assertion {
+        let (source, target, exp) = (
+            claims.source.clone(),
+            claims.target.clone(),
+            claims.expires_ms,
+        );
+        let mut v = sign_batch(key, &source, &target, exp, vec![claims]);
+        v.remove(0)
     }
 
     /// The header value.
@@ -96,6 +191,13 @@ impl Assertion {
             .map_err(|_| AssertionError::Malformed("not an assertion"))?;
         if !rest.is_empty() {
             return Err(AssertionError::Malformed("trailing bytes"));
+        }
+        let p = &a.proof;
+        if p.size == 0 || p.size as usize > MAX_BATCH || p.index >= p.size {
+            return Err(AssertionError::Malformed("batch position"));
+        }
+        if p.path.len() > MAX_DEPTH {
+            return Err(AssertionError::Malformed("batch proof too long"));
         }
         Ok(a)
     }
@@ -142,6 +244,8 @@ pub enum AssertionError {
         target: String,
     },
     BadSignature,
+    /// The batch proof fits no tree of the size it claims.
+    BadProof,
     Expired,
     /// Claims a lifetime beyond `assertion_ttl` (plus skew).
     TooLong,
@@ -165,6 +269,7 @@ impl AssertionError {
             AssertionError::WrongSigner { .. } => "assertion_wrong_signer",
             AssertionError::WrongTarget { .. } => "assertion_wrong_target",
             AssertionError::BadSignature => "assertion_bad_signature",
+            AssertionError::BadProof => "assertion_bad_proof",
             AssertionError::Expired => "assertion_expired",
             AssertionError::TooLong => "assertion_lifetime",
             AssertionError::WrongCapability => "assertion_wrong_capability",
@@ -191,6 +296,9 @@ impl fmt::Display for AssertionError {
             AssertionError::BadSignature => {
                 f.write_str("forwarding assertion signature does not verify")
             }
+            AssertionError::BadProof => {
+                f.write_str("forwarding assertion's batch proof fits no tree of its size")
+            }
             AssertionError::Expired => f.write_str("forwarding assertion expired"),
             AssertionError::TooLong => {
                 f.write_str("forwarding assertion claims a lifetime beyond assertion_ttl")
@@ -215,11 +323,14 @@ impl fmt::Display for AssertionError {
 impl std::error::Error for AssertionError {}
 
 /// Checks `a` against what the receiver knows, and records its nonce.
-/// The nonce is recorded only once everything else holds, so nothing
-/// unauthenticated can fill the cache.
+/// The cheap checks come first; the signature over the batch root is
+/// verified unless `roots` holds it already (verified by this key); the
+/// nonce is recorded only once everything else holds, so nothing
+/// unauthenticated can fill the replay cache.
 pub fn verify<'a>(
     a: &'a Assertion,
     e: &Expect<'_>,
+    roots: &mut RootCache,
     cache: &mut ReplayCache,
 ) -> Result<&'a Claims, AssertionError> {
     let c = &a.claims;
@@ -234,9 +345,6 @@ pub fn verify<'a>(
             target: c.target.clone(),
         });
     }
-    e.peer_key
-        .verify_strict(&signed_bytes(c), &a.signature())
-        .map_err(|_| AssertionError::BadSignature)?;
     if c.expires_ms.saturating_add(e.skew_ms) <= e.now_ms {
         return Err(AssertionError::Expired);
     }
@@ -248,6 +356,19 @@ pub fn verify<'a>(
     }
     if c.body_sha256 != e.body_sha256 {
         return Err(AssertionError::DigestMismatch);
+    }
+    let p = &a.proof;
+    // A proof that fits no tree of that size leads to no root at all; one
+    // that leads elsewhere leads to a root nobody signed.
+    let root =
+        merkle::root_of(c.leaf(), p.index, p.size, &p.path).ok_or(AssertionError::BadProof)?;
+    let message = root_message(c, p.size, root);
+    let k = crate::peer::roots::key_of(e.peer_key.as_bytes(), &message);
+    if !roots.contains(&k, e.now_ms) {
+        e.peer_key
+            .verify_strict(&message, &a.signature())
+            .map_err(|_| AssertionError::BadSignature)?;
+        roots.insert(k, c.expires_ms.saturating_add(e.skew_ms), e.now_ms);
     }
     cache.insert(
         &c.source,

@@ -179,7 +179,13 @@ fn check<'a>(
         ttl_ms: state.cfg.assertion_ttl_ms,
         skew_ms: state.cfg.jwt_clock_skew_s.saturating_mul(1000),
     };
-    assertion::verify(a, &expect, &mut state.peer.replay.borrow_mut()).map_err(refused)
+    assertion::verify(
+        a,
+        &expect,
+        &mut state.peer.roots.borrow_mut(),
+        &mut state.peer.replay.borrow_mut(),
+    )
+    .map_err(refused)
 }
 
 /// The request context of a call from `peer`, and its hop.

@@ -9,7 +9,9 @@
 //! ```
 //!
 //! * [`assertion`] — what a router signs when it forwards a call, and the
-//!   receiver's checks; [`replay`] — the bounded replay windows.
+//!   receiver's checks; [`merkle`] — the batch hash tree; [`signer`] —
+//!   one signature per event-loop turn and target; [`roots`] — batch
+//!   roots already verified; [`replay`] — the bounded replay windows.
 //! * [`tls`], [`conns`], [`listener`] — the transport; [`follow`] applies
 //!   the FIB's links to it ([`plane`] holds the state).
 //! * [`outbound`], [`inbound`] — the two ends of one hop.
@@ -21,10 +23,13 @@ pub mod follow;
 pub mod inbound;
 pub mod link;
 pub mod listener;
+pub mod merkle;
 pub mod outbound;
 pub mod plane;
 pub mod remote;
 pub mod replay;
+pub mod roots;
+pub mod signer;
 pub mod tls;
 
 use std::cell::Cell;

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use crate::forward::deadline::{Deadline, DEADLINE_NAME};
 use crate::forward::ROUTE_ID_HEADER;
-use crate::peer::assertion::{Assertion, Claims};
+use crate::peer::assertion::Claims;
 use crate::peer::{PeerPlane, ASSERTION_HEADER, OUTCOME_HEADER};
 
 const ASSERTION_NAME: HeaderName = HeaderName::from_static(ASSERTION_HEADER);
@@ -82,21 +82,25 @@ pub async fn send(
     let tls = plane.tls().ok_or_else(|| {
         HopError::NotDelivered("the peer data plane has no identity loaded".into(), None)
     })?;
-    let assertion = {
-        let t = tls.borrow();
-        let claims = Claims {
-            source: t.router_id().to_string(),
-            target: req.next_hop.to_string(),
-            origin: req.who.origin.to_string(),
-            caller: req.who.caller.to_string(),
-            tenant: req.who.tenant.to_string(),
-            capability: req.who.capability.to_string(),
-            body_sha256: Sha256::digest(&req.body).into(),
-            nonce: plane.next_nonce(req.next_hop),
-            expires_ms: unix_ms().saturating_add(ttl_ms),
-        };
-        Assertion::sign(claims, t.signing_key()).encode()
+    // Source and expiry are the signer's: one per batch.
+    let claims = Claims {
+        source: String::new(),
+        target: req.next_hop.to_string(),
+        origin: req.who.origin.to_string(),
+        caller: req.who.caller.to_string(),
+        tenant: req.who.tenant.to_string(),
+        capability: req.who.capability.to_string(),
+        body_sha256: Sha256::digest(&req.body).into(),
+        nonce: plane.next_nonce(req.next_hop),
+        expires_ms: 0,
     };
+    let (key, id) = tls.borrow().signer();
+    let assertion = plane
+        .signer
+        .sign(claims, ttl_ms, key, id)
+        .await
+        .ok_or_else(|| HopError::NotDelivered("the assertion signer went away".into(), None))?
+        .encode();
     let uri: Uri = format!("https://{}{}", req.next_hop, req.path)
         .parse()
         .map_err(|e| HopError::NotDelivered(format!("request target: {e}"), None))?;

@@ -10,10 +10,11 @@ use router_pki::RouterIdentity;
 use tokio::sync::Notify;
 
 use crate::config::GatewayConfig;
-use crate::peer::assertion::ReplayCache;
+use crate::peer::assertion::{ReplayCache, RootCache};
 use crate::peer::conns::PeerConns;
 use crate::peer::link::Link;
 use crate::peer::remote::RemoteTasks;
+use crate::peer::signer::BatchSigner;
 use crate::peer::tls::PeerTls;
 use crate::peer::PeerStats;
 
@@ -30,6 +31,10 @@ pub struct PeerPlane {
     pub conns: PeerConns,
     pub stats: Rc<PeerStats>,
     pub replay: RefCell<ReplayCache>,
+    /// Batch roots whose signatures we verified.
+    pub roots: RefCell<RootCache>,
+    /// Signs our outgoing assertions, one batch per turn and target.
+    pub signer: Rc<BatchSigner>,
     pub remote: RefCell<RemoteTasks>,
     inbound: RefCell<Vec<Inbound>>,
     /// Our assertions' nonces: a random epoch for this process and a
@@ -59,6 +64,8 @@ impl PeerPlane {
             conns: PeerConns::default(),
             stats: Rc::new(PeerStats::default()),
             replay: RefCell::new(ReplayCache::new(cfg.replay_cache)),
+            roots: RefCell::new(RootCache::new(crate::peer::roots::DEFAULT_CAPACITY)),
+            signer: Rc::new(BatchSigner::default()),
             remote: RefCell::new(RemoteTasks::new(
                 cfg.task_capacity,
                 cfg.task_ttl_s.saturating_mul(1000),

@@ -23,6 +23,9 @@ use crate::peer::link::Link;
 #[derive(Debug)]
 pub struct PeerTls {
     identity: RouterIdentity,
+    /// The identity key and id, shared with the batch signer's task.
+    key: std::rc::Rc<ed25519_dalek::SigningKey>,
+    id: std::rc::Rc<str>,
     trust: Arc<Trust>,
     server: Arc<ServerConfig>,
     clients: HashMap<Box<str>, Arc<ClientConfig>>,
@@ -39,6 +42,8 @@ impl PeerTls {
     /// No links yet: the listener refuses every client.
     pub fn new(identity: RouterIdentity) -> Result<PeerTls, String> {
         let mut t = PeerTls {
+            key: std::rc::Rc::new(identity.signing_key().clone()),
+            id: identity.router_id().into(),
             trust: Arc::new(Trust::default()),
             server: pki_tls::server_config(&identity, Arc::new(Trust::default()), &[ALPN_H2])
                 .map_err(|e| e.to_string())?,
@@ -55,6 +60,11 @@ impl PeerTls {
 
     pub fn signing_key(&self) -> &ed25519_dalek::SigningKey {
         self.identity.signing_key()
+    }
+
+    /// The identity key and router id, for the batch signer.
+    pub fn signer(&self) -> (std::rc::Rc<ed25519_dalek::SigningKey>, std::rc::Rc<str>) {
+        (self.key.clone(), self.id.clone())
     }
 
     /// Rebuilds the trust rule and configs for `links`.

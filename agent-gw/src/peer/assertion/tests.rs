@@ -4,6 +4,16 @@ const NOW: u64 = 1_800_000_000_000;
 const TTL: u64 = 30_000;
 const SKEW: u64 = 30_000;
 
+/// The per-call checks with nothing verified before (a fresh root
+/// cache): what every assertion of a batch of one goes through.
+fn verify<'a>(
+    a: &'a Assertion,
+    e: &Expect<'_>,
+    cache: &mut ReplayCache,
+) -> Result<&'a Claims, AssertionError> {
+    super::verify(a, e, &mut RootCache::new(8), cache)
+}
+
 fn key(n: u8) -> SigningKey {
     SigningKey::from_bytes(&[n; 32])
 }
@@ -216,4 +226,141 @@ fn malformed_headers_are_typed_refusals() {
         Assertion::decode(&b64::encode_url(&raw)),
         Err(AssertionError::Malformed("trailing bytes"))
     );
+}
+
+fn batch(k: &SigningKey, nonces: std::ops::Range<u8>) -> Vec<Assertion> {
+    let cs = nonces.map(claims).collect();
+    sign_batch(k, "router-c", "router-b", NOW + TTL, cs)
+        .iter()
+        .map(wire_again)
+        .collect()
+}
+
+#[test]
+fn a_batch_verifies_its_root_once_and_every_call_alone() {
+    let k = key(3);
+    let vk = k.verifying_key();
+    let (mut roots, mut cache) = (RootCache::new(8), ReplayCache::new(64));
+    let b = batch(&k, 1..8);
+    assert!(b
+        .iter()
+        .all(|a| a.proof.size == 7 && a.signature == b[0].signature));
+    for a in &b {
+        super::verify(a, &expect(&vk, NOW), &mut roots, &mut cache).unwrap();
+    }
+    assert_eq!(roots.len(), 1, "one verified root for the batch");
+    // A cached root skips no per-call check: each nonce once.
+    assert_eq!(
+        super::verify(&b[3], &expect(&vk, NOW + 1), &mut roots, &mut cache),
+        Err(AssertionError::Replayed)
+    );
+    // Nor the claims: a leaf changed on the way leads to another root.
+    let mut t = batch(&k, 20..24);
+    super::verify(&t[0], &expect(&vk, NOW), &mut roots, &mut cache).unwrap();
+    t[1].claims.tenant = "ops".into();
+    assert_eq!(
+        super::verify(&t[1], &expect(&vk, NOW), &mut roots, &mut cache),
+        Err(AssertionError::BadSignature)
+    );
+}
+
+#[test]
+fn wrong_proofs_foreign_roots_and_unsigned_roots_are_refused() {
+    let k = key(3);
+    let vk = k.verifying_key();
+    let mut cache = ReplayCache::new(64);
+    let mut roots = RootCache::new(8);
+    let b = batch(&k, 1..6);
+    super::verify(&b[0], &expect(&vk, NOW), &mut roots, &mut cache).unwrap();
+
+    // A sibling hash changed: the proof leads to a root nobody signed.
+    let mut a = b[1].clone();
+    a.proof.path[0][0] ^= 1;
+    assert_eq!(
+        super::verify(&a, &expect(&vk, NOW), &mut roots, &mut cache),
+        Err(AssertionError::BadSignature)
+    );
+    // Another position, or another size (the size is signed with the root).
+    let mut a = b[2].clone();
+    a.proof.index = 3;
+    assert_eq!(
+        super::verify(&a, &expect(&vk, NOW), &mut roots, &mut cache),
+        Err(AssertionError::BadSignature)
+    );
+    let mut a = b[0].clone();
+    a.proof.size = 6;
+    assert_eq!(
+        super::verify(&a, &expect(&vk, NOW), &mut roots, &mut cache)
+            .unwrap_err()
+            .code(),
+        "assertion_bad_signature"
+    );
+    // A proof one hash short fits no tree of that size.
+    let mut a = b[3].clone();
+    a.proof.path.pop();
+    assert_eq!(
+        super::verify(&a, &expect(&vk, NOW), &mut roots, &mut cache),
+        Err(AssertionError::BadProof)
+    );
+    // A proof of another batch (same shape), with this batch's signature.
+    let other = batch(&k, 40..45);
+    let mut a = b[4].clone();
+    a.proof = other[4].proof.clone();
+    assert_eq!(
+        super::verify(&a, &expect(&vk, NOW), &mut roots, &mut cache),
+        Err(AssertionError::BadSignature)
+    );
+    // A root signed by another key: refused, and a root this key's
+    // signature verified is no shortcut for another key's.
+    let forged = batch(&key(4), 50..53);
+    assert_eq!(
+        super::verify(&forged[0], &expect(&vk, NOW), &mut roots, &mut cache),
+        Err(AssertionError::BadSignature)
+    );
+    let vk4 = key(4).verifying_key();
+    let mut a = b[1].clone();
+    a.signature = forged[0].signature;
+    assert_eq!(
+        super::verify(&a, &expect(&vk4, NOW), &mut roots, &mut cache),
+        Err(AssertionError::BadSignature)
+    );
+    assert_eq!(roots.len(), 1, "refusals cache nothing");
+    // The untouched rest of the batch still verifies.
+    for a in &b[1..] {
+        super::verify(a, &expect(&vk, NOW), &mut roots, &mut cache).unwrap();
+    }
+}
+
+#[test]
+fn batch_positions_and_proofs_are_bounded_by_the_decoder() {
+    let mut a = Assertion::sign(claims(1), &key(3));
+    for (index, size, depth, why) in [
+        (0, 0, 0, "batch position"),
+        (2, 2, 1, "batch position"),
+        (0, merkle::MAX_BATCH as u32 + 1, 0, "batch position"),
+        (0, 2, merkle::MAX_DEPTH + 1, "batch proof too long"),
+    ] {
+        a.proof = Proof {
+            index,
+            size,
+            path: vec![[0; 32]; depth],
+        };
+        let raw = postcard::to_allocvec(&a).unwrap();
+        assert_eq!(
+            Assertion::decode(&b64::encode_url(&raw)),
+            Err(AssertionError::Malformed(why)),
+            "index {index} size {size} depth {depth}"
+        );
+    }
+    // The largest batch's proof fits the header.
+    let big = sign_batch(
+        &key(3),
+        "router-c",
+        "router-b",
+        NOW + TTL,
+        (0..merkle::MAX_BATCH).map(|n| claims(n as u8)).collect(),
+    );
+    let enc = big[5].encode();
+    assert!(enc.len() <= MAX_HEADER_LEN, "{} bytes", enc.len());
+    assert_eq!(Assertion::decode(&enc).as_ref(), Ok(&big[5]));
 }
