@@ -25,3 +25,5 @@ pub mod cli;
 pub mod config;
 #[cfg(feature = "daemon")]
 pub mod daemon;
+#[cfg(feature = "daemon")]
+pub mod discovery;

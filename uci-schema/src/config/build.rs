@@ -468,6 +468,8 @@ fn peer(r: &mut Reader, own_id: &str) -> Peer {
         reflector_client: r.bool("reflector_client"),
         max_routes: r.u64("max_routes"),
         export_tenant: r.list("export_tenant"),
+        discovered: r.bool("discovered"),
+        record_version: r.u64("record_version"),
     };
     if !own_id.is_empty() && p.router_id == own_id && r.ok("router_id") {
         let kind = ConfigErrorKind::OwnRouterId {

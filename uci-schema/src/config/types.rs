@@ -142,6 +142,10 @@ pub struct Peer {
     pub max_routes: u64,
     /// Tenant names exported to this peer; empty: every tenant.
     pub export_tenant: Vec<String>,
+    /// Written by `agentctl approve` (a router admitted from discovery).
+    pub discovered: bool,
+    /// The discovery record version the approval binds to; 0: none.
+    pub record_version: u64,
 }
 
 /// `config tenant`.

@@ -184,6 +184,8 @@ pub(crate) fn to_package(c: &Config) -> Package {
                 .bool("reflector_client", p.reflector_client)
                 .u64("max_routes", p.max_routes)
                 .list("export_tenant", &p.export_tenant)
+                .bool("discovered", p.discovered)
+                .u64("record_version", p.record_version)
                 .done(),
         );
     }

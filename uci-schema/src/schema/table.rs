@@ -218,6 +218,8 @@ const PEER: &[OptionSpec] = &[
     boolean("reflector_client", "0", "Reflect other peers' routes to this peer."),
     uint("max_routes", "10000", 1, 1_000_000, "Most paths accepted from this peer; one more closes its session (other peers are unaffected)."),
     list("export_tenant", Kind::Name, &[], "Tenants whose routes are exported to this peer (none: every tenant)."),
+    boolean("discovered", "0", "Written by 'agentctl approve': a router admitted from discovery ('agentctl revoke' removes the section)."),
+    uint("record_version", "0", 0, 4_294_967_295, "The discovery record version the approval binds to (0: none)."),
 ];
 
 #[rustfmt::skip]
