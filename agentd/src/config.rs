@@ -97,6 +97,8 @@ pub struct Runtime {
     pub pins: HashMap<Box<str>, AgentPin>,
     /// The ARPX driver's options: identity, `arpx`, enabled `peer`s.
     pub mesh: crate::daemon::peers::settings::MeshSettings,
+    /// Discovery: the `discovery` section, announced ports, approvals.
+    pub discovery: crate::daemon::discovery::settings::DiscoverySettings,
 }
 
 impl Default for Runtime {
@@ -296,6 +298,7 @@ pub fn convert(p: &Partial, file: &str) -> (Runtime, Vec<String>) {
         quotas: quotas(c),
         pins: crate::owner::pins_of(c),
         mesh: crate::daemon::peers::settings::MeshSettings::of_config(c),
+        discovery: crate::daemon::discovery::settings::DiscoverySettings::of_config(c),
     };
     (rt, errors)
 }

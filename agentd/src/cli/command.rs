@@ -17,6 +17,10 @@ commands:
   lookup CAPABILITY [--version N] [--tenant T] [--source S] [--explain]
                                  the route a call would take (and why)
   peers                          ARPX sessions: state, uptime, routes, errors
+  candidates                     routers discovered by mDNS, their record version and state
+  approve ROUTER_ID VERSION      admit a candidate at that record version (writes a
+                                 discovered peer section into the config file, reloads)
+  revoke ROUTER_ID VERSION       remove that approval (the session ends)
   reload                         re-read the config (same as SIGHUP)
   unregister ROUTE_ID            withdraw one locally registered route now
   flush --origin AGENT_URI       withdraw every local route of one agent now
@@ -77,6 +81,14 @@ pub enum Command {
     Reload,
     Stats,
     Peers,
+    /// Discovered routers.
+    Candidates,
+    /// `approve ROUTER_ID VERSION` (`true`) or `revoke ROUTER_ID VERSION`.
+    Admission {
+        approve: bool,
+        router_id: String,
+        version: u32,
+    },
     /// The gateway's task table, from its latest report to agentd.
     Tasks,
     /// Withdraw one local route (operator).
@@ -161,6 +173,32 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
         Some("reload") => Command::Reload,
         Some("stats") => Command::Stats,
         Some("peers") => Command::Peers,
+        Some("candidates") => Command::Candidates,
+        Some(verb @ ("approve" | "revoke")) => {
+            let approve = verb == "approve";
+            let router_id = words.next().ok_or(UsageError::Missing(if approve {
+                "ROUTER_ID VERSION for approve"
+            } else {
+                "ROUTER_ID VERSION for revoke"
+            }))?;
+            let v = words.next().ok_or(UsageError::Missing(
+                "VERSION (the record version agentctl candidates shows)",
+            ))?;
+            let version =
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or(UsageError::BadValue {
+                        option: "VERSION".into(),
+                        value: v,
+                        reason: "not a record version (an integer ≥ 1)",
+                    })?;
+            Command::Admission {
+                approve,
+                router_id,
+                version,
+            }
+        }
         Some("tasks") => Command::Tasks,
         Some("help") => Command::Help,
         Some("unregister") => Command::Unregister(
@@ -265,6 +303,45 @@ mod tests {
             parse_args(&["status", "--explain"]),
             Err(UsageError::Conflict(..))
         ));
+    }
+
+    #[test]
+    fn approve_and_revoke_take_a_router_and_a_version() {
+        assert_eq!(
+            parse_args(&["approve", "router-b", "77"]).unwrap().command,
+            Command::Admission {
+                approve: true,
+                router_id: "router-b".into(),
+                version: 77
+            }
+        );
+        assert_eq!(
+            parse_args(&["--json", "revoke", "router-b", "3"])
+                .unwrap()
+                .command,
+            Command::Admission {
+                approve: false,
+                router_id: "router-b".into(),
+                version: 3
+            }
+        );
+        assert!(matches!(
+            parse_args(&["approve", "router-b"]),
+            Err(UsageError::Missing(_))
+        ));
+        for bad in ["0", "x", "4294967296"] {
+            assert!(
+                matches!(
+                    parse_args(&["approve", "router-b", bad]),
+                    Err(UsageError::BadValue { .. })
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            parse_args(&["candidates"]).unwrap().command,
+            Command::Candidates
+        );
     }
 
     #[test]

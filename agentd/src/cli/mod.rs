@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod command;
+pub mod discovery;
 pub mod peers;
 pub mod pki;
 pub mod pki_identity;

@@ -8,9 +8,8 @@
 //! Every answer is one JSON object (lists are wrapped: `{"routes":[...]}`);
 //! every failure is `{"error":{"code":..,"message":..}}` with a stable code
 //! — `unreachable` when agentd is down, `invalid_argument` for bad input,
-//! `unsupported` for a method whose subsystem this agentd does not have
-//! (discovery candidates, approve/revoke: DESIGN §6 is not built yet), so
-//! nothing invents data.
+//! the daemon's own code otherwise (e.g. `version_mismatch` for an
+//! approve of a record version the candidate no longer announces).
 
 use std::fmt;
 use std::io::Read;
@@ -218,18 +217,12 @@ pub fn command_for(method: &str, args: &Map<String, Value>) -> Result<Command, R
             })
         }
         "peers" => Command::Peers,
-        "candidates" => return Err(RpcdError::Unsupported("candidates")),
-        // The arguments are checked first, so a caller learns of a
-        // malformed request before it learns the subsystem is missing.
-        "approve" | "revoke" => {
-            required_str(args, "id")?;
-            opt_version(args, "version")?.ok_or(RpcdError::MissingArgument("version"))?;
-            return Err(RpcdError::Unsupported(if method == "approve" {
-                "approve"
-            } else {
-                "revoke"
-            }));
-        }
+        "candidates" => Command::Candidates,
+        "approve" | "revoke" => Command::Admission {
+            approve: method == "approve",
+            router_id: required_str(args, "id")?,
+            version: opt_version(args, "version")?.ok_or(RpcdError::MissingArgument("version"))?,
+        },
         "tasks" => Command::Tasks,
         "stats" => Command::Stats,
         other => return Err(RpcdError::UnknownMethod(other.to_string())),
@@ -302,14 +295,16 @@ mod tests {
             command_for("nope", &Map::new()).unwrap_err().code(),
             "unknown_method"
         );
-        let e = command_for("candidates", &Map::new()).unwrap_err();
-        assert_eq!(e.to_json()["error"]["code"], "unsupported");
+        assert_eq!(
+            command_for("candidates", &Map::new()),
+            Ok(Command::Candidates)
+        );
         assert_eq!(command_for("peers", &Map::new()), Ok(Command::Peers));
         assert_eq!(command_for("tasks", &Map::new()), Ok(Command::Tasks));
     }
 
     #[test]
-    fn approve_and_revoke_check_their_arguments_before_refusing() {
+    fn approve_and_revoke_take_a_typed_id_and_version() {
         let args = |text: &str| read_args(text.as_bytes()).unwrap();
         for m in ["approve", "revoke"] {
             assert_eq!(
@@ -327,10 +322,14 @@ mod tests {
                     expected: "an integer ≥ 1"
                 })
             );
-            assert!(matches!(
+            assert_eq!(
                 command_for(m, &args(r#"{"id":"router-b","version":2}"#)),
-                Err(RpcdError::Unsupported(_))
-            ));
+                Ok(Command::Admission {
+                    approve: m == "approve",
+                    router_id: "router-b".into(),
+                    version: 2
+                })
+            );
         }
     }
 

@@ -177,6 +177,32 @@ async fn execute(socket: &Path, command: &Command) -> Result<Output, Failure> {
                 json: super::peers::peers_json(&p),
             })
         }
+        Command::Candidates => {
+            let c = client.candidates().await.map_err(fail)?;
+            Ok(Output {
+                text: super::discovery::candidates_text(&c),
+                json: super::discovery::candidates_json(&c),
+            })
+        }
+        Command::Admission {
+            approve,
+            router_id,
+            version,
+        } => match client
+            .admission(*approve, router_id, *version)
+            .await
+            .map_err(fail)?
+        {
+            Ok(done) => Ok(Output {
+                text: super::discovery::admission_text(*approve, &done),
+                json: super::discovery::admission_json(*approve, &done),
+            }),
+            Err(refusal) => Err(Failure {
+                code: exit::DAEMON_ERROR,
+                kind: refusal.code(),
+                message: refusal.to_string(),
+            }),
+        },
         Command::Unregister(id) => {
             let route_id = crate::route::RouteId::new(id).map_err(|e| Failure {
                 code: exit::USAGE,

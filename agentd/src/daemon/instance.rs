@@ -31,6 +31,7 @@ use std::collections::HashMap;
 
 use tokio::sync::mpsc;
 
+use super::discovery::{Discovery, Own};
 use super::options::ConfigSource;
 use super::peers::tasks::PeerEvent;
 use super::peers::Peers;
@@ -41,7 +42,7 @@ use crate::fib::export::{FibExporter, SubscriberId};
 use crate::fib::FibChange;
 use crate::health::monitor::{Monitor, MonitorConfig};
 use crate::health::schedule::Pacing;
-use crate::ipc::message::{IpcError, RequestBody, ResponseBody};
+use crate::ipc::message::{AdmissionDone, AdmissionRefusal, IpcError, RequestBody, ResponseBody};
 use crate::ipc::server::{ConnId, FibSink, IncomingRequest, ServerEvent};
 use crate::route::RouteSource;
 use crate::time::Millis;
@@ -78,6 +79,10 @@ pub enum Input {
     Peer(PeerEvent),
     /// The ARPX driver's earliest timer is due.
     PeerTimer,
+    /// An mDNS browse event (discovery).
+    Discovered(super::discovery::mdns::MdnsEvent),
+    /// The earliest candidate lifetime has ended.
+    DiscoveryTimer,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +153,8 @@ pub struct Instance {
     boot_id: Box<str>,
     /// The ARPX driver.
     peers: Peers,
+    /// mDNS and the candidate table.
+    discovery: Discovery,
 }
 
 impl Instance {
@@ -156,6 +163,7 @@ impl Instance {
         let own_uid = unsafe { libc::geteuid() };
         let monitor = Monitor::new(monitor_config(&state.runtime().health));
         let peers = Peers::new(state.runtime().mesh.clone(), inputs.clone());
+        let discovery = Discovery::new(state.runtime().discovery.clone(), inputs.clone());
         Instance {
             state,
             source,
@@ -167,6 +175,7 @@ impl Instance {
             dirty: false,
             boot_id: super::persist::boot_id(),
             peers,
+            discovery,
         }
     }
 
@@ -221,6 +230,16 @@ impl Instance {
                 let changes = self.peers.fire_timers(now, &mut self.state);
                 self.publish(changes, now);
             }
+            Input::Discovered(ev) => {
+                if self.discovery.event(ev, now) {
+                    self.apply_admitted(now);
+                }
+            }
+            Input::DiscoveryTimer => {
+                if self.discovery.expire(now) {
+                    self.apply_admitted(now);
+                }
+            }
         }
         Control::Continue
     }
@@ -246,6 +265,17 @@ impl Instance {
                 );
             }
             RequestBody::Peers => reply.send(Ok(ResponseBody::Peers(self.peers.view(now)))),
+            RequestBody::Candidates => {
+                reply.send(Ok(ResponseBody::Candidates(self.discovery.view(now))));
+            }
+            RequestBody::Approve { router_id, version } => {
+                let done = self.admission(true, &router_id, version, now);
+                reply.send(Ok(ResponseBody::Admission(done)));
+            }
+            RequestBody::Revoke { router_id, version } => {
+                let done = self.admission(false, &router_id, version, now);
+                reply.send(Ok(ResponseBody::Admission(done)));
+            }
             RequestBody::SubscribeFib => {
                 let sink = reply.fib_sink();
                 reply.send(Ok(ResponseBody::Subscribed));
@@ -290,6 +320,9 @@ impl Instance {
                         for (k, v) in self.peers.counters() {
                             s.counters.insert(k.into(), v);
                         }
+                        for (k, v) in self.discovery.counters() {
+                            s.counters.insert(k.into(), v);
+                        }
                     }
                     Err(e) => log_debug!("{kind} from uid {} refused: {e}", peer.uid),
                     Ok(_) => {}
@@ -328,9 +361,18 @@ impl Instance {
                     log_warn!("policy invalid, denying every request: {reason}");
                 }
                 self.publish(changes, now);
-                let mesh = self.state.runtime().mesh.clone();
+                // Discovery first (the admission policy may have changed
+                // which candidates are peers), then the mesh with both,
+                // then discovery again with the identity the mesh runs.
+                let own = self.own();
+                let settings = self.state.runtime().discovery.clone();
+                self.discovery.configure(settings.clone(), own);
+                let mesh = self.discovery.mesh(&self.state.runtime().mesh);
                 let changes = self.peers.reconfigure(mesh, now, &mut self.state);
                 self.publish(changes, now);
+                if self.discovery.configure(settings, self.own()) {
+                    self.apply_admitted(now);
+                }
                 // Check kind, pacing or thresholds may have changed.
                 self.sync_health(now);
                 Ok(generation)
@@ -378,6 +420,111 @@ impl Instance {
     pub fn start_peers(&mut self, now: Millis) {
         let changes = self.peers.start(now, &mut self.state);
         self.publish(changes, now);
+    }
+
+    /// Starts discovery (after the mesh: it announces the mesh's key).
+    pub fn start_discovery(&mut self, now: Millis) {
+        let settings = self.state.runtime().discovery.clone();
+        if self.discovery.configure(settings, self.own()) {
+            self.apply_admitted(now);
+        }
+    }
+
+    /// When the earliest candidate expires.
+    pub fn next_discovery_timer(&self) -> Option<Millis> {
+        self.discovery.next_deadline()
+    }
+
+    /// Withdraws our mDNS announcements (goodbyes) at daemon stop.
+    pub fn stop_discovery(&mut self) {
+        self.discovery.stop();
+    }
+
+    /// Who we are for discovery: the configured router_id, the key the
+    /// mesh runs with, the domain and whether a domain CA is set.
+    fn own(&self) -> Own {
+        let m = &self.state.runtime().mesh;
+        Own {
+            router_id: m.router_id.clone(),
+            fingerprint: self.peers.fingerprint().and_then(|f| f.parse().ok()),
+            domain: m.domain.clone(),
+            domain_ca: m.domain_ca.is_some(),
+        }
+    }
+
+    /// Hands the ARPX driver the configured peers plus the candidates
+    /// admitted right now (when that differs from what it runs).
+    fn apply_admitted(&mut self, now: Millis) {
+        let mesh = self.discovery.mesh(&self.state.runtime().mesh);
+        if &mesh == self.peers.settings() {
+            return;
+        }
+        let changes = self.peers.reconfigure(mesh, now, &mut self.state);
+        self.publish(changes, now);
+    }
+
+    /// `approve` (write a discovered peer section) or `revoke` (remove
+    /// it), then reload so the ARPX driver follows the file.
+    fn admission(
+        &mut self,
+        approve: bool,
+        router_id: &str,
+        version: u32,
+        now: Millis,
+    ) -> Result<AdmissionDone, AdmissionRefusal> {
+        use crate::discovery::approval::{self, EditError};
+        let path = match &self.source {
+            ConfigSource::Explicit(p) => p.clone(),
+            ConfigSource::Default => std::path::PathBuf::from(super::options::DEFAULT_CONFIG),
+            ConfigSource::Demo => return Err(AdmissionRefusal::NoConfigFile),
+        };
+        let edited = if approve {
+            let c = self.discovery.check_approve(router_id, version)?;
+            approval::edit_file(&path, |pkg| approval::approve(pkg, &c))
+        } else {
+            approval::edit_file(&path, |pkg| approval::revoke(pkg, router_id, version))
+        };
+        let section = edited.map_err(|e| match e {
+            EditError::NotApproved { router_id } => AdmissionRefusal::NotApproved {
+                router_id: router_id.into(),
+            },
+            EditError::VersionMismatch {
+                router_id,
+                asked,
+                approved,
+            } => AdmissionRefusal::VersionMismatch {
+                router_id: router_id.into(),
+                asked,
+                current: approved,
+            },
+            EditError::StaticPeer { router_id, section } => AdmissionRefusal::StaticPeer {
+                router_id: router_id.into(),
+                section: section.into(),
+            },
+            EditError::Invalid(reason) => AdmissionRefusal::ConfigInvalid {
+                reason: reason.into(),
+            },
+            EditError::Io(reason) => AdmissionRefusal::WriteFailed {
+                reason: reason.into(),
+            },
+        })?;
+        log_notice!(
+            "discovery: {} router {router_id} at record version {version} ({} {section} in {})",
+            if approve { "approved" } else { "revoked" },
+            if approve { "wrote" } else { "removed" },
+            path.display()
+        );
+        let generation = self
+            .reload(now)
+            .map_err(|e| AdmissionRefusal::ReloadFailed {
+                reason: e.to_string().into(),
+            })?;
+        Ok(AdmissionDone {
+            router_id: router_id.into(),
+            version,
+            section: section.into(),
+            generation,
+        })
     }
 
     /// When the ARPX driver's next timer is due.

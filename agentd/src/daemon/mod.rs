@@ -6,8 +6,10 @@
 //! * [`instance`] — the single event loop around `state` and its inputs.
 //! * [`probe`] — health probes of local/static endpoints.
 //! * [`peers`] — the ARPX driver (sessions with other routers).
+//! * [`discovery`] — mDNS announce/browse and the candidate table.
 //! * [`log`] — syslog / stderr.
 
+pub mod discovery;
 #[cfg(test)]
 mod endpoint_tests;
 pub mod instance;
@@ -262,11 +264,13 @@ async fn serve(opts: RunOptions) -> ExitCode {
     instance.restore(Millis::now());
     instance.sync_health(Millis::now());
     instance.start_peers(Millis::now());
+    instance.start_discovery(Millis::now());
     let mut persist_at: Option<Instant> = None;
     loop {
         let deadline = instance.state().next_deadline();
         let next_probe = instance.next_probe();
         let next_peer_timer = instance.next_peer_timer();
+        let next_discovery = instance.next_discovery_timer();
         let input = tokio::select! {
             ev = server_rx.recv() => match ev {
                 Some(ev) => Input::Ipc(ev),
@@ -295,6 +299,12 @@ async fn serve(opts: RunOptions) -> ExitCode {
                 }
             } => Input::PeerTimer,
             () = async {
+                match next_discovery {
+                    Some(at) => tokio::time::sleep_until(instant_at(at)).await,
+                    None => std::future::pending().await,
+                }
+            } => Input::DiscoveryTimer,
+            () = async {
                 match persist_at {
                     Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
@@ -311,6 +321,8 @@ async fn serve(opts: RunOptions) -> ExitCode {
             persist_at = Some(Instant::now() + PERSIST_DELAY);
         }
     }
+    // Goodbyes first: other routers' candidate lifetimes start now.
+    instance.stop_discovery();
     // Peers hear admin_shutdown (bounded: a peer that does not read does
     // not hold the exit up).
     let closing = instance.stop_peers(Millis::now());

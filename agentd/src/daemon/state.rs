@@ -302,7 +302,12 @@ impl State {
                 self.gateway = Some((s, now));
                 (Ok(ResponseBody::Noted), Vec::new())
             }
-            RequestBody::SubscribeFib | RequestBody::Reload | RequestBody::Peers => (
+            RequestBody::SubscribeFib
+            | RequestBody::Reload
+            | RequestBody::Peers
+            | RequestBody::Candidates
+            | RequestBody::Approve { .. }
+            | RequestBody::Revoke { .. } => (
                 Err(IpcError::internal(
                     "request must be handled by the event loop",
                 )),

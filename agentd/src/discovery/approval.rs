@@ -54,7 +54,10 @@ impl fmt::Display for EditError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EditError::NotApproved { router_id } => {
-                write!(f, "router {router_id} has no approved (discovered) peer section")
+                write!(
+                    f,
+                    "router {router_id} has no approved (discovered) peer section"
+                )
             }
             EditError::VersionMismatch {
                 router_id,
@@ -109,11 +112,10 @@ fn section_name(pkg: &Package, router_id: &str) -> String {
 /// Returns the section name.
 pub fn approve(pkg: &mut Package, c: &Candidate) -> Result<String, EditError> {
     let r = &c.seen.record;
-    let mut statics = pkg
-        .sections
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.ty == "peer" && single(s, "router_id") == Some(r.router_id.as_str()));
+    let mut statics =
+        pkg.sections.iter().enumerate().filter(|(_, s)| {
+            s.ty == "peer" && single(s, "router_id") == Some(r.router_id.as_str())
+        });
     if let Some((pos, _)) = statics.find(|(_, s)| !is_discovered(s)) {
         return Err(EditError::StaticPeer {
             router_id: r.router_id.clone(),
@@ -177,12 +179,10 @@ pub fn edit_file<T>(
     path: &Path,
     edit: impl FnOnce(&mut Package) -> Result<T, EditError>,
 ) -> Result<T, EditError> {
-    let mut pkg = uci_schema::config::load_package(path)
-        .map_err(|e| EditError::Invalid(e.to_string()))?;
+    let mut pkg =
+        uci_schema::config::load_package(path).map_err(|e| EditError::Invalid(e.to_string()))?;
     let out = edit(&mut pkg)?;
-    let text = pkg
-        .write()
-        .map_err(|e| EditError::Invalid(e.to_string()))?;
+    let text = pkg.write().map_err(|e| EditError::Invalid(e.to_string()))?;
     uci_schema::Config::from_str(&text, &path.display().to_string())
         .map_err(|e| EditError::Invalid(e.to_string()))?;
     replace(path, text.as_bytes())
@@ -270,7 +270,11 @@ config route 'printer'
         assert_eq!(name, "disc_router_b");
         let cfg = uci_schema::Config::load(&path).unwrap();
         assert_eq!(cfg.routes.len(), 1, "other sections kept");
-        let b = cfg.peers.iter().find(|p| p.router_id == "router-b").unwrap();
+        let b = cfg
+            .peers
+            .iter()
+            .find(|p| p.router_id == "router-b")
+            .unwrap();
         assert!(b.discovered);
         assert_eq!(b.record_version, u64::from(c.seen.record.version));
         assert_eq!(b.key_fingerprint, c.seen.record.fingerprint.to_string());
@@ -281,7 +285,11 @@ config route 'printer'
         let c2 = candidate(3);
         edit_file(&path, |p| approve(p, &c2)).unwrap();
         let cfg = uci_schema::Config::load(&path).unwrap();
-        let bs: Vec<_> = cfg.peers.iter().filter(|p| p.router_id == "router-b").collect();
+        let bs: Vec<_> = cfg
+            .peers
+            .iter()
+            .filter(|p| p.router_id == "router-b")
+            .collect();
         assert_eq!(bs.len(), 1);
         assert_eq!(bs[0].record_version, u64::from(c2.seen.record.version));
         // Revoke: the wrong version is refused, naming the approved one.

@@ -80,7 +80,10 @@ impl fmt::Display for RecordError {
             RecordError::EmptyKey { index } => write!(f, "TXT string {index} has no key"),
             RecordError::Missing { key } => write!(f, "TXT key {key:?} is missing"),
             RecordError::UnsupportedFormat { found } => {
-                write!(f, "record format v={found:?} (this agentd reads v={FORMAT})")
+                write!(
+                    f,
+                    "record format v={found:?} (this agentd reads v={FORMAT})"
+                )
             }
             RecordError::Invalid { key, reason } => write!(f, "TXT key {key:?}: {reason}"),
         }
@@ -189,19 +192,23 @@ impl Record {
             if n == MAX_ENTRIES {
                 return Err(RecordError::TooManyEntries);
             }
-            if let Some(i) = KEYS.iter().position(|k| key.eq_ignore_ascii_case(k.as_bytes())) {
+            if let Some(i) = KEYS
+                .iter()
+                .position(|k| key.eq_ignore_ascii_case(k.as_bytes()))
+            {
                 // The first occurrence wins.
                 found[i].get_or_insert(value);
             }
         }
         let text = |i: usize| -> Result<&str, RecordError> {
             let key = KEYS[i];
-            let value = found[i]
-                .ok_or(RecordError::Missing { key })?
-                .ok_or(RecordError::Invalid {
-                    key,
-                    reason: "has no value",
-                })?;
+            let value =
+                found[i]
+                    .ok_or(RecordError::Missing { key })?
+                    .ok_or(RecordError::Invalid {
+                        key,
+                        reason: "has no value",
+                    })?;
             std::str::from_utf8(value).map_err(|_| RecordError::Invalid {
                 key,
                 reason: "is not UTF-8",
@@ -433,7 +440,7 @@ mod tests {
             Err(RecordError::TooLarge { len: MAX_RDATA + 1 })
         );
         assert_eq!(
-            Record::from_rdata(&vec![0u8; MAX_ENTRIES + 1]),
+            Record::from_rdata(&[0u8; MAX_ENTRIES + 1]),
             Err(RecordError::TooManyEntries)
         );
         let mut r = sample().to_rdata();

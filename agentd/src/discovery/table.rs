@@ -116,7 +116,9 @@ pub enum Seen {
     /// Same record version as before (address or liveness may differ).
     Refreshed,
     /// A new record version: an approval of the old one no longer counts.
-    NewVersion { old: u32 },
+    NewVersion {
+        old: u32,
+    },
     /// Our own announcement.
     Own,
     /// The table is full.
@@ -128,7 +130,9 @@ pub enum Seen {
 pub enum Refusal {
     /// `discovery.admission` is `off`.
     AdmissionOff,
-    NotFound { router_id: String },
+    NotFound {
+        router_id: String,
+    },
     /// The candidate announces another version now.
     VersionMismatch {
         router_id: String,
@@ -136,7 +140,9 @@ pub enum Refusal {
         current: u32,
     },
     /// A static `peer` section already names the router.
-    StaticPeer { router_id: String },
+    StaticPeer {
+        router_id: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -32,9 +32,10 @@ use tokio::sync::{mpsc, oneshot};
 use crate::fib::FibEvent;
 use crate::ipc::frame::{self, FrameDecoder, FrameError};
 use crate::ipc::message::{
-    AgentPage, AgentsQuery, GatewayStats, Hello, IpcError, LeaseGrant, LookupQuery, LookupView,
-    PeersView, Registration, Renewal, Request, RequestBody, ResponseBody, RoutePage, RoutesQuery,
-    ServerMsg, StatsView, StatusView, CONNECTION_ERROR_ID, PROTOCOL_VERSION,
+    AdmissionDone, AdmissionRefusal, AgentPage, AgentsQuery, CandidatesView, GatewayStats, Hello,
+    IpcError, LeaseGrant, LookupQuery, LookupView, PeersView, Registration, Renewal, Request,
+    RequestBody, ResponseBody, RoutePage, RoutesQuery, ServerMsg, StatsView, StatusView,
+    CONNECTION_ERROR_ID, PROTOCOL_VERSION,
 };
 use crate::owner::Caller;
 use crate::route::RouteId;
@@ -342,6 +343,34 @@ impl Client {
         match self.call(RequestBody::Peers).await {
             Ok(ResponseBody::Peers(p)) => Ok(p),
             other => Err(expect_err("peers", other)),
+        }
+    }
+
+    /// Discovered routers (`agentctl candidates`).
+    pub async fn candidates(&self) -> Result<CandidatesView, ClientError> {
+        match self.call(RequestBody::Candidates).await {
+            Ok(ResponseBody::Candidates(c)) => Ok(c),
+            other => Err(expect_err("candidates", other)),
+        }
+    }
+
+    /// `agentctl approve` (`approve: true`) or `revoke`: the daemon's
+    /// decision, or a transport/permission failure.
+    pub async fn admission(
+        &self,
+        approve: bool,
+        router_id: &str,
+        version: u32,
+    ) -> Result<Result<AdmissionDone, AdmissionRefusal>, ClientError> {
+        let router_id = router_id.into();
+        let body = if approve {
+            RequestBody::Approve { router_id, version }
+        } else {
+            RequestBody::Revoke { router_id, version }
+        };
+        match self.call(body).await {
+            Ok(ResponseBody::Admission(a)) => Ok(a),
+            other => Err(expect_err("admission", other)),
         }
     }
 

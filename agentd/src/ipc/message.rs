@@ -20,6 +20,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::fib::FibEvent;
+pub use crate::ipc::discovery::{AdmissionDone, AdmissionRefusal, CandidatesView};
 pub use crate::ipc::error::{ConflictReason, IpcError, Quota};
 use crate::owner::{Caller, Owner};
 use crate::route::{self, Access, Attributes, Contract, RouteId, RouteSource};
@@ -30,7 +31,8 @@ use crate::time::Millis;
 /// 7: route rows say whether their peer session is up.
 /// 8: the FIB carries peer links (`SnapshotEnd.links`, `Link`, `Unlink`);
 ///    gateway stats count peer data connections.
-pub const PROTOCOL_VERSION: u32 = 8;
+/// 9: discovery (`Candidates`, `Approve`, `Revoke`).
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -107,6 +109,15 @@ pub enum RequestBody {
     GatewayStats(GatewayStats),
     /// The ARPX sessions → `Peers`.
     Peers,
+    /// Discovered routers → `Candidates`.
+    Candidates,
+    /// Admit a candidate at exactly this record version: a `peer`
+    /// section is written into agentd's file and the file reloaded →
+    /// `Admission` (administrators only).
+    Approve { router_id: Box<str>, version: u32 },
+    /// Remove the approval made at this version, reload → `Admission`
+    /// (administrators only).
+    Revoke { router_id: Box<str>, version: u32 },
 }
 
 impl RequestBody {
@@ -126,6 +137,9 @@ impl RequestBody {
             RequestBody::Stats => "stats",
             RequestBody::GatewayStats(_) => "gateway_stats",
             RequestBody::Peers => "peers",
+            RequestBody::Candidates => "candidates",
+            RequestBody::Approve { .. } => "approve",
+            RequestBody::Revoke { .. } => "revoke",
         }
     }
 
@@ -136,6 +150,8 @@ impl RequestBody {
             self,
             RequestBody::Reload
                 | RequestBody::Flush { .. }
+                | RequestBody::Approve { .. }
+                | RequestBody::Revoke { .. }
                 | RequestBody::Unregister { caller: None, .. }
         )
     }
@@ -352,6 +368,9 @@ pub enum ResponseBody {
     /// The report was kept.
     Noted,
     Peers(PeersView),
+    Candidates(CandidatesView),
+    /// The answer to `Approve` / `Revoke`: done, or why not.
+    Admission(Result<AdmissionDone, AdmissionRefusal>),
 }
 
 impl ResponseBody {
@@ -369,6 +388,8 @@ impl ResponseBody {
             ResponseBody::Flushed { .. } => "flushed",
             ResponseBody::Noted => "noted",
             ResponseBody::Peers(_) => "peers",
+            ResponseBody::Candidates(_) => "candidates",
+            ResponseBody::Admission(_) => "admission",
         }
     }
 }

@@ -4,6 +4,7 @@
 //! * [`frame`] — the framing and its bounded, sans-IO decoder.
 //! * [`message`] — handshake, requests, responses.
 //! * [`error`] — the typed refusals.
+//! * [`discovery`] — candidates, approve, revoke.
 //! * [`client`] — the tokio client of agent-gw and agentctl.
 //! * [`server`] — agentd's accept loop and the channel interface to its
 //!   state loop; [`admission`] — who gets a connection slot.
@@ -11,6 +12,7 @@
 pub mod admission;
 pub mod client;
 pub mod convert;
+pub mod discovery;
 pub mod error;
 pub mod frame;
 pub mod message;

@@ -567,9 +567,19 @@ fn rpcd_call_reads_arguments_and_prints_one_object() {
     );
     let tasks = call("tasks", b"{}");
     assert_eq!(tasks["reported"], false, "no gateway runs here: {tasks}");
+    // Discovery runs (on no interface here): nothing discovered, so an
+    // approval is refused, typed.
+    assert_eq!(
+        call("candidates", b"{}")["candidates"],
+        serde_json::json!([])
+    );
     assert_eq!(
         code(call("approve", br#"{"id":"router-b","version":1}"#)),
-        "unsupported"
+        "candidate_not_found"
+    );
+    assert_eq!(
+        code(call("revoke", br#"{"id":"router-b","version":1}"#)),
+        "not_approved"
     );
     let peers = call("peers", b"{}");
     assert_eq!(peers["router_id"], "test-router");

@@ -182,6 +182,16 @@ impl Peers {
         }
     }
 
+    /// What the driver runs on now (configured plus admitted peers).
+    pub fn settings(&self) -> &MeshSettings {
+        &self.settings
+    }
+
+    /// Our identity key's fingerprint while the mesh runs.
+    pub fn fingerprint(&self) -> Option<&str> {
+        self.mesh.as_ref().ok().map(|m| m.fingerprint.as_str())
+    }
+
     // ===== start, reload, stop =====
 
     /// Loads the identity, creates the instance, offers it our routes and

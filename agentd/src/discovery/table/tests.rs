@@ -29,7 +29,10 @@ fn seen(id: &str, key: u8, port: u16) -> Sighting {
 #[test]
 fn a_candidate_lives_its_lifetime_after_its_announcement_ends() {
     let mut t = Table::new(policy(Admission::Manual));
-    assert_eq!(t.announced(seen("router-b", 2, 7444), Millis(1000)), Seen::New);
+    assert_eq!(
+        t.announced(seen("router-b", 2, 7444), Millis(1000)),
+        Seen::New
+    );
     // While announced it never expires, and no timer is needed.
     assert_eq!(t.next_deadline(), None);
     assert!(t.expire(Millis(1_000_000)).is_empty());

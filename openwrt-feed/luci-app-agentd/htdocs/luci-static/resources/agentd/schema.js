@@ -946,6 +946,12 @@ return baseclass.extend({
 	        "max": "65535",
 	        "min": "1"
 	      },
+	      "discovered": {
+	        "default": "0",
+	        "doc": "Written by 'agentctl approve': a router admitted from discovery ('agentctl revoke' removes the section).",
+	        "kind": "bool",
+	        "list": false
+	      },
 	      "enabled": {
 	        "default": "1",
 	        "doc": "Keep a session with this peer.",
@@ -981,6 +987,14 @@ return baseclass.extend({
 	        "max": "65535",
 	        "min": "1"
 	      },
+	      "record_version": {
+	        "default": "0",
+	        "doc": "The discovery record version the approval binds to (0: none).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "4294967295",
+	        "min": "0"
+	      },
 	      "reflector_client": {
 	        "default": "0",
 	        "doc": "Reflect other peers' routes to this peer.",
@@ -1003,7 +1017,9 @@ return baseclass.extend({
 	      "key_fingerprint",
 	      "reflector_client",
 	      "max_routes",
-	      "export_tenant"
+	      "export_tenant",
+	      "discovered",
+	      "record_version"
 	    ]
 	  },
 	  "relay": {

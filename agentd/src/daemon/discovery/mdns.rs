@@ -1,0 +1,200 @@
+//! The mDNS side of discovery, on the `mdns-sd` crate: it runs one
+//! thread of its own (its sockets, its timers, RFC 6762 probing,
+//! announcing, cache maintenance and goodbyes); we talk to it through its
+//! bounded command channel (100 entries: a full channel answers `Again`,
+//! retried here a bounded number of times) and read its browse events on
+//! one bridge thread that forwards them, already reduced to plain data,
+//! into the daemon's event loop. Nothing polls: the loop wakes when an
+//! event arrives.
+//!
+//! Announced: `_arpx._tcp.local.` (instance and host = router_id, SRV
+//! port = ARPX port, the TXT record of `discovery::record`) and
+//! `_agentd._tcp.local.` (the SDK API port), on the configured
+//! interfaces only, with their current addresses (mdns-sd follows
+//! address changes). Browsed: `_arpx._tcp.local.`.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use mdns_sd::{IfKind, ServiceDaemon, ServiceEvent, ServiceInfo};
+use tokio::sync::mpsc;
+
+use super::super::instance::Input;
+use crate::discovery::record::Record;
+
+pub const ARPX_SERVICE: &str = "_arpx._tcp.local.";
+pub const SDK_SERVICE: &str = "_agentd._tcp.local.";
+
+/// Tries of one command while mdns-sd's channel is full, and the pause
+/// between them: at most ~100 ms of the event loop, for a queue that its
+/// thread drains in microseconds.
+const AGAIN_TRIES: u32 = 20;
+const AGAIN_PAUSE: Duration = Duration::from_millis(5);
+
+/// A browse event, as plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MdnsEvent {
+    /// An `_arpx._tcp` instance resolved (new or changed).
+    Resolved(Resolved),
+    /// Its records were withdrawn (goodbye) or expired.
+    Removed { fullname: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub fullname: String,
+    pub port: u16,
+    pub addresses: Vec<IpAddr>,
+    /// TXT strings as key and optional value bytes.
+    pub txt: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+/// What we announce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announcement {
+    pub record: Record,
+    pub arpx_port: u16,
+    pub sdk_port: Option<u16>,
+}
+
+/// The instance label of a full service name (`router-b._arpx._tcp.local.`
+/// → `router-b`).
+pub fn instance_of(fullname: &str) -> &str {
+    fullname
+        .strip_suffix(ARPX_SERVICE)
+        .and_then(|s| s.strip_suffix('.'))
+        .unwrap_or(fullname)
+}
+
+fn retry<T>(mut f: impl FnMut() -> mdns_sd::Result<T>) -> Result<T, String> {
+    for _ in 1..AGAIN_TRIES {
+        match f() {
+            Err(mdns_sd::Error::Again) => std::thread::sleep(AGAIN_PAUSE),
+            other => return other.map_err(|e| e.to_string()),
+        }
+    }
+    f().map_err(|e| e.to_string())
+}
+
+/// A running mDNS responder and browser.
+pub struct Mdns {
+    daemon: ServiceDaemon,
+    interfaces: Vec<String>,
+    /// Full names we registered.
+    registered: Vec<String>,
+}
+
+impl std::fmt::Debug for Mdns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mdns")
+            .field("interfaces", &self.interfaces)
+            .field("registered", &self.registered)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Mdns {
+    /// Starts mdns-sd on `interfaces` only and browses `_arpx._tcp`;
+    /// events go to `inputs`.
+    pub fn start(interfaces: &[String], inputs: mpsc::Sender<Input>) -> Result<Mdns, String> {
+        let daemon = ServiceDaemon::new().map_err(|e| e.to_string())?;
+        retry(|| daemon.disable_interface(IfKind::All))?;
+        let names: Vec<IfKind> = interfaces.iter().map(IfKind::from).collect();
+        if !names.is_empty() {
+            retry(|| daemon.enable_interface(names.clone()))?;
+        }
+        let events = retry(|| daemon.browse(ARPX_SERVICE))?;
+        std::thread::Builder::new()
+            .name("agentd-mdns".into())
+            .spawn(move || {
+                // Ends when mdns-sd drops the sender (shutdown) or the
+                // event loop is gone.
+                while let Ok(ev) = events.recv() {
+                    let ev = match ev {
+                        ServiceEvent::ServiceResolved(r) => MdnsEvent::Resolved(Resolved {
+                            fullname: r.fullname.clone(),
+                            port: r.port,
+                            addresses: r.addresses.iter().map(|a| a.to_ip_addr()).collect(),
+                            txt: r
+                                .txt_properties
+                                .iter()
+                                .map(|p| (p.key().as_bytes().to_vec(), p.val().map(<[u8]>::to_vec)))
+                                .collect(),
+                        }),
+                        ServiceEvent::ServiceRemoved(_, fullname) => {
+                            MdnsEvent::Removed { fullname }
+                        }
+                        _ => continue,
+                    };
+                    if inputs.blocking_send(Input::Discovered(ev)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the mDNS bridge thread: {e}"))?;
+        Ok(Mdns {
+            daemon,
+            interfaces: interfaces.to_vec(),
+            registered: Vec::new(),
+        })
+    }
+
+    pub fn interfaces(&self) -> &[String] {
+        &self.interfaces
+    }
+
+    /// Replaces what we announce (`None`: nothing). Old records are
+    /// withdrawn with goodbyes first.
+    pub fn announce(&mut self, what: Option<&Announcement>) -> Result<(), String> {
+        self.withdraw();
+        let Some(a) = what else { return Ok(()) };
+        let rid = &a.record.router_id;
+        let host = format!("{rid}.local.");
+        let kinds: Vec<IfKind> = self.interfaces.iter().map(IfKind::from).collect();
+        let mut services = vec![(ARPX_SERVICE, a.arpx_port, a.record.pairs())];
+        if let Some(port) = a.sdk_port {
+            services.push((SDK_SERVICE, port, vec![("v", "1".to_string())]));
+        }
+        for (ty, port, txt) in services {
+            let props: Vec<(&str, &str)> = txt.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let mut info = ServiceInfo::new(ty, rid, &host, (), port, &props[..])
+                .map_err(|e| e.to_string())?
+                .enable_addr_auto();
+            info.set_interfaces(kinds.clone());
+            let fullname = info.get_fullname().to_string();
+            retry(|| self.daemon.register(info.clone()))?;
+            self.registered.push(fullname);
+        }
+        Ok(())
+    }
+
+    /// Withdraws every announcement (goodbye packets).
+    fn withdraw(&mut self) {
+        for name in std::mem::take(&mut self.registered) {
+            // The goodbye is sent by the mdns-sd thread; its status
+            // channel is not waited for.
+            let _ = retry(|| self.daemon.unregister(&name));
+        }
+    }
+
+    /// Withdraws our records and stops the mdns-sd thread (which ends
+    /// the bridge thread).
+    pub fn stop(mut self) {
+        self.withdraw();
+        if let Ok(done) = retry(|| self.daemon.shutdown()) {
+            // Bounded: the goodbyes go out before the thread exits.
+            let _ = done.recv_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_names_are_the_router_id() {
+        assert_eq!(instance_of("router-b._arpx._tcp.local."), "router-b");
+        assert_eq!(instance_of("odd"), "odd");
+    }
+}

@@ -1,0 +1,452 @@
+//! The discovery driver (DESIGN §6): owns the candidate table and the
+//! mDNS responder/browser, turns mDNS events into table inputs and tells
+//! the event loop which candidates are admitted peers right now.
+//!
+//! * [`settings`] — what it runs on, from the configuration.
+//! * [`mdns`] — announce and browse with `mdns-sd` (its own thread).
+//!
+//! The event loop calls [`Discovery::configure`] at start and after each
+//! reload (settings, our identity), [`Discovery::event`] for each mDNS
+//! event and [`Discovery::expire`] when [`Discovery::next_deadline`]
+//! passes; each returns whether the set of automatically admitted peers
+//! changed, which the loop then hands to the ARPX driver as extra peers.
+
+pub mod mdns;
+pub mod settings;
+
+use std::net::IpAddr;
+
+use router_pki::Fingerprint;
+use tokio::sync::mpsc;
+
+use super::instance::Input;
+use super::peers::settings::{MeshSettings, PeerSettings};
+use crate::discovery::record::Record;
+use crate::discovery::table::{AdmittedPeer, Candidate, Policy, Refusal, Seen, Sighting, Table};
+use crate::ipc::discovery::{AdmissionRefusal, CandidateRow, CandidatesView};
+use crate::time::Millis;
+use crate::{log_debug, log_info, log_notice, log_warn};
+use mdns::{Announcement, Mdns, MdnsEvent};
+use settings::DiscoverySettings;
+
+/// Who we are, as far as discovery needs it (from the ARPX driver: the
+/// key is only known once the mesh runs).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Own {
+    pub router_id: Option<String>,
+    pub fingerprint: Option<Fingerprint>,
+    pub domain: String,
+    pub domain_ca: bool,
+}
+
+#[derive(Debug)]
+pub struct Discovery {
+    settings: DiscoverySettings,
+    own: Own,
+    table: Table,
+    mdns: Option<Mdns>,
+    /// Why mDNS does not run, or why we do not announce.
+    off_reason: Option<String>,
+    announced: Option<Announcement>,
+    inputs: mpsc::Sender<Input>,
+    records_invalid: u64,
+    /// The admitted set last reported, to tell changes.
+    admitted: Vec<AdmittedPeer>,
+}
+
+fn policy(s: &DiscoverySettings, own: &Own) -> Policy {
+    Policy {
+        mode: s.mode,
+        own_router_id: own.router_id.clone(),
+        own_fingerprint: own.fingerprint,
+        domain: own.domain.clone(),
+        domain_ca: own.domain_ca,
+        allow: s.allow.clone(),
+        lifetime_ms: s.lifetime_ms,
+        approved: s.approved.clone(),
+        configured: s.configured.clone(),
+    }
+}
+
+/// The address to dial: IPv4 first, then a routable IPv6 address
+/// (a link-local one would need its interface), lowest first.
+fn pick_address(addrs: &[IpAddr]) -> Option<IpAddr> {
+    let usable = |a: &&IpAddr| match a {
+        IpAddr::V4(v) => !v.is_unspecified() && !v.is_loopback() && !v.is_multicast(),
+        IpAddr::V6(v) => {
+            !v.is_unspecified()
+                && !v.is_loopback()
+                && !v.is_multicast()
+                && (v.segments()[0] & 0xffc0) != 0xfe80
+        }
+    };
+    let mut v4: Vec<IpAddr> = addrs
+        .iter()
+        .filter(usable)
+        .filter(|a| a.is_ipv4())
+        .copied()
+        .collect();
+    v4.sort();
+    let mut v6: Vec<IpAddr> = addrs
+        .iter()
+        .filter(usable)
+        .filter(|a| a.is_ipv6())
+        .copied()
+        .collect();
+    v6.sort();
+    v4.first().or(v6.first()).copied()
+}
+
+/// An admitted candidate as a peer section would give it (every other
+/// option at its schema default), through the same parser as the file.
+pub fn peer_settings(a: &AdmittedPeer) -> Option<PeerSettings> {
+    use uci_schema::uci::{Package, Section};
+    let mut s = Section::new("peer", None);
+    s.set("router_id", a.router_id.as_str());
+    s.set("address", a.address.to_string());
+    s.set("port", a.port.to_string());
+    s.set("data_port", a.data_port.to_string());
+    if let Some(pin) = a.pin {
+        s.set("key_fingerprint", pin.to_string());
+    }
+    let pkg = Package {
+        name: None,
+        sections: vec![s],
+    };
+    let c = uci_schema::Config::from_package(&pkg, "<discovery>").ok()?;
+    MeshSettings::of_config(&c).peers.into_iter().next()
+}
+
+impl Discovery {
+    pub fn new(settings: DiscoverySettings, inputs: mpsc::Sender<Input>) -> Discovery {
+        let own = Own::default();
+        Discovery {
+            table: Table::new(policy(&settings, &own)),
+            settings,
+            own,
+            mdns: None,
+            off_reason: Some("not started".into()),
+            announced: None,
+            inputs,
+            records_invalid: 0,
+            admitted: Vec::new(),
+        }
+    }
+
+    /// Applies settings and identity: starts, restarts or stops mDNS,
+    /// re-announces when what we announce changed. Returns whether the
+    /// admitted set changed.
+    pub fn configure(&mut self, settings: DiscoverySettings, own: Own) -> bool {
+        for bad in &settings.allow_invalid {
+            log_warn!("discovery.allow_fingerprint {bad:?} is not sha256:<64 hex>; ignored");
+        }
+        let restart = settings.enabled != self.settings.enabled
+            || settings.interfaces != self.settings.interfaces
+            || (settings.enabled && self.mdns.is_none());
+        self.table.set_policy(policy(&settings, &own));
+        self.settings = settings;
+        self.own = own;
+        if restart {
+            self.stop();
+            if self.settings.enabled {
+                match Mdns::start(&self.settings.interfaces, self.inputs.clone()) {
+                    Ok(m) => {
+                        log_info!(
+                            "discovery: mDNS on {}",
+                            if self.settings.interfaces.is_empty() {
+                                "no interface".to_string()
+                            } else {
+                                self.settings.interfaces.join(", ")
+                            }
+                        );
+                        self.mdns = Some(m);
+                    }
+                    Err(e) => {
+                        log_warn!("discovery: cannot start mDNS: {e}");
+                        self.off_reason = Some(format!("mDNS: {e}"));
+                    }
+                }
+            } else {
+                self.off_reason = Some("discovery.enabled is 0".into());
+            }
+        }
+        self.reannounce();
+        self.admitted_changed()
+    }
+
+    fn wanted(&self) -> Result<Announcement, String> {
+        let s = &self.settings;
+        let rid = self
+            .own
+            .router_id
+            .clone()
+            .ok_or("not announcing: agentd.router_id is not set")?;
+        let fp = self
+            .own
+            .fingerprint
+            .ok_or("not announcing: ARPX sessions are off (no identity key)")?;
+        let arpx_port = s.arpx_port.ok_or("not announcing: arpx.listen is off")?;
+        let data_port = s
+            .data_port
+            .ok_or("not announcing: gateway.peer_listen is off")?;
+        Ok(Announcement {
+            record: Record::ours(&rid, &self.own.domain, fp, arpx_port, data_port),
+            arpx_port,
+            sdk_port: s.sdk_port,
+        })
+    }
+
+    fn reannounce(&mut self) {
+        let wanted = self.wanted();
+        let Some(m) = &mut self.mdns else {
+            self.announced = None;
+            return;
+        };
+        if wanted.as_ref().ok() == self.announced.as_ref() {
+            if let Err(why) = &wanted {
+                self.off_reason = Some(why.clone());
+            }
+            return;
+        }
+        let result = m.announce(wanted.as_ref().ok());
+        self.announced = wanted.as_ref().ok().cloned();
+        self.off_reason = match (wanted, result) {
+            (Ok(a), Ok(())) => {
+                log_notice!(
+                    "discovery: announcing {} record version {} on {}",
+                    a.record.router_id,
+                    a.record.version,
+                    m.interfaces().join(", ")
+                );
+                None
+            }
+            (_, Err(e)) => {
+                log_warn!("discovery: cannot announce: {e}");
+                self.announced = None;
+                Some(format!("mDNS: {e}"))
+            }
+            (Err(why), Ok(())) => Some(why),
+        };
+    }
+
+    /// One mDNS event. Returns whether the admitted set changed.
+    pub fn event(&mut self, ev: MdnsEvent, now: Millis) -> bool {
+        match ev {
+            MdnsEvent::Resolved(r) => {
+                let record = match Record::from_pairs(
+                    r.txt.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
+                ) {
+                    Ok(rec) => rec,
+                    Err(e) => {
+                        self.records_invalid += 1;
+                        log_debug!("discovery: {} ignored: {e}", r.fullname);
+                        return false;
+                    }
+                };
+                if mdns::instance_of(&r.fullname) != record.router_id {
+                    self.records_invalid += 1;
+                    log_debug!(
+                        "discovery: {} ignored: its record names router {}",
+                        r.fullname,
+                        record.router_id
+                    );
+                    return false;
+                }
+                let Some(address) = pick_address(&r.addresses) else {
+                    self.records_invalid += 1;
+                    log_debug!("discovery: {} ignored: no usable address", r.fullname);
+                    return false;
+                };
+                let id = record.router_id.clone();
+                let version = record.version;
+                let seen = Sighting {
+                    record,
+                    address,
+                    port: r.port,
+                };
+                match self.table.announced(seen, now) {
+                    Seen::New => log_notice!(
+                        "discovery: candidate {id} at {address}:{} record version {version}",
+                        r.port
+                    ),
+                    Seen::NewVersion { old } => log_notice!(
+                        "discovery: candidate {id} now announces record version {version} (was {old}; an approval of {old} no longer applies)"
+                    ),
+                    Seen::Refused => log_debug!("discovery: candidate {id} refused: table full"),
+                    Seen::Refreshed | Seen::Own => {}
+                }
+            }
+            MdnsEvent::Removed { fullname } => {
+                let id = mdns::instance_of(&fullname).to_string();
+                if self.table.withdrawn(&id, now) {
+                    log_info!("discovery: candidate {id} withdrew its announcement");
+                }
+            }
+        }
+        self.admitted_changed()
+    }
+
+    /// Drops the candidates whose lifetime ended. Returns whether the
+    /// admitted set changed.
+    pub fn expire(&mut self, now: Millis) -> bool {
+        for id in self.table.expire(now) {
+            log_info!("discovery: candidate {id} expired");
+        }
+        self.admitted_changed()
+    }
+
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.table.next_deadline()
+    }
+
+    fn admitted_changed(&mut self) -> bool {
+        let now = self.table.admitted();
+        if now == self.admitted {
+            return false;
+        }
+        self.admitted = now;
+        true
+    }
+
+    /// The configured peers plus the admitted candidates not already
+    /// configured.
+    pub fn mesh(&self, configured: &MeshSettings) -> MeshSettings {
+        let mut m = configured.clone();
+        for a in &self.admitted {
+            if m.peer(&a.router_id).is_some() {
+                continue;
+            }
+            match peer_settings(a) {
+                Some(p) => m.peers.push(p),
+                None => log_warn!(
+                    "discovery: admitted {} has no usable peer form",
+                    a.router_id
+                ),
+            }
+        }
+        m
+    }
+
+    /// The candidate `router_id` if it may be approved at `version`.
+    pub fn check_approve(
+        &self,
+        router_id: &str,
+        version: u32,
+    ) -> Result<Candidate, AdmissionRefusal> {
+        self.table
+            .check_approve(router_id, version)
+            .cloned()
+            .map_err(|r| match r {
+                Refusal::AdmissionOff => AdmissionRefusal::AdmissionOff,
+                Refusal::NotFound { router_id } => AdmissionRefusal::NotFound {
+                    router_id: router_id.into(),
+                },
+                Refusal::VersionMismatch {
+                    router_id,
+                    asked,
+                    current,
+                } => AdmissionRefusal::VersionMismatch {
+                    router_id: router_id.into(),
+                    asked,
+                    current,
+                },
+                Refusal::StaticPeer { router_id } => AdmissionRefusal::StaticPeer {
+                    router_id: router_id.into(),
+                    section: "a peer section".into(),
+                },
+            })
+    }
+
+    pub fn view(&self, now: Millis) -> CandidatesView {
+        CandidatesView {
+            admission: self.settings.mode.as_str().into(),
+            off_reason: self.off_reason.as_deref().map(Into::into),
+            candidates: self
+                .table
+                .iter()
+                .take(crate::ipc::discovery::MAX_CANDIDATE_ROWS)
+                .map(|(c, state)| {
+                    let r = &c.seen.record;
+                    CandidateRow {
+                        router_id: r.router_id.as_str().into(),
+                        version: r.version,
+                        domain: r.domain.as_str().into(),
+                        fingerprint: r.fingerprint.to_string().into(),
+                        address: c.seen.address.to_string().into(),
+                        port: c.seen.port,
+                        data_port: r.data_port,
+                        state: state.as_str().into(),
+                        announced: c.announced,
+                        expires_in_ms: self.table.expires_in_ms(c, now),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// `discovery.*` counters for `agentctl stats`.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = self.table.counters();
+        vec![
+            ("discovery.candidates", self.table.len() as u64),
+            ("discovery.admitted", self.admitted.len() as u64),
+            ("discovery.announcements", c.announcements),
+            ("discovery.own_ignored", c.own_ignored),
+            ("discovery.refused_full", c.refused_full),
+            ("discovery.expired", c.expired),
+            ("discovery.version_changes", c.version_changes),
+            ("discovery.records_invalid", self.records_invalid),
+        ]
+    }
+
+    /// Withdraws our announcements (goodbyes) and stops mDNS.
+    pub fn stop(&mut self) {
+        if let Some(m) = self.mdns.take() {
+            m.stop();
+        }
+        self.announced = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dial_address_prefers_ipv4_then_routable_ipv6() {
+        let a = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            pick_address(&[
+                a("fe80::1"),
+                a("2001:db8::2"),
+                a("192.0.2.9"),
+                a("192.0.2.3")
+            ]),
+            Some(a("192.0.2.3"))
+        );
+        assert_eq!(
+            pick_address(&[a("fe80::1"), a("2001:db8::2")]),
+            Some(a("2001:db8::2"))
+        );
+        assert_eq!(pick_address(&[a("fe80::1"), a("127.0.0.1")]), None);
+    }
+
+    #[test]
+    fn an_admitted_candidate_becomes_a_peer_with_schema_defaults() {
+        let p = peer_settings(&AdmittedPeer {
+            router_id: "router-b".into(),
+            address: "192.0.2.2".parse().unwrap(),
+            port: 17444,
+            data_port: 17447,
+            pin: Some(Fingerprint([7; 32])),
+        })
+        .unwrap();
+        assert_eq!(
+            (p.address.as_str(), p.port, p.data_port),
+            ("192.0.2.2", 17444, 17447)
+        );
+        assert_eq!(p.key_fingerprint, Some(Fingerprint([7; 32]).to_string()));
+        assert_eq!(p.max_routes, 10000, "schema default");
+        assert!(!p.reflector_client);
+    }
+}

@@ -1,0 +1,124 @@
+//! What discovery runs on, from the typed configuration (`uci-schema`
+//! holds every default and range).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use router_pki::Fingerprint;
+use uci_schema::Admission;
+
+/// The `discovery` section plus what it announces and what the file
+/// says about peers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoverySettings {
+    pub enabled: bool,
+    /// `discovery.interface`: where to announce and browse.
+    pub interfaces: Vec<String>,
+    pub mode: Admission,
+    pub lifetime_ms: u64,
+    /// `allow_fingerprint`, parsed.
+    pub allow: Vec<Fingerprint>,
+    /// `allow_fingerprint` entries that are not fingerprints (logged).
+    pub allow_invalid: Vec<String>,
+    /// Enabled `peer` sections written by approve: router_id → version.
+    pub approved: BTreeMap<String, u32>,
+    /// Enabled other `peer` sections.
+    pub configured: BTreeSet<String>,
+    /// The ports announced: ARPX (SRV of `_arpx._tcp`), the peer data
+    /// plane (`gw=`), the SDK API (SRV of `_agentd._tcp`). `None`: that
+    /// listener is off.
+    pub arpx_port: Option<u16>,
+    pub data_port: Option<u16>,
+    pub sdk_port: Option<u16>,
+}
+
+fn port_of(listen: &str) -> Option<u16> {
+    listen
+        .parse::<std::net::SocketAddr>()
+        .ok()
+        .map(|a| a.port())
+        .filter(|p| *p != 0)
+}
+
+impl DiscoverySettings {
+    pub fn of_config(c: &uci_schema::Config) -> DiscoverySettings {
+        let d = &c.discovery;
+        let mut allow = Vec::new();
+        let mut allow_invalid = Vec::new();
+        for f in &d.allow_fingerprint {
+            match f.parse::<Fingerprint>() {
+                Ok(fp) => allow.push(fp),
+                Err(_) => allow_invalid.push(f.clone()),
+            }
+        }
+        let mut approved = BTreeMap::new();
+        let mut configured = BTreeSet::new();
+        for p in c.peers.iter().filter(|p| p.enabled) {
+            if p.discovered {
+                let v = u32::try_from(p.record_version).unwrap_or(0);
+                approved.insert(p.router_id.clone(), v);
+            } else {
+                configured.insert(p.router_id.clone());
+            }
+        }
+        DiscoverySettings {
+            enabled: d.enabled,
+            interfaces: d.interface.clone(),
+            mode: d.admission,
+            lifetime_ms: d.candidate_lifetime_s.saturating_mul(1000),
+            allow,
+            allow_invalid,
+            approved,
+            configured,
+            arpx_port: port_of(&c.arpx.listen),
+            data_port: port_of(&c.gateway.peer_listen),
+            sdk_port: port_of(&c.gateway.sdk_listen),
+        }
+    }
+}
+
+impl Default for DiscoverySettings {
+    fn default() -> Self {
+        DiscoverySettings::of_config(uci_schema::Config::defaults())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_come_from_the_schema_and_split_the_peers() {
+        let text = "
+config agentd 'main'
+\toption router_id 'router-a'
+config gateway 'gateway'
+\toption peer_listen '0.0.0.0:17447'
+config arpx 'arpx'
+\toption listen '0.0.0.0:17444'
+config discovery 'discovery'
+\tlist interface 'veth0'
+\tlist allow_fingerprint 'sha256:0000000000000000000000000000000000000000000000000000000000000000'
+\tlist allow_fingerprint 'nonsense'
+config peer 'b'
+\toption router_id 'router-b'
+\toption address '192.0.2.2'
+\toption discovered '1'
+\toption record_version '77'
+config peer 'c'
+\toption router_id 'router-c'
+\toption address '192.0.2.3'
+";
+        let c = uci_schema::Config::from_str(text, "t").unwrap();
+        let s = DiscoverySettings::of_config(&c);
+        assert!(s.enabled, "schema default");
+        assert_eq!(s.mode, Admission::Manual, "schema default");
+        assert_eq!(s.lifetime_ms, 5000, "schema default");
+        assert_eq!(s.interfaces, vec!["veth0".to_string()]);
+        assert_eq!(s.allow, vec![Fingerprint([0; 32])]);
+        assert_eq!(s.allow_invalid, vec!["nonsense".to_string()]);
+        assert_eq!(s.approved.get("router-b"), Some(&77));
+        assert!(s.configured.contains("router-c"));
+        assert_eq!((s.arpx_port, s.data_port), (Some(17444), Some(17447)));
+        assert_eq!(s.sdk_port, Some(7446), "schema default");
+    }
+}
