@@ -1,0 +1,194 @@
+"""Router discovery and admission (DESIGN §6) with real binaries in network
+namespaces: routers announce `_arpx._tcp` over mDNS on the link named in
+`discovery.interface` and browse for each other; a discovered router is a
+candidate (its fingerprint and record version as announced), never a peer
+by itself. Manual mode peers only after `agentctl approve` of exactly the
+announced record version (persisted as a `peer` section with
+`discovered '1'`), revoke removes it and the session ends; allowlist mode
+admits only the listed fingerprint (in memory, nothing written); a
+candidate goes away `candidate_lifetime_s` after its router stops."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any, Dict, Optional, Sequence
+
+from harness.mesh import MeshRouter
+from harness.poll import wait_for
+
+LIFETIME_S = 2
+
+
+def _router(mesh: Any, name: str, admission: str, interfaces: Sequence[str] = (), **disc: Any) -> MeshRouter:
+    r = mesh.router(name)
+    opts: Dict[str, Any] = {
+        "enabled": 1,
+        "admission": admission,
+        "candidate_lifetime_s": LIFETIME_S,
+        "interface": list(interfaces),
+    }
+    opts.update(disc)
+    r.cfg.section("discovery").options = opts
+    return r
+
+
+def _link(mesh: Any, a: MeshRouter, b: MeshRouter) -> None:
+    """A veth between a and b with multicast on (no peer sections: the
+    routers are to find each other); each side's discovery interface is
+    its end of the link."""
+    link = mesh.net.link(a.name, b.name)
+    for r, ifname in ((a, link.a_if), (b, link.b_if)):
+        subprocess.run(["ip", "-n", r.ns.netns, "link", "set", ifname, "multicast", "on"], check=True,
+                       capture_output=True, stdin=subprocess.DEVNULL)
+        d = r.cfg.section("discovery").options
+        d["interface"] = list(d.get("interface") or []) + [ifname]
+
+
+def _candidates(r: MeshRouter) -> Dict[str, Dict[str, Any]]:
+    v = r.stack.ctl_json("candidates")
+    return {c["id"]: c for c in v["candidates"]}
+
+
+def _candidate(r: MeshRouter, other: MeshRouter, timeout: float = 20.0) -> Dict[str, Any]:
+    return wait_for(f"{r.name}: {other.name} discovered", lambda: _candidates(r).get(other.name), timeout=timeout)
+
+
+def _ctl(r: MeshRouter, *args: str) -> tuple:
+    p = r.stack.ctl(*args)
+    return p.returncode, json.loads(p.stdout or b"null"), p.stderr.decode(errors="replace")
+
+
+def _peer_sections(r: MeshRouter) -> Dict[str, Dict[str, str]]:
+    """`peer` sections of the router's config file (as agentd wrote it),
+    router_id → options."""
+    out: Dict[str, Dict[str, str]] = {}
+    cur: Optional[Dict[str, str]] = None
+    for line in r.cfg.path.read_text(encoding="utf-8").splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "config":
+            cur = {} if words[1] == "peer" else None
+            continue
+        if cur is not None and words[0] == "option" and len(words) >= 3:
+            cur[words[1]] = " ".join(words[2:]).strip("'")
+            if words[1] == "router_id":
+                out[cur["router_id"]] = cur
+    # Options after router_id land in the same dict object.
+    return out
+
+
+def _session(r: MeshRouter, other: str) -> Optional[Dict[str, Any]]:
+    return r.peer(other)
+
+
+def test_manual_mode_peers_only_after_approval_of_the_announced_version(mesh):
+    """Proves manual admission end to end: A and B (manual) see each other
+    as pending candidates with the announcer's real key fingerprint and
+    the record version it announces, and hold no session; approve with a
+    wrong version is refused (`version_mismatch`, naming the current
+    version) and writes nothing; approving the announced version on both
+    sides writes a `peer` section with `discovered '1'`, the pinned key
+    and that `record_version`, and the ARPX session comes up; revoke of
+    a wrong version is refused, of the right one removes the section and
+    the session ends (B sees it go down). When B stops (goodbye), A's
+    candidate stops being announced and is gone within its lifetime."""
+    a = _router(mesh, "router-a", "manual")
+    b = _router(mesh, "router-b", "manual")
+    _link(mesh, a, b)
+    a.start()
+    b.start()
+
+    cb = _candidate(a, b)
+    ca = _candidate(b, a)
+    assert cb["fingerprint"] == b.key.fingerprint, cb
+    assert ca["fingerprint"] == a.key.fingerprint, ca
+    assert cb["state"] == "pending" and ca["state"] == "pending", (cb, ca)
+    assert cb["domain"] == "lab.example" and cb["port"] == 7444 and cb["data_port"] == 7447, cb
+    assert cb["address"] == mesh.net.find_link("router-a", "router-b").addr_of("router-b"), cb
+    assert cb["announced"] is True and isinstance(cb["version"], int) and cb["version"] >= 1, cb
+    # A router never lists itself.
+    assert "router-a" not in _candidates(a)
+    # Nothing peers by itself.
+    assert a.peers_status() == [] and b.peers_status() == []
+    assert _peer_sections(a) == {}
+
+    before = a.cfg.path.read_text(encoding="utf-8")
+    wrong = cb["version"] + 1
+    rc, out, err = _ctl(a, "approve", "router-b", str(wrong))
+    assert rc == 1, (rc, out, err)
+    assert out["error"]["code"] == "version_mismatch", out
+    assert str(cb["version"]) in out["error"]["message"], out
+    assert a.cfg.path.read_text(encoding="utf-8") == before, "a refused approval writes nothing"
+    rc, out, _ = _ctl(a, "approve", "router-x", "1")
+    assert rc == 1 and out["error"]["code"] == "candidate_not_found", out
+
+    rc, out, err = _ctl(a, "approve", "router-b", str(cb["version"]))
+    assert rc == 0, (out, err)
+    assert out["ok"] is True and out["version"] == cb["version"], out
+    rc, out, err = _ctl(b, "approve", "router-a", str(ca["version"]))
+    assert rc == 0, (out, err)
+
+    sec = _peer_sections(a)["router-b"]
+    assert sec["discovered"] == "1", sec
+    assert sec["key_fingerprint"] == b.key.fingerprint, sec
+    assert sec["record_version"] == str(cb["version"]), sec
+    assert sec["address"] == cb["address"] and sec["port"] == "7444", sec
+    # The written file is a valid agentd config.
+    chk = subprocess.run([str(mesh.bins.agentd), "--check-config", str(a.cfg.path)], capture_output=True,
+                         stdin=subprocess.DEVNULL)
+    assert chk.returncode == 0, chk.stderr
+    a.wait_established("router-b", timeout=20)
+    b.wait_established("router-a", timeout=20)
+    assert _candidates(a)["router-b"]["state"] == "approved"
+
+    rc, out, _ = _ctl(a, "revoke", "router-b", str(wrong))
+    assert rc == 1 and out["error"]["code"] == "version_mismatch", out
+    rc, out, err = _ctl(a, "revoke", "router-b", str(cb["version"]))
+    assert rc == 0 and out["ok"] is True, (out, err)
+    assert "router-b" not in _peer_sections(a)
+    assert _session(a, "router-b") is None, "A no longer has the peer"
+    wait_for("B: session with router-a down", lambda: (_session(b, "router-a") or {}).get("state") != "established",
+             timeout=20)
+    assert _candidates(a)["router-b"]["state"] == "pending"
+
+    b.stop()
+    gone = wait_for("A: router-b's announcement withdrawn",
+                    lambda: (lambda c: c if c and not c["announced"] else None)(_candidates(a).get("router-b"))
+                    or ("gone" if "router-b" not in _candidates(a) else None), timeout=10)
+    if gone != "gone":
+        assert gone["expires_in_ms"] <= LIFETIME_S * 1000, gone
+    wait_for("A: candidate router-b expired", lambda: "router-b" not in _candidates(a), timeout=LIFETIME_S + 5)
+    stats = a.stack.ctl_json("stats")["counters"]
+    assert stats["discovery.expired"] >= 1, stats
+
+
+def test_allowlist_admits_only_the_listed_fingerprint(mesh):
+    """Proves allowlist admission: A, linked to B and to C, lists only B's
+    key; both B and C list A's. A shows B `admitted` and C `rejected`,
+    runs an ARPX session with B and none with C (C's dials are refused by
+    A's handshake), and writes nothing into its file (an automatic
+    admission lives in memory while the candidate lives)."""
+    a = _router(mesh, "router-a", "allowlist")
+    b = _router(mesh, "router-b", "allowlist")
+    c = _router(mesh, "router-c", "allowlist")
+    a.cfg.section("discovery").options["allow_fingerprint"] = [b.key.fingerprint]
+    for r in (b, c):
+        r.cfg.section("discovery").options["allow_fingerprint"] = [a.key.fingerprint]
+    _link(mesh, a, b)
+    _link(mesh, a, c)
+    for r in (a, b, c):
+        r.start()
+
+    assert _candidate(a, b)["state"] == "admitted"
+    assert _candidate(a, c)["state"] == "rejected"
+    assert _candidate(c, a)["state"] == "admitted"
+    a.wait_established("router-b", timeout=20)
+    b.wait_established("router-a", timeout=20)
+    assert _session(a, "router-c") is None, a.peers_status()
+    # C tries (A is admitted there) and keeps failing at A's handshake.
+    wait_for("C: a refused dial to router-a",
+             lambda: (_session(c, "router-a") or {}).get("dial_failures", 0) >= 1, timeout=20)
+    assert (_session(c, "router-a") or {}).get("state") != "established"
+    assert _peer_sections(a) == {}, "automatic admission writes nothing"
