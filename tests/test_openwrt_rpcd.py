@@ -26,9 +26,6 @@ PLUGIN = REPO / "openwrt-feed" / "agentd" / "files" / "agentd.rpcd"
 # DESIGN §9: the methods of ubus object `agentd`.
 METHODS = {"status", "routes", "agents", "lookup", "peers", "candidates", "approve", "revoke", "reload", "tasks", "stats"}
 
-# Methods whose subsystem (discovery and admission, DESIGN §6) agentd does
-# not have yet: their answer is the typed `unsupported` error object.
-UNSUPPORTED = {"candidates", "approve", "revoke"}
 
 
 def plugin_env(agentctl: Path, config: Optional[Path]) -> Dict[str, str]:
@@ -105,8 +102,13 @@ def test_list_is_typed_and_needs_no_daemon(bins, workdir: Path) -> None:
 
 def expect_shape(method: str, v: Dict[str, Any]) -> None:
     """What each method answers (the keys LuCI reads)."""
-    if method in UNSUPPORTED:
-        assert_error(v, "unsupported")
+    # Discovery (docs/discovery.md) is off in this stack: nothing is a
+    # candidate, so approve and revoke are refused with their own codes.
+    if method == "approve":
+        assert_error(v, "candidate_not_found")
+        return
+    if method == "revoke":
+        assert_error(v, "not_approved")
         return
     assert "error" not in v, (method, v)
     if method == "status":
@@ -119,6 +121,8 @@ def expect_shape(method: str, v: Dict[str, Any]) -> None:
     elif method == "lookup":
         assert v["capability"] == "demo.echo" and v["winner"] == "static:echo", v
         assert isinstance(v["candidates"], list), v
+    elif method == "candidates":
+        assert v["candidates"] == [] and v["admission"] == "manual" and v["discovery"] == "off", v
     elif method == "peers":
         assert v["router_id"] == "systest" and v["peers"] == [], v
     elif method == "reload":
@@ -169,9 +173,8 @@ def test_every_method_answers_one_object_and_errors_when_agentd_is_down(bins, ma
     for method, sig in sorted(sigs.items()):
         p = run_plugin(env, "call", method, stdin=json.dumps(example_args(sig)).encode())
         v = one_object(p.stdout)
-        assert_error(v, "unsupported" if method in UNSUPPORTED else "unreachable")
-        if method not in UNSUPPORTED:
-            assert str(stack.cfg.socket) in v["error"]["message"], v
+        assert_error(v, "unreachable")
+        assert str(stack.cfg.socket) in v["error"]["message"], v
     # And `list` still answers with the daemon gone.
     assert set(signatures(env)) == METHODS
 
