@@ -150,8 +150,11 @@ def test_every_method_answers_one_object_and_errors_when_agentd_is_down(bins, ma
     wait_for("agent-gw's first report to agentd", reported, timeout=20)
 
     for method, sig in sorted(sigs.items()):
-        # rpcd sends blobmsg_format_json of the ubus message: always an object.
-        p = run_plugin(env, "call", method, stdin=json.dumps(example_args(sig)).encode())
+        # rpcd sends blobmsg_format_json of the ubus message: always an
+        # object; through uhttpd (LuCI) it also holds the caller's
+        # ubus_rpc_session, which uhttpd adds to every call's arguments.
+        args = dict(example_args(sig), ubus_rpc_session="8d7f2f1c0b6a4e5d9c3b2a1f0e9d8c7b")
+        p = run_plugin(env, "call", method, stdin=json.dumps(args).encode())
         assert p.returncode == 0, (method, p.stderr)
         expect_shape(method, one_object(p.stdout))
 

@@ -3,7 +3,9 @@
 //! rpcd runs `/usr/libexec/rpcd/agentd list` once and expects the method
 //! signatures at once (it waits without a timeout, so `list` never
 //! contacts the daemon), then `... call METHOD` with the JSON arguments on
-//! stdin, and expects one JSON object on stdout.
+//! stdin, and expects one JSON object on stdout. Arguments a method does
+//! not know are ignored: uhttpd adds `ubus_rpc_session` to every call it
+//! forwards (LuCI's calls all carry it).
 //!
 //! Every answer is one JSON object (lists are wrapped: `{"routes":[...]}`);
 //! every failure is `{"error":{"code":..,"message":..}}` with a stable code
@@ -246,6 +248,16 @@ mod tests {
                 Err(e) => panic!("listed method {m} fails with {e}"),
             }
         }
+    }
+
+    #[test]
+    fn the_session_id_uhttpd_adds_to_every_call_is_ignored() {
+        let args =
+            read_args(&br#"{"ubus_rpc_session":"8d7f2f1c","capability":"demo.echo"}"#[..]).unwrap();
+        assert!(
+            matches!(command_for("lookup", &args), Ok(Command::Lookup(q)) if q.capability == "demo.echo")
+        );
+        assert_eq!(command_for("status", &args), Ok(Command::Status));
     }
 
     #[test]
