@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::schema::{DefaultValue, Kind, OptionSpec, SECTIONS};
+use crate::schema::{check_value, DefaultValue, Kind, OptionSpec, SECTIONS};
 
 /// Markdown reference of every section and option: default, accepted
 /// values and meaning.
@@ -100,7 +100,11 @@ fn values_cell(o: &OptionSpec) -> String {
         kind => kind.to_string(),
     };
     if let Some(means) = o.empty {
-        let _ = write!(v, "; '' = {means}");
+        if check_value(o.kind, crate::schema::OFF) {
+            let _ = write!(v, "; '' = {means}");
+        } else {
+            let _ = write!(v, "; '' or 'off' = {means}");
+        }
     }
     v
 }

@@ -789,3 +789,29 @@ fn protocol_ingress_options_have_their_defaults_and_are_read() {
     let e = one_error("config gateway 'gateway'\n\tlist allowed_hosts 'bad host'\n");
     assert_eq!(e.option.as_deref(), Some("allowed_hosts"));
 }
+
+/// `uci set agentd.gateway.public_listen=''` (and LuCI's `uci.set` with
+/// an empty string) deletes the option, so the default listener comes
+/// back: `off` is the spelling that turns it off with those tools.
+#[test]
+fn off_turns_off_what_the_empty_value_turns_off() {
+    let c = ok(concat!(
+        "config gateway 'gateway'\n\toption public_listen 'off'\n\toption peer_listen 'off'\n",
+        "config arpx 'arpx'\n\toption listen 'off'\n",
+        "config agentd 'main'\n\toption domain_ca 'off'\n",
+        "config mapping 'm'\n\toption capability 'demo.echo'\n\toption description 'off'\n",
+    ));
+    assert_eq!(c.gateway.public_listen, "");
+    assert_eq!(c.gateway.peer_listen, "");
+    assert_eq!(c.arpx.listen, "");
+    assert_eq!(c.agentd.domain_ca, "");
+    // Where `off` is itself a value (free text), it stays that value.
+    assert_eq!(c.mappings[0].description, "off");
+    // Where no empty value is accepted, `off` is an error like any other.
+    let e = Config::from_str(
+        "config gateway 'gateway'\n\toption sdk_listen 'off'\n",
+        FILE,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("sdk_listen"), "{e}");
+}

@@ -164,7 +164,14 @@ impl<'a> Reader<'a> {
     pub(crate) fn text(&mut self, name: &'static str) -> String {
         let os = self.spec_of(name);
         match self.value(name) {
-            Some(v) => v.items().first().cloned().unwrap_or_default(),
+            Some(v) => {
+                let v = v.items().first().cloned().unwrap_or_default();
+                if os.means_empty(&v) {
+                    String::new()
+                } else {
+                    v
+                }
+            }
             None => match os.default {
                 DefaultValue::Text(t) => t.to_string(),
                 DefaultValue::SectionName => self

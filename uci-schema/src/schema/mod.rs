@@ -159,10 +159,22 @@ impl SectionSpec {
     }
 }
 
+/// Spells `''` for an option that accepts the empty value: `uci set
+/// pkg.sec.opt=''` and LuCI's `uci.set` delete an option set to the empty
+/// string (bringing its default back), so a listener that is on by
+/// default could not be turned off with them.
+pub const OFF: &str = "off";
+
 impl OptionSpec {
     /// Checks one value (one list item for list options) against this
     /// option's kind, honouring `empty`.
     pub fn check(&self, value: &str) -> bool {
-        (value.is_empty() && self.empty.is_some()) || check_value(self.kind, value)
+        self.means_empty(value) || check_value(self.kind, value)
+    }
+
+    /// `value` is the empty value of this option: `''`, or [`OFF`] where
+    /// `''` is accepted and `off` is not itself one of its values.
+    pub fn means_empty(&self, value: &str) -> bool {
+        self.empty.is_some() && (value.is_empty() || (value == OFF && !check_value(self.kind, OFF)))
     }
 }

@@ -349,10 +349,18 @@ return baseclass.extend({
 		return fn ? fn(kind, String(value)) : false;
 	},
 
-	/* OptionSpec::check: the kind, or '' where the option gives '' a meaning. */
-	check: function(spec, value) {
+	/* OptionSpec::means_empty: '' where the option gives '' a meaning, or
+	 * 'off' for it where 'off' is not itself one of its values (uci
+	 * cannot store an empty value). */
+	meansEmpty: function(spec, value) {
 		value = String(value);
-		return (value === '' && spec.empty != null) || this.checkKind(spec, value);
+		return spec.empty != null &&
+			(value === '' || (value === 'off' && !this.checkKind(spec, 'off')));
+	},
+
+	/* OptionSpec::check: the kind, or the option's empty value. */
+	check: function(spec, value) {
+		return this.meansEmpty(spec, value) || this.checkKind(spec, String(value));
 	},
 
 	expected: expected,
@@ -436,7 +444,7 @@ return baseclass.extend({
 			 * bring the default back: an explicit '' in the file is left
 			 * as it is when the field stays empty. */
 			o.placeholder = spec.default;
-			o.description = '%s %s'.format(spec.doc, _("An empty value in the file means: %s.").format(spec.empty));
+			o.description = '%s %s'.format(spec.doc, _("'off' (or an empty value in the file) means: %s.").format(spec.empty));
 			o.remove = function(section_id) {
 				if (this.cfgvalue(section_id) === '')
 					return;
