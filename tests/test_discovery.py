@@ -5,8 +5,9 @@ candidate (its fingerprint and record version as announced), never a peer
 by itself. Manual mode peers only after `agentctl approve` of exactly the
 announced record version (persisted as a `peer` section with
 `discovered '1'`), revoke removes it and the session ends; allowlist mode
-admits only the listed fingerprint (in memory, nothing written); a
-candidate goes away `candidate_lifetime_s` after its router stops."""
+admits only the listed fingerprint and same-domain mode only routers of
+our domain (in memory, nothing written); a candidate goes away
+`candidate_lifetime_s` after its router stops."""
 
 from __future__ import annotations
 
@@ -192,3 +193,29 @@ def test_allowlist_admits_only_the_listed_fingerprint(mesh):
              lambda: (_session(c, "router-a") or {}).get("dial_failures", 0) >= 1, timeout=20)
     assert (_session(c, "router-a") or {}).get("state") != "established"
     assert _peer_sections(a) == {}, "automatic admission writes nothing"
+
+
+def test_same_domain_admits_routers_of_our_domain_only(mesh):
+    """Proves same-domain admission: A and B announce `lab.example`, C
+    `other.example` (no domain CA anywhere, so the announced key is
+    pinned). A shows B `admitted` and C `rejected` (and C shows A
+    `rejected`); the session A–B comes up without any approval or file
+    change, and A holds no session with C."""
+    a = _router(mesh, "router-a", "same-domain")
+    b = _router(mesh, "router-b", "same-domain")
+    c = _router(mesh, "router-c", "same-domain")
+    c.cfg.section("agentd").options["domain"] = "other.example"
+    _link(mesh, a, b)
+    _link(mesh, a, c)
+    for r in (a, b, c):
+        r.start()
+
+    cb = _candidate(a, b)
+    assert (cb["state"], cb["domain"]) == ("admitted", "lab.example"), cb
+    cc = _candidate(a, c)
+    assert (cc["state"], cc["domain"]) == ("rejected", "other.example"), cc
+    assert _candidate(c, a)["state"] == "rejected"
+    a.wait_established("router-b", timeout=20)
+    b.wait_established("router-a", timeout=20)
+    assert _session(a, "router-c") is None and c.peers_status() == [], (a.peers_status(), c.peers_status())
+    assert _peer_sections(a) == {} and _peer_sections(b) == {}
