@@ -91,6 +91,13 @@ test-python: toolchain venv
 	  else \
 	    echo "error: the feed tests need shellcheck: apt-get install shellcheck" >&2; exit 1; \
 	  fi; }
+	@{ command -v avahi-daemon && command -v avahi-browse && command -v dbus-daemon; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing avahi-daemon, avahi-utils, dbus (an independent mDNS browser next to agentd: tests/test_discovery.py)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq avahi-daemon avahi-utils dbus >/dev/null; \
+	  else \
+	    echo "error: the discovery tests need avahi: apt-get install avahi-daemon avahi-utils dbus" >&2; exit 1; \
+	  fi; }
 	$(CARGO) build -p agentd -p agent-gw --bins
 	$(VENV)/bin/python -m pytest sdk-python-bindings/tests $(PYTEST_ARGS)
 	AGENTD_TEST_NO_BUILD=1 $(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)

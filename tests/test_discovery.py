@@ -12,8 +12,11 @@ our domain (in memory, nothing written); a candidate goes away
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
+
+import pytest
 
 from harness.mesh import MeshRouter
 from harness.poll import wait_for
@@ -219,3 +222,108 @@ def test_same_domain_admits_routers_of_our_domain_only(mesh):
     b.wait_established("router-a", timeout=20)
     assert _session(a, "router-c") is None and c.peers_status() == [], (a.peers_status(), c.peers_status())
     assert _peer_sections(a) == {} and _peer_sections(b) == {}
+
+
+# ---- avahi next to agentd ---------------------------------------------------
+
+_BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={bus}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+"""
+
+_AVAHI_CONF = """[server]
+use-ipv4=yes
+use-ipv6=no
+allow-interfaces={ifname}
+enable-dbus=yes
+disallow-other-stacks=no
+[wide-area]
+enable-wide-area=no
+[publish]
+disable-publishing=yes
+"""
+
+
+class _Avahi:
+    """avahi-daemon in a router's namespace with a private system bus (a
+    dbus-daemon of its own; `ip netns exec` gives the daemon a private
+    mount namespace, where its pid directory is a fresh tmpfs). Both
+    stopped by PID."""
+
+    def __init__(self, r: MeshRouter, ifname: str) -> None:
+        d = r.dir / "avahi"
+        d.mkdir(parents=True, exist_ok=True)
+        self.ns = r.ns
+        self.bus = d / "bus"
+        (d / "bus.conf").write_text(_BUS_CONF.format(bus=self.bus), encoding="utf-8")
+        (d / "avahi.conf").write_text(_AVAHI_CONF.format(ifname=ifname), encoding="utf-8")
+        self.procs: list = []
+        self.log = d / "log"
+        with open(self.log, "wb") as log:
+            self.procs.append(subprocess.Popen(
+                self.ns.exec_argv(["dbus-daemon", f"--config-file={d / 'bus.conf'}", "--nofork", "--nopidfile"]),
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL))
+            wait_for("private dbus socket", lambda: self.bus.exists(), timeout=10)
+            script = (f"mkdir -p /run/avahi-daemon && mount -t tmpfs tmpfs /run/avahi-daemon && "
+                      f"exec env DBUS_SYSTEM_BUS_ADDRESS=unix:path={self.bus} avahi-daemon -f {d / 'avahi.conf'} "
+                      f"--no-drop-root --no-chroot --no-rlimits")
+            self.procs.append(subprocess.Popen(self.ns.exec_argv(["sh", "-c", script]), stdout=log, stderr=log,
+                                               stdin=subprocess.DEVNULL))
+        wait_for("avahi-daemon started", lambda: b"Server startup complete" in self.log.read_bytes(), timeout=10)
+
+    def browse(self, service: str) -> List[List[str]]:
+        """`avahi-browse -rpt SERVICE`: the resolved (`=`) rows, split."""
+        p = subprocess.run(self.ns.exec_argv(["env", f"DBUS_SYSTEM_BUS_ADDRESS=unix:path={self.bus}",
+                                              "avahi-browse", "-rpt", service]),
+                           capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
+        return [line.split(";") for line in p.stdout.decode(errors="replace").splitlines() if line.startswith("=")]
+
+    def close(self) -> None:
+        for p in reversed(self.procs):
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=5)
+
+
+def test_avahi_sees_the_sdk_announcement_and_coexists(mesh):
+    """Proves our `_agentd._tcp` and `_arpx._tcp` announcements are real
+    DNS-SD an independent implementation reads: avahi-browse in B's
+    namespace resolves A's `_agentd._tcp` instance `router-a` at A's link
+    address and the SDK port, and A's `_arpx._tcp` TXT record with A's
+    fingerprint. avahi-daemon runs on port 5353 next to B's agentd (the
+    umdns situation on OpenWrt), and B still discovers A."""
+    for tool in ("avahi-daemon", "avahi-browse", "dbus-daemon"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed (make test-python installs avahi-daemon, avahi-utils, dbus)")
+    a = _router(mesh, "router-a", "manual")
+    b = _router(mesh, "router-b", "manual")
+    _link(mesh, a, b)
+    link = mesh.net.find_link("router-a", "router-b")
+    avahi = _Avahi(b, link.b_if)
+    try:
+        a.start()
+        b.start()
+        row = wait_for("avahi-browse: router-a's _agentd._tcp",
+                       lambda: next((r for r in avahi.browse("_agentd._tcp") if r[3] == "router-a"), None), timeout=20)
+        # =;iface;proto;name;type;domain;host;address;port;txt
+        assert row[4] == "_agentd._tcp" and row[6] == "router-a.local", row
+        assert (row[7], row[8]) == (link.addr_of("router-a"), "7446"), row
+        arpx = wait_for("avahi-browse: router-a's _arpx._tcp",
+                        lambda: next((r for r in avahi.browse("_arpx._tcp") if r[3] == "router-a"), None), timeout=20)
+        assert arpx[8] == "7444" and f'"fp={a.key.fingerprint}"' in arpx[9], arpx
+        assert _candidate(b, a)["fingerprint"] == a.key.fingerprint
+    finally:
+        avahi.close()
