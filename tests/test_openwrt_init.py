@@ -127,7 +127,7 @@ def test_init_script_declares_its_procd_instance(name: str, workdir: Path) -> No
     assert run_rc(script, "stop", workdir / "procd.log", workdir) == [("procd_kill", name, "")]
 
 
-def test_reload_sends_sighup_to_each_running_daemon(make_stack, workdir: Path) -> None:
+def test_reload_sighups_agentd_and_redeclares_agent_gw(make_stack, workdir: Path) -> None:
     stack = make_stack()
     state = workdir / "procd-state"
     state.mkdir()
@@ -146,12 +146,15 @@ def test_reload_sends_sighup_to_each_running_daemon(make_stack, workdir: Path) -
     )
     assert stack.agentd.alive()
 
-    calls = run_rc(install_init(workdir, "agent-gw"), "reload", workdir / "procd.log", state)
-    assert calls == [("procd_send_signal", "agent-gw", "agent-gw", "HUP")], calls
-    # SIGHUP's default action would have killed it; agent-gw logs it.
-    wait_for("agent-gw to log the SIGHUP", lambda: "SIGHUP" in stack.gw.log_text(20000), timeout=10)
-    assert stack.gw.alive()
-    assert stack.http.healthz().get("control_plane") == "up"
+    # agent-gw reads its config only at start: its reload declares the
+    # instance again, with /etc/config/agentd as its `file` parameter, so
+    # procd restarts it exactly when that file changed.
+    script = install_init(workdir, "agent-gw")
+    calls = run_rc(script, "reload", workdir / "procd.log", state)
+    assert calls[0] == ("procd_open_service", "agent-gw", str(script)), calls
+    assert calls[1:] == EXPECTED_START["agent-gw"], calls
+    assert ("procd_set_param", "file", "/etc/config/agentd") in calls
+    assert not any(c[0] == "procd_send_signal" for c in calls), calls
 
 
 def stand_in_root(tmp: Path) -> Path:
