@@ -4,12 +4,13 @@
 //!
 //! An entry says only "this router's key signed this root message", so
 //! it may be forgotten at any time (the next call of the batch verifies
-//! again): the cache is bounded, expired entries go first, and when it is
-//! full of live ones the one expiring soonest makes room. Replay
-//! protection is not here — every call's nonce is still checked against
-//! the [`ReplayCache`](crate::peer::replay::ReplayCache).
+//! again): the cache is bounded, and when full the oldest entry makes
+//! room — roots are inserted in the order they are first seen, which is
+//! also about the order they expire in, so that is O(1) per insert.
+//! Replay protection is not here — every call's nonce is still checked
+//! against the [`ReplayCache`](crate::peer::replay::ReplayCache).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use sha2::{Digest, Sha256};
 
@@ -22,6 +23,8 @@ pub struct RootCache {
     /// Digest of (signer key, signed root message) → until when (Unix
     /// ms, skew included) it is kept.
     entries: HashMap<[u8; 32], u64>,
+    /// Insertion order, for eviction.
+    order: VecDeque<([u8; 32], u64)>,
     capacity: usize,
 }
 
@@ -37,6 +40,7 @@ impl RootCache {
     pub fn new(capacity: usize) -> RootCache {
         RootCache {
             entries: HashMap::new(),
+            order: VecDeque::new(),
             capacity: capacity.max(1),
         }
     }
@@ -48,23 +52,18 @@ impl RootCache {
 
     /// Remembers a verified root until `until_ms`.
     pub fn insert(&mut self, k: [u8; 32], until_ms: u64, now_ms: u64) {
-        if until_ms <= now_ms {
+        if until_ms <= now_ms || self.entries.contains_key(&k) {
             return;
         }
-        if self.entries.len() >= self.capacity && !self.entries.contains_key(&k) {
-            self.entries.retain(|_, &mut until| until > now_ms);
-            if self.entries.len() >= self.capacity {
-                let soonest = self
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, &until)| until)
-                    .map(|(k, _)| *k);
-                if let Some(s) = soonest {
-                    self.entries.remove(&s);
-                }
+        while let Some(&(old, until)) = self.order.front() {
+            if until > now_ms && self.order.len() < self.capacity {
+                break;
             }
+            self.order.pop_front();
+            self.entries.remove(&old);
         }
         self.entries.insert(k, until_ms);
+        self.order.push_back((k, until_ms));
     }
 
     pub fn len(&self) -> usize {
@@ -87,13 +86,20 @@ mod tests {
         c.insert(a, 100, 0);
         c.insert(b, 200, 0);
         assert!(c.contains(&a, 99) && !c.contains(&a, 100));
-        // Full of live entries: the soonest to expire makes room.
+        // Full of live entries: the oldest makes room.
         c.insert(d, 300, 50);
         assert_eq!(c.len(), 2);
         assert!(!c.contains(&a, 50) && c.contains(&b, 50) && c.contains(&d, 50));
+        // Expired entries go first.
+        c.insert([5; 32], 400, 250);
+        assert!(!c.contains(&b, 250) && c.contains(&d, 250) && c.contains(&[5; 32], 250));
         // Already expired: not kept.
         c.insert([4; 32], 10, 50);
         assert!(!c.contains(&[4; 32], 5));
+        for i in 0..100u8 {
+            c.insert([i; 32], 1000, 260);
+        }
+        assert_eq!(c.len(), 2);
     }
 
     #[test]

@@ -157,7 +157,9 @@ mod tests {
                     };
                     verify(a, &e, &mut roots, &mut replay).unwrap();
                 }
-                assert_eq!(roots.len(), 2, "one verified root per batch");
+                // The batch of three is kept; a batch of one (router-d's)
+                // has no other call to carry its root and is not.
+                assert_eq!(roots.len(), 1, "one verified root per batch of several");
                 // The next turn is a new batch.
                 let a = signer
                     .sign(claims("router-b", 9), 30_000, key.clone(), id.clone())
