@@ -29,6 +29,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{timeout, timeout_at, Instant};
 use tokio_rustls::TlsConnector;
 
+use crate::peer::coalesce::Coalesce;
 use crate::peer::link::Link;
 use crate::peer::tls::{error_text, server_name, PeerTls};
 use crate::peer::{h2_settings, LocalExec, PeerStats};
@@ -207,7 +208,7 @@ async fn drive(slot: Rc<Slot>, tls: Rc<RefCell<PeerTls>>, stats: Rc<PeerStats>) 
 }
 
 type Conn = hyper::client::conn::http2::Connection<
-    TokioIo<Prefixed<tokio_rustls::client::TlsStream<TcpStream>>>,
+    TokioIo<Coalesce<Prefixed<tokio_rustls::client::TlsStream<TcpStream>>>>,
     Full<Bytes>,
     LocalExec,
 >;
@@ -262,7 +263,7 @@ async fn dial(
     let mut b = hyper::client::conn::http2::Builder::new(LocalExec);
     b.timer(TokioTimer::new());
     h2_settings::client(&mut b);
-    b.handshake(TokioIo::new(io))
+    b.handshake(TokioIo::new(Coalesce::new(io)))
         .await
         .map_err(|e| format!("h2 handshake: {e}"))
 }

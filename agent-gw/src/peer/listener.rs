@@ -19,6 +19,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::peer::coalesce::Coalesce;
 use crate::peer::tls::error_text;
 use crate::peer::{h2_settings, inbound, LocalExec, PeerStats};
 use crate::state::AppState;
@@ -127,7 +128,7 @@ async fn connection(state: Rc<AppState>, tls: Tls, link: crate::peer::Link, from
     let mut b = hyper::server::conn::http2::Builder::new(LocalExec);
     b.timer(TokioTimer::new());
     h2_settings::server(&mut b);
-    let conn = b.serve_connection(TokioIo::new(tls), svc);
+    let conn = b.serve_connection(TokioIo::new(Coalesce::new(tls)), svc);
     tokio::select! {
         r = conn => {
             if let Err(e) = r {

@@ -12,12 +12,14 @@
 //!   receiver's checks; [`merkle`] — the batch hash tree; [`signer`] —
 //!   one signature per event-loop turn and target; [`roots`] — batch
 //!   roots already verified; [`replay`] — the bounded replay windows.
-//! * [`tls`], [`conns`], [`listener`] — the transport; [`follow`] applies
+//! * [`tls`], [`conns`], [`listener`] — the transport ([`coalesce`]: one
+//!   TLS record per turn, not per frame); [`follow`] applies
 //!   the FIB's links to it ([`plane`] holds the state).
 //! * [`outbound`], [`inbound`] — the two ends of one hop.
 //! * [`remote`] — task handles of calls that live on another router.
 
 pub mod assertion;
+pub mod coalesce;
 pub mod conns;
 pub mod follow;
 pub mod inbound;
