@@ -112,6 +112,10 @@ pub struct GatewayConfig {
     pub mappings: Vec<crate::catalog::Entry>,
     /// `gateway.expose_schemas`.
     pub expose_schemas: bool,
+    /// `gateway.mcp_max_sessions`.
+    pub mcp_max_sessions: usize,
+    /// `gateway.mcp_session_idle` in ms.
+    pub mcp_session_idle_ms: u64,
     /// `gateway.protocol_tenant`: the tenant of MCP/A2A calls in auth
     /// `none`.
     pub protocol_tenant: Box<str>,
@@ -334,6 +338,8 @@ impl GatewayConfig {
             pins: agentd::owner::pins_of(c),
             mappings,
             expose_schemas: g.expose_schemas,
+            mcp_max_sessions: usize_of(g.mcp_max_sessions),
+            mcp_session_idle_ms: g.mcp_session_idle.saturating_mul(1000),
             protocol_tenant: g.protocol_tenant.as_str().into(),
             allowed_hosts: g.allowed_hosts.iter().map(|h| h.as_str().into()).collect(),
             public_url: g.public_url.trim_end_matches('/').into(),
@@ -492,6 +498,7 @@ mod tests {
         assert!(GatewayConfig::from_uci(&c).is_err());
         let d = GatewayConfig::default();
         assert_eq!((d.expose_schemas, &*d.protocol_tenant), (false, "default"));
+        assert_eq!((d.mcp_max_sessions, d.mcp_session_idle_ms), (256, 600_000));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -38,6 +38,9 @@ pub enum Endpoint<'p> {
     A2aRpc {
         agent: Option<&'p str>,
     },
+    /// MCP Streamable HTTP; every method is the endpoint's to judge
+    /// (the revision decides which are allowed).
+    Mcp,
 }
 
 impl Endpoint<'_> {
@@ -64,6 +67,7 @@ pub const MAX_TASK_ID: usize = 128;
 pub fn resolve<'p>(method: &Method, path: &'p str) -> Result<Endpoint<'p>, NoEndpoint> {
     use Endpoint::*;
     let (ep, allow) = match path {
+        "/mcp" => return Ok(Mcp),
         "/healthz" => (Healthz, "GET"),
         "/agent/v1/authentication" => (Authentication, "GET"),
         "/agent/v1/bootstrap" => (Bootstrap, "POST"),
@@ -273,6 +277,14 @@ mod tests {
         assert_eq!(resolve(&post, "/a2a/echo/x"), Err(NoEndpoint::NotFound));
         let long = format!("/a2a/{}", "n".repeat(MAX_AGENT_NAME + 1));
         assert_eq!(resolve(&post, &long), Err(NoEndpoint::NotFound));
+    }
+
+    #[test]
+    fn mcp_takes_every_method() {
+        for m in [Method::POST, Method::GET, Method::DELETE, Method::PUT] {
+            assert_eq!(resolve(&m, "/mcp"), Ok(Endpoint::Mcp));
+        }
+        assert_eq!(resolve(&Method::POST, "/mcp/"), Err(NoEndpoint::NotFound));
     }
 
     #[test]

@@ -260,6 +260,7 @@ pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
         Endpoint::Task { id, op } => tasks::task(cx, &parts, id, op).await,
         Endpoint::A2aCard { agent } => crate::a2a::rpc::agent_card(cx, &parts, agent.into()),
         Endpoint::A2aRpc { agent } => crate::a2a::rpc::rpc(cx, &parts, body, agent.into()).await,
+        Endpoint::Mcp => Ok(crate::mcp::handle(cx, parts, body).await),
     };
     result.unwrap_or_else(ApiError::into_response)
 }

@@ -53,6 +53,8 @@ pub struct AppState {
     /// What A2A remembers per task (context id, skill), bounded by the
     /// task table.
     pub a2a: RefCell<crate::a2a::handle::Contexts>,
+    /// MCP sessions of the handshake revisions.
+    pub mcp: RefCell<crate::mcp::session::Sessions>,
 }
 
 /// Counters of stream followers.
@@ -101,6 +103,10 @@ impl AppState {
             stream_stats: Default::default(),
             catalog: crate::catalog::Catalog::new(cfg.mappings.clone(), cfg.expose_schemas),
             a2a: RefCell::default(),
+            mcp: RefCell::new(crate::mcp::session::Sessions::new(
+                cfg.mcp_max_sessions,
+                cfg.mcp_session_idle_ms,
+            )),
             cfg,
         })
     }

@@ -403,6 +403,8 @@ fn gateway(r: &mut Reader) -> Gateway {
         assertion_ttl: r.u64("assertion_ttl"),
         replay_cache: r.u64("replay_cache"),
         expose_schemas: r.bool("expose_schemas"),
+        mcp_max_sessions: r.u64("mcp_max_sessions"),
+        mcp_session_idle: r.u64("mcp_session_idle"),
         protocol_tenant: r.text("protocol_tenant"),
         allowed_hosts: r.list("allowed_hosts"),
         public_url: r.text("public_url"),

@@ -89,6 +89,9 @@ pub struct Gateway {
     pub assertion_ttl: u64,
     pub replay_cache: u64,
     pub expose_schemas: bool,
+    pub mcp_max_sessions: u64,
+    /// Seconds.
+    pub mcp_session_idle: u64,
     pub protocol_tenant: String,
     pub allowed_hosts: Vec<String>,
     pub public_url: String,

@@ -143,6 +143,8 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .u64("assertion_ttl", g.assertion_ttl)
             .u64("replay_cache", g.replay_cache)
             .bool("expose_schemas", g.expose_schemas)
+            .u64("mcp_max_sessions", g.mcp_max_sessions)
+            .u64("mcp_session_idle", g.mcp_session_idle)
             .text("protocol_tenant", &g.protocol_tenant)
             .list("allowed_hosts", &g.allowed_hosts)
             .text("public_url", &g.public_url)

@@ -181,7 +181,9 @@ const GATEWAY: &[OptionSpec] = &[
     boolean("expose_schemas", "0", "Also expose, as MCP tools, every registration whose contract carries an input schema (named after its capability; a mapping of the same name wins). Off: only mapping sections are exposed."),
     text("protocol_tenant", Kind::Name, "default", "With auth 'none' (labs), the tenant MCP and A2A calls act for; their source agent is 'agent://<tenant>/mcp-client' or '.../a2a-client'. With JWT auth the token decides."),
     text("public_url", Kind::Url, "", "Base URL (scheme, host, optional port and path prefix) A2A clients reach this gateway at, written into agent cards (e.g. behind a port forward or a DNS name). Empty: the scheme of the listener and the request's Host.").or_empty("from the request"),
-    list("allowed_hosts", Kind::Host, &[], "Host names (or addresses) MCP and A2A clients may use in Host and Origin besides the listener addresses, localhost, 127.0.0.1, [::1] and the router's interface addresses (DNS-rebinding protection); anything else is refused 403."),
+    list("allowed_hosts", Kind::Host, &[], "Host names (or addresses) MCP and A2A clients may use in Host and Origin besides the listener addresses, localhost, 127.0.0.1, [::1] and the router's interface addresses (DNS-rebinding protection): another Host is refused 421, another Origin 403."),
+    uint("mcp_max_sessions", "256", 1, 65536, "Most open MCP sessions (handshake revisions up to 2025-11-25; 2026-07-28 is sessionless); one caller identity holds at most a quarter. Beyond it initialize is refused (503)."),
+    uint("mcp_session_idle", "600", 10, 86400, "Seconds an MCP session without a running call may stay unused before it ends (its id then answers 404)."),
     uint("replay_cache", "4096", 1, 1_000_000, "Replay windows of forwarding-assertion nonces kept (one per sending gateway process, whatever its rate; a sender drawing random nonces uses one per assertion, for its lifetime); when full, assertions needing a new one are refused (assertion_cache_full)."),
 ];
 

@@ -446,7 +446,7 @@ return baseclass.extend({
 	      },
 	      "allowed_hosts": {
 	        "default": [],
-	        "doc": "Host names (or addresses) MCP and A2A clients may use in Host and Origin besides the listener addresses, localhost, 127.0.0.1, [::1] and the router's interface addresses (DNS-rebinding protection); anything else is refused 403.",
+	        "doc": "Host names (or addresses) MCP and A2A clients may use in Host and Origin besides the listener addresses, localhost, 127.0.0.1, [::1] and the router's interface addresses (DNS-rebinding protection): another Host is refused 421, another Origin 403.",
 	        "kind": "host",
 	        "list": true
 	      },
@@ -622,6 +622,22 @@ return baseclass.extend({
 	        "max": "86400",
 	        "min": "1"
 	      },
+	      "mcp_max_sessions": {
+	        "default": "256",
+	        "doc": "Most open MCP sessions (handshake revisions up to 2025-11-25; 2026-07-28 is sessionless); one caller identity holds at most a quarter. Beyond it initialize is refused (503).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65536",
+	        "min": "1"
+	      },
+	      "mcp_session_idle": {
+	        "default": "600",
+	        "doc": "Seconds an MCP session without a running call may stay unused before it ends (its id then answers 404).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "86400",
+	        "min": "10"
+	      },
 	      "peer_listen": {
 	        "default": "[::]:7447",
 	        "doc": "Peer/relay data plane (h2 over mTLS).",
@@ -790,6 +806,8 @@ return baseclass.extend({
 	      "protocol_tenant",
 	      "public_url",
 	      "allowed_hosts",
+	      "mcp_max_sessions",
+	      "mcp_session_idle",
 	      "replay_cache"
 	    ]
 	  },

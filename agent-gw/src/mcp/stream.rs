@@ -1,0 +1,280 @@
+//! The event stream of one MCP request (a `tools/call` answered as SSE):
+//! a bounded history of encoded SSE frames that the call appends to and
+//! any number of followers read from a cursor — the POST's own response,
+//! or, in the handshake revisions, a `GET` with `Last-Event-ID` after the
+//! client lost that response.
+//!
+//! A follower is a small task feeding a channel-backed response body, so
+//! a client that goes away is noticed either when its connection closes
+//! (hyper drops the body) or at the next keep-alive comment. What a
+//! detached follower means is the caller's choice: in 2026-07-28 closing
+//! the response *is* the cancellation; in the handshake revisions it is
+//! not (the client may resume) and only `notifications/cancelled` or the
+//! end of the session cancels.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Body as HttpBody, Frame};
+use tokio::sync::{mpsc, watch, Notify};
+
+use crate::body::Body;
+
+/// A comment line every this often keeps proxies from timing the stream
+/// out and makes a vanished client show (the write fails).
+pub const KEEPALIVE: Duration = Duration::from_secs(5);
+
+/// The stream's events so far.
+#[derive(Debug)]
+struct Events {
+    /// (sequence number from 1, encoded frame).
+    kept: VecDeque<(u64, Bytes)>,
+    bytes: usize,
+    last: u64,
+    done: bool,
+}
+
+/// One request's event stream, shared by the call and its followers.
+#[derive(Debug)]
+pub struct Stream {
+    events: RefCell<Events>,
+    max_events: usize,
+    max_bytes: usize,
+    /// Bumped on every change (followers wait on it).
+    tick: watch::Sender<u64>,
+}
+
+/// A follower asked for events that were dropped from the history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lost;
+
+impl Stream {
+    pub fn new(max_events: usize, max_bytes: usize) -> Rc<Stream> {
+        Rc::new(Stream {
+            events: RefCell::new(Events {
+                kept: VecDeque::new(),
+                bytes: 0,
+                last: 0,
+                done: false,
+            }),
+            max_events: max_events.max(2),
+            max_bytes: max_bytes.max(1),
+            tick: watch::Sender::new(0),
+        })
+    }
+
+    /// The sequence number the next frame gets.
+    pub fn next_seq(&self) -> u64 {
+        self.events.borrow().last + 1
+    }
+
+    /// Appends a frame; the oldest go when the history is full (the last
+    /// one always stays: it is the answer).
+    pub fn push(&self, frame: Vec<u8>) -> u64 {
+        let mut e = self.events.borrow_mut();
+        e.last += 1;
+        let seq = e.last;
+        e.bytes += frame.len();
+        e.kept.push_back((seq, Bytes::from(frame)));
+        while e.kept.len() > 1 && (e.kept.len() > self.max_events || e.bytes > self.max_bytes) {
+            if let Some((_, f)) = e.kept.pop_front() {
+                e.bytes -= f.len();
+            }
+        }
+        drop(e);
+        self.tick.send_modify(|t| *t += 1);
+        seq
+    }
+
+    /// No more frames will come.
+    pub fn finish(&self) {
+        self.events.borrow_mut().done = true;
+        self.tick.send_modify(|t| *t += 1);
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.events.borrow().done
+    }
+
+    /// Holds a frame with this sequence number (or did: it was dropped).
+    pub fn covers(&self, seq: u64) -> bool {
+        seq <= self.events.borrow().last
+    }
+
+    /// Frames after `cursor`, and whether the stream is done.
+    fn after(&self, cursor: u64) -> Result<(Vec<(u64, Bytes)>, bool), Lost> {
+        let e = self.events.borrow();
+        let first = e.kept.front().map_or(e.last + 1, |(s, _)| *s);
+        if cursor + 1 < first && cursor < e.last {
+            return Err(Lost);
+        }
+        let out = e
+            .kept
+            .iter()
+            .filter(|(s, _)| *s > cursor)
+            .cloned()
+            .collect();
+        Ok((out, e.done))
+    }
+
+    /// Checks that a follower from `cursor` would miss nothing.
+    pub fn check_cursor(&self, cursor: u64) -> Result<(), Lost> {
+        self.after(cursor).map(|_| ())
+    }
+}
+
+/// A response body fed by a channel.
+struct ChannelBody(mpsc::Receiver<Bytes>);
+
+impl HttpBody for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.get_mut()
+            .0
+            .poll_recv(cx)
+            .map(|o| o.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// A response body that delivers `stream` after `cursor` until it is
+/// done. `on_detach` is notified when the client goes away first.
+pub fn follow(stream: Rc<Stream>, cursor: u64, on_detach: Option<Rc<Notify>>) -> Body {
+    let (tx, rx) = mpsc::channel::<Bytes>(4);
+    tokio::task::spawn_local(async move {
+        let detached = run_follower(&stream, cursor, &tx).await;
+        if detached {
+            if let Some(n) = on_detach {
+                n.notify_one();
+            }
+        }
+    });
+    Body::new(ChannelBody(rx))
+}
+
+/// A response body that stays open (keep-alive comments only) until
+/// `until` is notified or the client goes away (then `on_end` runs):
+/// the handshake revisions' optional GET stream, on which this server
+/// never sends anything.
+pub fn idle(until: Rc<Notify>, on_end: Box<dyn FnOnce()>) -> Body {
+    let (tx, rx) = mpsc::channel::<Bytes>(1);
+    tokio::task::spawn_local(async move {
+        loop {
+            tokio::select! {
+                () = until.notified() => return,
+                () = tx.closed() => break,
+                () = tokio::time::sleep(KEEPALIVE) => {
+                    if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        on_end();
+    });
+    Body::new(ChannelBody(rx))
+}
+
+/// Feeds `tx` until the stream is done (false) or the client left
+/// (true). A history gap ends the response: the client resumes and is
+/// told the events are lost.
+async fn run_follower(stream: &Stream, mut cursor: u64, tx: &mpsc::Sender<Bytes>) -> bool {
+    let mut tick = stream.tick.subscribe();
+    loop {
+        tick.mark_unchanged();
+        let Ok((frames, done)) = stream.after(cursor) else {
+            return false;
+        };
+        for (seq, f) in frames {
+            if tx.send(f).await.is_err() {
+                return true;
+            }
+            cursor = seq;
+        }
+        if done {
+            return false;
+        }
+        tokio::select! {
+            r = tick.changed() => if r.is_err() { return false },
+            () = tx.closed() => return true,
+            () = tokio::time::sleep(KEEPALIVE) => {
+                if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[test]
+    fn history_is_bounded_and_gaps_are_told() {
+        let s = Stream::new(3, 1 << 20);
+        for i in 0..5 {
+            s.push(format!("e{i}").into_bytes());
+        }
+        // Seqs 3, 4, 5 are kept.
+        assert_eq!(s.check_cursor(2), Ok(()));
+        assert_eq!(s.check_cursor(1), Err(Lost));
+        assert_eq!(s.check_cursor(5), Ok(()));
+        let (f, done) = s.after(3).unwrap();
+        assert_eq!(f.iter().map(|(q, _)| *q).collect::<Vec<_>>(), [4, 5]);
+        assert!(!done);
+        s.finish();
+        assert!(s.is_done());
+        // The byte bound keeps at least the last frame.
+        let b = Stream::new(100, 4);
+        b.push(vec![b'x'; 10]);
+        b.push(vec![b'y'; 10]);
+        assert_eq!(b.after(0), Err(Lost));
+        assert_eq!(b.after(1).unwrap().0.len(), 1);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_follower_gets_every_frame_then_the_end() {
+        tokio::task::LocalSet::new()
+            .run_until(async {
+                let s = Stream::new(16, 1 << 20);
+                s.push(b"a".to_vec());
+                let body = follow(s.clone(), 0, None);
+                let s2 = s.clone();
+                tokio::task::spawn_local(async move {
+                    tokio::task::yield_now().await;
+                    s2.push(b"b".to_vec());
+                    s2.finish();
+                });
+                let all = body.collect().await.unwrap().to_bytes();
+                assert_eq!(&all[..], b"ab");
+            })
+            .await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_dropped_body_reports_the_detach() {
+        tokio::task::LocalSet::new()
+            .run_until(async {
+                let s = Stream::new(16, 1 << 20);
+                let gone = Rc::new(Notify::new());
+                let body = follow(s.clone(), 0, Some(gone.clone()));
+                drop(body);
+                tokio::time::timeout(Duration::from_secs(5), gone.notified())
+                    .await
+                    .expect("detach noticed");
+            })
+            .await;
+    }
+}
