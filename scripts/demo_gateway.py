@@ -4,7 +4,8 @@
 Starts agentd and agent-gw on a demo config (auth 'none' — LAB MODE, for
 this demo only), a Python echo agent written with our SDK that registers
 `demo.echo` and `demo.count`, then a caller that invokes `demo.echo`,
-streams `demo.count` and starts an async task, printing what comes back.
+streams `demo.count` and starts an async task, and the official MCP client
+listing and calling the `echo` tool, printing what comes back.
 Everything it started is stopped by PID on exit, and its temp dir removed.
 
 Environment: BIN_DIR (default target/debug) holds agentd, agentctl,
@@ -52,12 +53,22 @@ config gateway 'gateway'
 \toption public_listen ''
 \toption peer_listen ''
 \toption auth 'none'
+# Unauthenticated MCP/A2A callers act for this tenant (the demo agent's).
+\toption protocol_tenant 'lab'
 
 config arpx 'arpx'
 \toption listen ''
 
 config discovery 'discovery'
 \toption enabled '0'
+
+# The echo capability as an MCP tool (and an A2A skill): mapping is explicit.
+config mapping 'echo'
+\toption protocol 'mcp'
+\toption capability 'demo.echo'
+\toption title 'Echo'
+\toption description 'Echo back the arguments'
+\toption input_schema '{{"type":"object","properties":{{"text":{{"type":"string"}}}}}}'
 """
 
 
@@ -148,6 +159,17 @@ def main() -> int:
         say("== the caller runs demo.echo as an async task")
         task = caller.invoke_async("demo.echo", {"job": 42})
         say(f"   started {task!r}; result -> {json.dumps(task.result(timeout=10))}")
+
+        say()
+        say("== an MCP client (the official `mcp` Python SDK, unmodified) lists the tools and calls echo")
+        for mode in ([], ["--legacy"]):
+            argv = [sys.executable, str(REPO / "scripts" / "mcp_client_example.py"), router + "/mcp",
+                    "echo", json.dumps({"text": "hello over MCP"}), *mode]
+            say(f"   $ mcp_client_example.py {router}/mcp echo '{{\"text\": \"hello over MCP\"}}' {' '.join(mode)}".rstrip())
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            if out.returncode != 0:
+                raise RuntimeError(f"MCP client failed ({out.returncode}): {out.stderr[-2000:]}")
+            say(f"   -> {out.stdout.strip()}")
 
         say()
         say("== a capability nobody serves is refused at once, with the reason")
