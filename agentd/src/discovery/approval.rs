@@ -138,7 +138,9 @@ pub fn approve(pkg: &mut Package, c: &Candidate) -> Result<String, EditError> {
 }
 
 /// Removes the approval of `router_id` made at `version`. Returns the
-/// removed section's name.
+/// removed section's name, as [`approve`] returns the written one (the
+/// `section` of the ubus/agentctl answer), or its `@peer[N]` address
+/// when a hand-written discovered section is anonymous.
 pub fn revoke(pkg: &mut Package, router_id: &str, version: u32) -> Result<String, EditError> {
     let found = pkg.sections.iter().enumerate().find(|(_, s)| {
         s.ty == "peer" && single(s, "router_id") == Some(router_id) && is_discovered(s)
@@ -168,7 +170,10 @@ pub fn revoke(pkg: &mut Package, router_id: &str, version: u32) -> Result<String
             approved,
         });
     }
-    let name = describe(pkg, pos);
+    let name = s.name.clone().unwrap_or_else(|| {
+        pkg.address(pos)
+            .map_or_else(|| format!("@peer[{pos}]"), |a| a.to_string())
+    });
     pkg.sections.remove(pos);
     Ok(name)
 }
@@ -303,7 +308,11 @@ config route 'printer'
                 approved: v
             }
         );
-        edit_file(&path, |p| revoke(p, "router-b", v)).unwrap();
+        // The removed section is named as approve named it.
+        assert_eq!(
+            edit_file(&path, |p| revoke(p, "router-b", v)).unwrap(),
+            "disc_router_b"
+        );
         let cfg = uci_schema::Config::load(&path).unwrap();
         assert!(cfg.peers.iter().all(|p| p.router_id != "router-b"));
         assert_eq!(cfg.peers.len(), 1, "the static peer stays");
