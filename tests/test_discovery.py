@@ -14,73 +14,18 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 import pytest
 
+from harness.discovery import (LIFETIME_S, candidates, discovery_link, discovery_router, peer_sections,
+                               wait_candidate)
 from harness.mesh import MeshRouter
 from harness.poll import wait_for
-
-LIFETIME_S = 2
-
-
-def _router(mesh: Any, name: str, admission: str, interfaces: Sequence[str] = (), **disc: Any) -> MeshRouter:
-    r = mesh.router(name)
-    opts: Dict[str, Any] = {
-        "enabled": 1,
-        "admission": admission,
-        "candidate_lifetime_s": LIFETIME_S,
-        "interface": list(interfaces),
-    }
-    opts.update(disc)
-    r.cfg.section("discovery").options = opts
-    return r
-
-
-def _link(mesh: Any, a: MeshRouter, b: MeshRouter) -> None:
-    """A veth between a and b with multicast on (no peer sections: the
-    routers are to find each other); each side's discovery interface is
-    its end of the link."""
-    link = mesh.net.link(a.name, b.name)
-    for r, ifname in ((a, link.a_if), (b, link.b_if)):
-        subprocess.run(["ip", "-n", r.ns.netns, "link", "set", ifname, "multicast", "on"], check=True,
-                       capture_output=True, stdin=subprocess.DEVNULL)
-        d = r.cfg.section("discovery").options
-        d["interface"] = list(d.get("interface") or []) + [ifname]
-
-
-def _candidates(r: MeshRouter) -> Dict[str, Dict[str, Any]]:
-    v = r.stack.ctl_json("candidates")
-    return {c["id"]: c for c in v["candidates"]}
-
-
-def _candidate(r: MeshRouter, other: MeshRouter, timeout: float = 20.0) -> Dict[str, Any]:
-    return wait_for(f"{r.name}: {other.name} discovered", lambda: _candidates(r).get(other.name), timeout=timeout)
-
 
 def _ctl(r: MeshRouter, *args: str) -> tuple:
     p = r.stack.ctl(*args)
     return p.returncode, json.loads(p.stdout or b"null"), p.stderr.decode(errors="replace")
-
-
-def _peer_sections(r: MeshRouter) -> Dict[str, Dict[str, str]]:
-    """`peer` sections of the router's config file (as agentd wrote it),
-    router_id → options."""
-    out: Dict[str, Dict[str, str]] = {}
-    cur: Optional[Dict[str, str]] = None
-    for line in r.cfg.path.read_text(encoding="utf-8").splitlines():
-        words = line.split()
-        if not words:
-            continue
-        if words[0] == "config":
-            cur = {} if words[1] == "peer" else None
-            continue
-        if cur is not None and words[0] == "option" and len(words) >= 3:
-            cur[words[1]] = " ".join(words[2:]).strip("'")
-            if words[1] == "router_id":
-                out[cur["router_id"]] = cur
-    # Options after router_id land in the same dict object.
-    return out
 
 
 def _session(r: MeshRouter, other: str) -> Optional[Dict[str, Any]]:
@@ -98,14 +43,14 @@ def test_manual_mode_peers_only_after_approval_of_the_announced_version(mesh):
     a wrong version is refused, of the right one removes the section and
     the session ends (B sees it go down). When B stops (goodbye), A's
     candidate stops being announced and is gone within its lifetime."""
-    a = _router(mesh, "router-a", "manual")
-    b = _router(mesh, "router-b", "manual")
-    _link(mesh, a, b)
+    a = discovery_router(mesh, "router-a", "manual")
+    b = discovery_router(mesh, "router-b", "manual")
+    discovery_link(mesh, a, b)
     a.start()
     b.start()
 
-    cb = _candidate(a, b)
-    ca = _candidate(b, a)
+    cb = wait_candidate(a, b)
+    ca = wait_candidate(b, a)
     assert cb["fingerprint"] == b.key.fingerprint, cb
     assert ca["fingerprint"] == a.key.fingerprint, ca
     assert cb["state"] == "pending" and ca["state"] == "pending", (cb, ca)
@@ -113,10 +58,10 @@ def test_manual_mode_peers_only_after_approval_of_the_announced_version(mesh):
     assert cb["address"] == mesh.net.find_link("router-a", "router-b").addr_of("router-b"), cb
     assert cb["announced"] is True and isinstance(cb["version"], int) and cb["version"] >= 1, cb
     # A router never lists itself.
-    assert "router-a" not in _candidates(a)
+    assert "router-a" not in candidates(a)
     # Nothing peers by itself.
     assert a.peers_status() == [] and b.peers_status() == []
-    assert _peer_sections(a) == {}
+    assert peer_sections(a) == {}
 
     before = a.cfg.path.read_text(encoding="utf-8")
     wrong = cb["version"] + 1
@@ -134,7 +79,7 @@ def test_manual_mode_peers_only_after_approval_of_the_announced_version(mesh):
     rc, out, err = _ctl(b, "approve", "router-a", str(ca["version"]))
     assert rc == 0, (out, err)
 
-    sec = _peer_sections(a)["router-b"]
+    sec = peer_sections(a)["router-b"]
     assert sec["discovered"] == "1", sec
     assert sec["key_fingerprint"] == b.key.fingerprint, sec
     assert sec["record_version"] == str(cb["version"]), sec
@@ -145,25 +90,25 @@ def test_manual_mode_peers_only_after_approval_of_the_announced_version(mesh):
     assert chk.returncode == 0, chk.stderr
     a.wait_established("router-b", timeout=20)
     b.wait_established("router-a", timeout=20)
-    assert _candidates(a)["router-b"]["state"] == "approved"
+    assert candidates(a)["router-b"]["state"] == "approved"
 
     rc, out, _ = _ctl(a, "revoke", "router-b", str(wrong))
     assert rc == 1 and out["error"]["code"] == "version_mismatch", out
     rc, out, err = _ctl(a, "revoke", "router-b", str(cb["version"]))
     assert rc == 0 and out["ok"] is True, (out, err)
-    assert "router-b" not in _peer_sections(a)
+    assert "router-b" not in peer_sections(a)
     assert _session(a, "router-b") is None, "A no longer has the peer"
     wait_for("B: session with router-a down", lambda: (_session(b, "router-a") or {}).get("state") != "established",
              timeout=20)
-    assert _candidates(a)["router-b"]["state"] == "pending"
+    assert candidates(a)["router-b"]["state"] == "pending"
 
     b.stop()
     gone = wait_for("A: router-b's announcement withdrawn",
-                    lambda: (lambda c: c if c and not c["announced"] else None)(_candidates(a).get("router-b"))
-                    or ("gone" if "router-b" not in _candidates(a) else None), timeout=10)
+                    lambda: (lambda c: c if c and not c["announced"] else None)(candidates(a).get("router-b"))
+                    or ("gone" if "router-b" not in candidates(a) else None), timeout=10)
     if gone != "gone":
         assert gone["expires_in_ms"] <= LIFETIME_S * 1000, gone
-    wait_for("A: candidate router-b expired", lambda: "router-b" not in _candidates(a), timeout=LIFETIME_S + 5)
+    wait_for("A: candidate router-b expired", lambda: "router-b" not in candidates(a), timeout=LIFETIME_S + 5)
     stats = a.stack.ctl_json("stats")["counters"]
     assert stats["discovery.expired"] >= 1, stats
 
@@ -174,20 +119,20 @@ def test_allowlist_admits_only_the_listed_fingerprint(mesh):
     runs an ARPX session with B and none with C (C's dials are refused by
     A's handshake), and writes nothing into its file (an automatic
     admission lives in memory while the candidate lives)."""
-    a = _router(mesh, "router-a", "allowlist")
-    b = _router(mesh, "router-b", "allowlist")
-    c = _router(mesh, "router-c", "allowlist")
+    a = discovery_router(mesh, "router-a", "allowlist")
+    b = discovery_router(mesh, "router-b", "allowlist")
+    c = discovery_router(mesh, "router-c", "allowlist")
     a.cfg.section("discovery").options["allow_fingerprint"] = [b.key.fingerprint]
     for r in (b, c):
         r.cfg.section("discovery").options["allow_fingerprint"] = [a.key.fingerprint]
-    _link(mesh, a, b)
-    _link(mesh, a, c)
+    discovery_link(mesh, a, b)
+    discovery_link(mesh, a, c)
     for r in (a, b, c):
         r.start()
 
-    assert _candidate(a, b)["state"] == "admitted"
-    assert _candidate(a, c)["state"] == "rejected"
-    assert _candidate(c, a)["state"] == "admitted"
+    assert wait_candidate(a, b)["state"] == "admitted"
+    assert wait_candidate(a, c)["state"] == "rejected"
+    assert wait_candidate(c, a)["state"] == "admitted"
     a.wait_established("router-b", timeout=20)
     b.wait_established("router-a", timeout=20)
     assert _session(a, "router-c") is None, a.peers_status()
@@ -195,7 +140,7 @@ def test_allowlist_admits_only_the_listed_fingerprint(mesh):
     wait_for("C: a refused dial to router-a",
              lambda: (_session(c, "router-a") or {}).get("dial_failures", 0) >= 1, timeout=20)
     assert (_session(c, "router-a") or {}).get("state") != "established"
-    assert _peer_sections(a) == {}, "automatic admission writes nothing"
+    assert peer_sections(a) == {}, "automatic admission writes nothing"
 
 
 def test_same_domain_admits_routers_of_our_domain_only(mesh):
@@ -204,24 +149,24 @@ def test_same_domain_admits_routers_of_our_domain_only(mesh):
     pinned). A shows B `admitted` and C `rejected` (and C shows A
     `rejected`); the session A–B comes up without any approval or file
     change, and A holds no session with C."""
-    a = _router(mesh, "router-a", "same-domain")
-    b = _router(mesh, "router-b", "same-domain")
-    c = _router(mesh, "router-c", "same-domain")
+    a = discovery_router(mesh, "router-a", "same-domain")
+    b = discovery_router(mesh, "router-b", "same-domain")
+    c = discovery_router(mesh, "router-c", "same-domain")
     c.cfg.section("agentd").options["domain"] = "other.example"
-    _link(mesh, a, b)
-    _link(mesh, a, c)
+    discovery_link(mesh, a, b)
+    discovery_link(mesh, a, c)
     for r in (a, b, c):
         r.start()
 
-    cb = _candidate(a, b)
+    cb = wait_candidate(a, b)
     assert (cb["state"], cb["domain"]) == ("admitted", "lab.example"), cb
-    cc = _candidate(a, c)
+    cc = wait_candidate(a, c)
     assert (cc["state"], cc["domain"]) == ("rejected", "other.example"), cc
-    assert _candidate(c, a)["state"] == "rejected"
+    assert wait_candidate(c, a)["state"] == "rejected"
     a.wait_established("router-b", timeout=20)
     b.wait_established("router-a", timeout=20)
     assert _session(a, "router-c") is None and c.peers_status() == [], (a.peers_status(), c.peers_status())
-    assert _peer_sections(a) == {} and _peer_sections(b) == {}
+    assert peer_sections(a) == {} and peer_sections(b) == {}
 
 
 # ---- avahi next to agentd ---------------------------------------------------
@@ -308,9 +253,9 @@ def test_avahi_sees_the_sdk_announcement_and_coexists(mesh):
     for tool in ("avahi-daemon", "avahi-browse", "dbus-daemon"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed (make test-python installs avahi-daemon, avahi-utils, dbus)")
-    a = _router(mesh, "router-a", "manual")
-    b = _router(mesh, "router-b", "manual")
-    _link(mesh, a, b)
+    a = discovery_router(mesh, "router-a", "manual")
+    b = discovery_router(mesh, "router-b", "manual")
+    discovery_link(mesh, a, b)
     link = mesh.net.find_link("router-a", "router-b")
     avahi = _Avahi(b, link.b_if)
     try:
@@ -324,6 +269,6 @@ def test_avahi_sees_the_sdk_announcement_and_coexists(mesh):
         arpx = wait_for("avahi-browse: router-a's _arpx._tcp",
                         lambda: next((r for r in avahi.browse("_arpx._tcp") if r[3] == "router-a"), None), timeout=20)
         assert arpx[8] == "7444" and f'"fp={a.key.fingerprint}"' in arpx[9], arpx
-        assert _candidate(b, a)["fingerprint"] == a.key.fingerprint
+        assert wait_candidate(b, a)["fingerprint"] == a.key.fingerprint
     finally:
         avahi.close()

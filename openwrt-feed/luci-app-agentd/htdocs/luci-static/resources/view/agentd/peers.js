@@ -35,9 +35,24 @@ var callRevoke = rpc.declare({
 	expect: { '': {} }
 });
 
-/* Field names of one candidate record. */
-function candId(c) { return c.id != null ? c.id : c.router_id; }
-function candVersion(c) { return c.version != null ? c.version : c.record_version; }
+/* What a decision on a candidate may be, by its state (agentctl
+ * candidates: pending, approved, admitted, rejected; docs/discovery.md).
+ * Approve writes a discovered peer section: for a pending router, and
+ * for one the automatic mode rejected or admitted only in memory; an
+ * approved router (by an earlier approval or a static peer section) is
+ * not approved again. Revoke removes an approval: only an approved one
+ * (an admission in memory has nothing to revoke). Under admission 'off'
+ * nothing may be decided. */
+function mayApprove(admission, c) { return admission != 'off' && c.state != 'approved'; }
+function mayRevoke(admission, c) { return admission != 'off' && c.state == 'approved'; }
+
+/* While the router announces, its whole lifetime is left (the countdown
+ * starts when the announcement ends). */
+function expiry(c) {
+	if (c.announced)
+		return _('announced');
+	return typeof(c.expires_in_s) == 'number' ? _('in %s').format(common.duration(c.expires_in_s)) : '-';
+}
 
 return view.extend({
 	load: function() {
@@ -66,22 +81,25 @@ return view.extend({
 		var list = Array.isArray(cands.candidates) ? cands.candidates : [];
 		common.setText(root.querySelector('#agentd-admission'), cerr
 			? _('Discovery is not available: %s').format(cerr)
-			: _('Admission mode: %s').format(common.dash(cands.admission)));
+			: (cands.off_reason
+				? _('Admission mode: %s; discovery is off: %s').format(common.dash(cands.admission), cands.off_reason)
+				: _('Admission mode: %s').format(common.dash(cands.admission))));
 		common.fill(root.querySelector('#agentd-candidate-table'), list.map(function(c) {
-			var id = candId(c), version = candVersion(c);
-			var approved = (c.approved === true || c.state == 'approved' || c.state == 'admitted');
-			return [ id, common.dash(c.domain), common.dash(c.address) + (c.port ? ':' + c.port : ''),
-				common.dash(c.fingerprint), String(version), common.dash(c.state),
-				typeof(c.expires_in_s) == 'number' ? common.duration(c.expires_in_s) : '-',
+			/* The buttons carry the id and record version of the row shown:
+			 * agentd refuses a decision on a record it no longer announces. */
+			var id = String(c.id), version = c.version;
+			return [ id, common.dash(c.domain),
+				common.dash(c.address) + (c.port ? ':' + c.port : '') + (c.data_port ? ' ' + _('(data %s)').format(c.data_port) : ''),
+				common.dash(c.fingerprint), String(version), common.dash(c.state), expiry(c),
 				E('div', {}, [
 					E('button', {
 						'class': 'btn cbi-button-positive agentd-approve', 'data-id': id, 'data-version': String(version),
-						'disabled': approved ? '' : null,
+						'disabled': mayApprove(cands.admission, c) ? null : '',
 						'click': ui.createHandlerFn(self, 'handleDecision', callApprove, id, version)
 					}, [ _('Approve') ]), ' ',
 					E('button', {
 						'class': 'btn cbi-button-negative agentd-revoke', 'data-id': id, 'data-version': String(version),
-						'disabled': approved ? null : '',
+						'disabled': mayRevoke(cands.admission, c) ? null : '',
 						'click': ui.createHandlerFn(self, 'handleDecision', callRevoke, id, version)
 					}, [ _('Revoke') ])
 				]) ];
@@ -93,7 +111,10 @@ return view.extend({
 			var err = common.errorOf(res);
 			ui.addNotification(null, E('p', [ err
 				? _('%s (record version %s): %s').format(id, version, err)
-				: _('%s (record version %s): done').format(id, version) ]), err ? 'error' : 'info');
+				: (fn === callApprove
+					? _('%s (record version %s) approved: peer section %s written').format(id, version, res.section)
+					: _('%s (record version %s) revoked: peer section %s removed').format(id, version, res.section)) ]),
+				err ? 'error' : 'info');
 			return this.refresh();
 		}, this), function(e) {
 			ui.addNotification(null, E('p', [ _('%s (record version %s): %s').format(id, version, e.message) ]), 'error');
