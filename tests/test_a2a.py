@@ -359,3 +359,31 @@ def test_tasks_are_bound_to_the_callers_tenant_and_subject(make_stack, backend):
              == "TASK_STATE_COMPLETED", timeout=10)
     assert done["id"] == task_id
     assert len(backend.calls("a2a.slow")) == 1
+
+
+def test_dns_rebinding_is_refused_on_card_and_rpc(a2a_env):
+    """Proves the Host/Origin check on the A2A endpoints (shared with
+    /mcp): a request naming a Host that is not the router's (421) or
+    carrying a foreign Origin (403) gets neither the card nor an RPC
+    answer, and nothing reaches a handler; the router's own address with
+    its own Origin is served."""
+    stack, backend, _, _ = a2a_env
+    base = stack.http.base_url
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+           "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {"a": 1}}],
+                                  "metadata": {"skill": "echo"}}}}
+    v1 = {"A2A-Version": "1.0"}
+    with httpx.Client(timeout=15) as http:
+        for headers, status in (({"Host": "evil.example"}, 421),
+                                ({"Origin": "http://evil.example"}, 403),
+                                ({"Origin": "null"}, 403)):
+            r = http.get(f"{base}/.well-known/agent-card.json", headers=headers)
+            assert r.status_code == status, (headers, r.text)
+            r = http.post(f"{base}/a2a", json=rpc, headers={**v1, **headers})
+            assert r.status_code == status, (headers, r.text)
+        assert backend.calls() == []
+        r = http.get(f"{base}/.well-known/agent-card.json", headers={"Origin": base})
+        assert r.status_code == 200, r.text
+        r = http.post(f"{base}/a2a", json=rpc, headers={**v1, "Origin": base})
+        assert r.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", r.text
+    assert len(backend.calls("a2a.echo")) == 1

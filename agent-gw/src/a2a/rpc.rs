@@ -25,7 +25,7 @@ use crate::api::envelope::Envelope;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::{full, guarded, Body};
 use crate::catalog::{Caller, Entry};
-use crate::endpoints::{authenticate, inflight_slot, read_body, tasks, Ctx, Need};
+use crate::endpoints::{inflight_slot, read_body, tasks, Ctx};
 use crate::forward::retry::CallKind;
 use crate::jsonrpc::{self, Id, Message};
 use crate::limits::InflightGuard;
@@ -53,27 +53,14 @@ impl<'p> From<Option<&'p str>> for Agent<'p> {
     }
 }
 
-/// Who an A2A call acts for: the verified caller, or in auth `none` the
-/// configured `gateway.protocol_tenant` and its A2A client agent. Nothing
-/// in the JSON-RPC payload (its `tenant` field included) changes this.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Identity {
-    pub tenant: Box<str>,
-    pub subject: Box<str>,
-}
+/// Who an A2A call acts for (shared with `/mcp`): the verified caller,
+/// or in auth `none` `gateway.protocol_tenant` as its `a2a-client`.
+/// Nothing in the JSON-RPC payload (its `tenant` field included) changes
+/// this.
+pub use crate::ingress::Identity;
 
 fn identity(cx: &Ctx, parts: &Parts) -> Result<Identity, ApiError> {
-    Ok(match authenticate(cx, parts, Need::Invoke)? {
-        Some(v) => Identity {
-            tenant: v.tenant,
-            subject: v.subject,
-        },
-        None => {
-            let tenant = cx.state.cfg.protocol_tenant.clone();
-            let subject = format!("agent://{tenant}/a2a-client").into();
-            Identity { tenant, subject }
-        }
-    })
+    crate::ingress::identity(cx, parts, "a2a")
 }
 
 fn caller(who: &Identity) -> Caller<'_> {
@@ -191,9 +178,20 @@ fn scheme(cx: &Ctx, parts: &Parts) -> &'static str {
     }
 }
 
-/// The DNS-rebinding protection shared with `/mcp`.
-fn guard_host(_cx: &Ctx, _parts: &Parts) -> Result<(), ApiError> {
-    Ok(())
+/// The DNS-rebinding protection shared with `/mcp`: a Host that is not
+/// the router's is 421, a foreign Origin 403, before anything else.
+fn guard_host(cx: &Ctx, parts: &Parts) -> Result<(), ApiError> {
+    crate::ingress::check_origin(cx, parts).map_err(|r| {
+        let status = r.status().as_u16();
+        let code = match status {
+            403 => ErrorCode::OriginMismatch,
+            _ => ErrorCode::Other {
+                code: "misdirected_request",
+                status,
+            },
+        };
+        ApiError::new(code, r.to_string())
+    })
 }
 
 /// A JSON-RPC answer body (HTTP 200).
