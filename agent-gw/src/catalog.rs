@@ -266,7 +266,8 @@ fn exposed(fib: &Fib, protocol: Protocol, caller: Caller<'_>, now: Millis) -> Ve
     best.into_values().collect()
 }
 
-fn encode_cursor(name: &str) -> String {
+/// The cursor of the page after `name` (public for the fuzz target).
+pub fn encode_cursor(name: &str) -> String {
     let mut s = String::with_capacity(CURSOR_PREFIX.len() + 2 * name.len());
     s.push_str(CURSOR_PREFIX);
     for b in name.bytes() {
@@ -275,7 +276,8 @@ fn encode_cursor(name: &str) -> String {
     s
 }
 
-fn decode_cursor(c: &str) -> Result<String, BadCursor> {
+/// The name a cursor of [`encode_cursor`] continues after.
+pub fn decode_cursor(c: &str) -> Result<String, BadCursor> {
     let hex = c
         .strip_prefix(CURSOR_PREFIX)
         .filter(|h| c.len() <= MAX_CURSOR_LEN && h.len() % 2 == 0 && !h.is_empty())

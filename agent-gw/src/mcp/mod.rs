@@ -581,7 +581,7 @@ fn sse_answer(body: Body, session: Option<&str>) -> Response<Body> {
 }
 
 /// `Last-Event-ID` of this server: `<stream>-<seq>`.
-fn parse_event_id(v: &str) -> Option<(u64, u64)> {
+pub fn parse_event_id(v: &str) -> Option<(u64, u64)> {
     let (a, b) = v.trim().split_once('-')?;
     Some((a.parse().ok()?, b.parse().ok()?))
 }
