@@ -18,6 +18,7 @@ pub mod options;
 pub mod origins;
 pub mod peers;
 pub mod persist;
+pub mod privilege;
 pub mod probe;
 pub mod state;
 #[cfg(test)]
@@ -111,6 +112,17 @@ fn run(opts: RunOptions) -> ExitCode {
                 path.display()
             );
             return ExitCode::from(1);
+        }
+    }
+    // Before any thread exists (see `privilege`).
+    match privilege::keep_only(&[privilege::CAP_NET_ADMIN]) {
+        Ok(privilege::Dropped::Kept(_)) => {
+            log_info!("capabilities: all but CAP_NET_ADMIN dropped (bounding set too)")
+        }
+        Ok(privilege::Dropped::NoneHeld) => {}
+        // A container without CAP_SETPCAP: run with what we were given.
+        Err(e) => {
+            log_warn!("cannot drop capabilities: {e}; running with those it was started with")
         }
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
