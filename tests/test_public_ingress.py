@@ -211,3 +211,78 @@ def test_a_bad_certificate_file_stops_the_gateway_with_its_name(make_stack, tmp_
     wait_for("agent-gw to exit", lambda: not stack.gw.alive(), timeout=15)
     log = stack.gw.log_text()
     assert "does not belong to certificate" in log and str(wrong_key) in log, log
+
+
+def test_official_mcp_client_over_https_with_a_token(make_stack, backend, tmp_path):
+    """Proves that the official MCP client (mcp 2.3.0, unmodified, both its
+    default and its legacy mode) lists and calls a tool over the public
+    HTTPS listener, verifying the operator's certificate and sending a
+    tenant token, and that the call acts for the token's identity; without
+    the token the client is refused."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from harness.config import Section
+
+    lab = TenantKey.generate()
+    cert, key = server_cert(tmp_path)
+    port = free_port()
+    stack = make_stack(
+        auth="jwt",
+        tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})],
+        gateway={"public_listen": f"127.0.0.1:{port}", "public_cert": str(cert), "public_key": str(key)},
+        extra_sections=[Section("mapping", "echo", {"capability": "pub.echo", "description": "Echo."})],
+    )
+    aud = stack.http.get("/agent/v1/authentication").json()["authentication"]["audience"]
+    agent_tok = lab.mint(tenant="lab", sub="agent://lab/echo", scopes=("agent.register",), aud=aud)
+    caller_tok = lab.mint(tenant="lab", sub="agent://lab/mcp-user", scopes=("agent.invoke", "agent.route"), aud=aud)
+    stack.register(registration("pub.echo", backend.endpoint, lease_seconds=60), headers=bearer(agent_tok))
+    stack.wait_routable(envelope("pub.echo", {}), headers=bearer(caller_tok))
+    url = f"https://127.0.0.1:{port}/mcp"
+
+    async def go(mode: str, token: str | None):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        http = httpx2.AsyncClient(headers=headers, verify=client_tls(cert))
+        async with Client(streamable_http_client(url, http_client=http), mode=mode) as c:
+            tools = await c.list_tools()
+            result = await c.call_tool("echo", {"over": "https"})
+            return c.protocol_version, [t.name for t in tools.tools], result
+
+    for mode, revision in (("auto", "2026-07-28"), ("legacy", "2025-11-25")):
+        version, names, result = asyncio.run(asyncio.wait_for(go(mode, caller_tok), 60))
+        assert (version, names) == (revision, ["echo"]), (mode, version, names)
+        assert not result.is_error, result
+        got = backend.calls("pub.echo")[-1].json()
+        assert got["payload"] == {"over": "https"} and got["source_agent"] == "agent://lab/mcp-user", got
+    calls = len(backend.calls("pub.echo"))
+    with pytest.raises(Exception) as refused:
+        asyncio.run(asyncio.wait_for(go("auto", None), 60))
+    # Refused (401), not left hanging until the test's own deadline.
+    assert not isinstance(refused.value, (asyncio.TimeoutError, TimeoutError)), refused.value
+    assert len(backend.calls("pub.echo")) == calls
+
+
+def test_a2a_card_over_https_names_the_https_url(make_stack, tmp_path):
+    """Proves that the A2A agent card fetched over the public listener
+    names an https JSON-RPC URL the caller can reach."""
+    from harness.config import Section
+
+    lab = TenantKey.generate()
+    cert, key = server_cert(tmp_path)
+    port = free_port()
+    stack = make_stack(
+        auth="jwt",
+        tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})],
+        gateway={"public_listen": f"127.0.0.1:{port}", "public_cert": str(cert), "public_key": str(key)},
+        extra_sections=[Section("mapping", "echo", {"protocol": "a2a", "capability": "pub.echo", "description": "Echo."})],
+    )
+    aud = stack.http.get("/agent/v1/authentication").json()["authentication"]["audience"]
+    tok = lab.mint(tenant="lab", sub="agent://lab/a2a-user", scopes=("agent.invoke", "agent.route"), aud=aud)
+    public = Http("127.0.0.1", port, tls=client_tls(cert))
+    r = public.get("/.well-known/agent-card.json", headers=bearer(tok))
+    assert r.status == 200, r.describe()
+    urls = [i["url"] for i in r.json()["supportedInterfaces"]]
+    assert urls and all(u.startswith(f"https://127.0.0.1:{port}/") for u in urls), urls
