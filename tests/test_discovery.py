@@ -116,7 +116,8 @@ def test_manual_mode_peers_only_after_approval_of_the_announced_version(mesh):
 def test_allowlist_admits_only_the_listed_fingerprint(mesh):
     """Proves allowlist admission: A, linked to B and to C, lists only B's
     key; both B and C list A's. A shows B `admitted` and C `rejected`,
-    runs an ARPX session with B and none with C (C's dials are refused by
+    runs an ARPX session with B (published to the data plane as a link,
+    like a configured peer's) and none with C (C's dials are refused by
     A's handshake), and writes nothing into its file (an automatic
     admission lives in memory while the candidate lives)."""
     a = discovery_router(mesh, "router-a", "allowlist")
@@ -136,6 +137,9 @@ def test_allowlist_admits_only_the_listed_fingerprint(mesh):
     a.wait_established("router-b", timeout=20)
     b.wait_established("router-a", timeout=20)
     assert _session(a, "router-c") is None, a.peers_status()
+    # The admitted peer is a data-plane link too (agent-gw may forward to it).
+    wait_for("A: a data-plane link to router-b",
+             lambda: a.stack.ctl_json("stats")["counters"].get("links.up", 0) >= 1, timeout=10)
     # C tries (A is admitted there) and keeps failing at A's handshake.
     wait_for("C: a refused dial to router-a",
              lambda: (_session(c, "router-a") or {}).get("dial_failures", 0) >= 1, timeout=20)
@@ -272,3 +276,26 @@ def test_avahi_sees_the_sdk_announcement_and_coexists(mesh):
         assert wait_candidate(b, a)["fingerprint"] == a.key.fingerprint
     finally:
         avahi.close()
+
+
+def test_a_router_gone_without_goodbye_stops_being_a_candidate_after_its_session_is_lost(mesh):
+    """Proves a crashed peer is noticed without waiting for its mDNS
+    records' TTL (120 s): B (admitted by A's allowlist, session up) is
+    killed with SIGKILL, so no goodbye is sent; when A's session with B
+    ends (hold timer), A verifies B's records (RFC 6762 §10.4), nobody
+    answers, the announcement ends and the candidate is gone after its
+    lifetime — well within the TTL."""
+    a = discovery_router(mesh, "router-a", "allowlist")
+    b = discovery_router(mesh, "router-b", "allowlist")
+    a.cfg.section("discovery").options["allow_fingerprint"] = [b.key.fingerprint]
+    b.cfg.section("discovery").options["allow_fingerprint"] = [a.key.fingerprint]
+    discovery_link(mesh, a, b)
+    a.start()
+    b.start()
+    assert wait_candidate(a, b)["state"] == "admitted"
+    a.wait_established("router-b", timeout=20)
+    b.stack.agentd.kill9()
+    b.stack.gw.stop()
+    wait_for("A: candidate router-b gone", lambda: "router-b" not in candidates(a), timeout=40)
+    assert a.stack.ctl_json("stats")["counters"]["discovery.verifies"] >= 1
+    assert _session(a, "router-b") is None, "the in-memory admission ended with the candidate"

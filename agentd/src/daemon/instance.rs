@@ -368,6 +368,7 @@ impl Instance {
                 let settings = self.state.runtime().discovery.clone();
                 self.discovery.configure(settings.clone(), own);
                 let mesh = self.discovery.mesh(&self.state.runtime().mesh);
+                self.state.set_admitted(self.discovery.admitted_ids());
                 let changes = self.peers.reconfigure(mesh, now, &mut self.state);
                 self.publish(changes, now);
                 if self.discovery.configure(settings, self.own()) {
@@ -399,6 +400,11 @@ impl Instance {
         // which it does not react to. So the second batch is the last.
         while !batch.is_empty() {
             self.watch(&mut batch, now);
+            for change in batch.iter() {
+                if let FibChange::Unlink(peer) = change {
+                    self.discovery.session_lost(peer);
+                }
+            }
             // Peer paths are not in the lease file: their churn writes
             // nothing.
             self.dirty |= batch.iter().any(|c| match c {
@@ -456,6 +462,7 @@ impl Instance {
     /// admitted right now (when that differs from what it runs).
     fn apply_admitted(&mut self, now: Millis) {
         let mesh = self.discovery.mesh(&self.state.runtime().mesh);
+        self.state.set_admitted(self.discovery.admitted_ids());
         if &mesh == self.peers.settings() {
             return;
         }

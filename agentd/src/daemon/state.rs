@@ -73,6 +73,9 @@ pub struct State {
     /// Established peer sessions for the data plane, sorted by router_id
     /// (`links`).
     links: Vec<crate::fib::PeerLink>,
+    /// Routers admitted by discovery right now (peers in memory, not in
+    /// the file): they may have links like configured peers.
+    admitted: std::collections::BTreeSet<Box<str>>,
 }
 
 impl State {
@@ -100,6 +103,7 @@ impl State {
             gateway: None,
             local_addrs: crate::endpoint::local_addrs,
             links: Vec::new(),
+            admitted: std::collections::BTreeSet::new(),
         };
         let failure = match loaded {
             Ok(mut rt) => {

@@ -168,6 +168,18 @@ impl Mdns {
         Ok(())
     }
 
+    /// Asks whether `router_id`'s `_arpx._tcp` records are still answered
+    /// (RFC 6762 §10.4, on a failure indication such as a lost session):
+    /// without an answer within mdns-sd's default 10 s they are flushed
+    /// and a `Removed` event follows.
+    pub fn verify(&self, router_id: &str) -> Result<(), String> {
+        let fullname = format!("{router_id}.{ARPX_SERVICE}");
+        retry(|| {
+            self.daemon
+                .verify(fullname.clone(), mdns_sd::VERIFY_TIMEOUT_DEFAULT)
+        })
+    }
+
     /// Withdraws every announcement (goodbye packets).
     fn withdraw(&mut self) {
         for name in std::mem::take(&mut self.registered) {

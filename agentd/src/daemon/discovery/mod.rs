@@ -50,6 +50,8 @@ pub struct Discovery {
     announced: Option<Announcement>,
     inputs: mpsc::Sender<Input>,
     records_invalid: u64,
+    /// Verifications asked for after a lost session.
+    verifies: u64,
     /// The admitted set last reported, to tell changes.
     admitted: Vec<AdmittedPeer>,
 }
@@ -129,6 +131,7 @@ impl Discovery {
             announced: None,
             inputs,
             records_invalid: 0,
+            verifies: 0,
             admitted: Vec::new(),
         }
     }
@@ -286,6 +289,25 @@ impl Discovery {
         self.admitted_changed()
     }
 
+    /// The ARPX session with `router_id` ended. If it is an announced
+    /// candidate, its mDNS records are verified: a router that vanished
+    /// without a goodbye (crash, power loss, cable) then stops being
+    /// announced within ~10 s instead of when its records' TTL (120 s)
+    /// runs out, and its lifetime starts. A live router answers and
+    /// nothing changes.
+    pub fn session_lost(&mut self, router_id: &str) {
+        let announced = self.table.get(router_id).is_some_and(|c| c.announced);
+        let Some(m) = &self.mdns else { return };
+        if !announced {
+            return;
+        }
+        self.verifies += 1;
+        match m.verify(router_id) {
+            Ok(()) => log_debug!("discovery: verifying {router_id}'s announcement (session lost)"),
+            Err(e) => log_warn!("discovery: cannot verify {router_id}'s announcement: {e}"),
+        }
+    }
+
     /// Drops the candidates whose lifetime ended. Returns whether the
     /// admitted set changed.
     pub fn expire(&mut self, now: Millis) -> bool {
@@ -306,6 +328,14 @@ impl Discovery {
         }
         self.admitted = now;
         true
+    }
+
+    /// The router_ids admitted right now.
+    pub fn admitted_ids(&self) -> Vec<Box<str>> {
+        self.admitted
+            .iter()
+            .map(|a| a.router_id.as_str().into())
+            .collect()
     }
 
     /// The configured peers plus the admitted candidates not already
@@ -396,6 +426,7 @@ impl Discovery {
             ("discovery.expired", c.expired),
             ("discovery.version_changes", c.version_changes),
             ("discovery.records_invalid", self.records_invalid),
+            ("discovery.verifies", self.verifies),
         ]
     }
 

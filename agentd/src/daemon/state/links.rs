@@ -22,7 +22,7 @@ impl State {
     /// is not a configured peer or a link that is not well-formed. Returns
     /// the `Link` change, none if the same link is held already.
     pub fn set_link(&mut self, link: PeerLink) -> Changes {
-        let configured = self.runtime.mesh.peer(&link.router_id).is_some();
+        let configured = self.is_peer(&link.router_id);
         if !configured || link.check().is_err() {
             self.count("links.refused");
             return Changes::new();
@@ -61,13 +61,24 @@ impl State {
         }
     }
 
+    /// A configured peer, or one discovery admitted.
+    fn is_peer(&self, router_id: &str) -> bool {
+        self.runtime.mesh.peer(router_id).is_some() || self.admitted.contains(router_id)
+    }
+
+    /// The routers discovery admits right now (set before the ARPX driver
+    /// gets them, so their sessions' links are accepted).
+    pub fn set_admitted(&mut self, ids: impl IntoIterator<Item = Box<str>>) {
+        self.admitted = ids.into_iter().collect();
+    }
+
     /// After a reload: drops the links of peers the configuration no
-    /// longer has.
+    /// longer has (and discovery does not admit).
     pub(super) fn unlink_unconfigured(&mut self) -> Changes {
         let gone: Vec<Box<str>> = self
             .links
             .iter()
-            .filter(|l| self.runtime.mesh.peer(&l.router_id).is_none())
+            .filter(|l| !self.is_peer(&l.router_id))
             .map(|l| l.router_id.clone())
             .collect();
         gone.iter().flat_map(|id| self.unlink(id)).collect()

@@ -154,3 +154,31 @@ fn a_links_data_address_is_host_and_port_with_ipv6_in_brackets() {
     assert!(data_plane_authority("198.51.100.2", 0).is_err());
     assert!(data_plane_authority("a b", 1).is_err());
 }
+
+#[test]
+fn routers_admitted_by_discovery_may_have_links_while_admitted() {
+    let mut s = state(&["router-b"]);
+    assert!(s.set_link(link("router-d", 4)).is_empty(), "not a peer");
+    assert_eq!(counter(&mut s, "links.refused"), 1);
+    s.set_admitted(["router-d".into()]);
+    assert_eq!(
+        s.set_link(link("router-d", 4)),
+        [FibChange::Link(link("router-d", 4))]
+    );
+    // A reload keeps the link while discovery still admits the router.
+    let (_, changes) = s
+        .reload(load_str(&conf(&["router-b"]), "test.conf"))
+        .unwrap();
+    assert!(
+        !changes.contains(&FibChange::Unlink("router-d".into())),
+        "{changes:?}"
+    );
+    s.set_admitted([]);
+    let (_, changes) = s
+        .reload(load_str(&conf(&["router-b"]), "test.conf"))
+        .unwrap();
+    assert!(
+        changes.contains(&FibChange::Unlink("router-d".into())),
+        "{changes:?}"
+    );
+}
