@@ -8,6 +8,7 @@ import datetime
 import ipaddress
 import socket
 import ssl
+from dataclasses import dataclass
 from pathlib import Path
 
 import h2.config
@@ -56,8 +57,22 @@ def client_tls(cafile: Path, alpn: list[str] | None = None) -> ssl.SSLContext:
     return ctx
 
 
-@pytest.fixture
-def public_env(make_stack, backend, tmp_path):
+@dataclass
+class PublicStack:
+    """A router with auth 'jwt', tenant `lab` and the public listener on
+    127.0.0.1 presenting an operator's certificate."""
+
+    stack: object
+    cert: Path
+    port: int
+    lab: TenantKey
+    aud: str
+
+    def token(self, sub: str, scopes: tuple[str, ...]) -> str:
+        return self.lab.mint(tenant="lab", sub=sub, scopes=scopes, aud=self.aud)
+
+
+def public_stack(make_stack, tmp_path: Path, extra_sections=()) -> PublicStack:
     lab = TenantKey.generate()
     cert, key = server_cert(tmp_path)
     port = free_port()
@@ -65,14 +80,18 @@ def public_env(make_stack, backend, tmp_path):
         auth="jwt",
         tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})],
         gateway={"public_listen": f"127.0.0.1:{port}", "public_cert": str(cert), "public_key": str(key)},
+        extra_sections=list(extra_sections),
     )
     aud = stack.http.get("/agent/v1/authentication").json()["authentication"]["audience"]
+    return PublicStack(stack, cert, port, lab, aud)
 
-    def token(sub: str, scopes: tuple[str, ...]) -> str:
-        return lab.mint(tenant="lab", sub=sub, scopes=scopes, aud=aud)
 
-    agent_tok = token("agent://lab/echo", ("agent.register",))
-    caller_tok = token("agent://lab/caller", ("agent.invoke", "agent.route"))
+@pytest.fixture
+def public_env(make_stack, backend, tmp_path):
+    p = public_stack(make_stack, tmp_path)
+    stack, cert, port = p.stack, p.cert, p.port
+    agent_tok = p.token("agent://lab/echo", ("agent.register",))
+    caller_tok = p.token("agent://lab/caller", ("agent.invoke", "agent.route"))
     stack.register(registration("pub.echo", backend.endpoint, lease_seconds=60), headers=bearer(agent_tok))
     stack.wait_routable(envelope("pub.echo", {}), headers=bearer(caller_tok))
     public = Http("127.0.0.1", port, tls=client_tls(cert))
@@ -227,18 +246,10 @@ def test_official_mcp_client_over_https_with_a_token(make_stack, backend, tmp_pa
 
     from harness.config import Section
 
-    lab = TenantKey.generate()
-    cert, key = server_cert(tmp_path)
-    port = free_port()
-    stack = make_stack(
-        auth="jwt",
-        tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})],
-        gateway={"public_listen": f"127.0.0.1:{port}", "public_cert": str(cert), "public_key": str(key)},
-        extra_sections=[Section("mapping", "echo", {"capability": "pub.echo", "description": "Echo."})],
-    )
-    aud = stack.http.get("/agent/v1/authentication").json()["authentication"]["audience"]
-    agent_tok = lab.mint(tenant="lab", sub="agent://lab/echo", scopes=("agent.register",), aud=aud)
-    caller_tok = lab.mint(tenant="lab", sub="agent://lab/mcp-user", scopes=("agent.invoke", "agent.route"), aud=aud)
+    p = public_stack(make_stack, tmp_path, [Section("mapping", "echo", {"capability": "pub.echo", "description": "Echo."})])
+    stack, cert, port = p.stack, p.cert, p.port
+    agent_tok = p.token("agent://lab/echo", ("agent.register",))
+    caller_tok = p.token("agent://lab/mcp-user", ("agent.invoke", "agent.route"))
     stack.register(registration("pub.echo", backend.endpoint, lease_seconds=60), headers=bearer(agent_tok))
     stack.wait_routable(envelope("pub.echo", {}), headers=bearer(caller_tok))
     url = f"https://127.0.0.1:{port}/mcp"
@@ -270,17 +281,9 @@ def test_a2a_card_over_https_names_the_https_url(make_stack, tmp_path):
     names an https JSON-RPC URL the caller can reach."""
     from harness.config import Section
 
-    lab = TenantKey.generate()
-    cert, key = server_cert(tmp_path)
-    port = free_port()
-    stack = make_stack(
-        auth="jwt",
-        tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})],
-        gateway={"public_listen": f"127.0.0.1:{port}", "public_cert": str(cert), "public_key": str(key)},
-        extra_sections=[Section("mapping", "echo", {"protocol": "a2a", "capability": "pub.echo", "description": "Echo."})],
-    )
-    aud = stack.http.get("/agent/v1/authentication").json()["authentication"]["audience"]
-    tok = lab.mint(tenant="lab", sub="agent://lab/a2a-user", scopes=("agent.invoke", "agent.route"), aud=aud)
+    p = public_stack(make_stack, tmp_path, [Section("mapping", "echo", {"protocol": "a2a", "capability": "pub.echo", "description": "Echo."})])
+    cert, port = p.cert, p.port
+    tok = p.token("agent://lab/a2a-user", ("agent.invoke", "agent.route"))
     public = Http("127.0.0.1", port, tls=client_tls(cert))
     r = public.get("/.well-known/agent-card.json", headers=bearer(tok))
     assert r.status == 200, r.describe()
