@@ -109,8 +109,9 @@ fuzz-check: toolchain
 	$(CARGO) check --manifest-path fuzz/Cargo.toml --locked --bins
 
 # The router build as OpenWrt's packages feed makes it (profile
-# router-openwrt = rust-package.mk's settings: opt-level z, LTO, one codegen
-# unit, overflow checks on, panic=unwind), only the three binaries; their
+# router-openwrt = rust-package.mk's settings: opt-level z (Cargo.toml
+# keeps dependencies at s), LTO, one codegen unit, overflow checks on,
+# panic=unwind), only the three binaries; their
 # sizes as JSON (target/router-openwrt/sizes.json); then the OpenWrt
 # packaging tests (rpcd plugin against a running stack, init scripts,
 # reload) on those binaries, so an overflow panic shows up here.

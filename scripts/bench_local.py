@@ -15,9 +15,10 @@ alike. nginx (one worker, upstream keep-alive, like agent-gw's one thread
 and pool) shows what one extra loopback proxy hop costs at all; agent-gw's
 ratio to nginx is what is left to optimise.
 
-agent-gw runs in the router build (`release`: opt-level "z", LTO,
-panic=abort) -- the headline -- and, when BENCH_PROFILES names it, the
-`bench-release` build (same, opt-level 3) for comparison. RSS
+agent-gw runs in the router build (`release`: opt-level "z" with every
+dependency at "s", LTO, panic=abort) -- the headline -- and, when
+BENCH_PROFILES names it, the `bench-release` build (same, all opt-level
+3) for comparison. RSS
 (VmRSS/VmHWM) of agentd, agent-gw and nginx idle and after the load.
 Output: target/bench/local.json and a table on stdout.
 
@@ -474,7 +475,7 @@ def main() -> int:
         out = {
             "benchmark": "bench_local",
             "headline": f"{headline}: the router build (profile {PROFILES[0]})",
-            "profiles": {p: ("router build: opt-level z, LTO, panic=abort" if p == "release"
+            "profiles": {p: ("router build: opt-level z (dependencies s), LTO, panic=abort" if p == "release"
                              else "release with opt-level 3" if p == "bench-release" else p) for p in PROFILES},
             "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release, "loadavg_at_end": os.getloadavg()},
             "requests_per_run": {"c1": N1, "c16": N16},

@@ -32,7 +32,8 @@ requests) and throughput at concurrency 16 (BENCH_PEER_N16 requests).
 Rows are measured interleaved in a rotating order for BENCH_PEER_ROUNDS
 rounds and the JSON reports the median over rounds, so machine noise hits
 every row alike; ratios are to `direct` of the same run. Also the CPU time
-every proxy on a row spends per request (/proc/PID/schedstat), and RSS
+every proxy on a row spends per request (/proc/PID/schedstat), its
+context switches per request (every thread's), and RSS
 (VmRSS/VmHWM) of each gateway, agentd and nginx before and after the load.
 
 Binaries: BENCH_PEER_BIN_DIR (default target/release, built first unless
@@ -70,6 +71,11 @@ from harness.poll import Fatal, wait_for  # noqa: E402
 from harness.procs import Binaries  # noqa: E402
 
 ROWS = ["direct", "local", "peer2", "peer3", "nginx2"]
+# BENCH_PEER_TRACE=syscalls: `perf trace -s` of every proxy during each
+# load run (syscall counts); =record: `perf record` (profiles). Written
+# to target/bench/trace/; the figures of such a run are not comparable.
+TRACE = os.environ.get("BENCH_PEER_TRACE", "")
+TRACE_DIR = REPO / "target" / "bench" / "trace"
 PEER_ROWS = {"peer2", "peer3"}
 ROUNDS = int(os.environ.get("BENCH_PEER_ROUNDS", "5"))
 N1 = int(os.environ.get("BENCH_PEER_N1", "1000"))
@@ -136,6 +142,21 @@ def rss_of(pid: int) -> Dict[str, int]:
 def cpu_ns(pid: int) -> int:
     with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
         return int(f.read().split()[0])
+
+
+def ctx_switches(pid: int) -> int:
+    """Context switches of every thread of the process: a wake-up per
+    switch, which at concurrency 1 is most of a proxy's cost here."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status", encoding="ascii") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
+    return total
 
 
 # ---- build ------------------------------------------------------------------
@@ -384,8 +405,26 @@ def load(tool: Path, url: str, body_file: Path, concurrency: int, requests: int,
          watch: Dict[str, int]) -> Dict[str, Any]:
     warmup = max(20, requests // (10 * concurrency))
     before = {k: cpu_ns(pid) for k, pid in watch.items()}
+    before_cs = {k: ctx_switches(pid) for k, pid in watch.items()}
     argv = [str(tool), "load", url, str(body_file), str(concurrency), str(requests), str(warmup)]
+    tracers = []
+    if TRACE:
+        # Diagnosis, not measurement: perf slows what it watches.
+        TRACE_DIR.mkdir(parents=True, exist_ok=True)
+        for k, pid in watch.items():
+            name = f"{k}-c{concurrency}".replace("[", "-").replace("]", "")
+            out = open(TRACE_DIR / f"{name}.txt", "w")
+            cmd = ["perf", "trace", "-s", "-p", str(pid)]
+            if TRACE == "record":
+                cmd = ["perf", "record", "-F", "4999", "-o", str(TRACE_DIR / f"{name}.data"), "-p", str(pid)]
+            tracers.append((subprocess.Popen(cmd, stdout=out, stderr=out), out))
+        # perf attaches asynchronously; what it misses is warm-up.
+        time.sleep(1.0)
     p = subprocess.run(argv, capture_output=True, timeout=LOAD_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    for t, out in tracers:
+        t.send_signal(signal.SIGINT)
+        t.wait(timeout=10)
+        out.close()
     if p.returncode != 0:
         raise SystemExit(f"bench_peer: load generator failed on {url} (c={concurrency}): "
                          f"{p.stderr.decode(errors='replace')}")
@@ -394,6 +433,7 @@ def load(tool: Path, url: str, body_file: Path, concurrency: int, requests: int,
         raise SystemExit(f"bench_peer: {result['errors']} errors on {url} (c={concurrency}): {result['first_error']}")
     sent = concurrency * (warmup + -(-requests // concurrency))
     result["cpu_us_per_request"] = {k: (cpu_ns(pid) - before[k]) / 1000 / sent for k, pid in watch.items()}
+    result["ctx_switches_per_request"] = {k: (ctx_switches(pid) - before_cs[k]) / sent for k, pid in watch.items()}
     return result
 
 
@@ -418,6 +458,9 @@ def summarise(runs: List[Tuple[Dict[str, Any], Dict[str, Any]]]) -> Dict[str, An
                 "p50_us": med([r["p50_us"] for r in c16]), "p99_us": med([r["p99_us"] for r in c16]),
                 "rounds_throughput_rps": [round(r["throughput_rps"]) for r in c16]},
         "cpu_us_per_request": cpu,
+        "ctx_switches_per_request": {k: {"c1": med([r["ctx_switches_per_request"][k] for r in c1], 2),
+                                         "c16": med([r["ctx_switches_per_request"][k] for r in c16], 2)}
+                                     for k in procs},
     }
 
 
