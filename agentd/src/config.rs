@@ -493,3 +493,33 @@ fn hostname() -> String {
     let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(n: usize) -> String {
+        let mut text = String::from("config agentd 'main'\n\toption router_id 'router-a'\n");
+        for i in 0..n {
+            text.push_str(&format!(
+                "config rule 'r{i:05}'\n\toption capability 'cap.{i:0>96}'\n"
+            ));
+        }
+        text
+    }
+
+    /// A policy agentd could not send agent-gw whole is a configuration
+    /// error, not a gateway left without a FIB: a reload or
+    /// `--check-config` refuses the file naming the size, and a start
+    /// runs with the deny-all policy that says why.
+    #[test]
+    fn a_policy_beyond_the_ipc_frame_is_refused_by_reload_and_denies_at_start() {
+        assert!(load_str(&rules(50), "agentd").is_ok());
+        let err = load_str(&rules(2000), "agentd").unwrap_err().to_string();
+        assert!(err.contains("2000 rules encode to"), "{err}");
+        let (rt, problems) = load_str_partial(&rules(2000), "agentd");
+        assert!(!problems.is_empty());
+        let reason = rt.policy.invalid.as_deref().expect("deny-all policy");
+        assert!(reason.contains("more than the 131072"), "{reason}");
+    }
+}

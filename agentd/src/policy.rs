@@ -250,9 +250,26 @@ impl Rule {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PolicyError {
     DuplicateRuleId(Box<str>),
-    Weights { rule: Box<str>, error: WeightsError },
+    Weights {
+        rule: Box<str>,
+        error: WeightsError,
+    },
     DefaultWeights(WeightsError),
+    /// The rules encode to more than [`MAX_POLICY_BYTES`].
+    TooLarge {
+        rules: usize,
+        bytes: usize,
+    },
 }
+
+/// Most bytes the encoded policy may take. agent-gw gets the policy whole,
+/// inside the `SnapshotEnd` frame of its FIB snapshot (and a reload's
+/// `PolicyReplaced`), whose bound is the IPC frame's 256 KiB; half of it
+/// leaves room for the frame's links chunk and peer list. A policy past it
+/// could never reach the gateway, which would then be left without a FIB,
+/// so the configuration is refused instead (past about 900 rules with
+/// 100-byte capability names).
+pub const MAX_POLICY_BYTES: usize = 128 * 1024;
 
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -260,6 +277,10 @@ impl fmt::Display for PolicyError {
             PolicyError::DuplicateRuleId(id) => write!(f, "rule id {id:?} is used twice"),
             PolicyError::Weights { rule, error } => write!(f, "rule {rule:?}: {error}"),
             PolicyError::DefaultWeights(e) => write!(f, "default weights: {e}"),
+            PolicyError::TooLarge { rules, bytes } => write!(
+                f,
+                "{rules} rules encode to {bytes} bytes, more than the {MAX_POLICY_BYTES} agentd can send agent-gw in one frame; merge rules with patterns (`prefix.*`)"
+            ),
         }
     }
 }
@@ -315,12 +336,20 @@ impl Policy {
         rules.sort_by(|a, b| {
             (std::cmp::Reverse(a.priority), &a.id).cmp(&(std::cmp::Reverse(b.priority), &b.id))
         });
-        Ok(Policy {
+        let policy = Policy {
             rules,
             default_action,
             default_weights,
             invalid: None,
-        })
+        };
+        let bytes = postcard::experimental::serialized_size(&policy).unwrap_or(usize::MAX);
+        if bytes > MAX_POLICY_BYTES {
+            return Err(PolicyError::TooLarge {
+                rules: policy.rules.len(),
+                bytes,
+            });
+        }
+        Ok(policy)
     }
 
     /// A policy that denies everything, saying why.
@@ -438,6 +467,29 @@ mod tests {
         )
         .unwrap();
         assert!(p.match_rule("lab", None, "demo.echo").is_none());
+    }
+
+    /// Rules with 100-byte capability names, `n` of them.
+    pub(crate) fn many_rules(n: usize) -> Vec<Rule> {
+        (0..n)
+            .map(|i| rule(&format!("r{i:05}"), 1, Action::Allow, &format!("{i:0>100}")))
+            .collect()
+    }
+
+    #[test]
+    fn a_policy_too_large_for_one_ipc_frame_is_refused_with_its_size() {
+        let fits = (1..).take_while(|&n| {
+            Policy::new(many_rules(n * 100), Action::Allow, Weights::default()).is_ok()
+        });
+        let n = fits.last().unwrap() * 100;
+        assert!(n >= 800, "{n} rules of 100-byte names should fit");
+        let err = Policy::new(many_rules(n + 100), Action::Allow, Weights::default()).unwrap_err();
+        let PolicyError::TooLarge { rules, bytes } = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(rules, n + 100);
+        assert!(bytes > MAX_POLICY_BYTES);
+        assert!(err.to_string().contains("merge rules"), "{err}");
     }
 
     #[test]

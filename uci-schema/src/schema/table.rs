@@ -339,7 +339,7 @@ pub static SECTIONS: &[SectionSpec] = &[
     SectionSpec { ty: "peer", many: true, canonical_name: "", doc: "A static peer router.", options: PEER },
     SectionSpec { ty: "tenant", many: true, canonical_name: "", doc: "A tenant: JWT keys and rate limits.", options: TENANT },
     SectionSpec { ty: "agent", many: true, canonical_name: "", doc: "Pins an origin to source networks or a key (route ownership, docs/trust-model.md).", options: AGENT },
-    SectionSpec { ty: "rule", many: true, canonical_name: "", doc: "A policy rule: match, verdict, constraints, score weights.", options: RULE },
+    SectionSpec { ty: "rule", many: true, canonical_name: "", doc: "A policy rule: match, verdict, constraints, score weights. All enabled rules together must encode to at most 128 KiB (agentd ships the policy to agent-gw in one IPC frame), about 900 rules with 100-byte patterns; agentd refuses a larger policy.", options: RULE },
     SectionSpec { ty: "route", many: true, canonical_name: "", doc: "A static route (never expires).", options: ROUTE },
     SectionSpec { ty: "mapping", many: true, canonical_name: "", doc: "An MCP tool or A2A skill backed by a capability.", options: MAPPING },
     SectionSpec { ty: "ipv6", many: false, canonical_name: "ipv6", doc: "Per-agent IPv6 /128 addresses.", options: IPV6 },

@@ -269,6 +269,66 @@ impl FibSink for Queue {
     }
 }
 
+/// The largest policy the configuration accepts still fits in the
+/// snapshot's last frame beside a full chunk of links: the bound on the
+/// policy is what keeps `SnapshotEnd` sendable.
+#[test]
+fn the_largest_accepted_policy_and_a_links_chunk_fit_in_one_frame() {
+    use crate::policy::{Action, Pattern, Rule, MAX_POLICY_BYTES};
+    use crate::score::Weights;
+    let rules = |n: usize| -> Vec<Rule> {
+        (0..n)
+            .map(|i| Rule {
+                capability: Pattern::Exact(format!("{i:0>100}").into()),
+                ..Rule::new(&format!("r{i:05}"), 1, Action::Allow)
+            })
+            .collect()
+    };
+    let accepted = |n: usize| Policy::new(rules(n), Action::Allow, Weights::default()).ok();
+    // The most rules accepted: bisect between one that fits and one that does not.
+    let (mut lo, mut hi) = (1, 10_000);
+    assert!(accepted(lo).is_some() && accepted(hi).is_none());
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if accepted(mid).is_some() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let policy = accepted(lo).unwrap();
+    let size = postcard::experimental::serialized_size(&policy).unwrap();
+    assert!(size > MAX_POLICY_BYTES - 200, "{size}");
+    let host = "h".repeat(200);
+    let set: Vec<PeerLink> = (0..2000)
+        .map(|i| {
+            link(
+                &format!("router-{i:04}"),
+                (i % 251) as u8,
+                &format!("{host}:7447"),
+            )
+        })
+        .collect();
+    let mut ex: FibExporter<Queue> = FibExporter::new();
+    let sub = ex
+        .subscribe(Queue::default(), &RouteTable::new(10), &policy, &set)
+        .unwrap();
+    let events = ex.unsubscribe(sub).unwrap().0;
+    let end = events
+        .iter()
+        .find(|e| matches!(e, FibEvent::SnapshotEnd { .. }))
+        .unwrap();
+    let FibEvent::SnapshotEnd { links, .. } = end else {
+        unreachable!()
+    };
+    assert!(!links.is_empty());
+    for ev in &events {
+        // Encoded as the IPC server sends it.
+        let msg = crate::ipc::message::ServerMsg::Fib(ev.clone());
+        crate::ipc::frame::encode(&msg).expect("every event of the snapshot is one frame");
+    }
+}
+
 #[test]
 fn the_exporter_sends_every_link_within_frame_bounds_and_the_replica_mirrors_them() {
     // Far more links than one chunk holds, with long addresses.

@@ -1250,7 +1250,7 @@ return baseclass.extend({
 	    ]
 	  },
 	  "rule": {
-	    "doc": "A policy rule: match, verdict, constraints, score weights.",
+	    "doc": "A policy rule: match, verdict, constraints, score weights. All enabled rules together must encode to at most 128 KiB (agentd ships the policy to agent-gw in one IPC frame), about 900 rules with 100-byte patterns; agentd refuses a larger policy.",
 	    "many": true,
 	    "name": "",
 	    "options": {
