@@ -117,7 +117,7 @@ pub async fn send(
         |what: &str| HopError::NotDelivered(format!("{what} is not a valid header value"), None);
     h.insert(
         ASSERTION_NAME,
-        HeaderValue::from_str(&assertion).map_err(|_| invalid("the assertion"))?,
+        assertion_value(&assertion).map_err(|_| invalid("the assertion"))?,
     );
     h.insert(
         ROUTE_ID_NAME,
@@ -186,4 +186,28 @@ pub fn unix_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// The assertion as a header value HPACK never indexes (RFC 7541 §7.1.3):
+/// it is a credential, and unique per call, so an entry for it in the
+/// connection's dynamic table would only push out the headers that do
+/// repeat (content type, route id) and hand a compression oracle the
+/// bytes of a signature.
+fn assertion_value(encoded: &str) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+    let mut v = HeaderValue::from_str(encoded)?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_assertion_header_is_never_indexed_and_refuses_what_no_header_can_carry() {
+        let v = assertion_value("AAEC-_").unwrap();
+        assert!(v.is_sensitive());
+        assert_eq!(v.as_bytes(), b"AAEC-_");
+        assert!(assertion_value("a\nb").is_err());
+    }
 }
