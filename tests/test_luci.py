@@ -441,6 +441,56 @@ def test_approve_and_revoke_of_a_discovered_router_land_in_the_file_and_the_daem
         h.close()
 
 
+def approval_row(p: Page, router_id: str) -> List[str]:
+    """The Peers page's approval row of router_id (Router, Record version,
+    Key fingerprint, Section, Announced now, Decision), or []."""
+    return next((r for r in rows(p, "agentd-approval-table") if r[0] == router_id), [])
+
+
+def test_an_approval_outliving_its_announcement_is_revoked_from_the_page(
+        browser: Browser, mesh: Any, bins: Any, workdir: Path) -> None:
+    """router-a approves router-b (agentctl), then router-b stops: its
+    candidate expires, so the candidate table has no row (and no Revoke)
+    for it, but the approval stays in the file. The Peers page lists it
+    among the approvals as `not announced`, with the record version and
+    key fingerprint of the section; its Revoke sends that record and
+    removes the section. No JS error."""
+    a = discovery_router(mesh, "router-a", "manual")
+    b = discovery_router(mesh, "router-b", "manual")
+    discovery_link(mesh, a, b)
+    a.start()
+    b.start()
+    cb = wait_candidate(a, b)
+    done = a.stack.ctl_json("approve", "router-b", str(cb["version"]))
+    assert done.get("ok") is True, done
+    sec = wait_for("router-a's file: router-b approved", lambda: peer_sections(a).get("router-b"), timeout=10)
+    b.stop()
+    wait_for("router-a: router-b's candidate gone", lambda: "router-b" not in candidates(a), timeout=30)
+
+    h = Harness(workdir / "luci", bins.agentctl, a.cfg.path, lambda: [a.stack.agentd.pid, a.stack.gw.pid])
+    p = open_view(browser, Lab(a, b, h, bins), "peers")
+    try:
+        row = wait_for("peers: router-b's approval listed", lambda: approval_row(p, "router-b"),
+                       timeout=15, interval=0.2)
+        assert row[1:5] == [str(cb["version"]), b.key.fingerprint, "disc_router_b", "not announced"], row
+        assert not candidate_row(p, "router-b")
+        p.screenshot(SCREENS / "peers-approval-stale.png")
+        assert sec["record_version"] == str(cb["version"]), sec
+        click(p, '.agentd-revoke-approval[data-id="router-b"]')
+        wait_for("router-a's file: router-b's section removed", lambda: "router-b" not in peer_sections(a),
+                 timeout=15, interval=0.2)
+        decisions = [c for c in h.rpcd.calls if c["method"] in ("approve", "revoke")]
+        assert [(c["method"], c["args"].get("id"), c["args"].get("version")) for c in decisions] == \
+            [("revoke", "router-b", cb["version"])], decisions
+        wait_for("peers: no approval left", lambda: not approval_row(p, "router-b"), timeout=5, interval=0.1)
+        assert "No discovered router is approved." in text(p, "#agentd-approval-table")
+        no_errors(p, "peers")
+        assert h.server.failures == [], h.server.failures
+    finally:
+        p.close()
+        h.close()
+
+
 def test_the_validator_agrees_with_uci_schema_on_every_sample(browser: Browser, make_stack: Any, bins: Any,
                                                              workdir: Path) -> None:
     """agentd/validate.js gives uci-schema's verdict (check_value) for every

@@ -4,6 +4,7 @@
 'require poll';
 'require ui';
 'require dom';
+'require uci';
 'require agentd.common as common';
 
 var callPeers = rpc.declare({
@@ -48,6 +49,28 @@ function mayRevoke(admission, c) { return admission != 'off' && c.state == 'appr
 
 /* While the router announces, its whole lifetime is left (the countdown
  * starts when the announcement ends). */
+/* What the router of an approval announces now, against the record
+ * version the approval was made for. An approval outlives the
+ * announcement it was made on: when the router is gone or announces
+ * another version, its candidate row cannot revoke it, this one can. */
+function announcedNow(list, a) {
+	var c = list.filter(function(c) { return String(c.id) == a.id; })[0];
+	if (!c)
+		return _('not announced');
+	return String(c.version) == a.version ? _('at this version') : _('at version %s').format(c.version);
+}
+
+/* The approvals in the file: `peer` sections agentd wrote with
+ * `discovered '1'` (docs/discovery.md). */
+function approvals() {
+	return uci.sections('agentd', 'peer').filter(function(s) {
+		return s.discovered == '1' && s.router_id;
+	}).map(function(s) {
+		return { id: String(s.router_id), version: String(s.record_version || '0'),
+			fingerprint: s.key_fingerprint, section: s['.name'] };
+	});
+}
+
 function expiry(c) {
 	if (c.announced)
 		return _('announced');
@@ -56,7 +79,7 @@ function expiry(c) {
 
 return view.extend({
 	load: function() {
-		return Promise.all([ callPeers(), callCandidates() ]);
+		return Promise.all([ callPeers(), callCandidates(), uci.load('agentd') ]);
 	},
 
 	update: function(root, data) {
@@ -104,6 +127,14 @@ return view.extend({
 					}, [ _('Revoke') ])
 				]) ];
 		}), cerr ? _('No candidates (discovery unavailable).') : _('No routers discovered.'));
+
+		common.fill(root.querySelector('#agentd-approval-table'), approvals().map(function(a) {
+			return [ a.id, a.version, common.dash(a.fingerprint), a.section, announcedNow(list, a),
+				E('button', {
+					'class': 'btn cbi-button-negative agentd-revoke-approval', 'data-id': a.id, 'data-version': a.version,
+					'click': ui.createHandlerFn(self, 'handleDecision', callRevoke, a.id, +a.version)
+				}, [ _('Revoke') ]) ];
+		}), _('No discovered router is approved.'));
 	},
 
 	handleDecision: function(fn, id, version, ev) {
@@ -122,7 +153,9 @@ return view.extend({
 	},
 
 	refresh: function() {
-		return Promise.all([ callPeers(), callCandidates() ]).then(L.bind(this.update, this, this.root));
+		/* Re-read the file: a decision here or elsewhere rewrites it. */
+		uci.unload('agentd');
+		return Promise.all([ callPeers(), callCandidates(), uci.load('agentd') ]).then(L.bind(this.update, this, this.root));
 	},
 
 	render: function(data) {
@@ -139,6 +172,12 @@ return view.extend({
 				E('p', { 'id': 'agentd-admission' }, [ '-' ]),
 				common.table('agentd-candidate-table', [ _('Router'), _('Domain'), _('Address'),
 					_('Key fingerprint'), _('Record version'), _('State'), _('Expires'), _('Decision') ])
+			]),
+			E('div', { 'class': 'cbi-section' }, [
+				E('h3', [ _('Approved discovered routers') ]),
+				E('p', [ _('Approvals in the configuration, also of routers no longer announced or announcing another record version.') ]),
+				common.table('agentd-approval-table', [ _('Router'), _('Record version'), _('Key fingerprint'),
+					_('Section'), _('Announced now'), _('Decision') ])
 			])
 		]);
 		this.root = node;
