@@ -227,13 +227,18 @@ def test_agent_gone_mid_call_fails_the_task_and_ends_the_stream(a2a_env):
 
 def test_oversized_input_and_protocol_errors(a2a_env):
     """Proves an input above gateway.max_request_bytes is InvalidRequest
-    (-32600) and never reaches the handler; and, with raw JSON-RPC, a
+    (-32600) and data carrying `nexus_direct_task_control` InvalidParams,
+    neither reaching the handler; and, with raw JSON-RPC, a
     missing A2A-Version (= 0.3) and an unsupported one are -32009 with
     ErrorInfo VERSION_NOT_SUPPORTED, an unknown method -32601, bad params
     -32602, unreadable JSON -32700 — all HTTP 200 JSON-RPC answers."""
     stack, backend, _, c = a2a_env
     with pytest.raises(InvalidRequestError):
         run(c.send(data_message({"blob": "x" * 20000}, skill="echo")))
+    # nexilume's task control is no message data (it would act on a task).
+    with pytest.raises(InvalidParamsError) as e:
+        run(c.send(data_message({"nexus_direct_task_control": {"action": "cancel"}}, skill="echo")))
+    assert "'nexus_direct_task_control' is reserved" in e.value.message, e.value
     assert backend.calls("a2a.echo") == []
 
     url = f"{stack.http.base_url}/a2a"

@@ -268,8 +268,11 @@ def test_failures_are_typed_and_reach_no_handler(mcp_stack, backend):
     route fails typed (`no_route`); an agent that drops the call after
     reading it gives an isError result with outcome `unknown`; an
     oversized input is a JSON-RPC error (-32600, HTTP 413) before anything
-    is routed; invalid arguments are -32602. None of these reached a
-    handler that should not see it, and the client goes on working."""
+    is routed; invalid arguments are -32602; an argument named
+    `nexus_direct_task_control` (nexilume's task control, which would act
+    on a task instead of being data) is refused as `invalid_field`. None
+    of these reached a handler that should not see it, and the client
+    goes on working."""
     gone = Backend(reset_all=True)
     try:
         mcp_stack.register(registration("mcp.gone.echo", gone.endpoint, lease_seconds=120))
@@ -283,6 +286,8 @@ def test_failures_are_typed_and_reach_no_handler(mcp_stack, backend):
                 with pytest.raises(MCPError) as big:
                     await c.call_tool("echo", {"blob": "x" * 70_000})
                 out["big"] = big.value.error
+                out["reserved"] = await c.call_tool(
+                    "echo", {"nexus_direct_task_control": {"action": "status", "direct_task_id": "t"}})
                 out["after"] = await c.call_tool("echo", {"still": "ok"})
             return out
 
@@ -296,6 +301,9 @@ def test_failures_are_typed_and_reach_no_handler(mcp_stack, backend):
         assert g.is_error and g.structured_content["error"]["outcome"] == "unknown", g
         assert len(gone.received) == 1
         assert out["big"].code == -32600 and "payload_too_large" in out["big"].message, out["big"]
+        reserved = out["reserved"]
+        assert reserved.is_error and reserved.structured_content["error"]["code"] == "invalid_field", reserved
+        assert "'nexus_direct_task_control' is reserved" in reserved.content[0].text, reserved
         assert not out["after"].is_error
         intents = [r.json().get("intent") for r in backend.received]
         assert intents == ["mcp.echo"], intents

@@ -22,8 +22,8 @@ use http::{header, HeaderValue, Method, Response};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::api::envelope::Envelope;
-use crate::api::error::ApiError;
+use crate::api::envelope::{Envelope, DIRECT_TASK_CONTROL};
+use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
 use crate::endpoints::invoke::{self, Admitted};
 use crate::endpoints::{authenticate, inflight_slot, Ctx, Need};
@@ -95,12 +95,8 @@ pub fn synthetic_parts(parts: &Parts, path: &str, extra: &[(&'static str, Header
 /// and more, never derived from anything a client sent.
 pub fn random_id(bytes: usize) -> Result<String, ApiError> {
     let mut b = vec![0u8; bytes.clamp(16, 64)];
-    crate::auth::fill_random(&mut b).map_err(|e| {
-        ApiError::new(
-            crate::api::error::ErrorCode::Internal,
-            format!("no randomness for an id: {e}"),
-        )
-    })?;
+    crate::auth::fill_random(&mut b)
+        .map_err(|e| ApiError::new(ErrorCode::Internal, format!("no randomness for an id: {e}")))?;
     Ok(crate::task::id::hex(&b))
 }
 
@@ -113,8 +109,28 @@ pub struct Call<'a> {
     pub payload: Value,
 }
 
+/// Refuses a protocol payload that carries nexilume's direct task control
+/// (`payload.nexus_direct_task_control`, see `endpoints::tasks`). Through
+/// `/agent/v1/invoke` it is how nexilume's SDK reads or cancels a task;
+/// as an MCP tool argument or in an A2A message it would be data that
+/// acts on a task instead, here or in the handler's SDK, which no tool
+/// call means: protocol calls carry data only.
+pub fn data_only(payload: &Value) -> Result<(), ApiError> {
+    if payload.get(DIRECT_TASK_CONTROL).is_none() {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::InvalidField,
+        format!(
+            "argument '{DIRECT_TASK_CONTROL}' is reserved (nexilume's task control); a tool call or message cannot carry it"
+        ),
+    )
+    .rejected())
+}
+
 /// The envelope of `call` for `who`, with a fresh random `task_id`.
 pub fn envelope(cx: &Ctx, who: &Identity, call: &Call<'_>) -> Result<Envelope, ApiError> {
+    data_only(&call.payload)?;
     let doc = json!({
         "version": "1.0",
         "intent": call.capability,

@@ -437,6 +437,7 @@ impl Call<'_> {
         message_id: &str,
         payload: Value,
     ) -> Result<Envelope, ApiError> {
+        crate::ingress::data_only(&payload)?;
         let doc = json!({
             "version": "1.0",
             "intent": skill.capability,
