@@ -270,6 +270,19 @@ pub fn convert(p: &Partial, file: &str) -> (Runtime, Vec<String>) {
     }
     let (policy, rule_problems) = policy(p, file);
     extra.extend(rule_problems);
+    let mut mesh = crate::daemon::peers::settings::MeshSettings::of_config(c);
+    let max_peers = crate::daemon::peers::settings::MAX_PEERS;
+    if let Some(over) = c.peers.iter().filter(|p| p.enabled).nth(max_peers) {
+        extra.push(refused(
+            file,
+            &over.at,
+            None,
+            format!(
+                "more than {max_peers} enabled peer sections (agent-gw gets the peer list whole); this one and those after it are skipped"
+            ),
+        ));
+        mesh.peers.truncate(max_peers);
+    }
     let mut errors: Vec<String> = p.errors().0.iter().map(|e| e.to_string()).collect();
     errors.extend(extra.iter().map(|x| x.error.to_string()));
     problems.extend(extra);
@@ -297,7 +310,7 @@ pub fn convert(p: &Partial, file: &str) -> (Runtime, Vec<String>) {
         problems,
         quotas: quotas(c),
         pins: crate::owner::pins_of(c),
-        mesh: crate::daemon::peers::settings::MeshSettings::of_config(c),
+        mesh,
         discovery: crate::daemon::discovery::settings::DiscoverySettings::of_config(c),
     };
     (rt, errors)
@@ -521,5 +534,43 @@ mod tests {
         assert!(!problems.is_empty());
         let reason = rt.policy.invalid.as_deref().expect("deny-all policy");
         assert!(reason.contains("more than the 131072"), "{reason}");
+    }
+
+    /// More peer sections than agent-gw can be sent is refused like the
+    /// oversized policy: a reload refuses the file, a start runs with the
+    /// first 512 and reports the rest as skipped.
+    #[test]
+    fn more_peers_than_the_fib_can_carry_are_refused() {
+        let peers = |n: usize| {
+            let mut text = String::from("config agentd 'main'\n\toption router_id 'router-a'\n");
+            for i in 0..n {
+                text.push_str(&format!(
+                    "config peer 'p{i}'\n\toption router_id 'r{i}'\n\toption address '192.0.2.{}'\n",
+                    i % 250 + 1
+                ));
+            }
+            text
+        };
+        let max = crate::daemon::peers::settings::MAX_PEERS;
+        assert_eq!(
+            load_str(&peers(max), "agentd").unwrap().mesh.peers.len(),
+            max
+        );
+        let err = load_str(&peers(max + 3), "agentd").unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("more than {max} enabled peer sections")),
+            "{err}"
+        );
+        assert!(
+            err.contains("p512"),
+            "names the first section skipped: {err}"
+        );
+        let (rt, problems) = load_str_partial(&peers(max + 3), "agentd");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(rt.mesh.peers.len(), max);
+        assert_eq!(
+            rt.mesh.peers.last().unwrap().router_id,
+            format!("r{}", max - 1)
+        );
     }
 }

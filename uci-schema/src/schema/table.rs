@@ -336,7 +336,7 @@ pub static SECTIONS: &[SectionSpec] = &[
     SectionSpec { ty: "gateway", many: false, canonical_name: "gateway", doc: "agent-gw: listeners, authentication, limits, tasks and streams.", options: GATEWAY },
     SectionSpec { ty: "arpx", many: false, canonical_name: "arpx", doc: "Inter-router route exchange.", options: ARPX },
     SectionSpec { ty: "discovery", many: false, canonical_name: "discovery", doc: "mDNS/DNS-SD discovery and admission of routers.", options: DISCOVERY },
-    SectionSpec { ty: "peer", many: true, canonical_name: "", doc: "A static peer router.", options: PEER },
+    SectionSpec { ty: "peer", many: true, canonical_name: "", doc: "A static peer router. At most 512 enabled (agentd sends agent-gw the peer list whole); agentd refuses more.", options: PEER },
     SectionSpec { ty: "tenant", many: true, canonical_name: "", doc: "A tenant: JWT keys and rate limits.", options: TENANT },
     SectionSpec { ty: "agent", many: true, canonical_name: "", doc: "Pins an origin to source networks or a key (route ownership, docs/trust-model.md).", options: AGENT },
     SectionSpec { ty: "rule", many: true, canonical_name: "", doc: "A policy rule: match, verdict, constraints, score weights. All enabled rules together must encode to at most 128 KiB (agentd ships the policy to agent-gw in one IPC frame), about 900 rules with 100-byte patterns; agentd refuses a larger policy.", options: RULE },

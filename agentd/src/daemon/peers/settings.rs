@@ -60,6 +60,14 @@ impl PeerSettings {
     }
 }
 
+/// Most enabled `peer` sections a router keeps sessions with. agent-gw
+/// gets the whole list of peers that are down in the last frame of its
+/// FIB snapshot, beside the policy ([`crate::policy::MAX_POLICY_BYTES`])
+/// and a chunk of links; 512 router ids (at most 63 bytes each) plus the
+/// 256 routers discovery may admit in memory keep that frame within the
+/// IPC bound, and are far more sessions than a router can keep warm.
+pub const MAX_PEERS: usize = 512;
+
 impl MeshSettings {
     /// From a (valid part of a) configuration.
     pub fn of_config(c: &uci_schema::Config) -> MeshSettings {

@@ -270,8 +270,9 @@ impl FibSink for Queue {
 }
 
 /// The largest policy the configuration accepts still fits in the
-/// snapshot's last frame beside a full chunk of links: the bound on the
-/// policy is what keeps `SnapshotEnd` sendable.
+/// snapshot's last frame beside a full chunk of links and every peer the
+/// configuration and discovery allow, down: the bounds on the policy and
+/// on the peer count are what keep `SnapshotEnd` sendable.
 #[test]
 fn the_largest_accepted_policy_and_a_links_chunk_fit_in_one_frame() {
     use crate::policy::{Action, Pattern, Rule, MAX_POLICY_BYTES};
@@ -309,10 +310,16 @@ fn the_largest_accepted_policy_and_a_links_chunk_fit_in_one_frame() {
             )
         })
         .collect();
+    // Every peer the configuration allows, and every router discovery may
+    // admit, down, with the longest router ids.
+    let mut rib = RouteTable::new(10);
+    let down = crate::daemon::peers::settings::MAX_PEERS + crate::discovery::table::MAX_CANDIDATES;
+    for i in 0..down {
+        assert!(rib.set_peer_up(&format!("{i:0>63}"), false));
+    }
+    assert_eq!(rib.peers_down().count(), down);
     let mut ex: FibExporter<Queue> = FibExporter::new();
-    let sub = ex
-        .subscribe(Queue::default(), &RouteTable::new(10), &policy, &set)
-        .unwrap();
+    let sub = ex.subscribe(Queue::default(), &rib, &policy, &set).unwrap();
     let events = ex.unsubscribe(sub).unwrap().0;
     let end = events
         .iter()

@@ -946,7 +946,7 @@ return baseclass.extend({
 	    ]
 	  },
 	  "peer": {
-	    "doc": "A static peer router.",
+	    "doc": "A static peer router. At most 512 enabled (agentd sends agent-gw the peer list whole); agentd refuses more.",
 	    "many": true,
 	    "name": "",
 	    "options": {
