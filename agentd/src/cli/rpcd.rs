@@ -64,8 +64,6 @@ pub enum RpcdError {
     /// A required argument is absent.
     MissingArgument(&'static str),
     UnknownMethod(String),
-    /// A method of the ubus object whose subsystem is not built yet.
-    Unsupported(&'static str),
 }
 
 impl RpcdError {
@@ -79,7 +77,6 @@ impl RpcdError {
             | RpcdError::BadArgument { .. }
             | RpcdError::MissingArgument(_) => "invalid_argument",
             RpcdError::UnknownMethod(_) => "unknown_method",
-            RpcdError::Unsupported(_) => "unsupported",
         }
     }
 
@@ -105,14 +102,6 @@ impl fmt::Display for RpcdError {
             }
             RpcdError::MissingArgument(name) => write!(f, "argument {name:?} is required"),
             RpcdError::UnknownMethod(m) => write!(f, "object agentd has no method {m:?}"),
-            RpcdError::Unsupported(m) => {
-                write!(
-                    f,
-                    "method {m:?} needs router discovery and admission (DESIGN §6), \
-                     which this agentd does not have yet; static peers are configured \
-                     as 'peer' sections"
-                )
-            }
         }
     }
 }
@@ -236,16 +225,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_listed_method_is_either_a_command_or_honestly_unsupported() {
+    fn every_listed_method_is_a_command() {
         let sigs = signatures();
         let methods = sigs.as_object().unwrap();
         assert_eq!(methods.len(), 11);
         let args: Map<String, Value> =
             serde_json::from_str(r#"{"capability":"demo.echo","id":"r","version":3}"#).unwrap();
         for m in methods.keys() {
-            match command_for(m, &args) {
-                Ok(_) | Err(RpcdError::Unsupported(_)) => {}
-                Err(e) => panic!("listed method {m} fails with {e}"),
+            if let Err(e) = command_for(m, &args) {
+                panic!("listed method {m} fails with {e}");
             }
         }
     }
