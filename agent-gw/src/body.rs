@@ -74,6 +74,28 @@ pub fn relay(incoming: Incoming) -> Body {
     Body::new(incoming)
 }
 
+/// A body fed chunk by chunk from a bounded channel (an SSE pump writes
+/// events as they come); it ends when the sender is dropped, and a client
+/// that goes away drops the receiver, which the pump sees as a closed
+/// channel.
+pub fn channel(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Body {
+    Body::new(Channel(rx))
+}
+
+struct Channel(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl HttpBody for Channel {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.0.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+    }
+}
+
 /// A body that keeps `guard` alive until the body is finished or dropped
 /// (e.g. an in-flight slot held for the whole relayed response).
 pub fn guarded<G: Unpin + 'static>(inner: Body, guard: G) -> Body {

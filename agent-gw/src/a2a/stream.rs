@@ -9,15 +9,11 @@
 //! A subscriber that disconnects drops only its follower: the task runs
 //! on (A2A tasks outlive their streams), and `CancelTask` ends it.
 
-use std::convert::Infallible;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response};
-use hyper::body::Frame;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -69,7 +65,7 @@ pub(crate) fn respond(
         .map(|task| task.history().last_id());
     let first = cursor.zip(view_of(&state, &tid, &a2a_id));
     tokio::task::spawn_local(pump(state, tid, a2a_id, call.id.clone(), first, tx));
-    let mut r = Response::new(guarded(Body::new(ChannelBody(rx)), guard));
+    let mut r = Response::new(guarded(crate::body::channel(rx), guard));
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -142,21 +138,6 @@ async fn pump(
                 }
             }
         }
-    }
-}
-
-/// The response body fed by the pump; ends when the pump drops its end.
-struct ChannelBody(mpsc::Receiver<Bytes>);
-
-impl hyper::body::Body for ChannelBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
     }
 }
 

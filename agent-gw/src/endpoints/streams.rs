@@ -12,11 +12,8 @@
 //! connection to the handler.
 
 use std::cell::RefCell;
-use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use agentd::route::RouteId;
@@ -24,7 +21,6 @@ use agentd::time::Millis;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderValue, Response};
-use hyper::body::Frame;
 use tokio::sync::mpsc;
 
 use crate::api::envelope::Envelope;
@@ -104,7 +100,7 @@ pub fn follow(
             peer: cx.peer,
         },
     ));
-    let mut r = Response::new(guarded(Body::new(ChannelBody(rx)), slot));
+    let mut r = Response::new(guarded(crate::body::channel(rx), slot));
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -170,20 +166,6 @@ async fn pump(mut follower: Follower, tx: mpsc::Sender<Bytes>, stall: Stall) {
             },
             _ = tx.closed() => return,
         }
-    }
-}
-
-struct ChannelBody(mpsc::Receiver<Bytes>);
-
-impl hyper::body::Body for ChannelBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
     }
 }
 

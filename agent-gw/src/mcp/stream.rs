@@ -14,14 +14,10 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use hyper::body::{Body as HttpBody, Frame};
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::body::Body;
@@ -129,24 +125,6 @@ impl Stream {
     }
 }
 
-/// A response body fed by a channel.
-struct ChannelBody(mpsc::Receiver<Bytes>);
-
-impl HttpBody for ChannelBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.get_mut()
-            .0
-            .poll_recv(cx)
-            .map(|o| o.map(|b| Ok(Frame::data(b))))
-    }
-}
-
 /// A response body that delivers `stream` after `cursor` until it is
 /// done. `on_detach` is notified when the client goes away first.
 pub fn follow(stream: Rc<Stream>, cursor: u64, on_detach: Option<Rc<Notify>>) -> Body {
@@ -159,7 +137,7 @@ pub fn follow(stream: Rc<Stream>, cursor: u64, on_detach: Option<Rc<Notify>>) ->
             }
         }
     });
-    Body::new(ChannelBody(rx))
+    crate::body::channel(rx)
 }
 
 /// A response body that stays open (keep-alive comments only) until
@@ -182,7 +160,7 @@ pub fn idle(until: Rc<Notify>, on_end: Box<dyn FnOnce()>) -> Body {
         }
         on_end();
     });
-    Body::new(ChannelBody(rx))
+    crate::body::channel(rx)
 }
 
 /// Feeds `tx` until the stream is done (false) or the client left
