@@ -18,8 +18,8 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from harness.discovery import (LIFETIME_S, candidates, discovery_link, discovery_router, peer_sections,
-                               wait_candidate)
+from harness.discovery import (LIFETIME_S, candidates, discovery_link, discovery_router, linked_pair,
+                               peer_sections, wait_candidate)
 from harness.mesh import MeshRouter
 from harness.poll import wait_for
 
@@ -43,11 +43,7 @@ def test_manual_mode_peers_only_after_approval_of_the_announced_version(mesh):
     a wrong version is refused, of the right one removes the section and
     the session ends (B sees it go down). When B stops (goodbye), A's
     candidate stops being announced and is gone within its lifetime."""
-    a = discovery_router(mesh, "router-a", "manual")
-    b = discovery_router(mesh, "router-b", "manual")
-    discovery_link(mesh, a, b)
-    a.start()
-    b.start()
+    a, b = linked_pair(mesh, "manual")
 
     cb = wait_candidate(a, b)
     ca = wait_candidate(b, a)

@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "luci-harness"))
 
-from harness.discovery import candidates, discovery_link, discovery_router, peer_sections, wait_candidate  # noqa: E402
+from harness.discovery import candidates, linked_pair, peer_sections, wait_candidate  # noqa: E402
 from harness.poll import wait_for  # noqa: E402
 from harness.procs import REPO  # noqa: E402
 from luci_cdp import Browser, Page, chromium_binary  # noqa: E402
@@ -364,11 +364,7 @@ def test_approve_and_revoke_of_a_discovered_router_land_in_the_file_and_the_daem
     session comes up (agentctl and the page). Revoke sends the same
     record, removes the section, the session goes down on both sides and
     the row is `pending` again. No JS error."""
-    a = discovery_router(mesh, "router-a", "manual")
-    b = discovery_router(mesh, "router-b", "manual")
-    discovery_link(mesh, a, b)
-    a.start()
-    b.start()
+    a, b = linked_pair(mesh, "manual")
     cb = wait_candidate(a, b)
     ca = wait_candidate(b, a)
     assert cb["state"] == "pending" and cb["fingerprint"] == b.key.fingerprint, cb
@@ -455,11 +451,7 @@ def test_an_approval_outliving_its_announcement_is_revoked_from_the_page(
     among the approvals as `not announced`, with the record version and
     key fingerprint of the section; its Revoke sends that record and
     removes the section. No JS error."""
-    a = discovery_router(mesh, "router-a", "manual")
-    b = discovery_router(mesh, "router-b", "manual")
-    discovery_link(mesh, a, b)
-    a.start()
-    b.start()
+    a, b = linked_pair(mesh, "manual")
     cb = wait_candidate(a, b)
     done = a.stack.ctl_json("approve", "router-b", str(cb["version"]))
     assert done.get("ok") is True, done

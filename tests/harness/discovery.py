@@ -8,7 +8,7 @@ test_luci.py (the Peers page against real candidates)."""
 from __future__ import annotations
 
 import subprocess
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from harness.mesh import MeshRouter
 from harness.poll import wait_for
@@ -42,6 +42,17 @@ def discovery_link(mesh: Any, a: MeshRouter, b: MeshRouter) -> None:
                        capture_output=True, stdin=subprocess.DEVNULL)
         d = r.cfg.section("discovery").options
         d["interface"] = list(d.get("interface") or []) + [ifname]
+
+
+def linked_pair(mesh: Any, admission: str) -> Tuple[MeshRouter, MeshRouter]:
+    """router-a and router-b with discovery on in `admission` mode, no
+    peer sections, one multicast link between them, both started."""
+    a = discovery_router(mesh, "router-a", admission)
+    b = discovery_router(mesh, "router-b", admission)
+    discovery_link(mesh, a, b)
+    a.start()
+    b.start()
+    return a, b
 
 
 def candidates(r: MeshRouter) -> Dict[str, Dict[str, Any]]:

@@ -258,6 +258,22 @@ fn a_delta_that_would_exceed_the_bound_is_refused_before_anything_applies() {
     assert_eq!(r.generation(), Some(2));
 }
 
+/// Far more links than one chunk holds, with long addresses, in
+/// descending router-id order (the exporter sorts them).
+fn many_long_links() -> Vec<PeerLink> {
+    let host = "h".repeat(200);
+    (0..2000)
+        .rev()
+        .map(|i| {
+            link(
+                &format!("router-{i:04}"),
+                (i % 251) as u8,
+                &format!("{host}:7447"),
+            )
+        })
+        .collect()
+}
+
 /// Events queued by the exporter.
 #[derive(Debug, Default)]
 struct Queue(Vec<FibEvent>);
@@ -300,16 +316,7 @@ fn the_largest_accepted_policy_and_a_links_chunk_fit_in_one_frame() {
     let policy = accepted(lo).unwrap();
     let size = postcard::experimental::serialized_size(&policy).unwrap();
     assert!(size > MAX_POLICY_BYTES - 200, "{size}");
-    let host = "h".repeat(200);
-    let set: Vec<PeerLink> = (0..2000)
-        .map(|i| {
-            link(
-                &format!("router-{i:04}"),
-                (i % 251) as u8,
-                &format!("{host}:7447"),
-            )
-        })
-        .collect();
+    let set = many_long_links();
     // Every peer the configuration allows, and every router discovery may
     // admit, down, with the longest router ids.
     let mut rib = RouteTable::new(10);
@@ -338,18 +345,7 @@ fn the_largest_accepted_policy_and_a_links_chunk_fit_in_one_frame() {
 
 #[test]
 fn the_exporter_sends_every_link_within_frame_bounds_and_the_replica_mirrors_them() {
-    // Far more links than one chunk holds, with long addresses.
-    let host = "h".repeat(200);
-    let set: Vec<PeerLink> = (0..2000)
-        .rev()
-        .map(|i| {
-            link(
-                &format!("router-{i:04}"),
-                (i % 251) as u8,
-                &format!("{host}:7447"),
-            )
-        })
-        .collect();
+    let set = many_long_links();
     let rib = RouteTable::new(10);
     let mut ex: FibExporter<Queue> = FibExporter::new();
     let sub = ex
