@@ -100,13 +100,23 @@ async fn accept(
     Some((tls_stream, link))
 }
 
+/// The key a linked router's assertions are verified with. A weak
+/// (small-order) key would let anyone sign as that router, and
+/// assertions are verified cofactorless on the promise that it is
+/// refused here.
+fn assertion_key(bytes: &[u8; 32]) -> Option<ed25519_dalek::VerifyingKey> {
+    ed25519_dalek::VerifyingKey::from_bytes(bytes)
+        .ok()
+        .filter(|k| !k.is_weak())
+}
+
 async fn connection(state: Rc<AppState>, tls: Tls, link: crate::peer::Link, from: SocketAddr) {
     let close = state.peer.accepted(link.clone());
     let stats = state.peer.stats.clone();
     PeerStats::add(&stats.conns, 1);
-    let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(&link.key) else {
+    let Some(key) = assertion_key(&link.key) else {
         agentd::log_warn!(
-            "peer data connection from {}: its linked key is not a valid Ed25519 key",
+            "peer data connection from {}: its linked key is not a usable Ed25519 key",
             link.router_id
         );
         stats.conns.set(stats.conns.get().saturating_sub(1));
@@ -140,4 +150,29 @@ async fn connection(state: Rc<AppState>, tls: Tls, link: crate::peer::Link, from
         }
     }
     stats.conns.set(stats.conns.get().saturating_sub(1));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assertion_key;
+
+    #[test]
+    fn small_order_and_invalid_link_keys_are_refused() {
+        let good = ed25519_dalek::SigningKey::from_bytes(&[3; 32]).verifying_key();
+        assert_eq!(assertion_key(good.as_bytes()), Some(good));
+        // The identity point (y = 1), of order 1: every signature with
+        // R = identity and S = 0 would verify under it.
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        assert_eq!(assertion_key(&identity), None);
+        // y = -1, of order 2.
+        let mut order2 = [0xff; 32];
+        order2[0] = 0xec;
+        order2[31] = 0x7f;
+        assert_eq!(assertion_key(&order2), None);
+        // Not a point on the curve at all.
+        let mut off = [0u8; 32];
+        off[0] = 2;
+        assert_eq!(assertion_key(&off), None);
+    }
 }

@@ -364,3 +364,35 @@ fn batch_positions_and_proofs_are_bounded_by_the_decoder() {
     assert!(enc.len() <= MAX_HEADER_LEN, "{} bytes", enc.len());
     assert_eq!(Assertion::decode(&enc).as_ref(), Ok(&big[5]));
 }
+
+/// Verification is cofactorless (not `verify_strict`), which still
+/// insists on a canonical S: the signature plus the group order, which
+/// the same equation would accept, is refused.
+#[test]
+fn a_signature_with_s_beyond_the_group_order_is_refused() {
+    // The order of the prime-order subgroup, little-endian.
+    const L: [u8; 32] = [
+        0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde,
+        0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+    ];
+    let k = key(3);
+    let vk = k.verifying_key();
+    let mut a = Assertion::sign(claims(1), &k);
+    let mut carry = 0u16;
+    for (s, l) in a.signature.1.iter_mut().zip(L) {
+        let sum = u16::from(*s) + u16::from(l) + carry;
+        *s = sum as u8;
+        carry = sum >> 8;
+    }
+    // S < L < 2^253, so S + L still fits the 32 bytes.
+    assert_eq!(carry, 0);
+    let mut cache = ReplayCache::new(8);
+    assert_eq!(
+        verify(&wire_again(&a), &expect(&vk, NOW), &mut cache),
+        Err(AssertionError::BadSignature)
+    );
+    assert_eq!(cache.len(), 0, "a refused assertion records no nonce");
+    // The untouched signature verifies.
+    let good = Assertion::sign(claims(1), &k);
+    verify(&wire_again(&good), &expect(&vk, NOW), &mut cache).unwrap();
+}
