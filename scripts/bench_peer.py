@@ -416,7 +416,7 @@ def load(tool: Path, url: str, body_file: Path, concurrency: int, requests: int,
             out = open(TRACE_DIR / f"{name}.txt", "w")
             cmd = ["perf", "trace", "-s", "-p", str(pid)]
             if TRACE == "record":
-                cmd = ["perf", "record", "-F", "4999", "-o", str(TRACE_DIR / f"{name}.data"), "-p", str(pid)]
+                cmd = ["perf", "record", "-F", "4999", "--call-graph", "dwarf,16384", "-o", str(TRACE_DIR / f"{name}.data"), "-p", str(pid)]
             tracers.append((subprocess.Popen(cmd, stdout=out, stderr=out), out))
         # perf attaches asynchronously; what it misses is warm-up.
         time.sleep(1.0)
