@@ -17,7 +17,9 @@ use agentd::{log_error, log_info, log_notice, log_warn};
 
 /// mimalloc, not the libc allocator: every call allocates headers,
 /// frames and buffers, and musl's malloc (OpenWrt's) made that a quarter
-/// of the data path's CPU (see agent-gw/Cargo.toml for the figures).
+/// of the data path's CPU (see agent-gw/Cargo.toml for the figures and
+/// why 64-bit targets only).
+#[cfg(target_pointer_width = "64")]
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
