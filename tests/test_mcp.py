@@ -39,6 +39,12 @@ MAPPINGS = [
     Section("mapping", "denied", {"capability": "mcp.denied.echo", "description": "Denied by policy."}),
     Section("mapping", "gone", {"capability": "mcp.gone.echo", "description": "Its agent drops every call."}),
     Section("mapping", "a2a_only", {"protocol": "a2a", "capability": "mcp.echo"}),
+    Section("mapping", "strict", {
+        "capability": "mcp.echo", "description": "Echoes one message.",
+        "input_schema": json.dumps({
+            "type": "object", "required": ["msg"], "additionalProperties": False,
+            "properties": {"msg": {"type": "string", "maxLength": 8},
+                           "tags": {"type": "array", "items": {"enum": ["a", "b"]}}}})}),
 ]
 
 
@@ -83,7 +89,7 @@ def test_default_mode_negotiates_2026_and_lists_and_calls(mcp_stack, backend):
     version, tools, result = run(go())
     assert version == "2026-07-28"
     names = sorted(t.name for t in tools.tools)
-    assert names == ["count", "echo", "gone", "missing", "slow"], names
+    assert names == ["count", "echo", "gone", "missing", "slow", "strict"], names
     echo = next(t for t in tools.tools if t.name == "echo")
     assert echo.title == "Echo" and echo.description == "Echoes its arguments."
     assert echo.input_schema == {"type": "object"}
@@ -113,7 +119,7 @@ def test_legacy_mode_handshake_session_and_call(mcp_stack, backend):
 
     version, tools, result = run(go())
     assert version == "2025-11-25"
-    assert sorted(t.name for t in tools.tools) == ["count", "echo", "gone", "missing", "slow"]
+    assert sorted(t.name for t in tools.tools) == ["count", "echo", "gone", "missing", "slow", "strict"]
     assert not result.is_error and result.structured_content["echo"] == {"n": 7}
     assert len(backend.calls("mcp.echo")) == 1
     # The session's whole life from the raw side: initialize, then DELETE.
@@ -313,6 +319,40 @@ def test_failures_are_typed_and_reach_no_handler(mcp_stack, backend):
     r = httpx2.post(url(mcp_stack), json=modern_body("tools/call", {"name": "echo", "arguments": [1]}),
                     headers=modern_headers("tools/call", "echo"))
     assert r.status_code == 400 and r.json()["error"]["code"] == -32602, r.text
+
+
+def test_arguments_the_input_schema_refuses_reach_no_handler(mcp_stack, backend):
+    """Proves tool arguments are checked against the tool's input schema
+    before anything is routed: a wrong type, a missing required property,
+    an undeclared property, a string too long and an array item outside
+    its enum each come back as a tool execution error (isError, typed
+    `invalid_field`, naming where in the arguments and what was expected,
+    so the model can correct the call), and only the valid call reaches
+    the handler."""
+
+    async def go():
+        async with Client(url(mcp_stack)) as c:
+            bad = [await c.call_tool("strict", a) for a in (
+                {"msg": 5}, {}, {"msg": "hi", "x": 1}, {"msg": "much too long"},
+                {"msg": "hi", "tags": ["a", "c"]})]
+            good = await c.call_tool("strict", {"msg": "hi", "tags": ["b"]})
+            return bad, good
+
+    before = len(backend.calls("mcp.echo"))
+    bad, good = run(go())
+    texts = []
+    for r in bad:
+        assert r.is_error and r.structured_content["error"]["code"] == "invalid_field", r
+        texts.append(r.content[0].text)
+    assert texts == [
+        "invalid_field: arguments at /msg: string, got number",
+        "invalid_field: arguments at /: the required property 'msg'",
+        "invalid_field: arguments at /: no property 'x' (not in the schema)",
+        "invalid_field: arguments at /msg: at most 8 characters, got 13",
+        'invalid_field: arguments at /tags/1: one of ["a", "b"]',
+    ], texts
+    assert not good.is_error and good.structured_content["echo"] == {"msg": "hi", "tags": ["b"]}, good
+    assert len(backend.calls("mcp.echo")) == before + 1
 
 
 def test_2026_wire_errors_carry_the_spec_codes(mcp_stack):

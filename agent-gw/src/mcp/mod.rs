@@ -22,6 +22,7 @@
 //! Every request first passes the Host/Origin guard and authentication
 //! (`ingress`); a call then is an ordinary invocation (`tools`).
 
+pub mod args;
 pub mod session;
 pub mod stream;
 pub mod tools;

@@ -28,7 +28,7 @@ use uci_schema::Protocol;
 
 use super::stream::Stream;
 use super::wire::{self, Refusal};
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
 use crate::catalog::{Caller, Entry, Visibility};
 use crate::endpoints::Ctx;
@@ -227,6 +227,9 @@ pub async fn call(
     let Some((entry, visibility)) = found else {
         return tool_error(&format!("unknown tool '{}'", req.name), None);
     };
+    if let Some(refusal) = invalid_arguments(&entry, &req.arguments) {
+        return refusal;
+    }
     let env = match ingress::envelope(
         cx,
         who,
@@ -248,6 +251,16 @@ pub async fn call(
         Err(e) => api_error_result(&e),
         Ok(resp) => relay(cx, resp, report, task).await,
     }
+}
+
+/// The tool error for arguments the tool's input schema refuses: a tool
+/// execution error (MCP 2025-11-25: the model reads it and can correct
+/// the call), typed `invalid_field`, and nothing sent to the handler.
+fn invalid_arguments(entry: &Entry, arguments: &Value) -> Option<Value> {
+    let schema: Value = serde_json::from_str(entry.input_schema.as_deref()?).ok()?;
+    let v = super::args::check(&schema, arguments).err()?;
+    let e = ApiError::new(ErrorCode::InvalidField, v.to_string()).capability(&entry.capability);
+    Some(api_error_result(&e))
 }
 
 async fn relay(cx: &Ctx, resp: Response<Body>, report: &Reporter, task: &StreamTask) -> Value {
