@@ -207,3 +207,71 @@ def test_requests_the_http_layer_refuses_get_the_json_shape_and_close(stack, bac
         assert error["code"] == code and error["outcome"] == "rejected", error
         assert error["message"], error
         _good_call(stack)
+
+
+def _answer_then_send_rest(stack, first: bytes, rest: bytes) -> bytes:
+    """Sends `first`, reads the gateway's whole answer (Content-Length
+    framed), then sends `rest` in 16 KiB writes and reads to the end: the
+    client of a gateway that answered before reading the body is still
+    writing it. Fails on a reset in either direction."""
+    with socket.create_connection((stack.http.host, stack.http.port), timeout=10) as sock:
+        sock.sendall(first)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            assert chunk, f"closed before answering: {data[:200]!r}"
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(int(v) for k, _, v in (line.partition(b":") for line in head.split(b"\r\n")[1:])
+                      if k.strip().lower() == b"content-length")
+        while len(body) < length:
+            chunk = sock.recv(65536)
+            assert chunk, "closed inside the answer"
+            body += chunk
+        for i in range(0, len(rest), 16384):
+            try:
+                sock.sendall(rest[i:i + 16384])
+            except OSError as e:
+                raise AssertionError(f"connection reset while the client still sent its body: {e!r}")
+        try:
+            tail = sock.recv(65536)
+        except OSError as e:
+            raise AssertionError(f"connection reset instead of closed: {e!r}")
+        assert tail == b"", tail[:200]
+        return head + b"\r\n\r\n" + body
+
+
+def test_an_answer_before_the_body_is_read_is_not_reset_away(stack, backend):
+    """Proves that when the gateway answers before it has read a request's
+    body (a declared or chunked body over `max_request_bytes`, or a
+    refusal on /mcp before any body is read), it goes on reading what the
+    client still sends and then closes in order: a client still writing
+    its body gets no reset, so it can read the answer. Closing a socket
+    with unread bytes resets the connection instead, and a client that
+    is still writing (the official MCP client's HTTP stack) loses the
+    answer."""
+    stack.register(registration("bad.echo", backend.endpoint, lease_seconds=60))
+    stack.wait_routable(envelope("bad.echo", {}))
+    over = 65536 + 100_000
+    body = b"{" + b" " * (over - 2) + b"}"
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 16384]), body[i:i + 16384])
+                       for i in range(0, len(body), 16384)) + b"0\r\n\r\n"
+    invoke = b"POST /agent/v1/invoke HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+    cases = [
+        (invoke + b"Content-Length: %d\r\n\r\n" % len(body), body, 413, "payload_too_large"),
+        # The gateway reads the first 64 KiB before it can tell.
+        (invoke + b"Transfer-Encoding: chunked\r\n\r\n" + chunked[:80_000], chunked[80_000:],
+         413, "payload_too_large"),
+        (b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+         b"Accept: application/json, text/event-stream\r\n"
+         b"Content-Length: %d\r\n\r\n" % len(body), body, None, None),
+    ]
+    for first, rest, status, code in cases:
+        data = _answer_then_send_rest(stack, first, rest)
+        head, _, answer = data.partition(b"\r\n\r\n")
+        line = head.split(b"\r\n")[0].decode("latin-1")
+        assert line.startswith("HTTP/1.1 4"), data[:300]
+        if status is not None:
+            assert line.startswith(f"HTTP/1.1 {status} "), data[:300]
+            assert json.loads(answer)["error"]["code"] == code, answer[:300]
+        _good_call(stack)

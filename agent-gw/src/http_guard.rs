@@ -36,9 +36,13 @@
 //! After the swallowed answer hyper drops the connection, which would close
 //! the socket with the rest of an oversized head unread: the kernel then
 //! resets the connection and the client may lose the answer. The socket is
-//! handed back instead ([`ConnGuard::answer_refused`]): the gateway writes
-//! its JSON, half-closes, and reads what the client still sends for a
-//! bounded time and byte count before closing.
+//! handed back instead ([`ConnGuard::close`]): the gateway writes its
+//! JSON, half-closes, and reads what the client still sends for a bounded
+//! time and byte count before closing. The same holds for every
+//! connection hyper ends: an endpoint that answers before reading the
+//! request body (413 for a body over the limit) leaves the rest of that
+//! body unread, and closing on it would reset the answer away just the
+//! same, so every socket hyper lets go of is half-closed and drained.
 //!
 //! A request with both `Transfer-Encoding: chunked` and `Content-Length`
 //! needs nothing here: hyper frames it by the chunked coding alone and
@@ -118,15 +122,19 @@ impl ConnGuard {
         }
     }
 
-    /// After `serve_connection` returned `result`: if hyper refused a
-    /// request head, writes the gateway's JSON refusal on the socket it
-    /// left behind and closes it gracefully (bounded by [`LINGER`]).
-    pub async fn answer_refused(&self, result: Result<(), hyper::Error>) {
+    /// After `serve_connection` returned `result`: closes the socket hyper
+    /// left behind gracefully (bounded by [`LINGER`]), first writing the
+    /// gateway's JSON refusal if hyper refused a request head.
+    pub async fn close(&self, result: Result<(), hyper::Error>) {
         let Some(sock) = self.orphan.borrow_mut().take() else {
             return;
         };
-        let reason = result.err().map(|e| e.to_string()).unwrap_or_default();
-        let answer = refusal(self.status.get(), &reason);
+        let answer = if self.phase.get() == Phase::Swallowed {
+            let reason = result.err().map(|e| e.to_string()).unwrap_or_default();
+            refusal(self.status.get(), &reason)
+        } else {
+            Vec::new()
+        };
         let _ = tokio::time::timeout(LINGER, linger(sock, &answer)).await;
     }
 }
@@ -196,11 +204,10 @@ impl<S: Stream + 'static> GuardedIo<S> {
 }
 
 impl<S: Stream + 'static> Drop for GuardedIo<S> {
+    /// Hands the socket back for [`ConnGuard::close`]: hyper may let go of
+    /// it with request bytes unread.
     fn drop(&mut self) {
-        if self.guard.phase.get() == Phase::Swallowed {
-            *self.guard.orphan.borrow_mut() =
-                self.sock.take().map(|s| Box::new(s) as Box<dyn Stream>);
-        }
+        *self.guard.orphan.borrow_mut() = self.sock.take().map(|s| Box::new(s) as Box<dyn Stream>);
     }
 }
 
@@ -341,8 +348,11 @@ fn refusal(status: u16, reason: &str) -> Vec<u8> {
 
 /// Writes `answer`, half-closes, and discards what the client still sends
 /// (bounded), so closing does not reset the connection under the answer.
+/// A client that closed first ends this at once (end of stream).
 async fn linger(mut sock: Box<dyn Stream>, answer: &[u8]) -> io::Result<()> {
-    sock.write_all(answer).await?;
+    if !answer.is_empty() {
+        sock.write_all(answer).await?;
+    }
     sock.shutdown().await?;
     let mut sink = [0u8; 4096];
     let mut left = LINGER_BYTES;

@@ -160,7 +160,7 @@ pub(crate) async fn http1_connection<S: Stream + 'static>(
     // An endpoint may close the connection outright (a stalled stream
     // follower): dropping `serve` closes the socket.
     tokio::select! {
-        result = serve => guard.answer_refused(result).await,
+        result = serve => guard.close(result).await,
         () = conn.aborted() => {}
     }
 }
