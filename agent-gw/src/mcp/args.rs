@@ -92,14 +92,15 @@ fn walk(schema: &Value, v: &Value, at: &mut String, depth: usize) -> Result<(), 
         Value::Object(o) => object(s, o, at, depth)?,
         Value::Array(a) => array(s, a, at, depth)?,
         Value::String(t) => {
-            let n = t.chars().count() as u64;
-            if let Some(min) = s.get("minLength").and_then(Value::as_u64) {
-                if n < min {
+            let min = s.get("minLength").and_then(Value::as_u64);
+            let max = s.get("maxLength").and_then(Value::as_u64);
+            // Counting characters walks the string: only when bounded.
+            if min.is_some() || max.is_some() {
+                let n = t.chars().count() as u64;
+                if let Some(min) = min.filter(|&m| n < m) {
                     return fail(at, format!("at least {min} characters, got {n}"));
                 }
-            }
-            if let Some(max) = s.get("maxLength").and_then(Value::as_u64) {
-                if n > max {
+                if let Some(max) = max.filter(|&m| n > m) {
                     return fail(at, format!("at most {max} characters, got {n}"));
                 }
             }
