@@ -345,7 +345,9 @@ def make_router(bins: Binaries, net: MeshNet, work: Path, name: str, reflector: 
                       tenants=[(bl.TENANT, {"name": bl.TENANT, **lifted})])
 
 
-PEER_STATS = ("peer_conns", "peer_handshakes_out", "peer_handshakes_in", "peer_streams_refused")
+PEER_STATS = ("peer_conns", "peer_handshakes_out", "peer_handshakes_in", "peer_streams_refused",
+              "peer_assertions_signed", "peer_signatures", "peer_assertions_verified",
+              "peer_signature_checks")
 
 
 def peer_stats(routers: Dict[str, MeshRouter], after: Optional[float] = None) -> Dict[str, Dict[str, int]]:
@@ -356,6 +358,10 @@ def peer_stats(routers: Dict[str, MeshRouter], after: Optional[float] = None) ->
         gw = r.gateway_stats(after=after, timeout=15)
         out[n] = {k: int(gw.get(k, 0)) for k in PEER_STATS}
     return out
+
+
+def per(n: int, d: int) -> str:
+    return f"{n / d:.2f}" if d else "-"
 
 
 def route_at(r: MeshRouter) -> Optional[str]:
@@ -681,6 +687,11 @@ def main() -> int:
         if during_load:
             print("peer TLS handshakes during the load (out/in), streams refused: " + ", ".join(
                 f"{n} {d['peer_handshakes_out']}/{d['peer_handshakes_in']} {d['peer_streams_refused']}"
+                for n, d in during_load.items()))
+            # Whole run (c1 and c16 of every size): at c1 every batch is one call.
+            print("peer assertions per signature made / per verification made: " + ", ".join(
+                f"{n} {per(d['peer_assertions_signed'], d['peer_signatures'])}"
+                f"/{per(d['peer_assertions_verified'], d['peer_signature_checks'])}"
                 for n, d in during_load.items()))
         if not out["goals"]:
             print("goals: no peer row measured")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 
 import agentd_sdk
 
@@ -68,6 +69,18 @@ def test_sync_call_crosses_two_routers_with_the_callers_identity(mesh):
         r = ch.c.stack.http.post("/agent/v1/invoke", envelope("chain.echo", {"h": 4}, hop_limit=4), headers=ch.auth)
         assert r.status == 200, r.describe()
         assert backend.calls("chain.echo")[-1].json()["hop_limit"] == 1
+
+        # Each hop's counters (agentctl stats): C and B signed what they
+        # forwarded, B and A verified it; a signature and a verification
+        # cover one or more calls, never none.
+        sa, sb, sc = (r.gateway_stats(after=time.monotonic()) for r in (ch.a, ch.b, ch.c))
+        for who, st in (("C", sc), ("B", sb)):
+            assert st["peer_assertions_signed"] >= 4, (who, st)
+            assert 1 <= st["peer_signatures"] <= st["peer_assertions_signed"], (who, st)
+        for who, st in (("B", sb), ("A", sa)):
+            assert st["peer_assertions_verified"] >= 4, (who, st)
+            assert 1 <= st["peer_signature_checks"] <= st["peer_assertions_verified"], (who, st)
+        assert sa["peer_assertions_signed"] == 0 and sc["peer_assertions_verified"] == 0, (sa, sc)
     finally:
         handle.close()
         backend.close()

@@ -44,6 +44,10 @@ pub fn snapshot(state: &AppState) -> GatewayStats {
         peer_handshakes_out: state.peer.stats.handshakes_out.get(),
         peer_handshakes_in: state.peer.stats.handshakes_in.get(),
         peer_streams_refused: state.peer.stats.streams_refused.get(),
+        peer_assertions_signed: state.peer.signer.signed.get(),
+        peer_signatures: state.peer.signer.batches.get(),
+        peer_assertions_verified: state.peer.stats.assertions_verified.get(),
+        peer_signature_checks: state.peer.roots.borrow().checked(),
     }
 }
 

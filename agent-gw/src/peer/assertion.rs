@@ -373,6 +373,7 @@ pub fn verify<'a>(
         // connection time when it is weak (`peer::listener`), S must be
         // canonical either way, and nothing keys on the signature bytes
         // (replay goes by nonce, the root cache by key and message).
+        roots.note_check();
         e.peer_key
             .verify(&message, &a.signature())
             .map_err(|_| AssertionError::BadSignature)?;

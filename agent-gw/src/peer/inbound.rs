@@ -185,6 +185,7 @@ fn check<'a>(
         &mut state.peer.roots.borrow_mut(),
         &mut state.peer.replay.borrow_mut(),
     )
+    .inspect(|_| PeerStats::add(&state.peer.stats.assertions_verified, 1))
     .map_err(refused)
 }
 

@@ -70,6 +70,8 @@ pub struct PeerStats {
     /// Streams the listener refused or reset (oversized, refused before
     /// dispatch); their connections stay up.
     pub streams_refused: Cell<u64>,
+    /// Assertions that passed every check.
+    pub assertions_verified: Cell<u64>,
 }
 
 impl PeerStats {

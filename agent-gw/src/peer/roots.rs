@@ -26,6 +26,8 @@ pub struct RootCache {
     /// Insertion order, for eviction.
     order: VecDeque<([u8; 32], u64)>,
     capacity: usize,
+    /// Signatures verified (cache misses), for "calls per verification".
+    checked: u64,
 }
 
 /// The cache key of `message` signed by `key`.
@@ -42,6 +44,7 @@ impl RootCache {
             entries: HashMap::new(),
             order: VecDeque::new(),
             capacity: capacity.max(1),
+            checked: 0,
         }
     }
 
@@ -64,6 +67,17 @@ impl RootCache {
         }
         self.entries.insert(k, until_ms);
         self.order.push_back((k, until_ms));
+    }
+
+    /// Counts one signature verification (made because the root was
+    /// not here).
+    pub fn note_check(&mut self) {
+        self.checked = self.checked.saturating_add(1);
+    }
+
+    /// Signatures verified since start.
+    pub fn checked(&self) -> u64 {
+        self.checked
     }
 
     pub fn len(&self) -> usize {

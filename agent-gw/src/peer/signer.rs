@@ -4,9 +4,10 @@
 //! A call queues its claims and waits; the first call of a turn spawns
 //! the signing task, which runs after the tasks already woken in that
 //! turn (the event loop is single-threaded and runs them in order), so
-//! everything they queued is signed together. No timer and no waiting
-//! for more: at concurrency 1 a batch is one call, signed as soon as the
-//! event loop gets to it; under load the batch is whatever arrived.
+//! everything they queued is signed together. No timer: at concurrency 1
+//! a batch is one call, signed as soon as the event loop gets to it;
+//! under load (the last batch had several calls) the signer waits one
+//! more event-loop turn, and the batch is whatever arrived by then.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -21,6 +22,8 @@ use crate::peer::merkle::MAX_BATCH;
 pub struct BatchSigner {
     queue: RefCell<Vec<Pending>>,
     scheduled: Cell<bool>,
+    /// The last turn signed more than one call: the sender is busy.
+    loaded: Cell<bool>,
     /// Batches signed and assertions issued (for the benchmark's
     /// "calls per signature").
     pub batches: Cell<u64>,
@@ -53,7 +56,19 @@ impl BatchSigner {
         });
         if !self.scheduled.replace(true) {
             let me = self.clone();
-            tokio::task::spawn_local(async move { me.run(&key, &router_id) });
+            let gather = self.loaded.get();
+            tokio::task::spawn_local(async move {
+                if gather {
+                    // Under load, one more turn of the event loop (the I/O
+                    // driver is polled before a yielded task runs again)
+                    // lets the calls whose bytes are already here join
+                    // this batch: measured 5 → 7 calls per signature at
+                    // concurrency 16. Idle (the last batch was one call),
+                    // the signature is not held back.
+                    tokio::task::yield_now().await;
+                }
+                me.run(&key, &router_id)
+            });
         }
         rx.await.ok()
     }
@@ -63,6 +78,7 @@ impl BatchSigner {
     fn run(&self, key: &SigningKey, router_id: &str) {
         self.scheduled.set(false);
         let mut queue = std::mem::take(&mut *self.queue.borrow_mut());
+        self.loaded.set(queue.len() > 1);
         let now = crate::peer::outbound::unix_ms();
         while !queue.is_empty() {
             let (target, ttl) = (queue[0].claims.target.clone(), queue[0].ttl_ms);
@@ -167,6 +183,59 @@ mod tests {
                     .unwrap();
                 assert_eq!(a.proof.size, 1);
                 assert_eq!(signer.batches.get(), 3);
+            })
+            .await;
+    }
+
+    /// Under load the signer waits one more turn, so a call whose bytes
+    /// are already here (its task woken by the I/O driver) still joins;
+    /// idle, it does not wait.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_busy_signer_gathers_calls_already_arrived_and_an_idle_one_does_not() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let signer = Rc::new(BatchSigner::default());
+                let key = Rc::new(SigningKey::from_bytes(&[3; 32]));
+                let id: Rc<str> = "router-c".into();
+                // A call now, and one whose request is in a socket the
+                // event loop has not polled yet: the size of the batch
+                // the first call got.
+                let round = || async {
+                    let (mut tx, mut rx) = tokio::net::UnixStream::pair().unwrap();
+                    tx.write_all(b"x").await.unwrap();
+                    let late = {
+                        let (s, k, id) = (signer.clone(), key.clone(), id.clone());
+                        tokio::task::spawn_local(async move {
+                            rx.read_exact(&mut [0; 1]).await.unwrap();
+                            s.sign(claims("router-b", 2), 30_000, k, id).await
+                        })
+                    };
+                    let now = {
+                        let (s, k, id) = (signer.clone(), key.clone(), id.clone());
+                        tokio::task::spawn_local(async move {
+                            s.sign(claims("router-b", 1), 30_000, k, id).await
+                        })
+                    };
+                    let a = now.await.unwrap().expect("signed");
+                    late.await.unwrap().expect("signed");
+                    a.proof.size
+                };
+                assert_eq!(round().await, 1, "idle: the first call is not held back");
+                // Load: a turn that signed several calls at once.
+                let many: Vec<_> = (10..14)
+                    .map(|n| {
+                        let (s, k, id) = (signer.clone(), key.clone(), id.clone());
+                        tokio::task::spawn_local(async move {
+                            s.sign(claims("router-b", n), 30_000, k, id).await
+                        })
+                    })
+                    .collect();
+                for h in many {
+                    assert_eq!(h.await.unwrap().expect("signed").proof.size, 4);
+                }
+                assert_eq!(round().await, 2, "busy: the call already arrived joins");
             })
             .await;
     }

@@ -417,6 +417,10 @@ pub fn stats_json(s: &StatsView) -> Value {
             "peer_handshakes_out": st.peer_handshakes_out,
             "peer_handshakes_in": st.peer_handshakes_in,
             "peer_streams_refused": st.peer_streams_refused,
+            "peer_assertions_signed": st.peer_assertions_signed,
+            "peer_signatures": st.peer_signatures,
+            "peer_assertions_verified": st.peer_assertions_verified,
+            "peer_signature_checks": st.peer_signature_checks,
         })
     });
     json!({ "counters": counters, "gateway": gateway })
@@ -518,6 +522,17 @@ pub fn stats_text(s: &StatsView) -> String {
                     format!("{}/{}", st.peer_handshakes_out, st.peer_handshakes_in),
                 ),
                 ("peer streams refused", st.peer_streams_refused.to_string()),
+                (
+                    "peer assertions signed/signatures",
+                    format!("{}/{}", st.peer_assertions_signed, st.peer_signatures),
+                ),
+                (
+                    "peer assertions verified/checks",
+                    format!(
+                        "{}/{}",
+                        st.peer_assertions_verified, st.peer_signature_checks
+                    ),
+                ),
                 ("report age", format!("{} ms", g.age_ms)),
             ] {
                 t.row(vec![k.to_string(), v]);
@@ -551,6 +566,10 @@ mod tests {
                 peer_handshakes_out: 5,
                 peer_handshakes_in: 4,
                 peer_streams_refused: 6,
+                peer_assertions_signed: 40,
+                peer_signatures: 9,
+                peer_assertions_verified: 12,
+                peer_signature_checks: 5,
                 ..GatewayStats::default()
             },
             age_ms: 900,
@@ -565,6 +584,8 @@ mod tests {
         assert_eq!(j["gateway"]["peer_handshakes_out"], 5);
         assert_eq!(j["gateway"]["peer_handshakes_in"], 4);
         assert_eq!(j["gateway"]["peer_streams_refused"], 6);
+        assert_eq!(j["gateway"]["peer_signatures"], 9);
+        assert_eq!(j["gateway"]["peer_signature_checks"], 5);
         let t = stats_text(&s);
         assert!(t.contains("4194304/16777216 (25%)"), "{t}");
         assert!(t.contains("refused: budget full"), "{t}");
@@ -576,5 +597,15 @@ mod tests {
         assert_eq!(row("peer connections").as_deref(), Some("3"), "{t}");
         assert_eq!(row("peer handshakes out/in").as_deref(), Some("5/4"), "{t}");
         assert_eq!(row("peer streams refused").as_deref(), Some("6"), "{t}");
+        assert_eq!(
+            row("peer assertions signed/signatures").as_deref(),
+            Some("40/9"),
+            "{t}"
+        );
+        assert_eq!(
+            row("peer assertions verified/checks").as_deref(),
+            Some("12/5"),
+            "{t}"
+        );
     }
 }

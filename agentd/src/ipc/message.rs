@@ -687,6 +687,15 @@ pub struct GatewayStats {
     pub peer_handshakes_in: u64,
     /// HTTP/2 streams the peer listener refused or reset.
     pub peer_streams_refused: u64,
+    /// Forwarding assertions issued to peers, and the Ed25519 signatures
+    /// they took (calls of one event-loop turn share one; see
+    /// `peer::signer`).
+    pub peer_assertions_signed: u64,
+    pub peer_signatures: u64,
+    /// Peer assertions accepted, and the signature verifications they
+    /// took (a batch's root is verified once).
+    pub peer_assertions_verified: u64,
+    pub peer_signature_checks: u64,
 }
 
 /// The gateway's latest report as agentd holds it.
