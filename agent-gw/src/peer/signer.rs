@@ -107,6 +107,8 @@ impl BatchSigner {
 mod tests {
     use super::*;
     use crate::peer::assertion::{verify, Expect, ReplayCache, RootCache};
+    use std::future::{ready, Future};
+    use tokio::task::{spawn_local, JoinHandle};
 
     fn claims(target: &str, nonce: u8) -> Claims {
         Claims {
@@ -122,14 +124,46 @@ mod tests {
         }
     }
 
+    /// Router C's signer, as its calls use it.
+    struct Sender {
+        signer: Rc<BatchSigner>,
+        key: Rc<SigningKey>,
+        id: Rc<str>,
+    }
+
+    impl Sender {
+        fn new() -> Sender {
+            Sender {
+                signer: Rc::new(BatchSigner::default()),
+                key: Rc::new(SigningKey::from_bytes(&[3; 32])),
+                id: "router-c".into(),
+            }
+        }
+
+        /// A call to `target` in a task of its own, asking for its
+        /// assertion once `arrived` is ready.
+        fn call(
+            &self,
+            target: &'static str,
+            nonce: u8,
+            arrived: impl Future<Output = ()> + 'static,
+        ) -> JoinHandle<Assertion> {
+            let (s, k, id) = (self.signer.clone(), self.key.clone(), self.id.clone());
+            spawn_local(async move {
+                arrived.await;
+                s.sign(claims(target, nonce), 30_000, k, id)
+                    .await
+                    .expect("signed")
+            })
+        }
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn calls_of_one_turn_share_a_signature_per_target_and_each_verifies() {
         let local = tokio::task::LocalSet::new();
         local
             .run_until(async {
-                let signer = Rc::new(BatchSigner::default());
-                let key = Rc::new(SigningKey::from_bytes(&[3; 32]));
-                let id: Rc<str> = "router-c".into();
+                let c = Sender::new();
                 let calls = [
                     ("router-b", 1),
                     ("router-b", 2),
@@ -138,25 +172,20 @@ mod tests {
                 ];
                 let handles: Vec<_> = calls
                     .iter()
-                    .map(|&(t, n)| {
-                        let (s, k, id) = (signer.clone(), key.clone(), id.clone());
-                        tokio::task::spawn_local(async move {
-                            s.sign(claims(t, n), 30_000, k, id).await
-                        })
-                    })
+                    .map(|&(t, n)| c.call(t, n, ready(())))
                     .collect();
                 let mut got = Vec::new();
                 for h in handles {
-                    got.push(h.await.unwrap().expect("signed"));
+                    got.push(h.await.unwrap());
                 }
-                assert_eq!(signer.batches.get(), 2, "one batch per target");
-                assert_eq!(signer.signed.get(), 4);
+                assert_eq!(c.signer.batches.get(), 2, "one batch per target");
+                assert_eq!(c.signer.signed.get(), 4);
                 let b: Vec<_> = got
                     .iter()
                     .filter(|a| a.claims.target == "router-b")
                     .collect();
                 assert!(b.iter().all(|a| a.proof.size == 3));
-                let vk = key.verifying_key();
+                let vk = c.key.verifying_key();
                 let now = crate::peer::outbound::unix_ms();
                 let (mut roots, mut replay) = (RootCache::new(8), ReplayCache::new(8));
                 for a in &got {
@@ -176,13 +205,11 @@ mod tests {
                 // The batch of three is kept; a batch of one (router-d's)
                 // has no other call to carry its root and is not.
                 assert_eq!(roots.len(), 1, "one verified root per batch of several");
+                assert_eq!(roots.checked(), 2, "one verification per batch");
                 // The next turn is a new batch.
-                let a = signer
-                    .sign(claims("router-b", 9), 30_000, key.clone(), id.clone())
-                    .await
-                    .unwrap();
+                let a = c.call("router-b", 9, ready(())).await.unwrap();
                 assert_eq!(a.proof.size, 1);
-                assert_eq!(signer.batches.get(), 3);
+                assert_eq!(c.signer.batches.get(), 3);
             })
             .await;
     }
@@ -196,44 +223,26 @@ mod tests {
         let local = tokio::task::LocalSet::new();
         local
             .run_until(async {
-                let signer = Rc::new(BatchSigner::default());
-                let key = Rc::new(SigningKey::from_bytes(&[3; 32]));
-                let id: Rc<str> = "router-c".into();
+                let c = Sender::new();
                 // A call now, and one whose request is in a socket the
                 // event loop has not polled yet: the size of the batch
                 // the first call got.
                 let round = || async {
                     let (mut tx, mut rx) = tokio::net::UnixStream::pair().unwrap();
                     tx.write_all(b"x").await.unwrap();
-                    let late = {
-                        let (s, k, id) = (signer.clone(), key.clone(), id.clone());
-                        tokio::task::spawn_local(async move {
-                            rx.read_exact(&mut [0; 1]).await.unwrap();
-                            s.sign(claims("router-b", 2), 30_000, k, id).await
-                        })
-                    };
-                    let now = {
-                        let (s, k, id) = (signer.clone(), key.clone(), id.clone());
-                        tokio::task::spawn_local(async move {
-                            s.sign(claims("router-b", 1), 30_000, k, id).await
-                        })
-                    };
-                    let a = now.await.unwrap().expect("signed");
-                    late.await.unwrap().expect("signed");
+                    let late = c.call("router-b", 2, async move {
+                        rx.read_exact(&mut [0; 1]).await.unwrap();
+                    });
+                    let now = c.call("router-b", 1, ready(()));
+                    let a = now.await.unwrap();
+                    late.await.unwrap();
                     a.proof.size
                 };
                 assert_eq!(round().await, 1, "idle: the first call is not held back");
                 // Load: a turn that signed several calls at once.
-                let many: Vec<_> = (10..14)
-                    .map(|n| {
-                        let (s, k, id) = (signer.clone(), key.clone(), id.clone());
-                        tokio::task::spawn_local(async move {
-                            s.sign(claims("router-b", n), 30_000, k, id).await
-                        })
-                    })
-                    .collect();
+                let many: Vec<_> = (10..14).map(|n| c.call("router-b", n, ready(()))).collect();
                 for h in many {
-                    assert_eq!(h.await.unwrap().expect("signed").proof.size, 4);
+                    assert_eq!(h.await.unwrap().proof.size, 4);
                 }
                 assert_eq!(round().await, 2, "busy: the call already arrived joins");
             })
