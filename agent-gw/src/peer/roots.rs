@@ -26,7 +26,8 @@ pub struct RootCache {
     /// Insertion order, for eviction.
     order: VecDeque<([u8; 32], u64)>,
     capacity: usize,
-    /// Signatures verified (cache misses), for "calls per verification".
+    /// Signature verifications made (cache misses, refused ones
+    /// included), for "calls per verification".
     checked: u64,
 }
 

@@ -692,8 +692,9 @@ pub struct GatewayStats {
     /// `peer::signer`).
     pub peer_assertions_signed: u64,
     pub peer_signatures: u64,
-    /// Peer assertions accepted, and the signature verifications they
-    /// took (a batch's root is verified once).
+    /// Peer assertions accepted, and the signature verifications made
+    /// (a batch's root is verified once; forged signatures, refused,
+    /// count too, so checks above accepted assertions mean refusals).
     pub peer_assertions_verified: u64,
     pub peer_signature_checks: u64,
 }
