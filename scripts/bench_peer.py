@@ -15,6 +15,11 @@ veth (203.0.113.0/24). The rows (`--rows`, default all, in this order):
   local   → A's gateway (SDK API /agent/v1/invoke) → backend
   peer2   → B's gateway → h2+mTLS over the A–B link → A's gateway → backend
   peer3   → C's gateway → B's gateway → A's gateway → backend
+  hyper2  → `bench_hop front` in B → h2 over mutual TLS 1.3 on the A–B
+            link → `bench_hop back` in A → backend: the floor of the peer
+            path's design (hyper's h2 client and server, rustls, one
+            Ed25519 signature per call made in B and checked in A) with
+            none of the gateway (`agent-gw/examples/bench_hop.rs`)
   nginx2  → nginx in B (plain HTTP, like the SDK listener) → HTTP/1.1 over
             mutually authenticated TLS 1.3 on the A–B link, upstream
             keep-alive → nginx in A → backend: the same namespaces, links
@@ -70,7 +75,7 @@ from harness.mesh import SDK_PORT, MeshNet, MeshRouter  # noqa: E402
 from harness.poll import Fatal, wait_for  # noqa: E402
 from harness.procs import Binaries  # noqa: E402
 
-ROWS = ["direct", "local", "peer2", "peer3", "nginx2"]
+ROWS = ["direct", "local", "peer2", "peer3", "hyper2", "nginx2"]
 # BENCH_PEER_TRACE=syscalls: `perf trace -s` of every proxy during each
 # load run (syscall counts); =record: `perf record` (profiles). Written
 # to target/bench/trace/; the figures of such a run are not comparable.
@@ -83,6 +88,8 @@ N16 = int(os.environ.get("BENCH_PEER_N16", "4000"))
 SIZES = [int(x) for x in os.environ.get("BENCH_PEER_SIZES", "128 1024 8192 65536").split()]
 NGINX_PORT = 8080  # nginx ingress in B (plain HTTP, next to B's SDK listener)
 NGINX_TLS_PORT = 8443  # nginx in A, TLS, on A's address of the A–B link
+HOP_PORT = 8081  # bench_hop front in B (plain HTTP)
+HOP_TLS_PORT = 8444  # bench_hop back in A, h2 over mTLS, on A's link address
 ROUTE_ID = "bench-echo"
 # gateway.replay_cache for the run; 0 (the default) keeps the router's: a
 # sending gateway costs its receiver one replay window at any rate.
@@ -162,6 +169,11 @@ def ctx_switches(pid: int) -> int:
 # ---- build ------------------------------------------------------------------
 
 
+def hop_tool(tool: Path) -> Path:
+    """The `hyper2` pair, built next to the load generator."""
+    return tool.parent / "bench_hop"
+
+
 def binaries() -> Tuple[Binaries, Path]:
     bin_dir = Path(os.environ.get("BENCH_PEER_BIN_DIR", REPO / "target" / "release"))
     tool = Path(os.environ.get("BENCH_PEER_TOOL", REPO / "target" / "bench-release" / "examples" / "bench_local"))
@@ -170,11 +182,12 @@ def binaries() -> Tuple[Binaries, Path]:
         log(f"$ {' '.join(argv)}")
         subprocess.run(argv, cwd=REPO, check=True, stdin=subprocess.DEVNULL)
     if "BENCH_PEER_TOOL" not in os.environ:
-        argv = ["cargo", "build", "--quiet", "--profile", "bench-release", "-p", "agent-gw", "--example", "bench_local"]
+        argv = ["cargo", "build", "--quiet", "--profile", "bench-release", "-p", "agent-gw", "--example", "bench_local",
+                "--example", "bench_hop"]
         log(f"$ {' '.join(argv)}")
         subprocess.run(argv, cwd=REPO, check=True, stdin=subprocess.DEVNULL)
     bins = Binaries(bin_dir / "agentd", bin_dir / "agentctl", bin_dir / "agent-gw")
-    for p in (bins.agentd, bins.agentctl, bins.agent_gw, tool):
+    for p in (bins.agentd, bins.agentctl, bins.agent_gw, tool, hop_tool(tool)):
         if not p.is_file():
             raise SystemExit(f"bench_peer: {p} missing")
     return bins, tool
@@ -267,14 +280,25 @@ def nginx_conf(root: Path, http: str) -> Path:
     return conf
 
 
-def start_nginx_chain(binary: str, work: Path, a: MeshRouter, b: MeshRouter, backend_addr: str,
-                      procs: List[Proc]) -> Tuple[Proc, Proc, str]:
+def wait_listening(p: Proc, ns: str, host: str, port: int) -> None:
+    def up() -> bool:
+        if not p.alive():
+            err = (p.log_path.parent / "error.log")
+            raise Fatal(f"{p.name} exited: {p.log_text()} {err.read_text() if err.exists() else ''}")
+        probe = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c",
+                                f"import socket; socket.create_connection(('{host}', {port}), 1)"],
+                               capture_output=True, stdin=subprocess.DEVNULL, timeout=10)
+        return probe.returncode == 0
+    wait_for(f"{p.name} listening", up, timeout=15, interval=0.1)
+
+
+def start_nginx_chain(binary: str, work: Path, certs: Dict[str, Path], a: MeshRouter, b: MeshRouter,
+                      backend_addr: str, procs: List[Proc]) -> Tuple[Proc, Proc, str]:
     """nginx in A (TLS listener on A's link address, verifying client
     certificates, proxying to the backend) and nginx in B (plain listener
     on B's management address, proxying over TLS to nginx A, verifying its
     certificate and presenting its own). Upstream keep-alive on both hops."""
     a_link = a.net.find_link(a.name, b.name).addr_of(a.name)
-    certs = make_certs(work, a_link)
     keep = "keepalive 64; keepalive_requests 1000000; keepalive_timeout 300s;"
     listen_opts = "keepalive_requests 1000000; keepalive_timeout 300s; tcp_nodelay on;"
     a_conf = nginx_conf(work / "nginx-a", f"""
@@ -315,18 +339,29 @@ def start_nginx_chain(binary: str, work: Path, a: MeshRouter, b: MeshRouter, bac
         p = Proc(f"nginx[{r.name}]", argv, root / "nginx.log")
         procs.append(p)
         out.append(p)
-    for p, ns, host, port in ((out[0], a.ns.netns, a_link, NGINX_TLS_PORT),
-                              (out[1], b.ns.netns, b.ns.mgmt_addr, NGINX_PORT)):
-        def up(p: Proc = p, ns: str = ns, host: str = host, port: int = port) -> bool:
-            if not p.alive():
-                err = (p.log_path.parent / "error.log")
-                raise Fatal(f"{p.name} exited: {p.log_text()} {err.read_text() if err.exists() else ''}")
-            probe = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c",
-                                    f"import socket; socket.create_connection(('{host}', {port}), 1)"],
-                                   capture_output=True, stdin=subprocess.DEVNULL, timeout=10)
-            return probe.returncode == 0
-        wait_for(f"{p.name} listening", up, timeout=15, interval=0.1)
+    wait_listening(out[0], a.ns.netns, a_link, NGINX_TLS_PORT)
+    wait_listening(out[1], b.ns.netns, b.ns.mgmt_addr, NGINX_PORT)
     return out[0], out[1], f"http://{b.ns.mgmt_addr}:{NGINX_PORT}/invoke"
+
+
+def start_hop_pair(binary: Path, work: Path, certs: Dict[str, Path], a: MeshRouter, b: MeshRouter,
+                   backend_addr: str, procs: List[Proc]) -> Tuple[Proc, Proc, str]:
+    """`bench_hop back` in A (h2 over mTLS on A's link address, to the
+    backend) and `bench_hop front` in B (plain HTTP on B's management
+    address, one warm h2 connection to A): the same certificates, links
+    and listeners as the nginx chain."""
+    a_link = a.net.find_link(a.name, b.name).addr_of(a.name)
+    back = Proc("hop[router-a]", a.ns.exec_argv([
+        str(binary), "back", f"{a_link}:{HOP_TLS_PORT}", str(certs["server"]), str(certs["server_key"]),
+        str(certs["ca"]), backend_addr]), work / "hop-a.log")
+    procs.append(back)
+    wait_listening(back, a.ns.netns, a_link, HOP_TLS_PORT)
+    front = Proc("hop[router-b]", b.ns.exec_argv([
+        str(binary), "front", f"{b.ns.mgmt_addr}:{HOP_PORT}", f"{a_link}:{HOP_TLS_PORT}", "router-a.bench",
+        str(certs["client"]), str(certs["client_key"]), str(certs["ca"])]), work / "hop-b.log")
+    procs.append(front)
+    wait_listening(front, b.ns.netns, b.ns.mgmt_addr, HOP_PORT)
+    return back, front, f"http://{b.ns.mgmt_addr}:{HOP_PORT}/invoke"
 
 
 # ---- routers ----------------------------------------------------------------
@@ -596,8 +631,13 @@ def main() -> int:
         for n, r in routers.items():
             daemons[f"agent_gw[{n}]"] = r.stack.gw.pid
             daemons[f"agentd[{n}]"] = r.stack.agentd.pid
+        certs = make_certs(work, a.net.find_link("router-a", "router-b").addr_of("router-a"))
+        if "hyper2" in rows:
+            ha, hb, urls["hyper2"] = start_hop_pair(hop_tool(tool), work, certs, a, b, backend_addr, procs)
+            watch["hyper2"] = {"backend": backend.pid, "hop[router-a]": ha.pid, "hop[router-b]": hb.pid}
+            daemons["hop[router-a]"], daemons["hop[router-b]"] = ha.pid, hb.pid
         if nginx_bin:
-            na, nb, urls["nginx2"] = start_nginx_chain(nginx_bin, work, a, b, backend_addr, procs)
+            na, nb, urls["nginx2"] = start_nginx_chain(nginx_bin, work, certs, a, b, backend_addr, procs)
             watch["nginx2"] = {"backend": backend.pid, "nginx[router-a]": na.pid, "nginx[router-b]": nb.pid}
             daemons["nginx[router-a]"], daemons["nginx[router-b]"] = na.pid, nb.pid
 
@@ -651,6 +691,9 @@ def main() -> int:
                 "local": "-> router-a agent-gw SDK API /agent/v1/invoke -> backend",
                 "peer2": "-> router-b agent-gw -> h2+mTLS peer data plane over the A-B link -> router-a agent-gw -> backend",
                 "peer3": "-> router-c agent-gw -> router-b agent-gw -> router-a agent-gw -> backend",
+                "hyper2": "-> bench_hop front in router-b (plain HTTP) -> h2 over mutual TLS 1.3 on the A-B link "
+                          "(hyper, rustls ring, one Ed25519 signature per call) -> bench_hop back in router-a -> "
+                          "backend: the design's floor, no gateway",
                 "nginx2": "-> nginx in router-b (plain HTTP) -> HTTP/1.1 over mutual TLS 1.3 on the A-B link, upstream "
                           "keep-alive -> nginx in router-a -> backend (one worker each, Debian nginx)",
             },
