@@ -20,6 +20,7 @@ veth (203.0.113.0/24). The rows (`--rows`, default all, in this order):
             path's design (hyper's h2 client and server, rustls, one
             Ed25519 signature per call made in B and checked in A) with
             none of the gateway (`agent-gw/examples/bench_hop.rs`)
+  hop2    → the same pair without the signature: the transport alone
   nginx2  → nginx in B (plain HTTP, like the SDK listener) → HTTP/1.1 over
             mutually authenticated TLS 1.3 on the A–B link, upstream
             keep-alive → nginx in A → backend: the same namespaces, links
@@ -75,7 +76,7 @@ from harness.mesh import SDK_PORT, MeshNet, MeshRouter  # noqa: E402
 from harness.poll import Fatal, wait_for  # noqa: E402
 from harness.procs import Binaries  # noqa: E402
 
-ROWS = ["direct", "local", "peer2", "peer3", "hyper2", "nginx2"]
+ROWS = ["direct", "local", "peer2", "peer3", "hop2", "hyper2", "nginx2"]
 # BENCH_PEER_TRACE=syscalls: `perf trace -s` of every proxy during each
 # load run (syscall counts); =record: `perf record` (profiles). Written
 # to target/bench/trace/; the figures of such a run are not comparable.
@@ -88,8 +89,9 @@ N16 = int(os.environ.get("BENCH_PEER_N16", "4000"))
 SIZES = [int(x) for x in os.environ.get("BENCH_PEER_SIZES", "128 1024 8192 65536").split()]
 NGINX_PORT = 8080  # nginx ingress in B (plain HTTP, next to B's SDK listener)
 NGINX_TLS_PORT = 8443  # nginx in A, TLS, on A's address of the A–B link
-HOP_PORT = 8081  # bench_hop front in B (plain HTTP)
-HOP_TLS_PORT = 8444  # bench_hop back in A, h2 over mTLS, on A's link address
+# bench_hop front in B (plain HTTP) and back in A (h2 over mTLS on A's
+# link address), per row.
+HOP_PORTS = {"hyper2": (8081, 8444), "hop2": (8082, 8445)}
 ROUTE_ID = "bench-echo"
 # gateway.replay_cache for the run; 0 (the default) keeps the router's: a
 # sending gateway costs its receiver one replay window at any rate.
@@ -344,24 +346,26 @@ def start_nginx_chain(binary: str, work: Path, certs: Dict[str, Path], a: MeshRo
     return out[0], out[1], f"http://{b.ns.mgmt_addr}:{NGINX_PORT}/invoke"
 
 
-def start_hop_pair(binary: Path, work: Path, certs: Dict[str, Path], a: MeshRouter, b: MeshRouter,
+def start_hop_pair(row: str, binary: Path, work: Path, certs: Dict[str, Path], a: MeshRouter, b: MeshRouter,
                    backend_addr: str, procs: List[Proc]) -> Tuple[Proc, Proc, str]:
     """`bench_hop back` in A (h2 over mTLS on A's link address, to the
     backend) and `bench_hop front` in B (plain HTTP on B's management
     address, one warm h2 connection to A): the same certificates, links
-    and listeners as the nginx chain."""
+    and listeners as the nginx chain. Row hop2 signs nothing."""
     a_link = a.net.find_link(a.name, b.name).addr_of(a.name)
-    back = Proc("hop[router-a]", a.ns.exec_argv([
-        str(binary), "back", f"{a_link}:{HOP_TLS_PORT}", str(certs["server"]), str(certs["server_key"]),
-        str(certs["ca"]), backend_addr]), work / "hop-a.log")
+    port, tls_port = HOP_PORTS[row]
+    unsigned = ["unsigned"] if row == "hop2" else []
+    back = Proc(f"{row}[router-a]", a.ns.exec_argv([
+        str(binary), "back", f"{a_link}:{tls_port}", str(certs["server"]), str(certs["server_key"]),
+        str(certs["ca"]), backend_addr, *unsigned]), work / f"{row}-a.log")
     procs.append(back)
-    wait_listening(back, a.ns.netns, a_link, HOP_TLS_PORT)
-    front = Proc("hop[router-b]", b.ns.exec_argv([
-        str(binary), "front", f"{b.ns.mgmt_addr}:{HOP_PORT}", f"{a_link}:{HOP_TLS_PORT}", "router-a.bench",
-        str(certs["client"]), str(certs["client_key"]), str(certs["ca"])]), work / "hop-b.log")
+    wait_listening(back, a.ns.netns, a_link, tls_port)
+    front = Proc(f"{row}[router-b]", b.ns.exec_argv([
+        str(binary), "front", f"{b.ns.mgmt_addr}:{port}", f"{a_link}:{tls_port}", "router-a.bench",
+        str(certs["client"]), str(certs["client_key"]), str(certs["ca"]), *unsigned]), work / f"{row}-b.log")
     procs.append(front)
-    wait_listening(front, b.ns.netns, b.ns.mgmt_addr, HOP_PORT)
-    return back, front, f"http://{b.ns.mgmt_addr}:{HOP_PORT}/invoke"
+    wait_listening(front, b.ns.netns, b.ns.mgmt_addr, port)
+    return back, front, f"http://{b.ns.mgmt_addr}:{port}/invoke"
 
 
 # ---- routers ----------------------------------------------------------------
@@ -632,10 +636,11 @@ def main() -> int:
             daemons[f"agent_gw[{n}]"] = r.stack.gw.pid
             daemons[f"agentd[{n}]"] = r.stack.agentd.pid
         certs = make_certs(work, a.net.find_link("router-a", "router-b").addr_of("router-a"))
-        if "hyper2" in rows:
-            ha, hb, urls["hyper2"] = start_hop_pair(hop_tool(tool), work, certs, a, b, backend_addr, procs)
-            watch["hyper2"] = {"backend": backend.pid, "hop[router-a]": ha.pid, "hop[router-b]": hb.pid}
-            daemons["hop[router-a]"], daemons["hop[router-b]"] = ha.pid, hb.pid
+        for row in ("hop2", "hyper2"):
+            if row in rows:
+                ha, hb, urls[row] = start_hop_pair(row, hop_tool(tool), work, certs, a, b, backend_addr, procs)
+                watch[row] = {"backend": backend.pid, f"{row}[router-a]": ha.pid, f"{row}[router-b]": hb.pid}
+                daemons[f"{row}[router-a]"], daemons[f"{row}[router-b]"] = ha.pid, hb.pid
         if nginx_bin:
             na, nb, urls["nginx2"] = start_nginx_chain(nginx_bin, work, certs, a, b, backend_addr, procs)
             watch["nginx2"] = {"backend": backend.pid, "nginx[router-a]": na.pid, "nginx[router-b]": nb.pid}
@@ -691,6 +696,7 @@ def main() -> int:
                 "local": "-> router-a agent-gw SDK API /agent/v1/invoke -> backend",
                 "peer2": "-> router-b agent-gw -> h2+mTLS peer data plane over the A-B link -> router-a agent-gw -> backend",
                 "peer3": "-> router-c agent-gw -> router-b agent-gw -> router-a agent-gw -> backend",
+                "hop2": "the hyper2 pair without the signature: the transport alone",
                 "hyper2": "-> bench_hop front in router-b (plain HTTP) -> h2 over mutual TLS 1.3 on the A-B link "
                           "(hyper, rustls ring, one Ed25519 signature per call) -> bench_hop back in router-a -> "
                           "backend: the design's floor, no gateway",

@@ -18,9 +18,10 @@
 //!     connection to BACK, verifying SERVER_NAME's certificate
 //! ```
 //!
-//! Both print "listening ADDR" once ready. `BENCH_HOP_SIGN=0` (the same
-//! value on both ends) leaves the signature out, to measure its share.
-//! The h2 settings and the write coalescing are the gateway's own.
+//! Both print "listening ADDR" once ready. A last argument `unsigned`
+//! (on both ends) leaves the signature out: the transport alone (the
+//! `hop2` row). The h2 settings and the write coalescing are the
+//! gateway's own.
 
 use std::cell::{Cell, RefCell};
 use std::convert::Infallible;
@@ -50,8 +51,11 @@ const NONCE_HEADER: &str = "x-hop-nonce";
 const SEED: [u8; 32] = [7; 32];
 
 fn main() -> Result<(), BoxError> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let sign = std::env::var("BENCH_HOP_SIGN").map_or(true, |v| v != "0");
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let sign = args.last().map(String::as_str) != Some("unsigned");
+    if !sign {
+        args.pop();
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -70,9 +74,11 @@ fn main() -> Result<(), BoxError> {
                 front(args[1].parse()?, args[2].parse()?, name, tls, sign),
             )
         }
-        _ => Err("usage: bench_hop back LISTEN CERT KEY CA BACKEND | \
-                  front LISTEN BACK SERVER_NAME CERT KEY CA"
-            .into()),
+        _ => Err(
+            "usage: bench_hop back LISTEN CERT KEY CA BACKEND [unsigned] | \
+                  front LISTEN BACK SERVER_NAME CERT KEY CA [unsigned]"
+                .into(),
+        ),
     }
 }
 
