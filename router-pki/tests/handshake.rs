@@ -83,6 +83,8 @@ struct Outcome {
     /// Our own verifier's refusal, if one side had it.
     server_trust: Option<TrustError>,
     client_trust: Option<TrustError>,
+    /// The suite the client's connection negotiated.
+    suite: Option<rustls::CipherSuite>,
 }
 
 fn trust_of(e: &std::io::Error) -> Option<TrustError> {
@@ -119,6 +121,7 @@ async fn handshake(
         let id = peer_identity(s.get_ref().1, &server_trust, None, now());
         (id.map_err(|e| e.to_string()), None)
     };
+    let suite = std::cell::Cell::new(None);
     let dial = async {
         let tcp = TcpStream::connect(addr).await.unwrap();
         let name = tls::server_name(expected).unwrap();
@@ -139,6 +142,7 @@ async fn handshake(
             return (Err(e.to_string()), trust_of(&e));
         }
         assert_eq!(s.get_ref().1.alpn_protocol(), Some(tls::ALPN_ARPX));
+        suite.set(s.get_ref().1.negotiated_cipher_suite().map(|c| c.suite()));
         let id = peer_identity(s.get_ref().1, &client_trust, Some(expected), now());
         (id.map_err(|e| e.to_string()), None)
     };
@@ -151,6 +155,7 @@ async fn handshake(
         client,
         server_trust,
         client_trust,
+        suite: suite.get(),
     }
 }
 
@@ -183,6 +188,9 @@ fn ca_mode_handshake_reports_both_identities() {
         let seen_by_a = out.client.unwrap();
         assert_eq!(seen_by_a.router_id, "router-b");
         assert_eq!(seen_by_a.public_key, b.verifying_key().to_bytes());
+        // The server took the dialler's first choice, the one its CPU
+        // runs fastest.
+        assert_eq!(out.suite, Some(tls::preferred_suite()));
     });
 }
 

@@ -30,7 +30,9 @@ use webpki::{EndEntityCert, KeyUsage};
 use crate::identity::Fingerprint;
 use crate::x509::{self, CertReadError, PublicKey, Summary};
 
-pub use config::{client_config, peer_identity, server_config, server_name, TlsError};
+pub use config::{
+    client_config, peer_identity, preferred_suite, server_config, server_name, TlsError,
+};
 
 /// ALPN of ARPX sessions.
 pub const ALPN_ARPX: &[u8] = b"arpx/1";
