@@ -409,6 +409,7 @@ impl Forwarder {
         if let Some(mut sender) = self.pool.take(target) {
             sent.set(true);
             match sender.try_send_request(req).await {
+                Ok(resp) if !head_within_bound(&resp) => return Err(head_too_large()),
                 Ok(resp) => {
                     self.pool.put_when_ready(key, sender);
                     return Ok(resp);
@@ -441,6 +442,7 @@ impl Forwarder {
         );
         sent.set(true);
         match sender.try_send_request(req).await {
+            Ok(resp) if !head_within_bound(&resp) => Err(head_too_large()),
             Ok(resp) => {
                 self.pool.put_when_ready(key, sender);
                 Ok(resp)
@@ -504,12 +506,24 @@ impl Forwarder {
     }
 }
 
+fn head_too_large() -> AttemptError {
+    AttemptError::BadResponse(format!(
+        "response head larger than {} bytes or with too many headers",
+        response::MAX_RESPONSE_HEAD_BYTES
+    ))
+}
+
+/// Whether a handler's answer has its head within the bound. hyper
+/// enforces only its read buffer (`pool::READ_BUFFER`, larger so bodies
+/// move in big reads); the head bound is checked here on what hyper
+/// parsed. A connection whose answer is refused is not kept.
+fn head_within_bound(resp: &Response<Incoming>) -> bool {
+    response::head_len(resp) <= response::MAX_RESPONSE_HEAD_BYTES
+}
+
 fn classify(e: hyper::Error) -> AttemptError {
     if e.is_parse_too_large() {
-        AttemptError::BadResponse(format!(
-            "response head larger than {} bytes or with too many headers",
-            response::MAX_RESPONSE_HEAD_BYTES
-        ))
+        head_too_large()
     } else if e.is_parse() || e.is_parse_status() {
         AttemptError::BadResponse(e.to_string())
     } else {

@@ -27,6 +27,19 @@ use crate::api::error::{ApiError, ErrorCode, Outcome};
 /// with `upstream_error` (outcome `error`).
 pub const MAX_RESPONSE_HEAD_BYTES: usize = 16 * 1024;
 
+/// The size of `resp`'s head as it came on the wire, give or take the
+/// reason phrase: status line and `name: value` lines with their CRLFs.
+pub fn head_len<B>(resp: &http::Response<B>) -> usize {
+    let reason = resp.status().canonical_reason().map_or(0, str::len);
+    let status_line = "HTTP/1.1 200 ".len() + reason + 2;
+    let fields: usize = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    status_line + fields + 2
+}
+
 /// Standard headers a handler may set on its answer.
 const RELAYED_STANDARD: [HeaderName; 10] = [
     header::CONTENT_TYPE,
