@@ -188,8 +188,8 @@ fn ca_mode_handshake_reports_both_identities() {
         let seen_by_a = out.client.unwrap();
         assert_eq!(seen_by_a.router_id, "router-b");
         assert_eq!(seen_by_a.public_key, b.verifying_key().to_bytes());
-        // The server took the dialler's first choice, the one its CPU
-        // runs fastest.
+        // Links negotiate the first suite of the provider's order, the
+        // one this CPU runs fastest.
         assert_eq!(out.suite, Some(tls::preferred_suite()));
     });
 }

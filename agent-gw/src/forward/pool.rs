@@ -152,7 +152,7 @@ impl Pool {
         let stream = TcpStream::connect(addr).await.map_err(ConnectError::Tcp)?;
         let _ = stream.set_nodelay(true);
         // The response head's own bound is checked on what hyper parsed
-        // (`forward::bounded_head`); hyper's limit is its read buffer.
+        // (`forward::head_within_bound`); hyper's limit is its read buffer.
         let (sender, conn) = http1::Builder::new()
             .max_buf_size(READ_BUFFER)
             .handshake(TokioIo::new(stream))

@@ -333,17 +333,4 @@ mod tests {
             ]
         );
     }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn an_x86_64_with_aes_ni_prefers_aes_gcm() {
-        let aes = std::arch::is_x86_feature_detected!("aes")
-            && std::arch::is_x86_feature_detected!("pclmulqdq");
-        let want = if aes {
-            CipherSuite::TLS13_AES_128_GCM_SHA256
-        } else {
-            CipherSuite::TLS13_CHACHA20_POLY1305_SHA256
-        };
-        assert_eq!(preferred_suite(), want);
-    }
 }
