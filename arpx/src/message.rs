@@ -14,7 +14,9 @@ use uci_schema::schema::{check_value, Kind};
 use crate::bytes::Bytes;
 
 /// The protocol version carried in `Open`; peers must agree on it.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// 2: route advertisements carry the origin's proof, a trust limit and
+/// the origin router's certificate.
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Longest path vector on the wire, whatever `arpx.max_path` says (that
 /// option is a local acceptance rule, below this hard bound).
@@ -23,6 +25,11 @@ pub const MAX_PATH_WIRE: usize = 64;
 pub const MAX_ACCESS_ENTRIES: usize = 64;
 /// Longest close reason (bytes).
 pub const MAX_REASON: usize = 256;
+/// Longest origin router certificate carried in an advertisement (DER
+/// bytes; an Ed25519 certificate from `agentctl pki` is about 400).
+pub const MAX_ORIGIN_CERT: usize = 2048;
+/// Highest trust term (`Attrs::trust`, `RouteAd::trust_limit`).
+pub const MAX_TRUST: u64 = 100;
 /// Longest origin agent URI (bytes).
 pub const MAX_AGENT_URI: usize = 2 * uci_schema::schema::MAX_ID_LEN + 8;
 
@@ -179,10 +186,11 @@ pub enum CloseCode {
     UnexpectedMessage,
     /// A path vector that contains the receiver.
     LoopDetected,
-    /// An origin signature that does not verify, or an origin key that
-    /// contradicts the known key of that origin router.
+    /// An origin signature that does not verify. (An origin key that
+    /// contradicts the known one costs only its route since protocol 2.)
     BadSignature,
-    /// More paths than `peer.max_routes`.
+    /// More paths than `peer.max_routes`. Not sent since protocol 2:
+    /// limits drop the excess paths, never the session.
     RouteLimit,
     /// Both routers dialled; this connection lost (the one initiated by
     /// the higher router_id survives).
@@ -294,6 +302,65 @@ pub struct RouteAd {
     pub lease_ms: u64,
     /// Routers traversed, origin first, the sender last.
     pub path: Vec<String>,
+    /// How the origin router established that the registrant speaks for
+    /// `origin_agent`. Signed: no router on the way can raise it.
+    #[serde(default)]
+    pub proof: OriginProof,
+    /// The highest trust any router on the path allows this route
+    /// (0–100): each router that re-advertises lowers it to the trust it
+    /// granted the route itself (its own cap for the neighbour it learned
+    /// the route from). Not signed; a receiver applies its own cap for
+    /// the sender too, so a router can only lower what it passes on.
+    #[serde(default = "full_trust")]
+    pub trust_limit: u64,
+    /// The origin router's certificate (DER), issued by its domain CA;
+    /// empty when it has none. A receiver whose domain CA issued it takes
+    /// the origin key from it, authoritatively (DESIGN §3 "Origin keys are
+    /// authenticated"). Not signed: it authenticates itself.
+    #[serde(default)]
+    pub origin_cert: Vec<u8>,
+}
+
+fn full_trust() -> u64 {
+    MAX_TRUST
+}
+
+/// How an origin was proven at its router, weakest first (the derived
+/// order is the ranking `target_agent` lookups and ownership races use).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum OriginProof {
+    /// Auth `none`: whoever registered from a source address.
+    #[default]
+    None,
+    /// A router-issued trusted-LAN bootstrap token bound to an address.
+    Bootstrap,
+    /// An operator's static route (`config route`).
+    Static,
+    /// A tenant-signed JWT whose subject is the origin: the only
+    /// cryptographic proof.
+    Jwt,
+}
+
+impl OriginProof {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OriginProof::None => "none",
+            OriginProof::Bootstrap => "bootstrap",
+            OriginProof::Static => "static",
+            OriginProof::Jwt => "jwt",
+        }
+    }
+
+    /// Only a tenant-signed token proves an origin; the rest are claims.
+    pub fn is_proven(self) -> bool {
+        self == OriginProof::Jwt
+    }
+}
+
+impl fmt::Display for OriginProof {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl RouteAd {
@@ -317,7 +384,7 @@ impl RouteAd {
         if self.attrs.load_permille > 1000 {
             return Err(Invalid::new("route.load_permille", Problem::OutOfRange));
         }
-        if self.attrs.trust > 100 {
+        if self.attrs.trust > MAX_TRUST {
             return Err(Invalid::new("route.trust", Problem::OutOfRange));
         }
         check_list("route.allowed_tenants", Kind::Name, &self.allowed_tenants)?;
@@ -338,6 +405,15 @@ impl RouteAd {
         }
         if self.path[0] != self.origin_router {
             return Err(Invalid::new("route.path", Problem::NotOriginFirst));
+        }
+        if self.trust_limit > MAX_TRUST {
+            return Err(Invalid::new("route.trust_limit", Problem::OutOfRange));
+        }
+        if self.origin_cert.len() > MAX_ORIGIN_CERT {
+            return Err(Invalid::new(
+                "route.origin_cert",
+                Problem::TooLong(MAX_ORIGIN_CERT),
+            ));
         }
         Ok(())
     }

@@ -473,7 +473,7 @@ mod tests {
         let (mut s, mut out) = started();
         let mut o = open(1);
         if let Message::Open(o) = &mut o {
-            o.version = 2;
+            o.version = crate::message::PROTOCOL_VERSION + 1;
         }
         assert_eq!(
             code(s.on_message(&cfg(), 0, o, &mut out)),

@@ -12,11 +12,11 @@ use ed25519_dalek::{Signature, SigningKey, VerifyingKey};
 use serde::Serialize;
 
 use crate::bytes::Bytes;
-use crate::message::{Attrs, ContractRef, RouteAd};
+use crate::message::{Attrs, ContractRef, OriginProof, RouteAd};
 
 /// Separates ARPX route signatures from anything else the same key signs
 /// (bootstrap tokens, forwarding assertions).
-const LABEL: &[u8] = b"agentd arpx route v1\0";
+const LABEL: &[u8] = b"agentd arpx route v2\0";
 
 #[derive(Serialize)]
 struct Stable<'a> {
@@ -33,6 +33,7 @@ struct Stable<'a> {
     origin_router: &'a str,
     origin_key: &'a Bytes<32>,
     serial: u64,
+    proof: OriginProof,
 }
 
 /// What the origin signs for `ad`.
@@ -51,6 +52,7 @@ pub fn signed_bytes(ad: &RouteAd) -> Vec<u8> {
         origin_router: &ad.origin_router,
         origin_key: &ad.origin_key,
         serial: ad.serial,
+        proof: ad.proof,
     };
     let mut out = LABEL.to_vec();
     // Serialising plain strings, integers and byte arrays into a Vec

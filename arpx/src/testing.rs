@@ -36,6 +36,9 @@ pub fn ad(route_id: &str, path: &[&str]) -> RouteAd {
         signature: Bytes([0; 64]),
         lease_ms: 30_000,
         path: path.iter().map(|s| (*s).into()).collect(),
+        proof: crate::message::OriginProof::Jwt,
+        trust_limit: crate::message::MAX_TRUST,
+        origin_cert: Vec::new(),
     }
 }
 
@@ -65,6 +68,9 @@ pub fn config(n: u8) -> crate::instance::InstanceConfig {
         reflector: false,
         max_path: 8,
         max_frame: crate::frame::DEFAULT_MAX_FRAME,
+        max_routes_per_origin: 2_500,
+        origin_ca: None,
+        cert: Vec::new(),
     }
 }
 
@@ -75,6 +81,7 @@ pub fn peer(n: u8) -> crate::instance::PeerConfig {
         max_routes: 10_000,
         export_tenants: Vec::new(),
         reflector_client: false,
+        max_trust: crate::message::MAX_TRUST,
     }
 }
 
@@ -109,6 +116,7 @@ pub fn local(route_id: &str) -> crate::instance::LocalRoute {
         allowed_sources: Vec::new(),
         contract: None,
         lease_ms: 30_000,
+        proof: crate::message::OriginProof::Jwt,
     }
 }
 

@@ -1,18 +1,24 @@
 //! Applying a peer's advertisements under the route rules.
 //!
-//! An Update is checked whole before any of it is applied. Violations
-//! close the session (nothing of the message applied): a path not ending
-//! at the sender, a path containing us or repeating a router, a bad origin
-//! signature or an origin key contradicting the known one, more paths than
-//! the peer's `max_routes`. Not violations (dropped and counted, the
-//! session stays): a path longer than `max_path`, a route_id another origin
-//! router holds (first claim stays; local routes always win), and a stale
-//! serial (ignored).
-
-use std::collections::HashMap;
+//! An Update is checked whole for violations before any of it is
+//! applied; a violation closes the session (nothing of the message
+//! applied): a path not ending at the sender, a path containing us or
+//! repeating a router, an origin signature that does not verify.
+//!
+//! Everything else costs only the route that breaks it (dropped and
+//! counted, the session stays): a path longer than `max_path`, a route_id
+//! another origin router holds (first claim stays; local routes always
+//! win), a stale serial (ignored), an origin key contradicting the known
+//! key of its origin router (`keys`), and a path beyond the neighbour's
+//! or the origin router's limit (`shares`: a full neighbour budget takes
+//! from the largest origin, never from a small one). Closing a session
+//! over these would let one router's flood or forgery, reflected by an
+//! honest neighbour, cut us off from that neighbour (issue 20 items 4, 5).
 
 use super::io::{ConnId, Output};
+use super::keys::KeyCheck;
 use super::peer::Path;
+use super::shares::Admit;
 use super::{Holders, Instance};
 use crate::message::{Close, CloseCode, RouteAd};
 use crate::sign;
@@ -24,6 +30,8 @@ enum Verdict {
     Unchanged,
     TooLong,
     Conflict,
+    /// The origin key contradicts the one known for its origin router.
+    KeyConflict,
     Stale,
 }
 
@@ -34,6 +42,7 @@ fn same_ad(a: &RouteAd, b: &RouteAd) -> bool {
         && a.signature == b.signature
         && a.origin_key == b.origin_key
         && a.path == b.path
+        && a.trust_limit == b.trust_limit
         && a.route_id == b.route_id
         && a.origin_router == b.origin_router
 }
@@ -42,7 +51,6 @@ impl Instance {
     /// The wire-independent violations of one Update (nothing applied).
     fn check_violations(&mut self, peer: &str, routes: &[RouteAd]) -> Result<(), Close> {
         let us = self.cfg.router_id.as_str();
-        let mut first_keys: HashMap<&str, &[u8; 32]> = HashMap::new();
         for ad in routes {
             let id = &ad.route_id;
             if ad.sender() != peer {
@@ -80,26 +88,6 @@ impl Instance {
                     ));
                 }
             }
-            let origin = ad.origin_router.as_str();
-            let known = self
-                .keys
-                .known(origin)
-                .or_else(|| first_keys.get(origin).copied());
-            match known {
-                Some(k) if *k != ad.origin_key.0 => {
-                    self.counters.rejected_bad_signature += 1;
-                    return Err(Close::new(
-                        CloseCode::BadSignature,
-                        format!(
-                            "route {id}: origin key of router {origin} contradicts its known key"
-                        ),
-                    ));
-                }
-                Some(_) => {}
-                None => {
-                    first_keys.insert(origin, &ad.origin_key.0);
-                }
-            }
         }
         Ok(())
     }
@@ -126,6 +114,9 @@ impl Instance {
         }
         if ad.path.len() > self.cfg.max_path {
             return Verdict::TooLong;
+        }
+        if let KeyCheck::Contradicts(_) = self.keys.check(&ad.origin_router, &ad.origin_key.0) {
+            return Verdict::KeyConflict;
         }
         if let Some(h) = self.routes.get(id) {
             let others = h.peers.iter().any(|p| p != peer);
@@ -166,42 +157,12 @@ impl Instance {
         let Some(p) = self.peers.get(peer) else {
             return Ok(());
         };
-        // The limit counts what the peer would hold after the message.
-        let mut after: HashMap<&str, bool> = HashMap::new();
-        for ad in &routes {
-            let id = ad.route_id.as_str();
-            let now_present = after
-                .get(id)
-                .copied()
-                .unwrap_or_else(|| p.paths.contains_key(id));
-            let present = match self.verdict(peer, ad) {
-                Verdict::Install | Verdict::Unchanged => true,
-                Verdict::TooLong | Verdict::Conflict => false,
-                Verdict::Stale => now_present,
-            };
-            after.insert(id, present);
-        }
-        let mut held = p.paths.len();
-        for (id, present) in &after {
-            match (p.paths.contains_key(*id), present) {
-                (false, true) => held += 1,
-                (true, false) => held -= 1,
-                _ => {}
-            }
-        }
-        let max = p.cfg.max_routes;
-        if held > max {
-            self.counters.rejected_route_limit += 1;
-            return Err(Close::new(
-                CloseCode::RouteLimit,
-                format!("more than {max} paths from router {peer}"),
-            ));
-        }
-        drop(after);
         let epoch = p.boot_epoch.unwrap_or(0);
+        let dropped_before = p.dropped;
         for ad in routes {
+            self.learn_certificate(&ad, out);
             match self.verdict(peer, &ad) {
-                Verdict::Install => self.insert_path(peer, ad, conn, epoch, out),
+                Verdict::Install => self.admit_path(peer, ad, conn, epoch, out),
                 Verdict::Unchanged => {
                     if let Some(path) = self
                         .peers
@@ -220,10 +181,116 @@ impl Instance {
                     self.counters.rejected_origin_conflict += 1;
                     self.remove_path(peer, &ad.route_id, out);
                 }
+                Verdict::KeyConflict => {
+                    self.counters.rejected_origin_key += 1;
+                    let why = format!(
+                        "route {}: origin key of router {} contradicts its known key",
+                        ad.route_id, ad.origin_router
+                    );
+                    if let Some(p) = self.peers.get_mut(peer) {
+                        p.drop_one(why);
+                    }
+                    self.remove_path(peer, &ad.route_id, out);
+                }
                 Verdict::Stale => self.counters.ignored_stale += 1,
             }
         }
+        if let Some(p) = self.peers.get(peer) {
+            if p.dropped > dropped_before {
+                out.push(Output::PathsDropped {
+                    peer: peer.to_owned(),
+                    count: p.dropped - dropped_before,
+                    last: p.last_drop.clone().unwrap_or_default(),
+                });
+            }
+        }
         Ok(())
+    }
+
+    /// An origin certificate our domain CA issued for the route's origin
+    /// router makes its key authoritative; paths that carried another
+    /// (second-hand) key for it go.
+    fn learn_certificate(&mut self, ad: &RouteAd, out: &mut Vec<Output>) {
+        let origin = ad.origin_router.as_str();
+        if ad.origin_cert.is_empty() || self.keys.certified_by(origin, &ad.origin_cert) {
+            return;
+        }
+        let Some(ca) = self.cfg.origin_ca.clone() else {
+            return;
+        };
+        if self.keys.refused_cert(origin, &ad.origin_cert) {
+            return;
+        }
+        match ca.0.origin_key(origin, &ad.origin_cert) {
+            Some(key) if key == ad.origin_key.0 => {
+                if self.keys.set_certified(origin, key, &ad.origin_cert) {
+                    self.purge_forged(origin, key, out);
+                }
+            }
+            _ => {
+                self.counters.rejected_origin_cert += 1;
+                self.keys.refuse_cert(origin, &ad.origin_cert);
+            }
+        }
+    }
+
+    /// Installs a path that passed the rules, within the neighbour's and
+    /// the origin router's limits.
+    fn admit_path(
+        &mut self,
+        peer: &str,
+        ad: RouteAd,
+        conn: ConnId,
+        epoch: u64,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(p) = self.peers.get(peer) else {
+            return;
+        };
+        let counted = p
+            .paths
+            .get(&ad.route_id)
+            .is_some_and(|held| held.ad.origin_router == ad.origin_router);
+        if !counted {
+            let per_origin = self.cfg.max_routes_per_origin;
+            match p.shares.admit(&ad.origin_router, p.cfg.max_routes, per_origin) {
+                Admit::Yes => {}
+                Admit::Evict { origin, route_id } => {
+                    self.counters.evicted_fair_share += 1;
+                    let why = format!(
+                        "route {route_id} of origin {origin} given up for a path of {}: \
+                         {} paths from router {peer} (max_routes), shared by origin router",
+                        ad.origin_router, p.cfg.max_routes
+                    );
+                    if let Some(p) = self.peers.get_mut(peer) {
+                        p.drop_one(why);
+                    }
+                    self.remove_path(peer, &route_id, out);
+                }
+                Admit::No => {
+                    self.counters.rejected_route_limit += 1;
+                    let why = if p.shares.count(&ad.origin_router) >= per_origin {
+                        format!(
+                            "route {}: router {} already has {per_origin} paths from router {peer} \
+                             (arpx.max_routes_per_origin)",
+                            ad.route_id, ad.origin_router
+                        )
+                    } else {
+                        format!(
+                            "route {}: {} paths from router {peer} (max_routes), origin {} holds its share",
+                            ad.route_id, p.cfg.max_routes, ad.origin_router
+                        )
+                    };
+                    if let Some(p) = self.peers.get_mut(peer) {
+                        p.drop_one(why);
+                    }
+                    // An older copy under another origin must not stay.
+                    self.remove_path(peer, &ad.route_id, out);
+                    return;
+                }
+            }
+        }
+        self.insert_path(peer, ad, conn, epoch, out);
     }
 
     pub(super) fn accept_withdraws(&mut self, peer: &str, ids: Vec<String>, out: &mut Vec<Output>) {
@@ -254,7 +321,9 @@ impl Instance {
         };
         if let Some(old) = p.paths.insert(id.clone(), path) {
             self.keys.release(&old.ad.origin_router);
+            p.shares.remove(&old.ad.origin_router, &id);
         }
+        p.shares.add(&ad.origin_router, &id);
         let h = self.routes.entry(id.clone()).or_insert_with(|| Holders {
             origin: ad.origin_router.clone(),
             peers: Default::default(),
@@ -279,6 +348,9 @@ impl Instance {
             return;
         };
         self.keys.release(&old.ad.origin_router);
+        if let Some(p) = self.peers.get_mut(peer) {
+            p.shares.remove(&old.ad.origin_router, route_id);
+        }
         if let Some(h) = self.routes.get_mut(route_id) {
             h.peers.remove(peer);
             if h.peers.is_empty() {
@@ -313,8 +385,9 @@ impl Instance {
         }
     }
 
-    /// A direct peer's verified key replaced a different learned one:
-    /// paths carrying the old key for that origin were never its own.
+    /// An authenticated key (a direct peer's, or a certified one)
+    /// replaced a different learned one: paths carrying the old key for
+    /// that origin were never its own.
     pub(super) fn purge_forged(&mut self, origin: &str, key: [u8; 32], out: &mut Vec<Output>) {
         let peers: Vec<String> = self.peers.keys().cloned().collect();
         for peer in peers {
@@ -325,7 +398,7 @@ impl Instance {
                 out,
             );
             let after = self.peers.get(&peer).map_or(0, |p| p.paths.len());
-            self.counters.rejected_bad_signature += (before - after) as u64;
+            self.counters.rejected_origin_key += (before - after) as u64;
         }
     }
 }
@@ -346,6 +419,7 @@ fn same_signed(a: &RouteAd, b: &RouteAd) -> bool {
         && a.allowed_tenants == b.allowed_tenants
         && a.allowed_sources == b.allowed_sources
         && a.contract == b.contract
+        && a.proof == b.proof
 }
 
 fn repeated_hop(path: &[String]) -> Option<&str> {

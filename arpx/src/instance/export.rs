@@ -56,6 +56,9 @@ impl Instance {
             return None;
         }
         let mut ad = ad.clone();
+        // Pass on no more trust than we granted the route ourselves.
+        let granted = self.peers.get(via).map_or(0, |p| p.cfg.max_trust);
+        ad.trust_limit = ad.trust_limit.min(ad.attrs.trust).min(granted);
         ad.path.push(self.cfg.router_id.clone());
         Some(ad)
     }
@@ -183,7 +186,7 @@ impl Instance {
         let id = route.route_id.clone();
         match self
             .locals
-            .upsert(now, &self.cfg.router_id, &self.cfg.key, route)
+            .upsert(now, &self.cfg.router_id, &self.cfg.key, &self.cfg.cert, route)
         {
             Ok(false) => return,
             Ok(true) => {}

@@ -8,7 +8,7 @@ use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
 
 use crate::frame::FrameError;
-use crate::message::{Attrs, Close, ContractRef, Message, RouteAd};
+use crate::message::{Attrs, Close, ContractRef, Message, OriginProof, RouteAd};
 
 /// The router's own settings (from `config arpx` and `agentd.identity`).
 #[derive(Clone, Debug)]
@@ -28,6 +28,13 @@ pub struct InstanceConfig {
     pub reflector: bool,
     pub max_path: usize,
     pub max_frame: usize,
+    /// Most paths held from one neighbour for one origin router.
+    pub max_routes_per_origin: usize,
+    /// Vouches for origin keys by certificate; `None`: no domain CA.
+    pub origin_ca: Option<super::keys::OriginCaRef>,
+    /// Our certificate (DER) from the domain CA, attached to our routes so
+    /// routers that never meet us can authenticate our key; empty: none.
+    pub cert: Vec<u8>,
 }
 
 /// One `peer` section.
@@ -41,6 +48,9 @@ pub struct PeerConfig {
     /// Serve this peer reflected (peer-learned) routes even when this
     /// router is not a reflector.
     pub reflector_client: bool,
+    /// The highest trust (0–100) a route learned from this peer is
+    /// granted, whatever it advertises; applied before reflection.
+    pub max_trust: u64,
 }
 
 /// A connection, numbered by the driver; never reused.
@@ -78,6 +88,8 @@ pub struct LocalRoute {
     pub contract: Option<ContractRef>,
     /// Remaining lease (ms) at this upsert; 0 = permanent (static).
     pub lease_ms: u64,
+    /// How the registrant proved the origin.
+    pub proof: OriginProof,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -150,6 +162,14 @@ pub enum Output {
         peer: String,
         route_id: String,
     },
+    /// Paths of one Update from `peer` were refused or given up while its
+    /// session stays (route limits, contradicted origin keys): for the
+    /// log; `last` says why the last one was.
+    PathsDropped {
+        peer: String,
+        count: u64,
+        last: String,
+    },
     /// The peer's paths become eligible (its snapshot completed) or not
     /// (session lost; they stay until PathDown). Sent on changes only.
     PeerEligible {
@@ -215,6 +235,13 @@ pub struct PeerStatus {
     pub last_close: Option<(Close, bool)>,
     /// The boot epoch of its last Open.
     pub boot_epoch: Option<u64>,
+    /// Paths refused or given up (route limits, origin keys contradicting
+    /// an authenticated key) while its session stayed up.
+    #[serde(default)]
+    pub dropped_routes: u64,
+    /// Why the last one was.
+    #[serde(default)]
+    pub last_drop: Option<String>,
 }
 
 /// Event counts since start. Messages and routes are counted apart: an
@@ -238,14 +265,28 @@ pub struct Counters {
     pub rejected_loop: u64,
     /// Advertisements dropped for a path longer than `max_path`.
     pub rejected_path_too_long: u64,
-    /// Sessions closed for a bad signature or contradicting origin key,
-    /// plus paths removed when a direct peer's key overrode a learned one.
+    /// Sessions closed for an origin signature that does not verify.
     pub rejected_bad_signature: u64,
+    /// Advertisements dropped, or paths removed, for an origin key that
+    /// contradicts the known key of that origin router (an authenticated
+    /// key replacing a learned one removes the paths of the learned one).
+    #[serde(default)]
+    pub rejected_origin_key: u64,
+    /// Attached origin certificates that our domain CA did not vouch for
+    /// (or that name another key than the route carries); the route is
+    /// judged without them.
+    #[serde(default)]
+    pub rejected_origin_cert: u64,
     /// Advertisements dropped (or paths removed) because another origin
     /// router holds the route_id.
     pub rejected_origin_conflict: u64,
-    /// Sessions closed for exceeding `max_routes`.
+    /// Paths refused because their neighbour or their origin router is at
+    /// its limit (`peer.max_routes`, `arpx.max_routes_per_origin`).
     pub rejected_route_limit: u64,
+    /// Paths of the largest origin given up so that a smaller origin's
+    /// path fits a full neighbour budget (fair shares).
+    #[serde(default)]
+    pub evicted_fair_share: u64,
     /// Advertisements ignored for a serial lower than the one held.
     pub ignored_stale: u64,
     /// Our advertisements not sent: too large for a frame, or a local

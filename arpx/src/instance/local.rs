@@ -53,6 +53,7 @@ fn same_stable(r: &LocalRoute, ad: &RouteAd) -> bool {
         && r.allowed_tenants == ad.allowed_tenants
         && r.allowed_sources == ad.allowed_sources
         && r.contract == ad.contract
+        && r.proof == ad.proof
 }
 
 impl Locals {
@@ -83,6 +84,7 @@ impl Locals {
         now: u64,
         us: &str,
         key: &SigningKey,
+        cert: &[u8],
         r: LocalRoute,
     ) -> Result<bool, crate::message::Invalid> {
         // Anchor the serial clock at the first input, whatever it is.
@@ -111,6 +113,9 @@ impl Locals {
             signature: Bytes([0; 64]),
             lease_ms: 0,
             path: vec![us.to_owned()],
+            proof: r.proof,
+            trust_limit: crate::message::MAX_TRUST,
+            origin_cert: cert.to_vec(),
         };
         ad.validate()?;
         ad.serial = self.next_serial(now);

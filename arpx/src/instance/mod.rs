@@ -19,7 +19,8 @@
 //! * `accept` — applying a peer's updates and withdraws under the rules.
 //! * `export` — what each peer is sent: snapshots and deltas.
 //! * `local` — our own routes, signed, with serials that never go back.
-//! * `keys` — the origin key directory.
+//! * `keys` — the origin key directory (direct, certified, learned).
+//! * `shares` — a neighbour's paths by origin router, for fair limits.
 
 mod accept;
 mod export;
@@ -28,6 +29,7 @@ mod keys;
 mod local;
 mod peer;
 mod sessions;
+mod shares;
 #[cfg(test)]
 mod tests;
 
@@ -37,6 +39,7 @@ pub use io::{
     ConnId, Counters, Input, InstanceConfig, LocalRoute, Output, PeerConfig, PeerState, PeerStatus,
     Timer,
 };
+pub use keys::{OriginCa, OriginCaRef};
 
 use crate::session::SessionConfig;
 use keys::KeyDir;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::io::{ConnId, PeerConfig, PeerState, PeerStatus};
+use super::shares::Shares;
 use crate::bytes::Bytes;
 use crate::message::{Close, RouteAd};
 use crate::session::Session;
@@ -28,6 +29,7 @@ pub(super) struct Sent {
     pub serial: u64,
     pub signature: Bytes<64>,
     pub path: Vec<String>,
+    pub trust_limit: u64,
 }
 
 impl Sent {
@@ -36,12 +38,16 @@ impl Sent {
             serial: ad.serial,
             signature: ad.signature,
             path: ad.path.clone(),
+            trust_limit: ad.trust_limit,
         }
     }
 
     /// Whether `ad` says what was sent (its carried lease aside).
     pub fn same(&self, ad: &RouteAd) -> bool {
-        self.serial == ad.serial && self.signature == ad.signature && self.path == ad.path
+        self.serial == ad.serial
+            && self.signature == ad.signature
+            && self.path == ad.path
+            && self.trust_limit == ad.trust_limit
     }
 }
 
@@ -61,6 +67,14 @@ pub(super) struct Peer {
     pub last_error: Option<String>,
     pub last_close: Option<(Close, bool)>,
     pub boot_epoch: Option<u64>,
+    /// Adj-RIB-In by origin router: what the route limits share out.
+    pub shares: Shares,
+    /// Paths refused or given up for the route limits and for origin
+    /// keys that contradict an authenticated one, since the peer was
+    /// configured; the session stays up.
+    pub dropped: u64,
+    /// Why the last one was.
+    pub last_drop: Option<String>,
 }
 
 impl Peer {
@@ -76,6 +90,9 @@ impl Peer {
             last_error: None,
             last_close: None,
             boot_epoch: None,
+            shares: Shares::default(),
+            dropped: 0,
+            last_drop: None,
         }
     }
 
@@ -99,7 +116,15 @@ impl Peer {
             last_error: self.last_error.clone(),
             last_close: self.last_close.clone(),
             boot_epoch: self.boot_epoch,
+            dropped_routes: self.dropped,
+            last_drop: self.last_drop.clone(),
         }
+    }
+
+    /// Counts a path refused or given up, with the reason shown in status.
+    pub fn drop_one(&mut self, why: String) {
+        self.dropped += 1;
+        self.last_drop = Some(why);
     }
 
     /// Whether routes of `tenant` may be exported to this peer.

@@ -460,23 +460,50 @@ impl Instance {
             }
             let exports_changed = p.cfg.export_tenants != cfg.export_tenants
                 || p.cfg.reflector_client != cfg.reflector_client;
-            let max_routes = cfg.max_routes;
             p.cfg = cfg;
-            let over = p.paths.len() > max_routes;
-            let conn = p.session.as_ref().map(|s| s.conn);
-            if over {
-                self.counters.rejected_route_limit += 1;
-                let c = Close::new(
-                    CloseCode::RouteLimit,
-                    format!("more than {max_routes} paths (max_routes lowered)"),
-                );
-                match conn {
-                    Some(conn) => self.close_conn(now, conn, c, out),
-                    None => self.remove_paths_where(&id, |_| true, out),
-                }
-            } else if exports_changed {
+            self.trim_to_limits(&id, out);
+            if exports_changed {
                 self.resync_exports(now, &id, out);
             }
+        }
+    }
+
+    /// Gives up paths of `peer` beyond its (lowered) limits, largest
+    /// origin first; the session stays.
+    fn trim_to_limits(&mut self, peer: &str, out: &mut Vec<Output>) {
+        let per_origin = self.cfg.max_routes_per_origin;
+        let mut trimmed = 0u64;
+        loop {
+            let Some(p) = self.peers.get_mut(peer) else {
+                return;
+            };
+            let Some((origin, route_id)) = p.shares.trim_victim() else {
+                break;
+            };
+            let over_total = p.shares.total() > p.cfg.max_routes;
+            if !over_total && p.shares.count(&origin) <= per_origin {
+                break;
+            }
+            p.drop_one(format!(
+                "route {route_id} of origin {origin} given up: more than {} paths \
+                 (max_routes lowered)",
+                p.cfg.max_routes
+            ));
+            self.counters.rejected_route_limit += 1;
+            trimmed += 1;
+            self.remove_path(peer, &route_id, out);
+        }
+        if trimmed > 0 {
+            let last = self
+                .peers
+                .get(peer)
+                .and_then(|p| p.last_drop.clone())
+                .unwrap_or_default();
+            out.push(Output::PathsDropped {
+                peer: peer.to_owned(),
+                count: trimmed,
+                last,
+            });
         }
     }
 
