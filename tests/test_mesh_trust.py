@@ -188,17 +188,13 @@ def test_garbage_gets_a_decode_close(mesh, victim):
     aftermath(r, good, [])
 
 
-def test_looped_path_sequence_gap_forged_owner_and_route_limit(mesh, victim):
+def test_looped_path_and_sequence_gap_close_the_session(mesh, victim):
     r, s, key, good = victim
     cases = [
         # A path through R itself.
         ("LoopDetected", lambda seq: [w.update(seq, [signed("loop", key, ["rogue", "router-r", "rogue"])])], ["loop"]),
-        # S's route id and origin, signed with the rogue's key.
-        ("BadSignature", lambda seq: [w.update(seq, [signed(good, key, ["router-s", "rogue"], origin="router-s")])], []),
         # seq 1 then 3.
         ("SequenceGap", lambda seq: [w.update(seq, [signed("g1", key)]), w.update(seq + 2, [signed("g2", key)])], ["g1", "g2"]),
-        # max_routes 5: six paths.
-        ("RouteLimit", lambda seq: [w.update(seq, [signed(f"m{i}", key) for i in range(6)])], [f"m{i}" for i in range(6)]),
     ]
     for code, messages, ids in cases:
         rogue = connect_rogue(mesh, r, key)
@@ -218,6 +214,41 @@ def test_looped_path_sequence_gap_forged_owner_and_route_limit(mesh, victim):
         last = (r.peer("rogue") or {}).get("last_close") or {}
         assert code.lower() in str(last).lower().replace("_", ""), last
         rogue.close()
+
+
+def test_forged_owner_and_route_limit_cost_only_those_routes(mesh, victim):
+    """Issue 20 items 4 and 5: a route of S's origin signed with the
+    rogue's key, and one path more than the rogue's `max_routes` (5), are
+    dropped alone — counted, logged and shown in `agentctl peers` — while
+    the rogue's session and its other routes stay. S's path is untouched."""
+    r, s, key, good = victim
+    rogue = connect_rogue(mesh, r, key)
+    establish(rogue)
+    rogue.send(w.snapshot_begin(1))
+    rogue.send(w.update(1, [signed("ok", key)]))
+    rogue.send(w.snapshot_end(1))
+    wait_for("the rogue's first route to be held", lambda: "ok" in {x["route_id"] for x in r.peer_routes()}, timeout=10)
+    # S's route id and origin, signed with the rogue's key.
+    rogue.send(w.update(2, [signed(good, key, ["router-s", "rogue"], origin="router-s")]))
+    rogue.send(w.update(3, [signed(f"m{i}", key) for i in range(6)]))
+    rogue.send(w.heartbeat())
+
+    def dropped():
+        p = r.peer("rogue") or {}
+        return p if p.get("dropped_routes", 0) >= 3 else None
+
+    # forged owner (1) + two of "ok", m0..m5 beyond 5 paths (2).
+    p = wait_for("R to count the rogue's dropped paths", dropped, timeout=10)
+    assert p["state"] == "established", p
+    assert "max_routes" in (p.get("last_drop") or ""), p
+    held = {x["route_id"] for x in r.peer_routes() if x.get("next_hop") == "rogue"}
+    assert len(held) == 5 and "ok" in held, held
+    flat = r.stack.ctl_json("stats")["counters"]
+    assert flat.get("arpx.rejected.origin_key", 0) >= 1, flat
+    assert flat.get("arpx.rejected.route_limit", 0) >= 2, flat
     # S's path is S's: the forged copy changed nothing about it.
     paths = {k: v for k, v in r.remote_set().items() if k.startswith(good + "@")}
     assert paths == {f"{good}@router-s": ["router-s"]}, paths
+    assert (r.peer("router-s") or {}).get("state") == "established"
+    rogue.close()
+

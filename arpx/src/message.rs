@@ -327,7 +327,9 @@ fn full_trust() -> u64 {
 
 /// How an origin was proven at its router, weakest first (the derived
 /// order is the ranking `target_agent` lookups and ownership races use).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub enum OriginProof {
     /// Auth `none`: whoever registered from a source address.
     #[default]

@@ -29,8 +29,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.x509.oid import NameOID
 
-PROTOCOL_VERSION = 1
-SIGN_LABEL = b"agentd arpx route v1\x00"
+PROTOCOL_VERSION = 2
+SIGN_LABEL = b"agentd arpx route v2\x00"
 
 CLOSE_CODES = [
     "AdminShutdown", "PeerRemoved", "UnsupportedVersion", "IdentityMismatch", "HoldExpired",
@@ -38,6 +38,8 @@ CLOSE_CODES = [
     "LoopDetected", "BadSignature", "RouteLimit", "Collision",
 ]
 EFFECTS = ["Read", "Write", "External"]
+# How an origin was proven at its router (weakest first; signed).
+PROOFS = ["None", "Bootstrap", "Static", "Jwt"]
 
 
 # ---- postcard --------------------------------------------------------------
@@ -121,6 +123,9 @@ class RouteAd:
     serial: int = 1
     signature: bytes = b"\x00" * 64
     lease_ms: int = 30000
+    proof: str = "Jwt"
+    trust_limit: int = 100
+    origin_cert: bytes = b""
 
     def _stable(self) -> bytes:
         contract = b"\x00"
@@ -135,12 +140,15 @@ class RouteAd:
         ])
 
     def sign(self, key: Ed25519PrivateKey) -> "RouteAd":
+        # The signed bytes: the stable fields in wire order, then the proof
+        # (signed, though it travels after the path).
         self.origin_key = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        self.signature = key.sign(SIGN_LABEL + self._stable())
+        self.signature = key.sign(SIGN_LABEL + self._stable() + varint(PROOFS.index(self.proof)))
         return self
 
     def encode(self) -> bytes:
-        return self._stable() + pbytes(self.signature) + varint(self.lease_ms) + pvec([pstr(p) for p in self.path])
+        return (self._stable() + pbytes(self.signature) + varint(self.lease_ms) + pvec([pstr(p) for p in self.path])
+                + varint(PROOFS.index(self.proof)) + varint(self.trust_limit) + pbytes(self.origin_cert))
 
 
 def decode_route(r: Reader) -> Dict[str, Any]:
@@ -156,6 +164,7 @@ def decode_route(r: Reader) -> Dict[str, Any]:
         ad["contract"] = None
     ad.update(origin_router=r.str(), origin_key=r.bytes(), serial=r.varint(), signature=r.bytes(),
               lease_ms=r.varint(), path=[r.str() for _ in range(r.varint())])
+    ad.update(proof=PROOFS[r.varint()], trust_limit=r.varint(), origin_cert=r.bytes())
     return ad
 
 

@@ -27,6 +27,8 @@ fn peer_json(p: &PeerView) -> Value {
         "last_close": p.last_close.as_ref().map(close_json),
         "next_dial_ms": p.next_dial_ms,
         "dial_failures": p.dial_failures,
+        "dropped_routes": p.dropped_routes,
+        "last_drop": p.last_drop.as_deref(),
     })
 }
 
@@ -103,11 +105,13 @@ pub fn peers_text(v: &PeersView) -> String {
         "UPTIME",
         "IN",
         "OUT",
+        "DROPPED",
         "LAST ERROR",
         "LAST CLOSE",
     ])
     .right(4)
-    .right(5);
+    .right(5)
+    .right(6);
     for p in &v.peers {
         let state = match p.next_dial_ms {
             Some(ms) if !p.established => format!("{} (retry in {})", p.state, duration(ms)),
@@ -124,6 +128,7 @@ pub fn peers_text(v: &PeersView) -> String {
             },
             p.routes_in.to_string(),
             p.routes_out.to_string(),
+            p.dropped_routes.to_string(),
             dash(p.last_error.as_deref()),
             p.last_close.as_ref().map_or("-".into(), close_text),
         ]);
@@ -161,6 +166,8 @@ mod tests {
                     }),
                     next_dial_ms: None,
                     dial_failures: 0,
+                    dropped_routes: 7,
+                    last_drop: Some("route m9: 10000 paths from router router-b".into()),
                 },
                 PeerView {
                     router_id: "router-c".into(),
@@ -187,6 +194,7 @@ mod tests {
         assert!(b.contains("established"), "{b}");
         assert!(b.contains("1m02s"), "{b}");
         assert!(b.contains("hold_expired (by us)"), "{b}");
+        assert!(b.split_whitespace().any(|w| w == "7"), "dropped: {b}");
         let c = t.lines().find(|l| l.starts_with("router-c")).unwrap();
         assert!(c.contains("[2001:db8::3]:7444"), "{c}");
         assert!(c.contains("idle (retry in 4s)"), "{c}");
@@ -202,6 +210,10 @@ mod tests {
         assert_eq!(j["peers"][1]["uptime_s"], Value::Null);
         assert_eq!(j["peers"][1]["last_error"], "handshake: key not pinned");
         assert_eq!(j["peers"][1]["dial_failures"], 4);
+        assert_eq!(j["peers"][0]["dropped_routes"], 7);
+        assert!(j["peers"][0]["last_drop"]
+            .as_str()
+            .is_some_and(|w| w.contains("m9")));
         let off = PeersView {
             router_id: None,
             off_reason: Some("agentd.router_id is not set".into()),

@@ -32,7 +32,7 @@ use crate::time::Millis;
 /// 8: the FIB carries peer links (`SnapshotEnd.links`, `Link`, `Unlink`);
 ///    gateway stats count peer data connections.
 /// 9: discovery (`Candidates`, `Approve`, `Revoke`).
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -638,6 +638,10 @@ pub struct PeerView {
     pub next_dial_ms: Option<u64>,
     /// Failed attempts since the backoff was last reset.
     pub dial_failures: u32,
+    /// Paths from it refused or given up while its session stayed (route
+    /// limits, contradicted origin keys), and why the last one was.
+    pub dropped_routes: u64,
+    pub last_drop: Option<Box<str>>,
 }
 
 /// How a session ended.

@@ -253,7 +253,10 @@ impl Instance {
             .is_some_and(|held| held.ad.origin_router == ad.origin_router);
         if !counted {
             let per_origin = self.cfg.max_routes_per_origin;
-            match p.shares.admit(&ad.origin_router, p.cfg.max_routes, per_origin) {
+            match p
+                .shares
+                .admit(&ad.origin_router, p.cfg.max_routes, per_origin)
+            {
                 Admit::Yes => {}
                 Admit::Evict { origin, route_id } => {
                     self.counters.evicted_fair_share += 1;

@@ -184,10 +184,13 @@ impl Instance {
 
     pub(super) fn upsert_local(&mut self, now: u64, route: LocalRoute, out: &mut Vec<Output>) {
         let id = route.route_id.clone();
-        match self
-            .locals
-            .upsert(now, &self.cfg.router_id, &self.cfg.key, &self.cfg.cert, route)
-        {
+        match self.locals.upsert(
+            now,
+            &self.cfg.router_id,
+            &self.cfg.key,
+            &self.cfg.cert,
+            route,
+        ) {
             Ok(false) => return,
             Ok(true) => {}
             Err(_) => {

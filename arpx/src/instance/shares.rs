@@ -21,7 +21,10 @@ pub(super) enum Admit {
     Yes,
     /// The neighbour's budget is full: hold it in place of this path of
     /// the largest origin.
-    Evict { origin: String, route_id: String },
+    Evict {
+        origin: String,
+        route_id: String,
+    },
     /// The origin already holds its share (or its own limit).
     No,
 }
@@ -125,11 +128,17 @@ mod tests {
         s.add("router-a", "r1");
         s.add("router-a", "r2");
         s.add("router-m", "m1");
-        assert_eq!((s.count("router-a"), s.count("router-m"), s.total()), (2, 1, 3));
+        assert_eq!(
+            (s.count("router-a"), s.count("router-m"), s.total()),
+            (2, 1, 3)
+        );
         s.remove("router-a", "r1");
         s.remove("router-a", "absent");
         s.remove("router-m", "m1");
-        assert_eq!((s.count("router-a"), s.count("router-m"), s.total()), (1, 0, 1));
+        assert_eq!(
+            (s.count("router-a"), s.count("router-m"), s.total()),
+            (1, 0, 1)
+        );
         assert_eq!(s.largest(), Some((1, "router-a")));
     }
 

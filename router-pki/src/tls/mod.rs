@@ -193,6 +193,27 @@ impl DomainCa {
     }
 }
 
+impl DomainCa {
+    /// The Ed25519 key of a router certificate (DER) that this CA issued
+    /// for `router_id` and that is valid at `now`: how a router that never
+    /// met `router_id` authenticates its origin key from a certificate
+    /// attached to its routes (DESIGN §3 "Origin keys are authenticated").
+    pub fn origin_key(
+        &self,
+        cert: &[u8],
+        router_id: &str,
+        now: SystemTime,
+    ) -> Result<[u8; 32], TrustError> {
+        let summary = x509::read(cert).map_err(|e| TrustError::Unreadable(e.to_string()))?;
+        let key = match summary.key {
+            PublicKey::Ed25519(k) => k,
+            PublicKey::Other(oid) => return Err(TrustError::NotEd25519(oid)),
+        };
+        self.check(&[CertificateDer::from(cert)], router_id, now)?;
+        Ok(key)
+    }
+}
+
 /// Verifies a just-issued router certificate against its CA (used by
 /// [`crate::cert::issue_router`] before anything is written).
 pub(crate) fn verify_issued(

@@ -439,6 +439,7 @@ fn arpx(r: &mut Reader) -> Arpx {
         reflector: r.bool("reflector"),
         max_frame: r.u64("max_frame"),
         max_path: r.u64("max_path"),
+        max_routes_per_origin: r.u64("max_routes_per_origin"),
     }
 }
 
@@ -469,6 +470,7 @@ fn peer(r: &mut Reader, own_id: &str) -> Peer {
         key_fingerprint: r.text("key_fingerprint"),
         reflector_client: r.bool("reflector_client"),
         max_routes: r.u64("max_routes"),
+        max_trust: r.u64("max_trust"),
         export_tenant: r.list("export_tenant"),
         discovered: r.bool("discovered"),
         record_version: r.u64("record_version"),
@@ -491,6 +493,7 @@ fn tenant(r: &mut Reader) -> Tenant {
         rate_per_second: r.u64("rate_per_second"),
         rate_burst: r.u64("rate_burst"),
         max_routes: r.u64("max_routes"),
+        max_trust: r.u64("max_trust"),
     }
 }
 

@@ -110,6 +110,8 @@ pub struct Arpx {
     pub max_frame: u64,
     /// Routers in an accepted path vector, origin included.
     pub max_path: u64,
+    /// Paths held from one neighbour for one origin router.
+    pub max_routes_per_origin: u64,
 }
 
 /// `config discovery`.
@@ -141,8 +143,10 @@ pub struct Peer {
     /// Empty: rely on `domain_ca`.
     pub key_fingerprint: String,
     pub reflector_client: bool,
-    /// Paths accepted from this peer before its session is closed.
+    /// Paths held from this peer (the excess is dropped, fairly by origin).
     pub max_routes: u64,
+    /// Highest trust granted to routes learned from this peer.
+    pub max_trust: u64,
     /// Tenant names exported to this peer; empty: every tenant.
     pub export_tenant: Vec<String>,
     /// Written by `agentctl approve` (a router admitted from discovery).
@@ -165,6 +169,8 @@ pub struct Tenant {
     pub rate_burst: u64,
     /// Local routes of the tenant's agents together; 2^64-1: unlimited.
     pub max_routes: u64,
+    /// Highest trust a LAN registration of the tenant is granted.
+    pub max_trust: u64,
 }
 
 /// `config agent`: an origin pinned to sources or a key.

@@ -160,6 +160,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .bool("reflector", x.reflector)
             .u64("max_frame", x.max_frame)
             .u64("max_path", x.max_path)
+            .u64("max_routes_per_origin", x.max_routes_per_origin)
             .done(),
     );
     let d = &c.discovery;
@@ -185,6 +186,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
                 .text("key_fingerprint", &p.key_fingerprint)
                 .bool("reflector_client", p.reflector_client)
                 .u64("max_routes", p.max_routes)
+                .u64("max_trust", p.max_trust)
                 .list("export_tenant", &p.export_tenant)
                 .bool("discovered", p.discovered)
                 .u64("record_version", p.record_version)
@@ -199,6 +201,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
                 .u64("rate_per_second", t.rate_per_second)
                 .u64("rate_burst", t.rate_burst)
                 .u64("max_routes", t.max_routes)
+                .u64("max_trust", t.max_trust)
                 .done(),
         );
     }

@@ -196,6 +196,7 @@ const ARPX: &[OptionSpec] = &[
     boolean("reflector", "0", "Re-advertise routes learned from one peer to the others."),
     uint("max_frame", "65536", 1024, 16 * 1024 * 1024, "Largest ARPX frame (bytes, length prefix excluded); a larger one closes the session, updates are batched to fit."),
     uint("max_path", "8", 1, 64, "Longest accepted path vector (routers, origin included); a longer advertisement is dropped and counted."),
+    uint("max_routes_per_origin", "2500", 1, 1_000_000, "Most paths held from one neighbour for one origin router; more are dropped and counted, the session stays (one origin's flood cannot crowd out the others')."),
 ];
 
 #[rustfmt::skip]
@@ -218,7 +219,8 @@ const PEER: &[OptionSpec] = &[
     uint("data_port", "7447", 1, 65535, "The peer's data-plane port."),
     text("key_fingerprint", Kind::Token, "", "Pinned key fingerprint.").or_empty("rely on domain_ca"),
     boolean("reflector_client", "0", "Reflect other peers' routes to this peer."),
-    uint("max_routes", "10000", 1, 1_000_000, "Most paths accepted from this peer; one more closes its session (other peers are unaffected)."),
+    uint("max_routes", "10000", 1, 1_000_000, "Most paths held from this peer; beyond it, paths of the origin router holding the most give way to smaller origins' and the rest are dropped and counted (the session stays)."),
+    uint("max_trust", "50", 0, 100, "Highest trust granted to routes learned from this peer, whatever they advertise (applied before reflection; docs/trust-model.md)."),
     list("export_tenant", Kind::Name, &[], "Tenants whose routes are exported to this peer (none: every tenant)."),
     boolean("discovered", "0", "Written by 'agentctl approve': a router admitted from discovery ('agentctl revoke' removes the section)."),
     uint("record_version", "0", 0, 4_294_967_295, "The discovery record version the approval binds to (0: none)."),
@@ -231,6 +233,7 @@ const TENANT: &[OptionSpec] = &[
     uint("rate_per_second", "100", 0, 1_000_000, "Request rate limit of the tenant (0 blocks it)."),
     uint("rate_burst", "200", 0, 1_000_000, "Token bucket size of the tenant."),
     uint("max_routes", "18446744073709551615", 0, MAX, "Most local routes the tenant's agents may hold together (default: only agentd.max_routes bounds them)."),
+    uint("max_trust", "50", 0, 100, "Highest trust a LAN registration of this tenant is granted, whatever it claims (tenants without a section get the default; docs/trust-model.md)."),
 ];
 
 #[rustfmt::skip]

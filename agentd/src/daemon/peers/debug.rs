@@ -11,6 +11,12 @@ use arpx::message::Close;
 use super::settings::MeshSettings;
 use crate::{log_debug, log_info, log_notice, log_warn};
 
+/// Paths of `peer` refused or given up while its session stays (route
+/// limits, contradicted origin keys): `count` since the last such line.
+pub fn paths_dropped(peer: &str, count: u64, last: &str) {
+    log_warn!("ARPX: dropped {count} path(s) from {peer}, session kept; last: {last}");
+}
+
 pub fn mesh_off(reason: &str) {
     log_warn!("ARPX sessions off: {reason}");
 }

@@ -138,6 +138,10 @@ pub struct Peers {
     /// Peers with a link in the RIB: the connection whose session it
     /// came from and the key that session verified.
     linked: BTreeMap<String, (ConnId, [u8; 32])>,
+    /// When a peer's dropped paths were last logged, and how many were
+    /// dropped since (one line per peer per [`DROP_LOG_MS`]: a flood must
+    /// not become a log flood).
+    drop_log: HashMap<String, (u64, u64)>,
     /// The next connection number. Never reused, also not across a mesh
     /// restart: a late frame of an old connection must not pass for one
     /// of the new instance's.
@@ -152,12 +156,16 @@ fn wall_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// Least time between two log lines about one peer's dropped paths.
+const DROP_LOG_MS: u64 = 10_000;
+
 fn peer_config(p: &PeerSettings) -> PeerConfig {
     PeerConfig {
         router_id: p.router_id.clone(),
         max_routes: p.max_routes,
         export_tenants: p.export_tenants.clone(),
         reflector_client: p.reflector_client,
+        max_trust: p.max_trust,
     }
 }
 
@@ -177,6 +185,7 @@ impl Peers {
             closing: Vec::new(),
             eligible: BTreeSet::new(),
             linked: BTreeMap::new(),
+            drop_log: HashMap::new(),
             next_conn: 1,
             meshes: 0,
         }
@@ -273,6 +282,9 @@ impl Peers {
             reflector: s.reflector,
             max_path: s.max_path,
             max_frame: s.max_frame,
+            max_routes_per_origin: s.max_routes_per_origin,
+            origin_ca: identity.origin_ca(),
+            cert: identity.attached_cert(),
         });
         Ok(Mesh {
             generation,
@@ -800,6 +812,15 @@ impl Peers {
                 if let Ok(id) = RouteId::new(&route_id).and_then(|base| RouteId::via(&base, &peer))
                 {
                     changes.extend(state.remove_peer_path(&id));
+                }
+            }
+            Output::PathsDropped { peer, count, last } => {
+                let (at, pending) = self.drop_log.entry(peer.clone()).or_insert((0, 0));
+                *pending += count;
+                if *at == 0 || now.0.saturating_sub(*at) >= DROP_LOG_MS {
+                    debug::paths_dropped(&peer, *pending, &last);
+                    *at = now.0.max(1);
+                    *pending = 0;
                 }
             }
             Output::PeerEligible { peer, up } => {

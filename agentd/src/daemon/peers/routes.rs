@@ -6,12 +6,13 @@
 //! RIB, whose endpoint is that peer's data plane.
 
 use arpx::instance::LocalRoute;
-use arpx::message::{self as wire, Attrs, ContractRef, RouteAd};
+use arpx::message::{self as wire, Attrs, ContractRef, OriginProof, RouteAd};
 use arpx::Bytes;
 use sha2::{Digest, Sha256};
 
 use super::settings::PeerSettings;
 use crate::daemon::state::PeerPath;
+use crate::owner::Owner;
 use crate::route::{Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource};
 use crate::time::Millis;
 
@@ -56,7 +57,20 @@ pub fn export(route: &Route, now: Millis) -> Option<Export> {
         allowed_sources: strings(&route.access.allowed_sources),
         contract: route.contract.as_ref().map(contract_ref),
         lease_ms,
+        proof: origin_proof(route),
     })))
+}
+
+/// How `route`'s registrant proved its origin, as the mesh is told: an
+/// operator's route (static, or registered by an administrator over IPC)
+/// is `static`; a LAN registration says what its credential was.
+pub fn origin_proof(route: &Route) -> OriginProof {
+    match (route.source, route.owner) {
+        (RouteSource::Local, Some(Owner::Address(_))) => OriginProof::None,
+        (RouteSource::Local, Some(Owner::Bootstrap(_))) => OriginProof::Bootstrap,
+        (RouteSource::Local, Some(Owner::Subject)) => OriginProof::Jwt,
+        _ => OriginProof::Static,
+    }
 }
 
 fn strings(v: &[Box<str>]) -> Vec<String> {
@@ -130,7 +144,10 @@ pub fn peer_path(ad: &RouteAd, peer: &PeerSettings) -> Result<PeerPath, String> 
             latency_ms: ad.attrs.latency_ms,
             cost_micros: ad.attrs.cost_micros,
             load_permille: ad.attrs.load_permille,
-            trust: ad.attrs.trust,
+            // The router's trust, not the advertiser's: what the origin
+            // claims, lowered by every router on the way and by our cap
+            // for this neighbour (docs/trust-model.md).
+            trust: ad.attrs.trust.min(ad.trust_limit).min(peer.max_trust),
         },
         access: Access {
             allowed_tenants: boxed(&ad.allowed_tenants),
@@ -296,6 +313,7 @@ mod tests {
             reflector_client: false,
             max_routes: 10,
             export_tenants: Vec::new(),
+            max_trust: 40,
         };
         let p = peer_path(&ad, &peer).unwrap();
         assert_eq!(p.route_id.as_str(), "r-9");
@@ -307,5 +325,29 @@ mod tests {
         assert_eq!(route.id.as_str(), "r-9@router-b");
         assert_eq!(&*route.endpoint, "https://[2001:db8::2]:7447");
         assert_eq!(&*route.access.allowed_tenants[0], "guest");
+    }
+
+    #[test]
+    fn a_peer_path_gets_the_least_trust_of_its_claim_the_path_and_our_cap() {
+        let peer = PeerSettings {
+            router_id: "router-b".into(),
+            address: "192.0.2.2".into(),
+            port: 7444,
+            data_port: 7447,
+            key_fingerprint: None,
+            reflector_client: false,
+            max_routes: 10,
+            export_tenants: Vec::new(),
+            max_trust: 40,
+        };
+        let mut ad = arpx::testing::ad("r-9", &["router-a", "router-b"]);
+        let trust = |ad: &RouteAd| peer_path(ad, &peer).unwrap().attrs.trust;
+        ad.attrs.trust = 100;
+        assert_eq!(trust(&ad), 40, "our cap for the neighbour");
+        ad.trust_limit = 10;
+        assert_eq!(trust(&ad), 10, "a router on the way allowed less");
+        ad.trust_limit = 100;
+        ad.attrs.trust = 5;
+        assert_eq!(trust(&ad), 5, "the claim itself");
     }
 }

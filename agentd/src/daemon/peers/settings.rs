@@ -27,6 +27,8 @@ pub struct MeshSettings {
     pub reflector: bool,
     pub max_frame: usize,
     pub max_path: usize,
+    /// `arpx.max_routes_per_origin`.
+    pub max_routes_per_origin: usize,
     /// Enabled peers, in file order.
     pub peers: Vec<PeerSettings>,
 }
@@ -43,6 +45,8 @@ pub struct PeerSettings {
     pub reflector_client: bool,
     pub max_routes: usize,
     pub export_tenants: Vec<String>,
+    /// The highest trust granted to routes learned from this peer.
+    pub max_trust: u64,
 }
 
 impl PeerSettings {
@@ -87,6 +91,7 @@ impl MeshSettings {
             reflector: x.reflector,
             max_frame: usize::try_from(x.max_frame).unwrap_or(usize::MAX),
             max_path: usize::try_from(x.max_path).unwrap_or(usize::MAX),
+            max_routes_per_origin: usize::try_from(x.max_routes_per_origin).unwrap_or(usize::MAX),
             peers: c
                 .peers
                 .iter()
@@ -101,6 +106,7 @@ impl MeshSettings {
                     reflector_client: p.reflector_client,
                     max_routes: usize::try_from(p.max_routes).unwrap_or(usize::MAX),
                     export_tenants: p.export_tenant.clone(),
+                    max_trust: p.max_trust,
                 })
                 .collect(),
         }
@@ -117,6 +123,7 @@ impl MeshSettings {
             &self.router_cert,
             (self.heartbeat_ms, self.miss_limit, self.graceful_ms),
             (self.reflector, self.max_frame, self.max_path),
+            self.max_routes_per_origin,
         )
     }
 

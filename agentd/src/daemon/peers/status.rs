@@ -80,6 +80,10 @@ impl Peers {
                         .deadline(&Key::Dial(p.router_id.clone()))
                         .map(|at| at.saturating_sub(now.0)),
                     dial_failures: d.map_or(0, |d| d.backoff.failures()),
+                    dropped_routes: s.map_or(0, |s| s.dropped_routes),
+                    last_drop: s
+                        .and_then(|s| s.last_drop.as_deref())
+                        .map(|e| cut(e, MAX_ERROR_TEXT).into()),
                 }
             })
             .collect();
@@ -148,6 +152,9 @@ impl Peers {
                     c.rejected_origin_conflict,
                 ),
                 ("arpx.rejected.route_limit".into(), c.rejected_route_limit),
+                ("arpx.rejected.origin_key".into(), c.rejected_origin_key),
+                ("arpx.rejected.origin_cert".into(), c.rejected_origin_cert),
+                ("arpx.evicted_fair_share".into(), c.evicted_fair_share),
                 ("arpx.ignored_stale".into(), c.ignored_stale),
                 ("arpx.export_refused".into(), c.export_refused),
             ]);

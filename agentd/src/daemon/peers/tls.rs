@@ -54,6 +54,40 @@ impl Identity {
         self.identity.fingerprint().to_string()
     }
 
+    /// Our certificate (DER) to attach to our routes, when our domain CA
+    /// issued it: routers of the domain that never meet us authenticate
+    /// our origin key from it. Empty with a self-signed identity.
+    pub fn attached_cert(&self) -> Vec<u8> {
+        if self.ca.is_none() || self.identity.is_self_signed() {
+            return Vec::new();
+        }
+        self.identity
+            .certificate_chain()
+            .first()
+            .map(|c| c.to_vec())
+            .unwrap_or_default()
+    }
+
+    /// The domain CA as the mesh instance's origin-key authority.
+    pub fn origin_ca(&self) -> Option<arpx::instance::OriginCaRef> {
+        let ca = self.ca.clone()?;
+        Some(arpx::instance::OriginCaRef(Arc::new(OriginCerts(ca))))
+    }
+}
+
+/// Checks certificates attached to routes against the domain CA, at the
+/// wall-clock time of the check.
+struct OriginCerts(DomainCa);
+
+impl arpx::instance::OriginCa for OriginCerts {
+    fn origin_key(&self, router_id: &str, cert: &[u8]) -> Option<[u8; 32]> {
+        self.0
+            .origin_key(cert, router_id, std::time::SystemTime::now())
+            .ok()
+    }
+}
+
+impl Identity {
     /// The handshake context for `peers`, of mesh number `mesh`. A peer
     /// with a malformed pin is left out of the trust rule (it can neither
     /// dial nor be accepted) and its client entry says why.

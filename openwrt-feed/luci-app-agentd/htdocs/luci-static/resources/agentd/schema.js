@@ -305,6 +305,14 @@ return baseclass.extend({
 	        "max": "64",
 	        "min": "1"
 	      },
+	      "max_routes_per_origin": {
+	        "default": "2500",
+	        "doc": "Most paths held from one neighbour for one origin router; more are dropped and counted, the session stays (one origin's flood cannot crowd out the others').",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "1000000",
+	        "min": "1"
+	      },
 	      "miss_limit": {
 	        "default": "3",
 	        "doc": "Missed heartbeats that end a session.",
@@ -327,7 +335,8 @@ return baseclass.extend({
 	      "graceful_s",
 	      "reflector",
 	      "max_frame",
-	      "max_path"
+	      "max_path",
+	      "max_routes_per_origin"
 	    ]
 	  },
 	  "cloud": {
@@ -991,11 +1000,19 @@ return baseclass.extend({
 	      },
 	      "max_routes": {
 	        "default": "10000",
-	        "doc": "Most paths accepted from this peer; one more closes its session (other peers are unaffected).",
+	        "doc": "Most paths held from this peer; beyond it, paths of the origin router holding the most give way to smaller origins' and the rest are dropped and counted (the session stays).",
 	        "kind": "uint",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "1"
+	      },
+	      "max_trust": {
+	        "default": "50",
+	        "doc": "Highest trust granted to routes learned from this peer, whatever they advertise (applied before reflection; docs/trust-model.md).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "100",
+	        "min": "0"
 	      },
 	      "port": {
 	        "default": "7444",
@@ -1035,6 +1052,7 @@ return baseclass.extend({
 	      "key_fingerprint",
 	      "reflector_client",
 	      "max_routes",
+	      "max_trust",
 	      "export_tenant",
 	      "discovered",
 	      "record_version"
@@ -1489,6 +1507,14 @@ return baseclass.extend({
 	        "max": "18446744073709551615",
 	        "min": "0"
 	      },
+	      "max_trust": {
+	        "default": "50",
+	        "doc": "Highest trust a LAN registration of this tenant is granted, whatever it claims (tenants without a section get the default; docs/trust-model.md).",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "100",
+	        "min": "0"
+	      },
 	      "name": {
 	        "doc": "Tenant name (JWT claim 'tenant').",
 	        "kind": "name",
@@ -1517,7 +1543,8 @@ return baseclass.extend({
 	      "jwt_key",
 	      "rate_per_second",
 	      "rate_burst",
-	      "max_routes"
+	      "max_routes",
+	      "max_trust"
 	    ]
 	  }
 	}
