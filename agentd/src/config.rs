@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use uci_schema::{ConfigError, ConfigErrorKind, HealthCheck, LogLevel, Partial, Problem, Recovery};
 
-use crate::daemon::origins::Quotas;
+use crate::daemon::origins::{Quotas, TrustCaps};
 use crate::endpoint::{Guard, LocalAddrs};
 use crate::health::Thresholds;
 use crate::lease::LeasePolicy;
@@ -93,6 +93,8 @@ pub struct Runtime {
     pub problems: Vec<Problem>,
     /// Route quotas of local registrations.
     pub quotas: Quotas,
+    /// The trust LAN registrations are granted at most, per tenant.
+    pub trust_caps: TrustCaps,
     /// `agent` sections by origin.
     pub pins: HashMap<Box<str>, AgentPin>,
     /// The ARPX driver's options: identity, `arpx`, enabled `peer`s.
@@ -309,6 +311,14 @@ pub fn convert(p: &Partial, file: &str) -> (Runtime, Vec<String>) {
         endpoints,
         problems,
         quotas: quotas(c),
+        trust_caps: TrustCaps {
+            per_tenant: c
+                .tenants
+                .iter()
+                .map(|t| (t.name.as_str().into(), t.max_trust))
+                .collect(),
+            ..TrustCaps::default()
+        },
         pins: crate::owner::pins_of(c),
         mesh,
         discovery: crate::daemon::discovery::settings::DiscoverySettings::of_config(c),

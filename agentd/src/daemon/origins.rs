@@ -41,6 +41,39 @@ pub struct Quotas {
     pub per_tenant: HashMap<Box<str>, u64>,
 }
 
+/// The highest trust a LAN registration is granted, per tenant (DESIGN §3
+/// "Trust is the router's"): the `trust` a registrant sends is a claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrustCaps {
+    /// `tenant.max_trust` of tenants that have a section.
+    pub per_tenant: HashMap<Box<str>, u64>,
+    /// The schema default of `tenant.max_trust`, for the other tenants.
+    pub default: u64,
+}
+
+impl TrustCaps {
+    /// What a registration of `tenant` claiming `trust` is granted.
+    pub fn grant(&self, tenant: &str, trust: u64) -> u64 {
+        trust.min(self.per_tenant.get(tenant).copied().unwrap_or(self.default))
+    }
+}
+
+impl Default for TrustCaps {
+    fn default() -> Self {
+        let default = match uci_schema::schema::section_spec("tenant")
+            .and_then(|s| s.option("max_trust"))
+            .map(|o| o.default)
+        {
+            Some(uci_schema::schema::DefaultValue::Text(t)) => t.parse().unwrap_or(0),
+            _ => 0,
+        };
+        TrustCaps {
+            per_tenant: HashMap::new(),
+            default,
+        }
+    }
+}
+
 impl Ledger {
     /// The identity `origin`'s live routes are bound to; `None` when it
     /// has none (or only routes an administrator registered unowned).
@@ -240,6 +273,16 @@ mod tests {
             allow_loopback: false,
             owner,
         }
+    }
+
+    #[test]
+    fn a_registration_gets_at_most_its_tenants_trust_cap() {
+        let mut caps = TrustCaps::default();
+        assert_eq!(caps.default, 50, "the schema default");
+        caps.per_tenant.insert("ops".into(), 90);
+        assert_eq!(caps.grant("lab", 100), 50);
+        assert_eq!(caps.grant("lab", 10), 10);
+        assert_eq!(caps.grant("ops", 100), 90);
     }
 
     #[test]

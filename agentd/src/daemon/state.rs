@@ -24,7 +24,7 @@ use crate::ipc::message::{
 };
 use crate::owner::{may_act, Caller, Owner};
 use crate::policy::Policy;
-use crate::route::{Lease, Route, RouteId, RouteSource};
+use crate::route::{Attributes, Lease, Route, RouteId, RouteSource};
 use crate::table::{RouteTable, TableError, UpsertOutcome};
 use crate::time::Millis;
 
@@ -486,6 +486,13 @@ impl State {
         let secs = self.grant(reg.lease_seconds)?;
         let expires_at = now.saturating_add_ms(u64::from(secs) * 1000);
         let allow_loopback = self.loopback_allowed(&reg.origin);
+        // The router's trust, not the registrant's: a LAN caller's claim
+        // is capped by the tenant's `max_trust` (an administrator's is the
+        // operator's; docs/trust-model.md).
+        let trust = match reg.caller {
+            Some(_) => self.runtime.trust_caps.grant(&reg.tenant, reg.attrs.trust),
+            None => reg.attrs.trust,
+        };
         let route = Route {
             id: id.clone(),
             capability: reg.capability,
@@ -494,7 +501,7 @@ impl State {
             endpoint: reg.endpoint,
             tenant: reg.tenant,
             region: reg.region,
-            attrs: reg.attrs,
+            attrs: Attributes { trust, ..reg.attrs },
             access: reg.access,
             contract: reg.contract,
             source: RouteSource::Local,

@@ -784,6 +784,54 @@ config agent 'pin_printer'
 }
 
 #[test]
+fn a_lan_registrations_trust_is_a_claim_capped_by_its_tenant() {
+    let mut s = started(
+        "
+config tenant 'ops'
+	option max_trust '90'
+",
+    );
+    let trust_of = |s: &mut State, id: &RouteId| match s
+        .handle(RequestBody::Routes(RoutesQuery::default()), Millis(1))
+        .reply
+    {
+        Ok(ResponseBody::Routes(p)) => p
+            .routes
+            .iter()
+            .find(|r| r.route_id == *id)
+            .map(|r| r.attrs.trust)
+            .expect("route held"),
+        other => panic!("routes answered {other:?}"),
+    };
+    // Tenant `lab` has no section: the schema default cap (50).
+    let lab = by(
+        boot("192.0.2.10", "agent://lab/a"),
+        Registration {
+            attrs: Attributes {
+                trust: 100,
+                ..registration("agent://lab/a", 1, None).attrs
+            },
+            ..registration("agent://lab/a", 1, None)
+        },
+    );
+    let (id, _) = register(&mut s, lab, 0).unwrap();
+    assert_eq!(trust_of(&mut s, &id), 50);
+    let mut ops = by(
+        boot("192.0.2.11", "agent://ops/b"),
+        registration("agent://ops/b", 2, None),
+    );
+    ops.tenant = "ops".into();
+    ops.attrs.trust = 100;
+    let (id, _) = register(&mut s, ops, 0).unwrap();
+    assert_eq!(trust_of(&mut s, &id), 90);
+    // An administrator's registration is the operator's trust.
+    let mut admin = registration("agent://lab/c", 3, None);
+    admin.attrs.trust = 100;
+    let (id, _) = register(&mut s, admin, 0).unwrap();
+    assert_eq!(trust_of(&mut s, &id), 100);
+}
+
+#[test]
 fn the_gateway_report_is_kept_and_shown_in_stats_with_its_age() {
     use crate::ipc::message::GatewayStats;
     let mut s = started("");
