@@ -116,6 +116,7 @@ fuzz_target!(|data: &[u8]| {
         max_routes: MAX_ROUTES,
         export_tenants: Vec::new(),
         reflector_client: false,
+        max_trust: 50,
     }]));
     rig.feed(Input::UpsertLocal(local("echo-1")));
     rig.connect();
