@@ -14,6 +14,9 @@
 //!
 //! Startup takes the partial result (a typo must not be an outage); a
 //! reload and `--check-config` are strict ([`load_file`], [`load_str`]).
+//! Both read the text as a router's whole file: an empty file, one
+//! without `config agentd 'main'`, or peers without `router_id` are
+//! problems too ([`uci_schema::Partial::whole_file`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -166,8 +169,9 @@ pub fn load_file_partial(path: &Path) -> Result<(Runtime, Vec<String>), LoadErro
             kind: e.kind(),
         });
     }
-    let partial = uci_schema::Config::load_partial(path);
-    Ok(convert(&partial, &path.display().to_string()))
+    let file = path.display().to_string();
+    let partial = uci_schema::Config::load_partial(path).whole_file(&file);
+    Ok(convert(&partial, &file))
 }
 
 /// Converts configuration text strictly; `file` names it in errors.
@@ -175,9 +179,11 @@ pub fn load_str(text: &str, file: &str) -> Result<Runtime, LoadError> {
     strict(load_str_partial(text, file))
 }
 
-/// Converts what is valid in configuration text.
+/// Converts what is valid in configuration text (a whole file: see
+/// [`uci_schema::Partial::whole_file`]).
 pub fn load_str_partial(text: &str, file: &str) -> (Runtime, Vec<String>) {
-    convert(&uci_schema::Config::from_str_partial(text, file), file)
+    let partial = uci_schema::Config::from_str_partial(text, file).whole_file(file);
+    convert(&partial, file)
 }
 
 /// The embedded demo configuration (`agentd --demo`).
@@ -582,5 +588,56 @@ mod tests {
             rt.mesh.peers.last().unwrap().router_id,
             format!("r{}", max - 1)
         );
+    }
+
+    /// Files whose every section is valid but that cannot run a router
+    /// (issue 20, item 7): a reload and `--check-config` refuse them with
+    /// a message that says what is missing; a start reports the same
+    /// problem and runs on what it has (DESIGN §4).
+    #[test]
+    fn files_that_cannot_run_a_router_are_refused_and_reported_at_start() {
+        const PEER: &str =
+            "config peer 'b'\n\toption router_id 'router-b'\n\toption address '192.0.2.2'\n";
+        let refused = |text: &str| load_str(text, "agentd").unwrap_err().to_string();
+        assert!(refused("").contains("the file is empty"), "{}", refused(""));
+        let no_main = format!("config arpx 'arpx'\n{PEER}");
+        assert!(
+            refused(&no_main).contains("no `config agentd 'main'` section"),
+            "{}",
+            refused(&no_main)
+        );
+        let no_id = format!("config agentd 'main'\n{PEER}");
+        assert!(
+            refused(&no_id).contains("option 'router_id': required when peer sections"),
+            "{}",
+            refused(&no_id)
+        );
+        let hex = "ab".repeat(32);
+        let pin = format!("{PEER}\toption key_fingerprint 'sha257:{hex}'\n");
+        let bad_pin = format!("config agentd 'main'\n\toption router_id 'router-a'\n{pin}");
+        assert!(
+            refused(&bad_pin).contains("option 'key_fingerprint': expected a key fingerprint"),
+            "{}",
+            refused(&bad_pin)
+        );
+        let good = bad_pin.replace("sha257", "sha256");
+        assert_eq!(load_str(&good, "agentd").unwrap().mesh.peers.len(), 1);
+
+        // At start: the empty file and the file without main run on the
+        // defaults with every request denied (default_action unknown).
+        for text in ["", no_main.as_str()] {
+            let (rt, errors) = load_str_partial(text, "agentd");
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert_eq!(rt.problems[0].recovery, Recovery::SectionDefaults);
+            assert!(rt.policy.invalid.is_some(), "deny-all policy");
+            assert_eq!(rt.mesh.router_id, None, "no mesh identity");
+        }
+        // Peers without router_id: listed, no mesh identity, the policy
+        // is untouched.
+        let (rt, _) = load_str_partial(&no_id, "agentd");
+        assert_eq!(rt.problems[0].recovery, Recovery::PeersIdle);
+        assert_eq!(rt.mesh.peers.len(), 1);
+        assert_eq!(rt.mesh.router_id, None);
+        assert!(rt.policy.invalid.is_none());
     }
 }

@@ -26,6 +26,25 @@ pub fn defaults_doc() -> String {
          `config arpx 'arpx'`, and so on.\n\
          - List options take one `list NAME 'value'` line per item; a single `option` \
          line counts as a one-item list.\n\
+         - Every value is checked as the kind its option takes, lists item by item: \
+         numbers and their ranges, addresses (`ip:port`, `host:port` with a port \
+         1..=65535), networks (`addr/len` with a length the family allows), host and \
+         domain names (a numeric last label is a mistyped address, not a name), key \
+         fingerprints (`sha256:` and exactly 64 hex digits, what `agentctl pki show` \
+         prints), public keys, URLs and patterns. An error names the file, the section \
+         and the option.\n\
+         \n## The file as a whole\n\n\
+         Sections can each be valid while the file cannot run a router's mesh. \
+         `agentd --check-config`, a reload and `agentctl approve` refuse, and agentd's \
+         start reports (in its log and `agentctl status`):\n\n\
+         - an empty file, or one without `config agentd 'main'` (under any section \
+         name): the router's identity, leases and `default_action` are unknown. At \
+         start every `agentd` option holds its default and the policy denies every \
+         request (a lost `default_action 'deny'` must not turn into allow) until the \
+         file is repaired;\n\
+         - enabled `peer` sections while `agentd.router_id` is empty: a mesh identity \
+         must be stable, not the host name. At start the peers are listed (`agentctl \
+         peers` says why they are down) but no session starts.\n\
          \n## A partly invalid file\n\n\
          A typo must not take the router down, so agentd and agent-gw start on \
          everything valid in the file (`uci_schema::Config::load_partial`):\n\n\
@@ -40,11 +59,13 @@ pub fn defaults_doc() -> String {
          - A syntax error stops reading there, as libuci does: what parsed before it is \
          used (a single-instance section it cut short keeps the options before the \
          error; a repeatable one is skipped), nothing after it is read.\n\
-         - An unreadable or oversized file yields the defaults.\n\
+         - An unreadable or oversized file yields the defaults (an empty one too, and \
+         says so, see above).\n\
          - The policy is deny-all (and `agentctl status` says why) whenever it is not \
          known exactly: a skipped `rule` (or an unknown section type that looks like \
-         a misspelt `rule`), a wrong `agentd.default_action`, a syntax error (rules may \
-         follow it) or an unreadable file. Other problems leave the policy alone.\n\
+         a misspelt `rule`), a wrong `agentd.default_action`, no `agentd` section, a \
+         syntax error (rules may follow it) or an unreadable file. Other problems leave \
+         the policy alone.\n\
          - A reload (SIGHUP, `agentctl reload`) is strict: a file with any problem is \
          refused and the running state stays as it is.\n",
     );

@@ -522,6 +522,10 @@ fn value_kinds_in_context() {
         ("config ipv6 'v'\n\toption prefix '192.0.2.0/24'\n", "prefix"),
         ("config discovery 'd'\n\tlist interface 'much-too-long-name'\n", "interface"),
         ("config arpx 'a'\n\toption heartbeat_ms '-1'\n", "heartbeat_ms"),
+        ("config relay 'r'\n\toption server 'relay.example:99999'\n", "server"),
+        ("config relay 'r'\n\toption server '192.0.2.300:7447'\n", "server"),
+        ("config agent 'a'\n\toption origin 'agent://lab/x'\n\tlist source '192.0.2.0/33'\n", "source"),
+        ("config ipv6 'v'\n\toption prefix '2001:db8::/129'\n", "prefix"),
     ];
     for (text, option) in cases {
         let e = one_error(text);
@@ -814,4 +818,44 @@ fn off_turns_off_what_the_empty_value_turns_off() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("sdk_listen"), "{e}");
+}
+
+/// Pins are typed values: a malformed one is refused with its section
+/// and option, like a bad port, not left for the TLS handshake to fail.
+#[test]
+fn malformed_pins_name_their_section_and_option() {
+    let hex = "0123456789abcdef".repeat(4);
+    let peer = |fp: &str| {
+        format!("config peer 'b'\n\toption router_id 'router-b'\n\toption address '192.0.2.2'\n\toption key_fingerprint '{fp}'\n")
+    };
+    let allow =
+        |fp: &str| format!("config discovery 'discovery'\n\tlist allow_fingerprint '{fp}'\n");
+    let good = format!("sha256:{hex}");
+    assert_eq!(ok(&peer(&good)).peers[0].key_fingerprint, good);
+    assert_eq!(
+        ok(&allow(&good)).discovery.allow_fingerprint,
+        [good.clone()]
+    );
+    for bad in [
+        format!("sha257:{hex}"),
+        format!("sha256:{hex}a"),
+        format!("sha256:{}", &hex[2..]),
+        "sha256:00".to_string(),
+    ] {
+        let e = one_error(&peer(&bad));
+        assert_eq!(
+            e.to_string(),
+            format!("/etc/config/agentd: peer 'b': option 'key_fingerprint': expected a key fingerprint 'sha256:' and 64 hex digits, got '{}'", bad.chars().take(64).collect::<String>() + if bad.chars().count() > 64 { "..." } else { "" })
+        );
+        let e = one_error(&allow(&bad));
+        assert_eq!(e.option.as_deref(), Some("allow_fingerprint"));
+        assert_eq!(e.section.as_ref().map(|s| s.ty.as_str()), Some("discovery"));
+        assert!(matches!(
+            e.kind,
+            ConfigErrorKind::InvalidValue {
+                expected: Kind::Fingerprint,
+                ..
+            }
+        ));
+    }
 }

@@ -112,6 +112,13 @@ pub fn show(config: Option<&Path>, now: SystemTime) -> Result<(Output, u8), Fail
         now,
     );
     peers_section(&mut r, &cfg.peers, ca.is_some());
+    // A peer section the schema refused (a malformed pin, say) is not in
+    // `cfg.peers` at all: say why it is missing.
+    for p in &partial.problems {
+        if p.error.section.as_ref().is_some_and(|s| s.ty == "peer") {
+            r.problem(p.to_string());
+        }
+    }
 
     let width = r.lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     let mut text: String = r

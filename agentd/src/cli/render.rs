@@ -358,12 +358,15 @@ pub fn lookup_text(capability: &str, version: u32, v: &LookupView, explain: bool
     out
 }
 
-pub fn reloaded_json(generation: u64) -> Value {
-    json!({ "reloaded": true, "generation": generation })
+/// `agentctl reload`: `generation` is the configuration generation
+/// (`status`'s `config.generation`, one more per applied configuration),
+/// never the route table's.
+pub fn reloaded_json(config_generation: u64) -> Value {
+    json!({ "reloaded": true, "generation": config_generation })
 }
 
-pub fn reloaded_text(generation: u64) -> String {
-    format!("configuration reloaded, generation {generation}\n")
+pub fn reloaded_text(config_generation: u64) -> String {
+    format!("configuration reloaded, config generation {config_generation}\n")
 }
 
 pub fn unregistered_json(route_id: &str, generation: u64) -> Value {

@@ -261,7 +261,7 @@ impl Instance {
             RequestBody::Reload => {
                 reply.send(
                     self.reload(now)
-                        .map(|generation| ResponseBody::Reloaded { generation }),
+                        .map(|config_generation| ResponseBody::Reloaded { config_generation }),
                 );
             }
             RequestBody::Peers => reply.send(Ok(ResponseBody::Peers(self.peers.view(now)))),
@@ -338,6 +338,8 @@ impl Instance {
     }
 
     /// Re-reads the configuration; on failure the live state stays.
+    /// Returns the configuration generation (applied configurations,
+    /// `agentctl status`'s `config_generation`), not the route table's.
     pub fn reload(&mut self, now: Millis) -> Result<u64, IpcError> {
         let loaded = load_config(&self.source);
         let old_socket = self.state.runtime().socket.clone();
@@ -346,8 +348,9 @@ impl Instance {
                 let rt = self.state.runtime();
                 crate::log::set_level(rt.log_level);
                 log_notice!(
-                    "configuration {} reloaded: generation {generation}, {} static route(s), {} change(s)",
+                    "configuration {} reloaded: config generation {}, route table generation {generation}, {} static route(s), {} change(s)",
                     self.source.describe(),
+                    self.state.config_generation(),
                     rt.static_routes.len(),
                     changes.len()
                 );
@@ -376,7 +379,7 @@ impl Instance {
                 }
                 // Check kind, pacing or thresholds may have changed.
                 self.sync_health(now);
-                Ok(generation)
+                Ok(self.state.config_generation())
             }
             Err(e) => {
                 log_warn!(

@@ -179,7 +179,7 @@ pub fn revoke(pkg: &mut Package, router_id: &str, version: u32) -> Result<String
 }
 
 /// Reads `path`, applies `edit`, checks that the result loads strictly
-/// and replaces the file atomically. Returns what `edit` returned.
+/// (as a reload will load it) and replaces the file atomically. Returns what `edit` returned.
 pub fn edit_file<T>(
     path: &Path,
     edit: impl FnOnce(&mut Package) -> Result<T, EditError>,
@@ -188,7 +188,9 @@ pub fn edit_file<T>(
         uci_schema::config::load_package(path).map_err(|e| EditError::Invalid(e.to_string()))?;
     let out = edit(&mut pkg)?;
     let text = pkg.write().map_err(|e| EditError::Invalid(e.to_string()))?;
-    uci_schema::Config::from_str(&text, &path.display().to_string())
+    // The check a reload makes, on the file as a whole (an approval in a
+    // file without router_id would be written only to be refused).
+    crate::config::load_str(&text, &path.display().to_string())
         .map_err(|e| EditError::Invalid(e.to_string()))?;
     replace(path, text.as_bytes())
         .map_err(|e| EditError::Io(format!("cannot write {}: {e}", path.display())))?;
@@ -351,6 +353,28 @@ config route 'printer'
         let err = edit_file(&path, |p| approve(p, &c)).unwrap_err();
         assert!(matches!(err, EditError::Invalid(_)), "{err:?}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), bad);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An approval is a peer section: in a file without a router_id it
+    /// would be written only for the reload to refuse it, so it is not
+    /// written, and the message says what is missing.
+    #[test]
+    fn an_approval_needs_the_router_id_a_reload_needs() {
+        let dir = std::env::temp_dir().join(format!("agentd-approval-rid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("agentd");
+        let text = "config agentd 'main'\n\toption log_level 'info'\n";
+        std::fs::write(&path, text).unwrap();
+        let err = edit_file(&path, |p| approve(p, &candidate(2))).unwrap_err();
+        let EditError::Invalid(why) = &err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            why.contains("option 'router_id': required when peer sections"),
+            "{why}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

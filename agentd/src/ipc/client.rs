@@ -323,10 +323,10 @@ impl Client {
         }
     }
 
-    /// Returns the generation after the reload.
+    /// Returns the configuration generation after the reload.
     pub async fn reload(&self) -> Result<u64, ClientError> {
         match self.call(RequestBody::Reload).await {
-            Ok(ResponseBody::Reloaded { generation }) => Ok(generation),
+            Ok(ResponseBody::Reloaded { config_generation }) => Ok(config_generation),
             other => Err(expect_err("reloaded", other)),
         }
     }

@@ -353,8 +353,10 @@ pub enum ResponseBody {
     Routes(RoutePage),
     Agents(AgentPage),
     Lookup(LookupView),
+    /// The configuration generation after the reload (what `status`
+    /// calls `config_generation`; not the route table's generation).
     Reloaded {
-        generation: u64,
+        config_generation: u64,
     },
     Stats(StatsView),
     /// `removed` routes of `origin` were withdrawn (at most [`MAX_PAGE`]

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use super::error::{suggest, ConfigError, ConfigErrorKind, Problem, Recovery, SectionRef};
 use super::read::Reader;
 use super::types::*;
+use super::whole::Shape;
 use super::Config;
 use crate::enums::{Ipv6Mode, RelayMode};
 use crate::schema::{section_spec, SectionSpec, SECTIONS};
@@ -22,6 +23,8 @@ pub(crate) struct Built {
     /// The errors a strict load reports: what the file says, without the
     /// follow-on errors that only the fallbacks of a partial load cause.
     pub errors: Vec<ConfigError>,
+    /// What the whole-file checks need to know of the package.
+    pub shape: Shape,
 }
 
 /// Collects problems while building.
@@ -95,10 +98,20 @@ pub(crate) fn build(pkg: &Package, file: &str, cut_line: Option<u32>) -> Built {
         relay: single("relay", one("relay"), e, relay),
         cloud: single("cloud", one("cloud"), e, cloud),
     };
+    let shape = Shape {
+        sections: pkg.sections.len(),
+        main: one("agentd").map(|(index, s)| SectionRef {
+            ty: s.ty.clone(),
+            name: s.name.clone(),
+            index,
+            label: None,
+        }),
+    };
     Built {
         config,
         problems: ctx.problems,
         errors: ctx.errors,
+        shape,
     }
 }
 

@@ -92,6 +92,12 @@ pub enum ConfigErrorKind {
     /// A section a syntax error cut short: its options from the error on
     /// were never read.
     Incomplete { line: u32 },
+    /// The file has no `agentd` section (`sections`: how many it has of
+    /// any type, 0 for an empty file; `peers`: enabled peer sections).
+    NoMainSection { sections: usize, peers: usize },
+    /// `agentd.router_id` is empty while `peers` enabled peer sections
+    /// exist (`first` names the first).
+    RouterIdNeeded { peers: usize, first: String },
     /// Refused by the daemon that uses the section, for a reason the
     /// schema cannot see (e.g. a static route id too long once prefixed).
     Refused { reason: String },
@@ -125,6 +131,10 @@ pub enum Recovery {
     OptionDefault,
     /// An unknown option of a singleton section was ignored.
     OptionIgnored,
+    /// An absent singleton section: every option of it at its default.
+    SectionDefaults,
+    /// The peer sections are kept, but no peer session starts.
+    PeersIdle,
 }
 
 impl Recovery {
@@ -137,6 +147,8 @@ impl Recovery {
             Recovery::SectionPartial => "section_partial",
             Recovery::OptionDefault => "option_default",
             Recovery::OptionIgnored => "option_ignored",
+            Recovery::SectionDefaults => "section_defaults",
+            Recovery::PeersIdle => "peers_idle",
         }
     }
 }
@@ -150,6 +162,8 @@ impl fmt::Display for Recovery {
             Recovery::SectionPartial => "options after the error at their defaults",
             Recovery::OptionDefault => "option at its default",
             Recovery::OptionIgnored => "option ignored",
+            Recovery::SectionDefaults => "every option of the section at its default",
+            Recovery::PeersIdle => "no peer session starts",
         })
     }
 }
@@ -240,6 +254,23 @@ impl fmt::Display for ConfigErrorKind {
                 "cut short by the syntax error at line {line}: its later options were not read"
             ),
             Refused { reason } => f.write_str(reason),
+            NoMainSection { sections: 0, .. } => f.write_str(
+                "the file is empty: a router's configuration needs at least `config agentd 'main'` with its router_id",
+            ),
+            NoMainSection { peers, .. } => {
+                f.write_str("no `config agentd 'main'` section: router_id, identity, leases and default_action are at their defaults")?;
+                if *peers > 0 {
+                    write!(
+                        f,
+                        ", and the {peers} enabled peer section(s) need a router_id"
+                    )?;
+                }
+                Ok(())
+            }
+            RouterIdNeeded { peers, first } => write!(
+                f,
+                "required when peer sections are configured ({peers} enabled, the first {first}): without it no peer session starts"
+            ),
             Order {
                 lower,
                 lower_value,

@@ -5,6 +5,7 @@ mod error;
 mod read;
 mod schema_file;
 mod types;
+mod whole;
 mod write;
 
 use std::io::Read as _;
@@ -62,6 +63,8 @@ pub struct Partial {
     pub problems: Vec<Problem>,
     /// What a strict load reports (no follow-on errors of fallbacks).
     errors: Vec<ConfigError>,
+    /// For [`Partial::whole_file`].
+    shape: whole::Shape,
 }
 
 impl Partial {
@@ -86,7 +89,8 @@ impl Partial {
 
     /// Problems that leave the policy unknown: a skipped `rule` section
     /// (or an unknown section type that looks like a misspelt `rule`), a
-    /// wrong `agentd.default_action`, or a file not read to its end (rules
+    /// wrong `agentd.default_action` or no `agentd` section at all (see
+    /// [`Partial::whole_file`]), or a file not read to its end (rules
     /// may follow a syntax error). A daemon denies everything while any
     /// exists, since a lost `deny` rule must not turn into an allow.
     pub fn policy_problems(&self) -> impl Iterator<Item = &Problem> {
@@ -96,6 +100,7 @@ impl Partial {
             matches!(p.recovery, Recovery::FileIgnored | Recovery::RestIgnored)
                 || ty == Some("rule")
                 || (ty == Some("agentd") && e.option.as_deref() == Some("default_action"))
+                || matches!(e.kind, ConfigErrorKind::NoMainSection { .. })
                 || matches!(
                     e.kind,
                     ConfigErrorKind::UnknownSection {
@@ -113,6 +118,17 @@ impl From<Config> for Partial {
             config,
             problems: Vec::new(),
             errors: Vec::new(),
+            // A valid config stands for a whole file: it has its main
+            // section (as its UCI text would).
+            shape: whole::Shape {
+                sections: 1,
+                main: Some(SectionRef {
+                    ty: "agentd".into(),
+                    name: Some("main".into()),
+                    index: 0,
+                    label: None,
+                }),
+            },
         }
     }
 }
@@ -140,6 +156,7 @@ impl Config {
             config: b.config,
             problems: b.problems,
             errors: b.errors,
+            shape: b.shape,
         }
     }
 
@@ -165,6 +182,7 @@ impl Config {
                         recovery: Recovery::FileIgnored,
                     }],
                     errors: vec![error],
+                    shape: b.shape,
                 }
             }
         }
@@ -249,6 +267,7 @@ fn partial(prefix: Prefix, file: &str) -> Partial {
         config: b.config,
         problems,
         errors,
+        shape: b.shape,
     }
 }
 

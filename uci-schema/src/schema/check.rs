@@ -35,6 +35,7 @@ pub fn check_value(kind: Kind, s: &str) -> bool {
         Kind::Token => {
             !s.is_empty() && s.len() <= 512 && s.bytes().all(|b| (33..=126).contains(&b))
         }
+        Kind::Fingerprint => fingerprint(s).is_some(),
         Kind::Path => s.starts_with('/') && s.len() <= 4096 && !s.chars().any(char::is_control),
         Kind::SocketAddr => s.parse::<SocketAddr>().is_ok(),
         Kind::HostPort => host_port(s),
@@ -98,6 +99,22 @@ pub fn parse_jwt_key(s: &str) -> Option<[u8; 32]> {
     out.try_into().ok()
 }
 
+/// The 32 bytes of a `sha256:` + 64 hex digit fingerprint (either case),
+/// as [`Kind::Fingerprint`] accepts it. No surrounding spaces: the value
+/// is compared as written.
+pub fn fingerprint(s: &str) -> Option<[u8; 32]> {
+    let hex = s.strip_prefix("sha256:")?.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+        *o = (digit(pair[0])? << 4) | digit(pair[1])?;
+    }
+    Some(out)
+}
+
 /// `[A-Za-z0-9._-]{1,128}` plus `extra` bytes.
 fn token(s: &str, extra: &[u8]) -> bool {
     !s.is_empty()
@@ -114,9 +131,18 @@ fn dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+/// Dot-separated DNS labels, at most 253 bytes, whose last label is not
+/// all digits (RFC 3696 §2: no top-level domain is numeric), so a
+/// mistyped IPv4 address such as `192.0.2.300` is not taken for a name.
 fn domain_name(s: &str) -> bool {
     let s = s.strip_suffix('.').unwrap_or(s);
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(dns_label)
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(dns_label)
+        && !s
+            .rsplit('.')
+            .next()
+            .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn host_port(s: &str) -> bool {
@@ -263,6 +289,26 @@ mod tests {
         assert!(check_value(Kind::HostPort, "[2001:db8::1]:7447"));
         assert!(!check_value(Kind::HostPort, "relay.lab.example"));
         assert!(!check_value(Kind::HostPort, "relay:0"));
+        for bad in [
+            "host:99999",
+            "host:65536",
+            "host:",
+            ":7447",
+            "192.0.2.1:99999",
+            "192.0.2.300:7447",
+            "[2001:db8::1]:99999",
+            "2001:db8::1:7447",
+        ] {
+            assert!(!check_value(Kind::HostPort, bad), "{bad:?} accepted");
+        }
+        assert!(check_value(Kind::HostPort, "host:65535"));
+        assert!(!check_value(Kind::Host, "192.0.2.300"));
+        assert!(!check_value(Kind::Host, "1.2.3"));
+        assert!(check_value(Kind::Host, "router-1.example"));
+        assert!(check_value(Kind::Host, "9lives.example"));
+        assert!(!check_value(Kind::Url, "http://192.0.2.300/x"));
+        assert!(!check_value(Kind::IpNet, "192.0.2.0/-1"));
+        assert!(!check_value(Kind::IpNet, "2001:db8::/129"));
         assert!(check_value(Kind::Host, "192.0.2.2"));
         assert!(check_value(Kind::Host, "router-b.lab.example"));
         assert!(!check_value(Kind::Host, "router b"));
@@ -341,6 +387,36 @@ mod tests {
             Kind::JwtKey,
             "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHUR!="
         ));
+    }
+
+    /// A pin is checked like every other typed value: the prefix, exactly
+    /// 64 hex digits, nothing around them.
+    #[test]
+    fn fingerprints_are_sha256_and_exactly_64_hex_digits() {
+        let hex = "0123456789abcdef".repeat(4);
+        let good = format!("sha256:{hex}");
+        assert!(check_value(Kind::Fingerprint, &good));
+        assert!(check_value(
+            Kind::Fingerprint,
+            &good.to_uppercase().replacen("SHA256", "sha256", 1)
+        ));
+        assert_eq!(fingerprint(&good).unwrap()[..2], [0x01, 0x23]);
+        assert_eq!(fingerprint(&good).unwrap()[31], 0xef);
+        for bad in [
+            format!("sha257:{hex}"),
+            format!("SHA256:{hex}"),
+            format!("sha256:{hex}0"),
+            format!("sha256:{}", &hex[1..]),
+            format!("sha256:{}g", &hex[1..]),
+            format!(" sha256:{hex}"),
+            format!("sha256:{hex} "),
+            format!("sha256:{}", "ab:".repeat(32)),
+            "sha256:".to_string(),
+            "sha256:00".to_string(),
+            hex.clone(),
+        ] {
+            assert!(!check_value(Kind::Fingerprint, &bad), "{bad:?} accepted");
+        }
     }
 
     #[test]

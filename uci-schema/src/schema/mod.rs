@@ -13,7 +13,8 @@ mod table;
 use std::fmt;
 
 pub use check::{
-    agent_uri, check_value, parse_bool, parse_ip_net, parse_jwt_key, parse_uint, MAX_ID_LEN,
+    agent_uri, check_value, fingerprint, parse_bool, parse_ip_net, parse_jwt_key, parse_uint,
+    MAX_ID_LEN,
 };
 pub use table::SECTIONS;
 
@@ -71,8 +72,12 @@ pub enum Kind {
     Enum(&'static [&'static str]),
     /// Any text.
     Text,
-    /// Printable ASCII without spaces (fingerprints, pairing codes).
+    /// Printable ASCII without spaces (pairing codes).
     Token,
+    /// Key fingerprint `sha256:` + 64 hex digits (either case, as
+    /// `router_pki::Fingerprint` parses it; `agentctl pki show` prints
+    /// lower case): what a peer pins and an allowlist lists.
+    Fingerprint,
     /// Absolute file system path.
     Path,
     /// `ip:port` or `[ipv6]:port`.
@@ -127,6 +132,7 @@ impl fmt::Display for Kind {
             }
             Kind::Text => f.write_str("text"),
             Kind::Token => f.write_str("printable ASCII without spaces"),
+            Kind::Fingerprint => f.write_str("a key fingerprint 'sha256:' and 64 hex digits"),
             Kind::Path => f.write_str("an absolute path"),
             Kind::SocketAddr => f.write_str("an address 'ip:port' or '[ipv6]:port'"),
             Kind::HostPort => f.write_str("'host:port'"),

@@ -205,7 +205,7 @@ const DISCOVERY: &[OptionSpec] = &[
     list("interface", Kind::Ifname, &["br-lan"], "Interfaces to announce and browse on."),
     one_of("admission", Admission::NAMES, "manual", "How discovered routers become peers."),
     uint("candidate_lifetime_s", "5", 1, 3600, "Seconds a candidate lives after its last announcement."),
-    list("allow_fingerprint", Kind::Token, &[], "Key fingerprints admitted in allowlist mode."),
+    list("allow_fingerprint", Kind::Fingerprint, &[], "Key fingerprints admitted in allowlist mode."),
     text("resolver", Kind::Resolver, "", "Unicast DNS-SD resolver for cross-domain lookups.").or_empty("off"),
     text("search_domain", Kind::DomainName, "", "Domain browsed with unicast DNS-SD.").or_empty("off"),
 ];
@@ -217,7 +217,7 @@ const PEER: &[OptionSpec] = &[
     required("address", Kind::Host, "The peer's host name or IP address."),
     uint("port", "7444", 1, 65535, "The peer's ARPX port."),
     uint("data_port", "7447", 1, 65535, "The peer's data-plane port."),
-    text("key_fingerprint", Kind::Token, "", "Pinned key fingerprint.").or_empty("rely on domain_ca"),
+    text("key_fingerprint", Kind::Fingerprint, "", "Pinned key fingerprint (what `agentctl pki show` prints on the peer).").or_empty("rely on domain_ca"),
     boolean("reflector_client", "0", "Reflect other peers' routes to this peer."),
     uint("max_routes", "10000", 1, 1_000_000, "Most paths held from this peer; beyond it, paths of the origin router holding the most give way to smaller origins' and the rest are dropped and counted (the session stays)."),
     uint("max_trust", "50", 0, 100, "Highest trust granted to routes learned from this peer, whatever they advertise (applied before reflection; docs/trust-model.md)."),

@@ -156,7 +156,7 @@ config peer 'b'
 \toption router_id 'router-b'
 \toption address '127.0.0.1'
 \toption port '17445'
-\toption key_fingerprint 'sha256:00'
+\toption key_fingerprint 'sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'
 config peer 'c'
 \toption enabled '0'
 \toption router_id 'router-c'
@@ -172,7 +172,10 @@ config peer 'c'
         assert_eq!(m.peers.len(), 1);
         let b = &m.peers[0];
         assert_eq!((b.port, b.data_port, b.max_routes), (17445, 7447, 10000));
-        assert_eq!(b.key_fingerprint.as_deref(), Some("sha256:00"));
+        assert_eq!(
+            b.key_fingerprint.as_deref(),
+            Some("sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+        );
         assert_eq!(m.domain_ca, None);
         let d = MeshSettings::default();
         assert_eq!(d.router_id, None);

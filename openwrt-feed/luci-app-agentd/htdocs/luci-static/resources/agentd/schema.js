@@ -391,7 +391,7 @@ return baseclass.extend({
 	      "allow_fingerprint": {
 	        "default": [],
 	        "doc": "Key fingerprints admitted in allowlist mode.",
-	        "kind": "token",
+	        "kind": "fingerprint",
 	        "list": true
 	      },
 	      "candidate_lifetime_s": {
@@ -993,9 +993,9 @@ return baseclass.extend({
 	      },
 	      "key_fingerprint": {
 	        "default": "",
-	        "doc": "Pinned key fingerprint.",
+	        "doc": "Pinned key fingerprint (what `agentctl pki show` prints on the peer).",
 	        "empty": "rely on domain_ca",
-	        "kind": "token",
+	        "kind": "fingerprint",
 	        "list": false
 	      },
 	      "max_routes": {

@@ -100,7 +100,9 @@ function dnsLabel(s) {
 function domainName(s) {
 	if (s.endsWith('.'))
 		s = s.substring(0, s.length - 1);
-	return s.length > 0 && s.length <= 253 && s.split('.').every(dnsLabel);
+	/* RFC 3696 §2: a numeric last label is a mistyped address, not a name. */
+	return s.length > 0 && s.length <= 253 && s.split('.').every(dnsLabel)
+		&& !/^[0-9]+$/.test(s.substring(s.lastIndexOf('.') + 1));
 }
 
 function token(s, extra) {
@@ -220,6 +222,7 @@ var CHECKS = {
 	enum: function(k, s) { return k.values.indexOf(s) >= 0 },
 	text: function(k, s) { return true },
 	token: function(k, s) { return s.length > 0 && s.length <= 512 && printable(s) },
+	fingerprint: function(k, s) { return /^sha256:[0-9A-Fa-f]{64}$/.test(s) },
 	path: function(k, s) {
 		return s[0] == '/' && byteLength(s) <= 4096 && !/[\x00-\x1f\x7f-\x9f]/.test(s);
 	},
@@ -254,6 +257,7 @@ function expected(k) {
 	case 'uint': return _('an integer %s..=%s').format(k.min, k.max);
 	case 'enum': return _('one of %s').format(k.values.map(function(v) { return "'" + v + "'" }).join(', '));
 	case 'token': return _('printable ASCII without spaces');
+	case 'fingerprint': return _("a key fingerprint 'sha256:' and 64 hex digits");
 	case 'path': return _('an absolute path');
 	case 'socketaddr': return _("an address 'ip:port' or '[ipv6]:port'");
 	case 'hostport': return _("'host:port'");
