@@ -151,6 +151,34 @@ class MeshNet:
         self.links.append(link)
         return link
 
+    def segment(self, names: Sequence[str]) -> Dict[str, Tuple[str, str]]:
+        """One broadcast domain for several routers (a LAN they share:
+        mDNS sees every announcement on it, as on a real switch): a bridge
+        in a namespace of its own and a veth from each router to it, with
+        an address of 192.0.2.0/24 (TEST-NET-1) each. Returns name →
+        (interface, address) inside each router's namespace."""
+        n = next(_ns_counter)
+        switch = f"{self.tag}r{n}"
+        _ip("netns", "add", switch)
+        self._netns_made.append(switch)
+        _ip("-n", switch, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0")
+        _ip("-n", switch, "link", "set", "br0", "up")
+        out: Dict[str, Tuple[str, str]] = {}
+        for i, name in enumerate(names):
+            r = self.routers[name]
+            k = next(_link_counter)
+            r_if, s_if = f"{self.tag}s{k}r", f"{self.tag}s{k}s"
+            _ip("link", "add", r_if, "netns", r.netns, "type", "veth", "peer", "name", s_if, "netns", switch)
+            self._links_made.append((r.netns, r_if))
+            addr = f"192.0.2.{10 + i}"
+            _ip("-n", switch, "link", "set", s_if, "master", "br0")
+            _ip("-n", switch, "link", "set", s_if, "up")
+            _ip("-n", r.netns, "addr", "add", f"{addr}/24", "dev", r_if)
+            _ip("-n", r.netns, "link", "set", r_if, "multicast", "on")
+            _ip("-n", r.netns, "link", "set", r_if, "up")
+            out[name] = (r_if, addr)
+        return out
+
     def find_link(self, a: str, b: str) -> Link:
         for link in self.links:
             if {link.a, link.b} == {a, b}:

@@ -44,7 +44,7 @@ pub fn defaults_doc() -> String {
          file is repaired;\n\
          - enabled `peer` sections while `agentd.router_id` is empty: a mesh identity \
          must be stable, not the host name. At start the peers are listed (`agentctl \
-         peers` says why they are down) but no session starts.\n\
+         peers` shows sessions off and why) but no session starts.\n\
          \n## A partly invalid file\n\n\
          A typo must not take the router down, so agentd and agent-gw start on \
          everything valid in the file (`uci_schema::Config::load_partial`):\n\n\

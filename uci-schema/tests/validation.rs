@@ -834,7 +834,7 @@ fn malformed_pins_name_their_section_and_option() {
     assert_eq!(ok(&peer(&good)).peers[0].key_fingerprint, good);
     assert_eq!(
         ok(&allow(&good)).discovery.allow_fingerprint,
-        [good.clone()]
+        std::slice::from_ref(&good)
     );
     for bad in [
         format!("sha257:{hex}"),
