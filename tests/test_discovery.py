@@ -7,21 +7,24 @@ announced record version (persisted as a `peer` section with
 `discovered '1'`), revoke removes it and the session ends; allowlist mode
 admits only the listed fingerprint and same-domain mode only routers of
 our domain (in memory, nothing written); a candidate goes away
-`candidate_lifetime_s` after its router stops."""
+`candidate_lifetime_s` after its router stops; a second host announcing
+an approved router_id with another key is a visible `conflict`, never
+admitted, while the approved session goes on."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+import time
 from typing import Any, Dict, List, Optional
 
 import pytest
 
-from harness.discovery import (LIFETIME_S, candidates, discovery_link, discovery_router, linked_pair,
-                               peer_sections, wait_candidate)
+from harness.discovery import (LIFETIME_S, candidate_rows, candidates, discovery_link, discovery_router,
+                               discovery_segment, linked_pair, peer_sections, wait_candidate)
 from harness.mesh import MeshRouter
-from harness.poll import wait_for
+from harness.poll import Fatal, wait_for
 
 def _ctl(r: MeshRouter, *args: str) -> tuple:
     p = r.stack.ctl(*args)
@@ -295,3 +298,78 @@ def test_a_router_gone_without_goodbye_stops_being_a_candidate_after_its_session
     wait_for("A: candidate router-b gone", lambda: "router-b" not in candidates(a), timeout=40)
     assert a.stack.ctl_json("stats")["counters"]["discovery.verifies"] >= 1
     assert _session(a, "router-b") is None, "the in-memory admission ended with the candidate"
+
+
+def test_an_approved_router_id_announced_with_another_key_is_a_conflict(mesh):
+    """Proves issue 20 item 9: A and B (manual) share a LAN and approve
+    each other; then M, a third router configured with router_id
+    `router-b` and a key of its own, comes up on the same LAN. mDNS
+    renames M's instance (`router-b (2)`), and A lists it beside B: B's
+    row stays `approved`, M's is `conflict` with a reason naming B's
+    approved fingerprint and M's announced one (JSON and text), nothing
+    was dropped as an invalid record, and the A–B session stays
+    established throughout (sampled from before M starts until the
+    conflict has been shown for a while). Approving exactly M's record
+    (the fresh approval) is what moves the pin: M's row is then
+    `approved` and B's becomes the conflict."""
+    a = discovery_router(mesh, "router-a", "manual")
+    b = discovery_router(mesh, "router-b", "manual")
+    m = discovery_router(mesh, "router-m", "manual", agentd={"router_id": "router-b"})
+    addr = discovery_segment(mesh, [a, b, m])
+    a.start()
+    b.start()
+    cb = wait_candidate(a, b)
+    ca = wait_candidate(b, a)
+    assert cb["fingerprint"] == b.key.fingerprint and cb["address"] == addr["router-b"], cb
+    assert _ctl(a, "approve", "router-b", str(cb["version"]))[0] == 0
+    assert _ctl(b, "approve", "router-a", str(ca["version"]))[0] == 0
+    a.wait_established("router-b", timeout=20)
+    b.wait_established("router-a", timeout=20)
+    established = {"A": 0, "B": 0}
+
+    def sample() -> None:
+        # Fatal: wait_for below must not take a lost session for "not yet".
+        pa, pb = _session(a, "router-b") or {}, _session(b, "router-a") or {}
+        if pa.get("state") != "established" or pb.get("state") != "established":
+            raise Fatal(f"the A-B session is not established: A {pa}, B {pb}")
+        established["A"] += 1
+        established["B"] += 1
+
+    m.start()
+
+    def conflict_row() -> Optional[Dict[str, Any]]:
+        sample()
+        return next((c for c in candidate_rows(a)
+                     if c["id"] == "router-b" and c["fingerprint"] == m.key.fingerprint), None)
+
+    row = wait_for("A: M's announcement of router-b listed", conflict_row, timeout=30, interval=0.2)
+    assert row["state"] == "conflict", row
+    assert row["instance"] != "router-b", "mDNS renamed the second announcement of the name"
+    assert row["address"] == addr["router-m"], row
+    reason = row["reason"]
+    assert reason.startswith(f"router-b is approved with key {b.key.fingerprint} (record version {cb['version']})"), reason
+    assert f"this announcement carries key {m.key.fingerprint}" in reason, reason
+    genuine = next(c for c in candidate_rows(a) if c["fingerprint"] == b.key.fingerprint)
+    assert (genuine["state"], genuine["reason"], genuine["instance"]) == ("approved", None, "router-b"), genuine
+    text = subprocess.run([str(mesh.bins.agentctl), "--socket", str(a.cfg.socket), "candidates"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=10)
+    assert text.returncode == 0 and f"router-b version {row['version']} (mDNS instance '{row['instance']}'): conflict: {reason}" in text.stdout, text.stdout
+    # Shown, not dropped; and the session holds on while it is shown.
+    assert a.stack.ctl_json("stats")["counters"]["discovery.records_invalid"] == 0
+    # Sampled over 3 s of M announcing (bounded: 15 samples).
+    for _ in range(15):
+        sample()
+        assert next(c for c in candidate_rows(a) if c["fingerprint"] == m.key.fingerprint)["state"] == "conflict"
+        time.sleep(0.2)
+    assert _session(a, "router-m") is None and peer_sections(a)["router-b"]["key_fingerprint"] == b.key.fingerprint
+    print(f"A-B session sampled established {established['A']} times while M announced router-b")
+
+    # The fresh approval of M's record is the only way it gets in.
+    rc, out, err = _ctl(a, "approve", "router-b", str(row["version"]))
+    assert rc == 0, (out, err)
+    assert peer_sections(a)["router-b"]["key_fingerprint"] == m.key.fingerprint
+    rows = {c["fingerprint"]: c for c in candidate_rows(a) if c["id"] == "router-b"}
+    assert rows[m.key.fingerprint]["state"] == "approved", rows
+    assert rows[b.key.fingerprint]["state"] == "conflict", rows
+    assert rows[b.key.fingerprint]["reason"].startswith(
+        f"router-b is approved with key {m.key.fingerprint} (record version {row['version']})"), rows

@@ -8,7 +8,7 @@ test_luci.py (the Peers page against real candidates)."""
 from __future__ import annotations
 
 import subprocess
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from harness.mesh import MeshRouter
 from harness.poll import wait_for
@@ -18,10 +18,12 @@ from harness.poll import wait_for
 LIFETIME_S = 2
 
 
-def discovery_router(mesh: Any, name: str, admission: str, interfaces: Sequence[str] = (), **disc: Any) -> MeshRouter:
+def discovery_router(mesh: Any, name: str, admission: str, interfaces: Sequence[str] = (),
+                     agentd: Optional[Dict[str, Any]] = None, **disc: Any) -> MeshRouter:
     """A router of `mesh` with discovery on in `admission` mode (more
-    `config discovery` options in `disc`)."""
-    r = mesh.router(name)
+    `config agentd` options in `agentd`, `config discovery` ones in
+    `disc`)."""
+    r = mesh.router(name, agentd=agentd)
     opts: Dict[str, Any] = {
         "enabled": 1,
         "admission": admission,
@@ -53,6 +55,22 @@ def linked_pair(mesh: Any, admission: str) -> Tuple[MeshRouter, MeshRouter]:
     a.start()
     b.start()
     return a, b
+
+
+def discovery_segment(mesh: Any, routers: Sequence[MeshRouter]) -> Dict[str, str]:
+    """One LAN (a bridge) shared by `routers`, each announcing and
+    browsing on its end; returns router name → its address there."""
+    seg = mesh.net.segment([r.name for r in routers])
+    for r in routers:
+        d = r.cfg.section("discovery").options
+        d["interface"] = list(d.get("interface") or []) + [seg[r.name][0]]
+    return {name: addr for name, (_, addr) in seg.items()}
+
+
+def candidate_rows(r: MeshRouter) -> List[Dict[str, Any]]:
+    """Every row of `agentctl candidates --json` (several hosts may
+    announce one router_id)."""
+    return list(r.stack.ctl_json("candidates")["candidates"])
 
 
 def candidates(r: MeshRouter) -> Dict[str, Dict[str, Any]]:

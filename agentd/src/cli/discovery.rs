@@ -11,6 +11,7 @@ use crate::ipc::discovery::{AdmissionDone, CandidateRow, CandidatesView};
 fn row_json(c: &CandidateRow) -> Value {
     json!({
         "id": &*c.router_id,
+        "instance": &*c.instance,
         "version": c.version,
         "domain": &*c.domain,
         "fingerprint": &*c.fingerprint,
@@ -18,6 +19,7 @@ fn row_json(c: &CandidateRow) -> Value {
         "port": c.port,
         "data_port": c.data_port,
         "state": &*c.state,
+        "reason": c.reason.as_deref(),
         "announced": c.announced,
         "expires_in_ms": c.expires_in_ms,
         "expires_in_s": c.expires_in_ms.div_ceil(1000),
@@ -71,6 +73,20 @@ pub fn candidates_text(v: &CandidatesView) -> String {
         ]);
     }
     out.push_str(&t.render());
+    // Reasons are sentences with two fingerprints: below the table.
+    for c in v.candidates.iter() {
+        if let Some(why) = &c.reason {
+            let instance = if c.instance == c.router_id {
+                String::new()
+            } else {
+                format!(" (mDNS instance '{}')", c.instance)
+            };
+            out.push_str(&format!(
+                "{} version {}{instance}: {}: {why}\n",
+                c.router_id, c.version, c.state
+            ));
+        }
+    }
     out
 }
 
@@ -110,6 +126,7 @@ mod tests {
             off_reason: None,
             candidates: vec![CandidateRow {
                 router_id: "router-b".into(),
+                instance: "router-b".into(),
                 version: 5,
                 domain: "lab.example".into(),
                 fingerprint: "sha256:00".into(),
@@ -117,6 +134,7 @@ mod tests {
                 port: 7444,
                 data_port: 7447,
                 state: "pending".into(),
+                reason: None,
                 announced: false,
                 expires_in_ms: 1500,
             }],
@@ -140,5 +158,36 @@ mod tests {
         assert_eq!(c["state"], "pending");
         let text = candidates_text(&v);
         assert!(text.contains("router-b") && text.contains("2s"), "{text}");
+    }
+
+    /// A conflict shows its state in the table and its reason (both
+    /// fingerprints) below it, and in JSON as `reason`.
+    #[test]
+    fn a_conflict_is_shown_with_its_reason() {
+        let why = "router-b is approved with key sha256:aa (record version 7); this announcement carries key sha256:bb";
+        let v = CandidatesView {
+            admission: "manual".into(),
+            off_reason: None,
+            candidates: vec![CandidateRow {
+                router_id: "router-b".into(),
+                instance: "router-b (2)".into(),
+                version: 9,
+                state: "conflict".into(),
+                reason: Some(why.into()),
+                announced: true,
+                ..CandidateRow::default()
+            }],
+        };
+        let j = candidates_json(&v);
+        assert_eq!(j["candidates"][0]["state"], "conflict");
+        assert_eq!(j["candidates"][0]["reason"], why);
+        assert_eq!(j["candidates"][0]["instance"], "router-b (2)");
+        let text = candidates_text(&v);
+        assert!(
+            text.contains(&format!(
+                "router-b version 9 (mDNS instance 'router-b (2)'): conflict: {why}"
+            )),
+            "{text}"
+        );
     }
 }

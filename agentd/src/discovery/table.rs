@@ -25,8 +25,19 @@
 //! until its new version is approved. Our own announcements are ignored,
 //! and the table holds at most [`MAX_CANDIDATES`]; more are refused and
 //! counted, never evicting a known one.
+//!
+//! Candidates are kept by mDNS instance name, not by router_id: when two
+//! hosts announce one router_id, mDNS conflict resolution renames the
+//! later instance (`router-b (2)`), and both must stay visible. A
+//! router_id whose key is known — our own, a peer section's pin, an
+//! approval's pin — announced with another key is a [`Conflict`]
+//! (`conflict`, with the two fingerprints), as are two unapproved
+//! announcements of one router_id with different keys under an automatic
+//! mode; a conflict is never admitted and counts as no approval, until an
+//! operator approves exactly that record (which replaces the pin).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::fmt;
 use std::net::IpAddr;
 
 use router_pki::Fingerprint;
@@ -52,16 +63,31 @@ pub struct Policy {
     pub domain_ca: bool,
     pub allow: Vec<Fingerprint>,
     pub lifetime_ms: u64,
-    /// Discovered `peer` sections in the file: router_id → the record
-    /// version approved.
-    pub approved: BTreeMap<String, u32>,
-    /// router_ids of the other (static) `peer` sections.
-    pub configured: BTreeSet<String>,
+    /// Discovered `peer` sections in the file: router_id → what was
+    /// approved.
+    pub approved: BTreeMap<String, Approval>,
+    /// The other (static) `peer` sections: router_id → their pin
+    /// (`None`: the domain CA decides).
+    pub configured: BTreeMap<String, Option<Fingerprint>>,
+}
+
+/// A discovered `peer` section: the approval of one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Approval {
+    /// `record_version`.
+    pub version: u32,
+    /// `key_fingerprint` (approve always writes it; a hand-edited
+    /// section may lack it).
+    pub pin: Option<Fingerprint>,
 }
 
 /// One announcement as the mDNS browser resolved it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sighting {
+    /// The mDNS instance label: the router_id, unless mDNS conflict
+    /// resolution renamed it (`router-b (2)`) because another host
+    /// announces that name.
+    pub instance: String,
     pub record: Record,
     /// Where to reach it (chosen from the announced addresses).
     pub address: IpAddr,
@@ -76,6 +102,8 @@ pub enum State {
     Approved,
     Admitted,
     Rejected,
+    /// Its key contradicts one we know for its router_id ([`Conflict`]).
+    Conflict,
 }
 
 impl State {
@@ -85,6 +113,76 @@ impl State {
             State::Approved => "approved",
             State::Admitted => "admitted",
             State::Rejected => "rejected",
+            State::Conflict => "conflict",
+        }
+    }
+}
+
+/// Where the key we hold for a router_id comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KnownBy {
+    /// It is our own router_id.
+    Own,
+    /// A static `peer` section pins it.
+    PeerSection,
+    /// An approval (a discovered `peer` section) at this record version.
+    Approval { version: u32 },
+}
+
+/// Why a candidate is in [`State::Conflict`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Conflict {
+    /// `router_id`'s key is `known` (by `by`); this announcement carries
+    /// `announced`.
+    KeyMismatch {
+        router_id: String,
+        by: KnownBy,
+        known: Fingerprint,
+        announced: Fingerprint,
+    },
+    /// Another announcement (`other_instance`) claims the same router_id
+    /// with key `other`, none is approved, and the admission mode would
+    /// admit both.
+    Contested {
+        router_id: String,
+        announced: Fingerprint,
+        other: Fingerprint,
+        other_instance: String,
+    },
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Conflict::KeyMismatch {
+                router_id,
+                by,
+                known,
+                announced,
+            } => {
+                match by {
+                    KnownBy::Own => write!(f, "{router_id} is this router's own router_id, with key {known}")?,
+                    KnownBy::PeerSection => write!(f, "{router_id} is a configured peer pinned to key {known}")?,
+                    KnownBy::Approval { version } => write!(
+                        f,
+                        "{router_id} is approved with key {known} (record version {version})"
+                    )?,
+                }
+                write!(f, "; this announcement carries key {announced}")?;
+                if *by != KnownBy::Own {
+                    f.write_str(" (approve this record version to replace the pin)")?;
+                }
+                Ok(())
+            }
+            Conflict::Contested {
+                router_id,
+                announced,
+                other,
+                other_instance,
+            } => write!(
+                f,
+                "{router_id} is also announced with key {other} (mDNS instance '{other_instance}'); this announcement carries key {announced}: neither is admitted until one is approved"
+            ),
         }
     }
 }
@@ -189,9 +287,13 @@ impl Table {
         }
     }
 
+    /// Our key, or our router_id while our key is not known yet. Our
+    /// router_id with another key is not us: it is a conflict to show.
     fn is_own(&self, r: &Record) -> bool {
-        self.policy.own_router_id.as_deref() == Some(r.router_id.as_str())
-            || self.policy.own_fingerprint == Some(r.fingerprint)
+        match self.policy.own_fingerprint {
+            Some(own) => own == r.fingerprint,
+            None => self.policy.own_router_id.as_deref() == Some(r.router_id.as_str()),
+        }
     }
 
     /// An announcement was resolved (first time or changed).
@@ -201,7 +303,7 @@ impl Table {
             return Seen::Own;
         }
         self.counters.announcements += 1;
-        let id = seen.record.router_id.clone();
+        let id = seen.instance.clone();
         let full = self.candidates.len() >= MAX_CANDIDATES;
         match self.candidates.get_mut(&id) {
             Some(c) => {
@@ -234,11 +336,11 @@ impl Table {
         }
     }
 
-    /// The announcement of `router_id` ended (goodbye or mDNS expiry):
-    /// the candidate lives `lifetime` from now. Returns whether it was
-    /// known.
-    pub fn withdrawn(&mut self, router_id: &str, now: Millis) -> bool {
-        match self.candidates.get_mut(router_id) {
+    /// The announcement of mDNS instance `instance` ended (goodbye or
+    /// mDNS expiry): the candidate lives `lifetime` from now. Returns
+    /// whether it was known.
+    pub fn withdrawn(&mut self, instance: &str, now: Millis) -> bool {
+        match self.candidates.get_mut(instance) {
             Some(c) => {
                 if c.announced {
                     c.announced = false;
@@ -254,7 +356,8 @@ impl Table {
         (!c.announced).then(|| Millis(c.last_seen.0.saturating_add(self.policy.lifetime_ms)))
     }
 
-    /// Removes the candidates whose lifetime ended; returns their ids.
+    /// Removes the candidates whose lifetime ended; returns their
+    /// instance names.
     pub fn expire(&mut self, now: Millis) -> Vec<String> {
         let gone: Vec<String> = self
             .candidates
@@ -286,8 +389,16 @@ impl Table {
         }
     }
 
-    pub fn get(&self, router_id: &str) -> Option<&Candidate> {
-        self.candidates.get(router_id)
+    /// The candidate of mDNS instance `instance`.
+    pub fn get(&self, instance: &str) -> Option<&Candidate> {
+        self.candidates.get(instance)
+    }
+
+    /// The candidates announcing `router_id`, by instance name.
+    pub fn of_router<'a>(&'a self, router_id: &'a str) -> impl Iterator<Item = &'a Candidate> {
+        self.candidates
+            .values()
+            .filter(move |c| c.seen.record.router_id == router_id)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&Candidate, State)> + '_ {
@@ -307,12 +418,62 @@ impl Table {
     }
 
     pub fn state(&self, c: &Candidate) -> State {
+        if self.conflict(c).is_some() {
+            State::Conflict
+        } else {
+            self.decided(c)
+        }
+    }
+
+    /// Why `c` is in conflict, if it is: its key contradicts the one we
+    /// know for its router_id, or another announcement of the router_id
+    /// with another key would be admitted too.
+    pub fn conflict(&self, c: &Candidate) -> Option<Conflict> {
+        if let Some((by, known)) = self.known_key(&c.seen.record.router_id) {
+            return (known != c.seen.record.fingerprint).then(|| Conflict::KeyMismatch {
+                router_id: c.seen.record.router_id.clone(),
+                by,
+                known,
+                announced: c.seen.record.fingerprint,
+            });
+        }
+        if self.decided(c) != State::Admitted {
+            return None;
+        }
+        let r = &c.seen.record;
+        self.of_router(&r.router_id)
+            .find(|o| {
+                o.seen.record.fingerprint != r.fingerprint && self.decided(o) == State::Admitted
+            })
+            .map(|o| Conflict::Contested {
+                router_id: r.router_id.clone(),
+                announced: r.fingerprint,
+                other: o.seen.record.fingerprint,
+                other_instance: o.seen.instance.clone(),
+            })
+    }
+
+    /// The key we hold for `router_id`, and where it comes from.
+    fn known_key(&self, router_id: &str) -> Option<(KnownBy, Fingerprint)> {
+        let p = &self.policy;
+        if p.own_router_id.as_deref() == Some(router_id) {
+            return p.own_fingerprint.map(|f| (KnownBy::Own, f));
+        }
+        if let Some(pin) = p.configured.get(router_id) {
+            return pin.map(|f| (KnownBy::PeerSection, f));
+        }
+        let a = p.approved.get(router_id)?;
+        a.pin.map(|f| (KnownBy::Approval { version: a.version }, f))
+    }
+
+    /// The state by the admission rules alone (before conflicts).
+    fn decided(&self, c: &Candidate) -> State {
         let r = &c.seen.record;
         let p = &self.policy;
-        if p.configured.contains(&r.router_id) {
+        if p.configured.contains_key(&r.router_id) {
             return State::Approved;
         }
-        if p.approved.get(&r.router_id) == Some(&r.version) {
+        if p.approved.get(&r.router_id).map(|a| a.version) == Some(r.version) {
             return State::Approved;
         }
         match p.mode {
@@ -345,32 +506,38 @@ impl Table {
             .collect()
     }
 
-    /// Whether `router_id` may be approved at `version`: it is a
-    /// candidate announcing exactly that version, no static peer section
-    /// names it, and admission is not `off`.
-    pub fn check_approve(&self, router_id: &str, version: u32) -> Result<&Candidate, Refusal> {
+    /// Whether `router_id` may be approved at `version`: a candidate
+    /// announces exactly that record (a conflict too: approving it is
+    /// the fresh approval that replaces the pin), no static peer section
+    /// names it, and admission is not `off`. Among several announcements
+    /// of the router_id the version picks one; a mismatch names the
+    /// first other version announced.
+    pub fn check_approve<'a>(
+        &'a self,
+        router_id: &'a str,
+        version: u32,
+    ) -> Result<&'a Candidate, Refusal> {
         if self.policy.mode == Admission::Off {
             return Err(Refusal::AdmissionOff);
         }
-        if self.policy.configured.contains(router_id) {
+        if self.policy.configured.contains_key(router_id) {
             return Err(Refusal::StaticPeer {
                 router_id: router_id.into(),
             });
         }
-        let c = self
-            .candidates
-            .get(router_id)
-            .ok_or_else(|| Refusal::NotFound {
+        let mut announced = self.of_router(router_id).peekable();
+        let Some(first) = announced.peek().copied() else {
+            return Err(Refusal::NotFound {
                 router_id: router_id.into(),
-            })?;
-        if c.seen.record.version != version {
-            return Err(Refusal::VersionMismatch {
+            });
+        };
+        announced
+            .find(|c| c.seen.record.version == version)
+            .ok_or_else(|| Refusal::VersionMismatch {
                 router_id: router_id.into(),
                 asked: version,
-                current: c.seen.record.version,
-            });
-        }
-        Ok(c)
+                current: first.seen.record.version,
+            })
     }
 }
 

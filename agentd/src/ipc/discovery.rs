@@ -26,6 +26,9 @@ pub struct CandidatesView {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CandidateRow {
     pub router_id: Box<str>,
+    /// The mDNS instance name: the router_id, unless mDNS renamed it
+    /// because another host announces the same name (`router-b (2)`).
+    pub instance: Box<str>,
     /// The record version an approval must name.
     pub version: u32,
     pub domain: Box<str>,
@@ -35,8 +38,11 @@ pub struct CandidateRow {
     /// ARPX port.
     pub port: u16,
     pub data_port: u16,
-    /// `pending`, `approved`, `admitted`, `rejected`.
+    /// `pending`, `approved`, `admitted`, `rejected`, `conflict`.
     pub state: Box<str>,
+    /// Why it is in `conflict`: the key we know for its router_id (and
+    /// where from) against the one announced.
+    pub reason: Option<Box<str>>,
     /// Its announcement is current (the lifetime starts when it ends).
     pub announced: bool,
     /// At least this long left.

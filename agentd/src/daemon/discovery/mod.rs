@@ -29,6 +29,10 @@ use crate::{log_debug, log_info, log_notice, log_warn};
 use mdns::{Announcement, Mdns, MdnsEvent};
 use settings::DiscoverySettings;
 
+/// Longest mDNS instance label accepted (a DNS label is at most 63
+/// bytes; mDNS conflict renaming adds a few).
+const MAX_INSTANCE: usize = 80;
+
 /// Who we are, as far as discovery needs it (from the ARPX driver: the
 /// key is only known once the mesh runs).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -246,13 +250,13 @@ impl Discovery {
                         return false;
                     }
                 };
-                if mdns::instance_of(&r.fullname) != record.router_id {
+                // The instance is the router_id unless mDNS conflict
+                // resolution renamed it (another host announces that
+                // name): keep it apart, the conflict must be seen.
+                let instance = mdns::instance_of(&r.fullname);
+                if instance.is_empty() || instance.len() > MAX_INSTANCE {
                     self.records_invalid += 1;
-                    log_debug!(
-                        "discovery: {} ignored: its record names router {}",
-                        r.fullname,
-                        record.router_id
-                    );
+                    log_debug!("discovery: {} ignored: no usable instance name", r.fullname);
                     return false;
                 }
                 let Some(address) = pick_address(&r.addresses) else {
@@ -263,20 +267,36 @@ impl Discovery {
                 let id = record.router_id.clone();
                 let version = record.version;
                 let seen = Sighting {
+                    instance: instance.to_string(),
                     record,
                     address,
                     port: r.port,
                 };
-                match self.table.announced(seen, now) {
+                let shown = if instance == id {
+                    id.clone()
+                } else {
+                    format!("{id} (mDNS instance '{instance}')")
+                };
+                let outcome = self.table.announced(seen, now);
+                match outcome {
                     Seen::New => log_notice!(
-                        "discovery: candidate {id} at {address}:{} record version {version}",
+                        "discovery: candidate {shown} at {address}:{} record version {version}",
                         r.port
                     ),
                     Seen::NewVersion { old } => log_notice!(
-                        "discovery: candidate {id} now announces record version {version} (was {old}; an approval of {old} no longer applies)"
+                        "discovery: candidate {shown} now announces record version {version} (was {old}; an approval of {old} no longer applies)"
                     ),
-                    Seen::Refused => log_debug!("discovery: candidate {id} refused: table full"),
+                    Seen::Refused => log_debug!("discovery: candidate {shown} refused: table full"),
                     Seen::Refreshed | Seen::Own => {}
+                }
+                let changed = matches!(outcome, Seen::New | Seen::NewVersion { .. });
+                if let Some(conflict) = self
+                    .table
+                    .get(instance)
+                    .filter(|_| changed)
+                    .and_then(|c| self.table.conflict(c))
+                {
+                    log_warn!("discovery: conflict: {conflict}");
                 }
             }
             MdnsEvent::Removed { fullname } => {
@@ -294,17 +314,25 @@ impl Discovery {
     /// without a goodbye (crash, power loss, cable) then stops being
     /// announced within ~10 s instead of when its records' TTL (120 s)
     /// runs out, and its lifetime starts. A live router answers and
-    /// nothing changes.
+    /// nothing changes. (Every announced instance of the router_id: the
+    /// session does not say which one it was.)
     pub fn session_lost(&mut self, router_id: &str) {
-        let announced = self.table.get(router_id).is_some_and(|c| c.announced);
         let Some(m) = &self.mdns else { return };
-        if !announced {
-            return;
-        }
-        self.verifies += 1;
-        match m.verify(router_id) {
-            Ok(()) => log_debug!("discovery: verifying {router_id}'s announcement (session lost)"),
-            Err(e) => log_warn!("discovery: cannot verify {router_id}'s announcement: {e}"),
+        let instances: Vec<String> = self
+            .table
+            .of_router(router_id)
+            .filter(|c| c.announced)
+            .map(|c| c.seen.instance.clone())
+            .collect();
+        for instance in instances {
+            self.verifies += 1;
+            // `verify` names the instance of `_arpx._tcp`.
+            match m.verify(&instance) {
+                Ok(()) => {
+                    log_debug!("discovery: verifying {instance}'s announcement (session lost)")
+                }
+                Err(e) => log_warn!("discovery: cannot verify {instance}'s announcement: {e}"),
+            }
         }
     }
 
@@ -399,6 +427,8 @@ impl Discovery {
                     let r = &c.seen.record;
                     CandidateRow {
                         router_id: r.router_id.as_str().into(),
+                        instance: c.seen.instance.as_str().into(),
+                        reason: self.table.conflict(c).map(|x| x.to_string().into()),
                         version: r.version,
                         domain: r.domain.as_str().into(),
                         fingerprint: r.fingerprint.to_string().into(),

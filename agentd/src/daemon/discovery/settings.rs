@@ -1,10 +1,12 @@
 //! What discovery runs on, from the typed configuration (`uci-schema`
 //! holds every default and range).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use router_pki::Fingerprint;
 use uci_schema::Admission;
+
+use crate::discovery::table::Approval;
 
 /// The `discovery` section plus what it announces and what the file
 /// says about peers.
@@ -19,10 +21,11 @@ pub struct DiscoverySettings {
     pub allow: Vec<Fingerprint>,
     /// `allow_fingerprint` entries that are not fingerprints (logged).
     pub allow_invalid: Vec<String>,
-    /// Enabled `peer` sections written by approve: router_id → version.
-    pub approved: BTreeMap<String, u32>,
-    /// Enabled other `peer` sections.
-    pub configured: BTreeSet<String>,
+    /// Enabled `peer` sections written by approve: router_id → the
+    /// record version and key approved.
+    pub approved: BTreeMap<String, Approval>,
+    /// Enabled other `peer` sections: router_id → their pin.
+    pub configured: BTreeMap<String, Option<Fingerprint>>,
     /// The ports announced: ARPX (SRV of `_arpx._tcp`), the peer data
     /// plane (`gw=`), the SDK API (SRV of `_agentd._tcp`). `None`: that
     /// listener is off.
@@ -51,13 +54,15 @@ impl DiscoverySettings {
             }
         }
         let mut approved = BTreeMap::new();
-        let mut configured = BTreeSet::new();
+        let mut configured = BTreeMap::new();
         for p in c.peers.iter().filter(|p| p.enabled) {
+            // The schema checked the pin; empty means none.
+            let pin = p.key_fingerprint.parse::<Fingerprint>().ok();
             if p.discovered {
-                let v = u32::try_from(p.record_version).unwrap_or(0);
-                approved.insert(p.router_id.clone(), v);
+                let version = u32::try_from(p.record_version).unwrap_or(0);
+                approved.insert(p.router_id.clone(), Approval { version, pin });
             } else {
-                configured.insert(p.router_id.clone());
+                configured.insert(p.router_id.clone(), pin);
             }
         }
         DiscoverySettings {
@@ -103,6 +108,7 @@ config peer 'b'
 \toption address '192.0.2.2'
 \toption discovered '1'
 \toption record_version '77'
+\toption key_fingerprint 'sha256:0707070707070707070707070707070707070707070707070707070707070707'
 config peer 'c'
 \toption router_id 'router-c'
 \toption address '192.0.2.3'
@@ -118,8 +124,14 @@ config peer 'c'
             s.allow_invalid.is_empty(),
             "the schema refuses malformed ones"
         );
-        assert_eq!(s.approved.get("router-b"), Some(&77));
-        assert!(s.configured.contains("router-c"));
+        assert_eq!(
+            s.approved.get("router-b"),
+            Some(&Approval {
+                version: 77,
+                pin: Some(Fingerprint([7; 32]))
+            })
+        );
+        assert_eq!(s.configured.get("router-c"), Some(&None));
         assert_eq!((s.arpx_port, s.data_port), (Some(17444), Some(17447)));
         assert_eq!(s.sdk_port, Some(7446), "schema default");
     }

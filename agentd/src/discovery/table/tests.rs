@@ -14,12 +14,13 @@ fn policy(mode: Admission) -> Policy {
         allow: Vec::new(),
         lifetime_ms: 5000,
         approved: BTreeMap::new(),
-        configured: BTreeSet::new(),
+        configured: BTreeMap::new(),
     }
 }
 
 fn seen(id: &str, key: u8, port: u16) -> Sighting {
     Sighting {
+        instance: id.into(),
         record: Record::ours(id, "lab.example", fp(key), port, 7447),
         address: "192.0.2.2".parse().unwrap(),
         port,
@@ -57,7 +58,7 @@ fn a_candidate_lives_its_lifetime_after_its_announcement_ends() {
 #[test]
 fn our_own_announcements_are_ignored() {
     let mut t = Table::new(policy(Admission::Manual));
-    assert_eq!(t.announced(seen("router-a", 9, 7444), Millis(0)), Seen::Own);
+    assert_eq!(t.announced(seen("router-a", 1, 7444), Millis(0)), Seen::Own);
     // Another name, our key: still us (a renamed router's old record).
     assert_eq!(t.announced(seen("router-x", 1, 7444), Millis(0)), Seen::Own);
     assert!(t.is_empty());
@@ -89,14 +90,161 @@ fn manual_mode_approves_exactly_one_record_version() {
     assert!(t.check_approve("router-b", v).is_ok());
     // The approval (a discovered peer section) is in the file now.
     let mut p = policy(Admission::Manual);
-    p.approved.insert("router-b".into(), v);
+    p.approved.insert(
+        "router-b".into(),
+        Approval {
+            version: v,
+            pin: Some(fp(2)),
+        },
+    );
     t.set_policy(p);
     assert_eq!(state(&t), State::Approved);
-    // A new key: a new version, and the approval no longer applies.
-    let now = t.announced(seen("router-b", 3, 7444), Millis(10));
-    assert_eq!(now, Seen::NewVersion { old: v });
+    // The same key on a new port: a new version, and the approval no
+    // longer applies.
+    let now = t.announced(seen("router-b", 2, 7445), Millis(10));
+    assert!(matches!(now, Seen::NewVersion { old } if old == v));
     assert_eq!(state(&t), State::Pending);
     assert_eq!(t.counters().version_changes, 1);
+}
+
+/// Issue 20, item 9: an approved router_id announced with another key
+/// is a visible conflict naming both keys, never admitted, until that
+/// very record is approved (which moves the pin, and the conflict to
+/// the other key).
+#[test]
+fn an_approved_router_id_with_another_key_is_a_conflict_until_approved_afresh() {
+    for mode in [
+        Admission::Manual,
+        Admission::SameDomain,
+        Admission::Allowlist,
+    ] {
+        let genuine = seen("router-b", 2, 7444);
+        let v = genuine.record.version;
+        let mut p = policy(mode);
+        p.allow = vec![fp(2), fp(3)];
+        p.approved.insert(
+            "router-b".into(),
+            Approval {
+                version: v,
+                pin: Some(fp(2)),
+            },
+        );
+        let mut t = Table::new(p.clone());
+        t.announced(genuine, Millis(0));
+        // mDNS renamed the second host's instance: both are kept.
+        let mut impostor = seen("router-b", 3, 7444);
+        impostor.instance = "router-b (2)".into();
+        let v2 = impostor.record.version;
+        assert_eq!(t.announced(impostor, Millis(1)), Seen::New);
+        assert_eq!(t.len(), 2);
+        let real = t.get("router-b").unwrap();
+        let fake = t.get("router-b (2)").unwrap();
+        assert_eq!(t.state(real), State::Approved, "{mode:?}");
+        assert_eq!(t.state(fake), State::Conflict, "{mode:?}");
+        assert_eq!(
+            t.conflict(fake).unwrap().to_string(),
+            format!(
+                "router-b is approved with key {} (record version {v}); this announcement carries key {} (approve this record version to replace the pin)",
+                fp(2),
+                fp(3)
+            )
+        );
+        assert!(
+            t.admitted().is_empty(),
+            "{mode:?}: a conflict is never admitted"
+        );
+        // Its withdrawal touches only its own instance.
+        assert!(t.withdrawn("router-b (2)", Millis(2)));
+        assert!(t.get("router-b").unwrap().announced);
+        // A fresh approval of exactly that record is possible...
+        assert_eq!(
+            t.check_approve("router-b", v2).unwrap().seen.instance,
+            "router-b (2)"
+        );
+        // ...and once written, the conflict is the other key's.
+        let mut p2 = p.clone();
+        p2.approved.insert(
+            "router-b".into(),
+            Approval {
+                version: v2,
+                pin: Some(fp(3)),
+            },
+        );
+        t.set_policy(p2);
+        assert_eq!(t.state(t.get("router-b (2)").unwrap()), State::Approved);
+        assert_eq!(t.state(t.get("router-b").unwrap()), State::Conflict);
+    }
+}
+
+#[test]
+fn a_pinned_peer_section_and_our_own_id_are_known_keys_too() {
+    let mut p = policy(Admission::Manual);
+    p.configured.insert("router-c".into(), Some(fp(4)));
+    p.configured.insert("router-d".into(), None);
+    let mut t = Table::new(p);
+    t.announced(seen("router-c", 5, 7444), Millis(0));
+    t.announced(seen("router-d", 6, 7444), Millis(0));
+    // Our router_id with another key is not us: a conflict to show.
+    assert_eq!(t.announced(seen("router-a", 7, 7444), Millis(0)), Seen::New);
+    let state = |id: &str| t.state(t.get(id).unwrap());
+    assert_eq!(state("router-c"), State::Conflict);
+    assert!(t
+        .conflict(t.get("router-c").unwrap())
+        .unwrap()
+        .to_string()
+        .starts_with(&format!(
+            "router-c is a configured peer pinned to key {}",
+            fp(4)
+        )));
+    assert_eq!(state("router-d"), State::Approved, "no pin: the CA decides");
+    assert_eq!(state("router-a"), State::Conflict);
+    assert_eq!(
+        t.conflict(t.get("router-a").unwrap()).unwrap().to_string(),
+        format!(
+            "router-a is this router's own router_id, with key {}; this announcement carries key {}",
+            fp(1),
+            fp(7)
+        )
+    );
+    // Before our key is known, our router_id is taken for us.
+    let mut p = policy(Admission::Manual);
+    p.own_fingerprint = None;
+    let mut t = Table::new(p);
+    assert_eq!(t.announced(seen("router-a", 7, 7444), Millis(0)), Seen::Own);
+}
+
+/// Two unapproved announcements of one router_id with different keys:
+/// an automatic mode would have to pick one by chance, so neither is
+/// admitted and both say why.
+#[test]
+fn contested_router_ids_are_not_admitted_automatically() {
+    let mut t = Table::new(policy(Admission::SameDomain));
+    t.announced(seen("router-b", 2, 7444), Millis(0));
+    assert_eq!(t.admitted().len(), 1, "alone, it is admitted");
+    let mut other = seen("router-b", 3, 7444);
+    other.instance = "router-b (2)".into();
+    t.announced(other, Millis(0));
+    assert!(t.admitted().is_empty());
+    let first = t.get("router-b").unwrap();
+    assert_eq!(t.state(first), State::Conflict);
+    assert!(
+        t.conflict(first).unwrap().to_string().contains(&format!(
+            "router-b is also announced with key {} (mDNS instance 'router-b (2)')",
+            fp(3)
+        )),
+        "{}",
+        t.conflict(first).unwrap()
+    );
+    // Manual mode: both wait for an operator, as any candidate does.
+    let mut p = policy(Admission::Manual);
+    p.mode = Admission::Manual;
+    t.set_policy(p);
+    assert!(t.iter().all(|(_, s)| s == State::Pending));
+    // Gone again: the remaining one is admitted.
+    t.set_policy(policy(Admission::SameDomain));
+    t.withdrawn("router-b (2)", Millis(10));
+    t.expire(Millis(5010));
+    assert_eq!(t.admitted().len(), 1);
 }
 
 #[test]
@@ -157,7 +305,7 @@ fn off_observes_and_refuses_approval() {
 #[test]
 fn a_static_peer_is_not_approved_again_nor_admitted() {
     let mut p = policy(Admission::SameDomain);
-    p.configured.insert("router-b".into());
+    p.configured.insert("router-b".into(), None);
     let mut t = Table::new(p);
     t.announced(seen("router-b", 2, 7444), Millis(0));
     let v = t.get("router-b").unwrap().seen.record.version;

@@ -37,15 +37,26 @@ var callRevoke = rpc.declare({
 });
 
 /* What a decision on a candidate may be, by its state (agentctl
- * candidates: pending, approved, admitted, rejected; docs/discovery.md).
- * Approve writes a discovered peer section: for a pending router, and
- * for one the automatic mode rejected or admitted only in memory; an
- * approved router (by an earlier approval or a static peer section) is
- * not approved again. Revoke removes an approval: only an approved one
+ * candidates: pending, approved, admitted, rejected, conflict;
+ * docs/discovery.md). Approve writes a discovered peer section: for a
+ * pending router, for one the automatic mode rejected or admitted only
+ * in memory, and for a conflict (the fresh approval of that record that
+ * replaces the pin); an approved router (by an earlier approval or a
+ * static peer section) is not approved again. Revoke removes an approval: only an approved one
  * (an admission in memory has nothing to revoke). Under admission 'off'
  * nothing may be decided. */
 function mayApprove(admission, c) { return admission != 'off' && c.state != 'approved'; }
 function mayRevoke(admission, c) { return admission != 'off' && c.state == 'approved'; }
+
+/* The state, and for a conflict the reason agentd gives (the key it
+ * knows for the router id against the one announced) and the mDNS
+ * instance when mDNS renamed it. */
+function stateCell(c) {
+	if (!c.reason)
+		return common.dash(c.state);
+	var instance = (c.instance && c.instance != c.id) ? ' ' + _('(mDNS instance %s)').format(c.instance) : '';
+	return E('span', { 'class': 'agentd-conflict' }, [ E('strong', [ String(c.state) ]), instance, E('br'), String(c.reason) ]);
+}
 
 /* While the router announces, its whole lifetime is left (the countdown
  * starts when the announcement ends). */
@@ -54,7 +65,10 @@ function mayRevoke(admission, c) { return admission != 'off' && c.state == 'appr
  * announcement it was made on: when the router is gone or announces
  * another version, its candidate row cannot revoke it, this one can. */
 function announcedNow(list, a) {
-	var c = list.filter(function(c) { return String(c.id) == a.id; })[0];
+	/* Several hosts may announce one router id (a conflict): the one at
+	 * the approved version first. */
+	var same = list.filter(function(c) { return String(c.id) == a.id; });
+	var c = same.filter(function(c) { return String(c.version) == a.version; })[0] || same[0];
 	if (!c)
 		return _('not announced');
 	return String(c.version) == a.version ? _('at this version') : _('at version %s').format(c.version);
@@ -113,7 +127,7 @@ return view.extend({
 			var id = String(c.id), version = c.version;
 			return [ id, common.dash(c.domain),
 				common.dash(c.address) + (c.port ? ':' + c.port : '') + (c.data_port ? ' ' + _('(data %s)').format(c.data_port) : ''),
-				common.dash(c.fingerprint), String(version), common.dash(c.state), expiry(c),
+				common.dash(c.fingerprint), String(version), stateCell(c), expiry(c),
 				E('div', {}, [
 					E('button', {
 						'class': 'btn cbi-button-positive agentd-approve', 'data-id': id, 'data-version': String(version),
