@@ -23,7 +23,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "luci-harness"))
 
-from harness.discovery import candidates, linked_pair, peer_sections, wait_candidate  # noqa: E402
+from harness.discovery import (candidate_rows, candidates, discovery_router, discovery_segment,  # noqa: E402
+                               linked_pair, peer_sections, wait_candidate)
 from harness.poll import wait_for  # noqa: E402
 from harness.procs import REPO  # noqa: E402
 from luci_cdp import Browser, Page, chromium_binary  # noqa: E402
@@ -476,6 +477,53 @@ def test_an_approval_outliving_its_announcement_is_revoked_from_the_page(
             [("revoke", "router-b", cb["version"])], decisions
         wait_for("peers: no approval left", lambda: not approval_row(p, "router-b"), timeout=5, interval=0.1)
         assert "No discovered router is approved." in text(p, "#agentd-approval-table")
+        no_errors(p, "peers")
+        assert h.server.failures == [], h.server.failures
+    finally:
+        p.close()
+        h.close()
+
+
+def test_a_conflicting_announcement_of_an_approved_router_shows_on_the_peers_page(
+        browser: Browser, mesh: Any, bins: Any, workdir: Path) -> None:
+    """router-a approved router-b (agentctl); then router-m, configured
+    with router_id `router-b` and its own key, announces on the same LAN.
+    router-a's Peers page lists both rows of router-b: B's `approved`,
+    M's `conflict` with agentd's reason (the approved fingerprint and the
+    announced one) and its renamed mDNS instance in the State cell, its
+    Approve enabled (the fresh approval is the way in) and its Revoke
+    not; the approvals table says the approval is announced at its
+    version. No JS error."""
+    a = discovery_router(mesh, "router-a", "manual")
+    b = discovery_router(mesh, "router-b", "manual")
+    m = discovery_router(mesh, "router-m", "manual", agentd={"router_id": "router-b"})
+    discovery_segment(mesh, [a, b, m])
+    a.start()
+    b.start()
+    cb = wait_candidate(a, b)
+    assert a.stack.ctl_json("approve", "router-b", str(cb["version"])).get("ok") is True
+    m.start()
+    cm = wait_for("router-a: M's conflict", lambda: next(
+        (c for c in candidate_rows(a) if c["fingerprint"] == m.key.fingerprint and c["state"] == "conflict"), None),
+        timeout=30, interval=0.2)
+
+    h = Harness(workdir / "luci", bins.agentctl, a.cfg.path, lambda: [a.stack.agentd.pid, a.stack.gw.pid])
+    p = open_view(browser, Lab(a, b, h, bins), "peers")
+    try:
+        def both() -> Any:
+            got = {r[3]: r for r in rows(p, "agentd-candidate-table") if r[0] == "router-b"}
+            return got if len(got) == 2 else None
+
+        got = wait_for("peers: both announcements of router-b", both, timeout=15, interval=0.2)
+        assert got[b.key.fingerprint][5] == "approved", got
+        state = got[m.key.fingerprint][5]
+        assert state.startswith(f"conflict (mDNS instance {cm['instance']})"), state
+        assert cm["reason"] in state and b.key.fingerprint in state and m.key.fingerprint in state, state
+        sel = f'[data-id="router-b"][data-version="{cm["version"]}"]'
+        assert p.eval(f"document.querySelector({json.dumps('.agentd-approve' + sel)}).disabled") is False
+        assert p.eval(f"document.querySelector({json.dumps('.agentd-revoke' + sel)}).disabled") is True
+        assert approval_row(p, "router-b")[4] == "at this version"
+        p.screenshot(SCREENS / "peers-candidate-conflict.png")
         no_errors(p, "peers")
         assert h.server.failures == [], h.server.failures
     finally:
