@@ -195,7 +195,7 @@ def test_trusted_lan_bootstrap_token_is_short_lived_and_bound(make_stack, netns,
     stack = make_stack(
         auth="jwt",
         sdk_host=netns.host_addr,
-        gateway={"bootstrap_networks": [f"{netns.ns_addr}/32"]},
+        gateway={"bootstrap_networks": [f"{netns.ns_addr}/32"], "bootstrap_tenant": ["lab"]},
         tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})],
     )
     base = stack.http.base_url
@@ -233,7 +233,7 @@ def test_nexilume_agent_with_auto_auth_registers_through_bootstrap(make_stack, n
     stack = make_stack(
         auth="jwt",
         sdk_host=netns.host_addr,
-        gateway={"bootstrap_networks": [f"{netns.ns_addr}/32"]},
+        gateway={"bootstrap_networks": [f"{netns.ns_addr}/32"], "bootstrap_tenant": ["lab"]},
         tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})],
     )
     aud = stack.http.get("/agent/v1/authentication").json()["authentication"]["audience"]

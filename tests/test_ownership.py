@@ -54,7 +54,8 @@ def two_host_stack(make_stack, victim, attacker, auth, lab=None, extra_sections=
         start=False,
         auth=auth,
         sdk_host=victim.host_addr,
-        gateway={"bootstrap_networks": [f"{victim.ns_addr}/32", f"{attacker.ns_addr}/32"]},
+        gateway={"bootstrap_networks": [f"{victim.ns_addr}/32", f"{attacker.ns_addr}/32"],
+                 "bootstrap_tenant": ["lab"]},
         **kw,
     )
     stack.cfg.sections.extend(extra_sections)

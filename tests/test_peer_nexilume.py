@@ -29,7 +29,8 @@ def test_nexilume_caller_at_c_invokes_a_nexilume_agent_on_a(mesh, workdir):
     at C arrives as the agent's numbered events in order."""
 
     def configure(a, b, c):
-        a.cfg.section("gateway").options.update(auth="jwt", bootstrap_networks=[f"{a.ns.mgmt_host_addr}/32"])
+        a.cfg.section("gateway").options.update(auth="jwt", bootstrap_networks=[f"{a.ns.mgmt_host_addr}/32"],
+                                                 bootstrap_tenant=["lab"])
 
     ch = build_chain(mesh, configure=configure)
     argv = [sys.executable, str(AGENTS / "nexilume_agent.py"), ch.a.sdk_url, "lab", "nx-echo", "30", "0", "auto"]

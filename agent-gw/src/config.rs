@@ -102,6 +102,12 @@ pub struct GatewayConfig {
     pub bootstrap_networks: Vec<IpNet>,
     /// Lifetime of bootstrap tokens, seconds (at most 300).
     pub bootstrap_ttl_s: u64,
+    /// Tenants bootstrap issues tokens for (`gateway.bootstrap_tenant`).
+    pub bootstrap_tenants: Vec<String>,
+    /// Literal addresses of the enabled `peer` sections: a LAN
+    /// registration's host name never resolves to one of them (nor to a
+    /// linked peer's, which the FIB carries).
+    pub peer_addrs: Vec<std::net::IpAddr>,
     /// Where handler endpoints may point: the suite's listener ports and
     /// `agentd.allow_loopback_endpoints` (the same rules agentd applies).
     pub endpoints: agentd::endpoint::Guard,
@@ -334,6 +340,13 @@ impl GatewayConfig {
             bootstrap: g.bootstrap,
             bootstrap_networks,
             bootstrap_ttl_s: g.bootstrap_ttl,
+            bootstrap_tenants: g.bootstrap_tenant.clone(),
+            peer_addrs: c
+                .peers
+                .iter()
+                .filter(|p| p.enabled)
+                .filter_map(|p| p.address.parse().ok())
+                .collect(),
             endpoints: agentd::endpoint::Guard::of_config(c),
             pins: agentd::owner::pins_of(c),
             mappings,
@@ -516,5 +529,15 @@ mod tests {
             ]
         );
         assert_eq!(g.bootstrap_ttl_s, 60);
+        // Bootstrap tenants: `default` alone unless listed.
+        assert_eq!(g.bootstrap_tenants, vec!["default".to_string()]);
+        let text = "config gateway 'gateway'\n\tlist bootstrap_tenant 'lab'\n\
+            \tlist bootstrap_tenant 'default'\n";
+        let c = uci_schema::Config::from_str(text, "test").unwrap();
+        let g = GatewayConfig::from_uci(&c).unwrap();
+        assert_eq!(
+            g.bootstrap_tenants,
+            vec!["lab".to_string(), "default".into()]
+        );
     }
 }

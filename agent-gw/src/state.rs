@@ -138,6 +138,7 @@ fn authenticator(cfg: &GatewayConfig) -> Authenticator {
     ac.bootstrap = cfg.bootstrap;
     ac.bootstrap_networks = cfg.bootstrap_networks.clone();
     ac.bootstrap_ttl_s = cfg.bootstrap_ttl_s;
+    ac.bootstrap_tenants = cfg.bootstrap_tenants.clone();
     let key = cfg.issuer_key.clone().unwrap_or_else(|| {
         let mut seed = [0u8; 32];
         if crate::auth::fill_random(&mut seed).is_err() {

@@ -17,7 +17,9 @@
 //! what they resolve to ([`Guard::check_resolved`]); `localhost` and
 //! `*.localhost` are loopback without asking a resolver (RFC 6761).
 //! [`local_addrs`] is the one piece of I/O: the router's interface
-//! addresses, read at check time.
+//! addresses and subnets, read at check time (so a new or removed
+//! address counts at once; no cache to go stale). [`scope`] narrows what
+//! LAN registrations may name to the LAN.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
@@ -409,10 +411,12 @@ pub enum Refusal {
     OwnListener,
     /// The host name resolved to no address.
     Unresolvable,
+    /// A LAN registration's endpoint outside the LAN ([`scope`]).
+    NotLan(scope::NotLan),
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 9] = [
+    pub const ALL: [Refusal; 10] = [
         Refusal::Loopback,
         Refusal::Unspecified,
         Refusal::Multicast,
@@ -422,6 +426,7 @@ impl Refusal {
         Refusal::OwnAddress,
         Refusal::OwnListener,
         Refusal::Unresolvable,
+        Refusal::NotLan(scope::NotLan::RouterLink),
     ];
 
     pub fn code(self) -> &'static str {
@@ -435,6 +440,7 @@ impl Refusal {
             Refusal::OwnAddress => "endpoint_own_address",
             Refusal::OwnListener => "endpoint_own_listener",
             Refusal::Unresolvable => "endpoint_unresolvable",
+            Refusal::NotLan(_) => "endpoint_not_lan",
         }
     }
 
@@ -449,6 +455,7 @@ impl Refusal {
             Refusal::OwnAddress => "is one of the router's own addresses (allowed only with agentd.allow_loopback_endpoints or route.allow_loopback)",
             Refusal::OwnListener => "is a port of this router's own agentd/agent-gw listeners",
             Refusal::Unresolvable => "resolves to no address",
+            Refusal::NotLan(why) => why.describe(),
         }
     }
 }
@@ -465,7 +472,34 @@ pub struct LocalAddrs {
     pub addrs: Vec<IpAddr>,
     /// IPv4 directed-broadcast addresses of the interfaces.
     pub broadcast: Vec<Ipv4Addr>,
+    /// Each address with its interface and prefix length (the links and
+    /// their subnets, for [`scope`]).
+    pub nets: Vec<IfNet>,
 }
+
+/// One address of one interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IfNet {
+    pub ifname: Box<str>,
+    pub addr: IpAddr,
+    /// Prefix length of the subnet (from the netmask).
+    pub len: u8,
+    /// The interface is a loopback interface.
+    pub loopback: bool,
+}
+
+impl IfNet {
+    /// Whether `ip` lies in this subnet. A `/0` (no netmask) and IPv6
+    /// link-local subnets (`fe80::/64` is on every link) hold nothing.
+    pub fn holds(&self, ip: IpAddr) -> bool {
+        let link_local = matches!(self.addr, IpAddr::V6(a) if is_link_local_v6(a));
+        self.len > 0 && !link_local && crate::owner::prefix_contains(self.addr, self.len, ip)
+    }
+}
+
+/// Most interface addresses read (a bound on the work of one check; a
+/// router has a handful).
+pub const MAX_IF_ADDRS: usize = 4096;
 
 /// Reads the interface addresses now. An error yields an empty list: the
 /// class checks (loopback, unspecified, ...) still apply.
@@ -482,7 +516,32 @@ pub fn local_addrs() -> LocalAddrs {
         let ifa = unsafe { &*cur };
         // SAFETY: a non-null ifa_addr points at a sockaddr of its family.
         if let Some(ip) = unsafe { sockaddr_ip(ifa.ifa_addr) } {
+            if out.addrs.len() >= MAX_IF_ADDRS {
+                break;
+            }
             out.addrs.push(ip);
+            // SAFETY: a non-null ifa_netmask points at a sockaddr of the
+            // address's family.
+            let len = match unsafe { sockaddr_ip(ifa.ifa_netmask) } {
+                Some(IpAddr::V4(m)) => u32::from(m).leading_ones() as u8,
+                Some(IpAddr::V6(m)) => u128::from(m).leading_ones() as u8,
+                None => 0,
+            };
+            let ifname = if ifa.ifa_name.is_null() {
+                Box::<str>::from("")
+            } else {
+                // SAFETY: a non-null ifa_name is a NUL-terminated string
+                // owned by the list.
+                unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+                    .to_string_lossy()
+                    .into()
+            };
+            out.nets.push(IfNet {
+                ifname,
+                addr: ip,
+                len,
+                loopback: ifa.ifa_flags & (libc::IFF_LOOPBACK as u32) != 0,
+            });
         }
         if ifa.ifa_flags & (libc::IFF_BROADCAST as u32) != 0 {
             // SAFETY: with IFF_BROADCAST, ifa_ifu is the broadcast address.
@@ -528,6 +587,9 @@ pub struct Guard {
     /// Ports of this router's own listeners (never a handler's on a local
     /// address).
     pub own_ports: Vec<u16>,
+    /// Where LAN registrations may point ([`scope`]; static routes are the
+    /// operator's and do not use it).
+    pub lan: scope::LanScope,
 }
 
 impl Guard {
@@ -551,6 +613,7 @@ impl Guard {
         Guard {
             allow_loopback: c.agentd.allow_loopback_endpoints,
             own_ports,
+            lan: scope::LanScope::of_config(c),
         }
     }
 
@@ -559,8 +622,24 @@ impl Guard {
     pub fn with_loopback(&self, allow: bool) -> Guard {
         Guard {
             allow_loopback: allow,
-            own_ports: self.own_ports.clone(),
+            ..self.clone()
         }
+    }
+
+    /// The LAN scope of a registration by `caller` naming `ip` (the
+    /// literal host, or one address a name resolved to); `peers`: the
+    /// known peer router addresses.
+    pub fn check_lan(
+        &self,
+        ep: &Endpoint,
+        ip: IpAddr,
+        caller: IpAddr,
+        local: &LocalAddrs,
+        peers: &[IpAddr],
+    ) -> Result<(), Refusal> {
+        self.lan
+            .check(ip, ep.zone.as_deref(), caller, local, peers)
+            .map_err(Refusal::NotLan)
     }
 
     /// May a handler listen at `ip`:`port`? `scoped`: an IPv6 zone came
@@ -655,6 +734,26 @@ pub fn check_url(url: &str, guard: &Guard, local: &LocalAddrs) -> Result<Endpoin
     Ok(ep)
 }
 
+/// [`check_url`] for a LAN registration (or a renewal that moves its
+/// endpoint) from `caller`: a literal address must also lie in the LAN
+/// ([`scope`]). A host name is checked, address by address, by the
+/// gateway that resolves it.
+pub fn check_registration(
+    url: &str,
+    guard: &Guard,
+    local: &LocalAddrs,
+    caller: IpAddr,
+    peers: &[IpAddr],
+) -> Result<Endpoint, Refused> {
+    let ep = check_url(url, guard, local)?;
+    if let Host::Ip(ip) = ep.host {
+        guard
+            .check_lan(&ep, ip, caller, local, peers)
+            .map_err(Refused::Address)?;
+    }
+    Ok(ep)
+}
+
 /// Either kind of endpoint refusal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refused {
@@ -670,6 +769,8 @@ impl fmt::Display for Refused {
         }
     }
 }
+
+pub mod scope;
 
 #[cfg(test)]
 mod tests;

@@ -345,7 +345,9 @@ impl From<crate::auth::bootstrap::BootstrapError> for ApiError {
     fn from(e: crate::auth::bootstrap::BootstrapError) -> ApiError {
         use crate::auth::bootstrap::BootstrapError as B;
         let code = match &e {
-            B::Disabled | B::UntrustedSource(_) => ErrorCode::Forbidden,
+            B::Disabled | B::UntrustedSource(_) | B::TenantNotBootstrappable(_) => {
+                ErrorCode::Forbidden
+            }
             B::TooLarge { .. } => ErrorCode::PayloadTooLarge,
             B::Random => ErrorCode::Internal,
             B::Json | B::BadTenant | B::BadOrigin | B::UnknownScope => ErrorCode::InvalidField,

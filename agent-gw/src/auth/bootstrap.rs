@@ -7,7 +7,10 @@
 //! `src` claim, which [`Authenticator::verify`](super::Authenticator::verify)
 //! checks against the connection's peer: a token lifted off one host is
 //! useless from another. Only peers inside `bootstrap_networks` (the
-//! trusted LAN; loopback and private ranges by default) may ask at all.
+//! trusted LAN; loopback and private ranges by default) may ask at all,
+//! and only for a tenant the operator listed in `bootstrap_tenant`
+//! (`default` alone unless configured): a LAN host must not be able to
+//! mint itself a token of any tenant the mesh carries.
 //! The wire shapes are those the Nexus SDK
 //! (`RouterLanSessionProvider`, `RouterAuthMetadata`) expects.
 
@@ -42,6 +45,8 @@ pub enum BootstrapError {
     Disabled,
     /// The peer is outside every `bootstrap_networks` entry.
     UntrustedSource(IpAddr),
+    /// The tenant is not listed in `gateway.bootstrap_tenant`.
+    TenantNotBootstrappable(String),
     TooLarge {
         len: usize,
         max: usize,
@@ -63,6 +68,7 @@ impl BootstrapError {
         match self {
             BootstrapError::Disabled => Some("bootstrap_disabled"),
             BootstrapError::UntrustedSource(_) => Some("bootstrap_untrusted_source"),
+            BootstrapError::TenantNotBootstrappable(_) => Some("tenant_not_bootstrappable"),
             _ => None,
         }
     }
@@ -78,6 +84,10 @@ impl fmt::Display for BootstrapError {
                 f,
                 "bootstrap is only for trusted LAN sources; {} is not in gateway.bootstrap_networks",
                 ip.to_canonical()
+            ),
+            BootstrapError::TenantNotBootstrappable(t) => write!(
+                f,
+                "trusted-LAN bootstrap does not issue tokens for tenant {t:?}: it is not listed in gateway.bootstrap_tenant"
             ),
             BootstrapError::TooLarge { len, max } => {
                 write!(f, "bootstrap request is {len} bytes, limit {max}")
@@ -182,8 +192,19 @@ impl Authenticator {
         Ok(())
     }
 
+    /// Whether bootstrap issues tokens for `tenant` at all
+    /// (`gateway.bootstrap_tenant`).
+    pub fn tenant_bootstrappable(&self, tenant: &str) -> Result<(), BootstrapError> {
+        if self.config().bootstrap_tenants.iter().any(|t| t == tenant) {
+            Ok(())
+        } else {
+            Err(BootstrapError::TenantNotBootstrappable(tenant.to_string()))
+        }
+    }
+
     /// Issues a source-bound token for a decoded bootstrap request from
-    /// `peer` (checked again with [`Self::bootstrap_allowed`]).
+    /// `peer` (checked again with [`Self::bootstrap_allowed`]) for a
+    /// tenant listed in `bootstrap_tenant`.
     pub fn bootstrap(
         &self,
         request: BootstrapRequest,
@@ -191,6 +212,7 @@ impl Authenticator {
         now: UnixSeconds,
     ) -> Result<Issued, BootstrapError> {
         self.bootstrap_allowed(peer)?;
+        self.tenant_bootstrappable(&request.tenant)?;
         let cfg = self.config();
         let ttl = cfg.bootstrap_ttl_s.clamp(1, MAX_TTL_S);
         let mut jti = [0u8; 16];
@@ -217,7 +239,10 @@ impl Authenticator {
     }
 
     /// The `GET /agent/v1/authentication` document (schema 2) as `peer`
-    /// sees it: bootstrap is announced only to a source that may use it.
+    /// sees it: bootstrap is announced only to a source that may use it
+    /// (the Nexus SDK bootstraps whenever `bootstrap` is present), with
+    /// the tenants it issues tokens for; `bootstrap_access` tells every
+    /// source in JWT mode whether it may bootstrap, and if not, why.
     pub fn metadata(&self, peer: IpAddr) -> Value {
         let cfg = self.config();
         let scopes = json!({
@@ -246,12 +271,28 @@ impl Authenticator {
                     },
                     "required_scopes": scopes,
                 });
-                if self.bootstrap_allowed(peer).is_ok() {
-                    doc["bootstrap"] = json!({
-                        "type": "trusted-lan",
-                        "endpoint": ENDPOINT,
-                        "token_ttl_seconds": cfg.bootstrap_ttl_s.clamp(1, MAX_TTL_S),
-                    });
+                match self.bootstrap_allowed(peer) {
+                    Ok(()) => {
+                        doc["bootstrap"] = json!({
+                            "type": "trusted-lan",
+                            "endpoint": ENDPOINT,
+                            "token_ttl_seconds": cfg.bootstrap_ttl_s.clamp(1, MAX_TTL_S),
+                            "tenants": cfg.bootstrap_tenants,
+                        });
+                        doc["bootstrap_access"] = json!({
+                            "source": peer.to_canonical().to_string(),
+                            "allowed": true,
+                            "tenants": cfg.bootstrap_tenants,
+                        });
+                    }
+                    Err(e) => {
+                        doc["bootstrap_access"] = json!({
+                            "source": peer.to_canonical().to_string(),
+                            "allowed": false,
+                            "reason": e.reason(),
+                            "tenants": [],
+                        });
+                    }
                 }
                 doc
             }

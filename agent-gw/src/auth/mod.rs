@@ -144,6 +144,9 @@ pub struct AuthConfig {
     pub bootstrap_networks: Vec<net::IpNet>,
     /// Lifetime of bootstrap tokens, clamped to 1..=300 s.
     pub bootstrap_ttl_s: u64,
+    /// Tenants bootstrap issues tokens for (`gateway.bootstrap_tenant`);
+    /// a request for another tenant gets 403 `tenant_not_bootstrappable`.
+    pub bootstrap_tenants: Vec<String>,
 }
 
 impl AuthConfig {
@@ -151,7 +154,8 @@ impl AuthConfig {
     /// mode, issuer `https://<router_id>.<domain>/agentd`, audience
     /// `agentd:<router_id>`; skew, maximum lifetime and bootstrap at their
     /// schema defaults (`gateway.clock_skew`, `max_token_lifetime`,
-    /// `bootstrap`, `bootstrap_ttl`, `bootstrap_networks`).
+    /// `bootstrap`, `bootstrap_ttl`, `bootstrap_networks`,
+    /// `bootstrap_tenant`).
     pub fn new(router_id: &str, domain: &str) -> AuthConfig {
         let host = if domain.is_empty() {
             router_id.to_string()
@@ -168,6 +172,7 @@ impl AuthConfig {
             bootstrap: d.bootstrap,
             bootstrap_networks: net::default_bootstrap_networks(),
             bootstrap_ttl_s: d.bootstrap_ttl,
+            bootstrap_tenants: d.bootstrap_tenant.clone(),
         }
     }
 }

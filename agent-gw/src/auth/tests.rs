@@ -25,6 +25,8 @@ fn auth_with(mode: AuthMode) -> Authenticator {
     // The test LAN is a documentation range, outside the default.
     cfg.bootstrap_networks
         .push(net::IpNet::parse("192.0.2.0/24").unwrap());
+    // The tests bootstrap tenant `lab`; `default` alone is the default.
+    cfg.bootstrap_tenants.push("lab".into());
     let keys = [
         ("lab".to_string(), tenant_key().verifying_key()),
         ("ops".to_string(), other_key().verifying_key()),
@@ -405,12 +407,47 @@ fn metadata_advertises_bootstrap_in_the_nexus_schema() {
     assert_eq!(m["bootstrap"]["type"], "trusted-lan");
     assert_eq!(m["bootstrap"]["endpoint"], "/agent/v1/bootstrap");
     assert_eq!(m["bootstrap"]["token_ttl_seconds"], 300);
+    assert_eq!(
+        m["bootstrap"]["tenants"],
+        serde_json::json!(["default", "lab"])
+    );
+    assert_eq!(m["bootstrap_access"]["allowed"], true);
+    assert_eq!(m["bootstrap_access"]["source"], "192.0.2.10");
     assert_eq!(m["required_scopes"]["register"][0], "agent.register");
-    // A source that may not bootstrap is not told about it.
+    // A source that may not bootstrap is not offered it (the SDK would
+    // try), but is told why in `bootstrap_access`.
     let outside: IpAddr = "203.0.113.7".parse().unwrap();
     let m = auth().metadata(outside);
     assert!(m.get("bootstrap").is_none(), "{m}");
+    assert_eq!(m["bootstrap_access"]["allowed"], false);
+    assert_eq!(
+        m["bootstrap_access"]["reason"],
+        "bootstrap_untrusted_source"
+    );
+    assert_eq!(m["bootstrap_access"]["tenants"], serde_json::json!([]));
     assert_eq!(m["authentication"]["type"], "oauth2");
+}
+
+#[test]
+fn bootstrap_issues_tokens_only_for_listed_tenants() {
+    let only_default = {
+        let mut cfg = AuthConfig::new("r", "");
+        cfg.bootstrap_networks
+            .push(net::IpNet::parse("192.0.2.0/24").unwrap());
+        Authenticator::new(cfg, SigningKey::from_bytes(&[1; 32]), []).unwrap()
+    };
+    let lab = BootstrapRequest::decode(br#"{"tenant":"lab","origin":"agent://lab/x"}"#).unwrap();
+    let e = only_default.bootstrap(lab, LAN, NOW).unwrap_err();
+    assert_eq!(e, BootstrapError::TenantNotBootstrappable("lab".into()));
+    assert_eq!(e.reason(), Some("tenant_not_bootstrappable"));
+    assert!(e.to_string().contains("\"lab\""), "{e}");
+    assert!(e.to_string().contains("gateway.bootstrap_tenant"), "{e}");
+    let default =
+        BootstrapRequest::decode(br#"{"tenant":"default","origin":"agent://default/x"}"#).unwrap();
+    assert!(only_default.bootstrap(default, LAN, NOW).is_ok());
+    // Listing the tenant (what the operator does) lets the same request in.
+    let lab = BootstrapRequest::decode(br#"{"tenant":"lab","origin":"agent://lab/x"}"#).unwrap();
+    assert!(auth().bootstrap(lab, LAN, NOW).is_ok());
 }
 
 #[test]

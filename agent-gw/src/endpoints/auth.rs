@@ -61,6 +61,9 @@ pub async fn bootstrap(
     // then the bootstrap fields.
     parse_object(&bytes).map_err(|e| ApiError::from(crate::api::envelope::DecodeError::Json(e)))?;
     let req = BootstrapRequest::decode(&bytes)?;
+    // Only tenants the operator lists (`gateway.bootstrap_tenant`): a LAN
+    // host gets no token for a tenant whose agents live elsewhere.
+    cx.state.auth.tenant_bootstrappable(&req.tenant)?;
     // agentd decides whether this source may act for the origin at all:
     // an origin with live routes bound to another identity, or pinned by
     // an `agent` section to other sources or a key, gets no token.

@@ -30,7 +30,7 @@ use crate::api::registration::{Registration, Renewal, Unregistration};
 use crate::body::Body;
 use crate::endpoints::{authenticate, caller, json, read_body, Ctx, Need, Verified};
 use crate::fib_sync::wait_fib;
-use crate::forward::target::{resolve_checked, ResolveError};
+use crate::forward::target::{resolve_checked_from, LanCaller, ResolveError};
 use crate::limits::InflightGuard;
 use agentd::endpoint::{Endpoint, Host, Refusal};
 
@@ -40,9 +40,9 @@ use agentd::endpoint::{Endpoint, Host, Refusal};
 pub const FIB_CATCH_UP: Duration = Duration::from_secs(1);
 
 /// A host-name endpoint is resolved now and refused if any address it
-/// resolves to is in a refused class (agentd checks literals itself and
-/// has no resolver; the forwarder resolves and checks again before each
-/// new connection).
+/// resolves to is in a refused class or outside the caller's LAN (agentd
+/// checks literals itself and has no resolver; the forwarder resolves and
+/// checks the classes again before each new connection).
 async fn check_host_name(cx: &Ctx, endpoint: &str) -> Result<(), ApiError> {
     let Ok(ep) = Endpoint::parse(endpoint) else {
         return Ok(()); // decode already refused it
@@ -50,7 +50,13 @@ async fn check_host_name(cx: &Ctx, endpoint: &str) -> Result<(), ApiError> {
     if !matches!(ep.host, Host::Name(_)) {
         return Ok(());
     }
-    match resolve_checked(&ep, &cx.state.cfg.endpoints).await {
+    let mut peers: Vec<std::net::IpAddr> = cx.state.cfg.peer_addrs.clone();
+    peers.extend(cx.state.fib.borrow().links().filter_map(|l| l.ip()));
+    let lan = LanCaller {
+        source: cx.peer.ip().to_canonical(),
+        peers: &peers,
+    };
+    match resolve_checked_from(&ep, &cx.state.cfg.endpoints, Some(lan)).await {
         Ok(_) => Ok(()),
         Err(e) => {
             let reason = match e {

@@ -92,6 +92,24 @@ pub async fn resolve(ep: &Endpoint) -> Result<Vec<IpAddr>, ResolveError> {
 /// Checks every address of `ep` with `guard` (and the interface
 /// addresses of now); the first address, ready to connect to.
 pub async fn resolve_checked(ep: &Endpoint, guard: &Guard) -> Result<SocketAddr, ResolveError> {
+    resolve_checked_from(ep, guard, None).await
+}
+
+/// A LAN registration's caller and the known peer router addresses: its
+/// endpoint must also lie in the LAN (`agentd::endpoint::scope`).
+#[derive(Clone, Copy, Debug)]
+pub struct LanCaller<'a> {
+    pub source: IpAddr,
+    pub peers: &'a [IpAddr],
+}
+
+/// [`resolve_checked`], plus the LAN scope of every address when `lan`
+/// names the registering caller.
+pub async fn resolve_checked_from(
+    ep: &Endpoint,
+    guard: &Guard,
+    lan: Option<LanCaller<'_>>,
+) -> Result<SocketAddr, ResolveError> {
     let local = local_addrs();
     guard
         .check_literal(ep, &local)
@@ -106,6 +124,13 @@ pub async fn resolve_checked(ep: &Endpoint, guard: &Guard) -> Result<SocketAddr,
         guard
             .check_resolved(ep, &ips, &local)
             .map_err(ResolveError::Refused)?;
+    }
+    if let Some(lan) = lan {
+        for ip in &ips {
+            guard
+                .check_lan(ep, *ip, lan.source, &local, lan.peers)
+                .map_err(ResolveError::Refused)?;
+        }
     }
     let ip = *ips
         .first()
@@ -151,6 +176,7 @@ mod tests {
         Guard {
             allow_loopback,
             own_ports: vec![7446],
+            lan: Default::default(),
         }
     }
 

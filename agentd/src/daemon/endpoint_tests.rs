@@ -25,6 +25,7 @@ fn router_addrs() -> LocalAddrs {
             "192.0.2.1".parse().unwrap(),
         ],
         broadcast: vec!["192.0.2.255".parse().unwrap()],
+        nets: Vec::new(),
     }
 }
 
@@ -214,4 +215,97 @@ fn a_reload_that_turns_the_leave_off_revokes_it_from_registered_routes() {
         c,
         crate::fib::FibChange::Upsert(r) if r.id == id && !r.allow_loopback
     )));
+}
+
+/// Router with LAN `lan0` 192.0.2.1/24 and a router link `link0`
+/// 198.51.100.2/30 (its neighbour at .1).
+fn linked_router() -> LocalAddrs {
+    let net = |ifname: &str, addr: &str, len: u8| crate::endpoint::IfNet {
+        ifname: ifname.into(),
+        addr: addr.parse().unwrap(),
+        len,
+        loopback: ifname == "lo",
+    };
+    let nets = vec![
+        net("lo", "127.0.0.1", 8),
+        net("lan0", "192.0.2.1", 24),
+        net("link0", "198.51.100.2", 30),
+    ];
+    LocalAddrs {
+        addrs: nets.iter().map(|n| n.addr).collect(),
+        broadcast: Vec::new(),
+        nets,
+    }
+}
+
+fn lan_reg(endpoint: &str) -> Registration {
+    Registration {
+        caller: Some(crate::owner::Caller::address("192.0.2.50".parse().unwrap())),
+        ..reg(endpoint)
+    }
+}
+
+fn lan_register(s: &mut State, endpoint: &str) -> Result<RouteId, IpcError> {
+    match s
+        .handle(RequestBody::Register(lan_reg(endpoint)), Millis(1_000))
+        .reply
+    {
+        Ok(ResponseBody::Lease(g)) => Ok(g.route_id),
+        Ok(other) => panic!("register answered {other:?}"),
+        Err(e) => Err(e),
+    }
+}
+
+#[test]
+fn lan_registrations_cannot_point_into_the_mesh_but_the_operator_can() {
+    use crate::endpoint::scope::NotLan;
+    let peer = "config peer 'b'\n\toption router_id 'b'\n\toption address '198.51.100.1'\n";
+    // Lab mode: the router's own addresses are allowed as endpoints, and
+    // still not its non-LAN link's.
+    let mut s = state("\toption allow_loopback_endpoints '1'\n", peer);
+    s.set_local_addrs(linked_router);
+    for (url, why) in [
+        ("http://198.51.100.1:7444/", NotLan::PeerRouter),
+        ("http://[::ffff:198.51.100.1]:22/", NotLan::PeerRouter),
+        ("http://198.51.100.2:8080/", NotLan::RouterLink),
+        ("http://198.51.100.3:8080/", NotLan::RouterLink),
+    ] {
+        let e = lan_register(&mut s, url);
+        let text = e.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(reason(e), Refusal::NotLan(why), "{url}");
+        assert!(
+            text.contains(url) && text.contains("endpoint_not_lan"),
+            "{text}"
+        );
+    }
+    // A discovery candidate the driver reported counts like a peer.
+    s.set_peer_addrs(vec!["192.0.2.9".parse().unwrap()]);
+    assert_eq!(
+        reason(lan_register(&mut s, "http://192.0.2.9:8080/")),
+        Refusal::NotLan(NotLan::PeerRouter)
+    );
+    assert_eq!(s.table().len(), 0);
+    assert!(lan_register(&mut s, "http://192.0.2.20:8080/invoke").is_ok());
+    // A renewal cannot move the route there either.
+    let id = lan_register(&mut s, "http://192.0.2.21:8080/invoke").unwrap();
+    let mut r = Renewal::of(id);
+    r.endpoint = Some("http://198.51.100.1:7447/".into());
+    r.caller = lan_reg("").caller;
+    assert!(matches!(
+        s.handle(RequestBody::Renew(r), Millis(2_000)).reply,
+        Err(IpcError::EndpointRefused {
+            reason: Refusal::NotLan(NotLan::PeerRouter),
+            ..
+        })
+    ));
+    // An administrator (no caller) is the operator: not scoped.
+    assert!(register(&mut s, "http://198.51.100.1:8080/").is_ok());
+    // The operator allows the link explicitly.
+    let mut s = state(
+        "\toption allow_loopback_endpoints '1'\n\tlist endpoint_allow_prefix '198.51.100.0/30'\n",
+        peer,
+    );
+    s.set_local_addrs(linked_router);
+    assert!(lan_register(&mut s, "http://198.51.100.1:8080/").is_ok());
+    assert!(lan_register(&mut s, "http://198.51.100.2:8080/").is_ok());
 }

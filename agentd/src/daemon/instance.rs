@@ -298,6 +298,10 @@ impl Instance {
             }
             body => {
                 let kind = body.kind();
+                if matches!(body, RequestBody::Register(_) | RequestBody::Renew(_)) {
+                    let known = super::peer_addrs::known(&self.peers, &self.discovery, now);
+                    self.state.set_peer_addrs(known);
+                }
                 let mut handled = self.state.handle(body, now);
                 match &mut handled.reply {
                     Ok(ResponseBody::Status(s)) => s.fib_subscribers = self.exporter.len() as u64,

@@ -7,6 +7,7 @@
 //! * [`probe`] — health probes of local/static endpoints.
 //! * [`peers`] — the ARPX driver (sessions with other routers).
 //! * [`discovery`] — mDNS announce/browse and the candidate table.
+//! * [`peer_addrs`] — peer router addresses the state cannot see itself.
 //! * [`log`] — syslog / stderr.
 
 pub mod discovery;
@@ -16,6 +17,7 @@ pub mod instance;
 pub mod lookup;
 pub mod options;
 pub mod origins;
+pub mod peer_addrs;
 pub mod peers;
 pub mod persist;
 pub mod privilege;

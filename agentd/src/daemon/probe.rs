@@ -182,6 +182,7 @@ mod tests {
         Guard {
             allow_loopback: true,
             own_ports: Vec::new(),
+            lan: Default::default(),
         }
     }
 
@@ -262,6 +263,7 @@ mod tests {
         let own = Guard {
             allow_loopback: true,
             own_ports: vec![port],
+            lan: Default::default(),
         };
         let r = rt().block_on(probe(&t, &own, Duration::from_secs(5)));
         assert_eq!(r, Err(ProbeFailure::Refused(Refusal::OwnListener)));

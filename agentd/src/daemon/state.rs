@@ -76,6 +76,10 @@ pub struct State {
     /// Routers admitted by discovery right now (peers in memory, not in
     /// the file): they may have links like configured peers.
     admitted: std::collections::BTreeSet<Box<str>>,
+    /// Peer router addresses the driver knows besides the configured ones
+    /// (admitted routers, discovery candidates), as of the last request
+    /// that checks an endpoint: LAN endpoints never point at them.
+    peer_addrs: Vec<std::net::IpAddr>,
 }
 
 impl State {
@@ -104,6 +108,7 @@ impl State {
             local_addrs: crate::endpoint::local_addrs,
             links: Vec::new(),
             admitted: std::collections::BTreeSet::new(),
+            peer_addrs: Vec::new(),
         };
         let failure = match loaded {
             Ok(mut rt) => {
@@ -350,24 +355,61 @@ impl State {
         self.local_addrs = f;
     }
 
-    /// Where a registration's endpoint may point (SSRF guard). A host
-    /// name passes here; the gateway resolves it at registration and
-    /// again at connect time, and checks every address with the same
-    /// [`crate::endpoint::Guard`].
-    fn check_endpoint(&self, origin: &str, endpoint: &str) -> Result<(), IpcError> {
+    /// Sets the peer router addresses the driver knows (admitted routers,
+    /// discovery candidates); configured peers and established links are
+    /// added by [`Self::peer_addrs`] itself.
+    pub fn set_peer_addrs(&mut self, addrs: Vec<std::net::IpAddr>) {
+        self.peer_addrs = addrs;
+    }
+
+    /// Every known peer router address: `peer` sections (literal
+    /// addresses), the data addresses of established links, and what the
+    /// driver reported.
+    fn peer_addrs(&self) -> Vec<std::net::IpAddr> {
+        let configured = self.runtime.mesh.peers.iter();
+        let mut out: Vec<std::net::IpAddr> = configured
+            .filter_map(|p| p.address.parse().ok())
+            .chain(self.links.iter().filter_map(|l| l.ip()))
+            .chain(self.peer_addrs.iter().copied())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Where a registration's endpoint may point (SSRF guard and, for a
+    /// LAN caller, the LAN scope). A host name passes here; the gateway
+    /// resolves it at registration and again at connect time, and checks
+    /// every address with the same [`crate::endpoint::Guard`].
+    fn check_endpoint(
+        &self,
+        origin: &str,
+        endpoint: &str,
+        caller: Option<&Caller>,
+    ) -> Result<(), IpcError> {
         let guard = crate::endpoint::Guard {
             allow_loopback: self.loopback_allowed(origin),
             ..self.runtime.endpoints.clone()
         };
-        crate::endpoint::check_url(endpoint, &guard, &(self.local_addrs)())
-            .map(|_| ())
-            .map_err(|e| match e {
-                Refused::Invalid(e) => IpcError::invalid("endpoint", e),
-                Refused::Address(reason) => IpcError::EndpointRefused {
-                    endpoint: endpoint.into(),
-                    reason,
-                },
-            })
+        let local = (self.local_addrs)();
+        match caller {
+            Some(c) => crate::endpoint::check_registration(
+                endpoint,
+                &guard,
+                &local,
+                c.source,
+                &self.peer_addrs(),
+            ),
+            None => crate::endpoint::check_url(endpoint, &guard, &local),
+        }
+        .map(|_| ())
+        .map_err(|e| match e {
+            Refused::Invalid(e) => IpcError::invalid("endpoint", e),
+            Refused::Address(reason) => IpcError::EndpointRefused {
+                endpoint: endpoint.into(),
+                reason,
+            },
+        })
     }
 
     /// Whether `origin`'s endpoints may be loopback or the router's own
@@ -416,7 +458,7 @@ impl State {
     ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
         reg.validate()?;
         self.may_act(&reg.origin, reg.caller.as_ref())?;
-        self.check_endpoint(&reg.origin, &reg.endpoint)?;
+        self.check_endpoint(&reg.origin, &reg.endpoint, reg.caller.as_ref())?;
         // A caller's ids live in its (tenant, origin) scope; an
         // administrator (the gateway handing back a restarted agentd's
         // routes) keeps the ids it names.
@@ -554,7 +596,7 @@ impl State {
             }
         }
         if let Some(endpoint) = &r.endpoint {
-            self.check_endpoint(&route.origin, endpoint)?;
+            self.check_endpoint(&route.origin, endpoint, r.caller.as_ref())?;
             route.endpoint = endpoint.clone();
             route.allow_loopback = self.loopback_allowed(&route.origin);
         }
@@ -696,7 +738,9 @@ impl State {
                 && route.next_hop.is_none()
                 && !route.id.as_str().starts_with(STATIC_ID_PREFIX)
                 && reg.validate().is_ok()
-                && self.check_endpoint(&reg.origin, &reg.endpoint).is_ok()
+                && self
+                    .check_endpoint(&reg.origin, &reg.endpoint, None)
+                    .is_ok()
                 && self.table.get(&route.id).is_none();
             if !ok {
                 self.count("leases.restore_skipped");

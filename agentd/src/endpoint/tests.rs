@@ -4,6 +4,7 @@ fn guard() -> Guard {
     Guard {
         allow_loopback: false,
         own_ports: vec![7443, 7444, 7446, 7447],
+        lan: Default::default(),
     }
 }
 
@@ -25,6 +26,7 @@ fn local() -> LocalAddrs {
             "fe80::1".parse().unwrap(),
         ],
         broadcast: vec!["192.0.2.255".parse().unwrap()],
+        nets: Vec::new(),
     }
 }
 

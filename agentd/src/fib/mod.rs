@@ -63,6 +63,15 @@ pub struct PeerLink {
 }
 
 impl PeerLink {
+    /// The peer's address, when `data` names it literally (`a.b.c.d:port`
+    /// or `[v6]:port`).
+    pub fn ip(&self) -> Option<std::net::IpAddr> {
+        self.data
+            .parse::<std::net::SocketAddr>()
+            .ok()
+            .map(|a| a.ip().to_canonical())
+    }
+
     /// Whether the link is well-formed: a valid router id and a non-empty
     /// printable `data` address within [`MAX_LINK_DATA_LEN`]. agentd checks
     /// what it publishes; the replica checks what it receives.

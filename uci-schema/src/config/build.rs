@@ -371,6 +371,8 @@ fn agentd(r: &mut Reader) -> Agentd {
         health_recover_threshold: r.u64("health_recover_threshold"),
         health_max_probes_per_s: r.u64("health_max_probes_per_s"),
         allow_loopback_endpoints: r.bool("allow_loopback_endpoints"),
+        lan_interface: r.list("lan_interface"),
+        endpoint_allow_prefix: r.list("endpoint_allow_prefix"),
     };
     r.order("min_lease", a.min_lease, "default_lease", a.default_lease);
     r.order("default_lease", a.default_lease, "max_lease", a.max_lease);
@@ -389,6 +391,7 @@ fn gateway(r: &mut Reader) -> Gateway {
         issuer_key: r.text("issuer_key"),
         bootstrap: r.bool("bootstrap"),
         bootstrap_networks: r.list("bootstrap_networks"),
+        bootstrap_tenant: r.list("bootstrap_tenant"),
         bootstrap_ttl: r.u64("bootstrap_ttl"),
         max_token_lifetime: r.u64("max_token_lifetime"),
         clock_skew: r.u64("clock_skew"),

@@ -41,6 +41,10 @@ pub struct Agentd {
     pub health_max_probes_per_s: u64,
     /// Registrations may name loopback / the router's own addresses.
     pub allow_loopback_endpoints: bool,
+    /// Interfaces whose subnets are LAN for registration endpoints.
+    pub lan_interface: Vec<String>,
+    /// `addr/len` strings (validated) exempt from the LAN-scope check.
+    pub endpoint_allow_prefix: Vec<String>,
 }
 
 /// `config gateway`: agent-gw.
@@ -62,6 +66,8 @@ pub struct Gateway {
     pub bootstrap: bool,
     /// `addr/len` or bare address strings (validated).
     pub bootstrap_networks: Vec<String>,
+    /// Tenants bootstrap may issue tokens for.
+    pub bootstrap_tenant: Vec<String>,
     pub bootstrap_ttl: u64,
     pub max_token_lifetime: u64,
     pub clock_skew: u64,

@@ -101,6 +101,8 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .u64("health_recover_threshold", a.health_recover_threshold)
             .u64("health_max_probes_per_s", a.health_max_probes_per_s)
             .bool("allow_loopback_endpoints", a.allow_loopback_endpoints)
+            .list("lan_interface", &a.lan_interface)
+            .list("endpoint_allow_prefix", &a.endpoint_allow_prefix)
             .done(),
     );
     let g = &c.gateway;
@@ -116,6 +118,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .text("issuer_key", &g.issuer_key)
             .bool("bootstrap", g.bootstrap)
             .list("bootstrap_networks", &g.bootstrap_networks)
+            .list("bootstrap_tenant", &g.bootstrap_tenant)
             .u64("bootstrap_ttl", g.bootstrap_ttl)
             .u64("max_token_lifetime", g.max_token_lifetime)
             .u64("clock_skew", g.clock_skew)

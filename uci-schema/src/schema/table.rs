@@ -125,6 +125,8 @@ const AGENTD: &[OptionSpec] = &[
     uint("health_recover_threshold", "2", 1, 100, "Consecutive good probes that mark it healthy again."),
     uint("health_max_probes_per_s", "50", 1, 10_000, "Most health probes started per second over all endpoints (one probe per distinct endpoint per interval, spread evenly; more endpoints than this allows are probed less often)."),
     boolean("allow_loopback_endpoints", "0", "Let registrations name loopback or the router's own addresses as endpoints (lab/dev only: it lets LAN agents make the gateway call the router's own services). The suite's own listener ports stay refused."),
+    list("lan_interface", Kind::Ifname, &["br-lan"], "Interfaces whose subnets count as LAN for registration endpoints, besides the one the registration arrives on. An endpoint on any other link of the router (its address or subnet) is refused 'endpoint_not_lan' (docs/trust-model.md)."),
+    list("endpoint_allow_prefix", Kind::IpNet, &[], "Prefixes registrations may name as endpoints although they lie on a non-LAN link of the router or are a peer router's address (the LAN-scope check skips them; the loopback and listener checks still apply)."),
 ];
 
 /// The "trusted LAN" of trusted-LAN bootstrap: loopback, the private
@@ -153,6 +155,7 @@ const GATEWAY: &[OptionSpec] = &[
     text("issuer_key", Kind::Path, "", "Key that signs trusted-LAN bootstrap tokens.").or_empty("the router identity key"),
     boolean("bootstrap", "1", "Serve POST /agent/v1/bootstrap (short-lived tokens for LAN agents)."),
     list("bootstrap_networks", Kind::IpNet, BOOTSTRAP_NETWORKS, "Source networks that may use bootstrap (others get 403); to turn it off set bootstrap '0'."),
+    list("bootstrap_tenant", Kind::Name, &["default"], "Tenants trusted-LAN bootstrap issues tokens for; a request for another tenant gets 403 'tenant_not_bootstrappable'."),
     uint("bootstrap_ttl", "300", 1, 300, "Lifetime (s) of bootstrap tokens."),
     uint("max_token_lifetime", "3600", 1, 86400, "Longest accepted JWT lifetime exp-iat (s)."),
     uint("clock_skew", "30", 0, 300, "Tolerated clock skew (s) when checking iat/exp."),

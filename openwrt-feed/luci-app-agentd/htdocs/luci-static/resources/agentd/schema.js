@@ -98,6 +98,12 @@ return baseclass.extend({
 	        "kind": "bool",
 	        "list": false
 	      },
+	      "endpoint_allow_prefix": {
+	        "default": [],
+	        "doc": "Prefixes registrations may name as endpoints although they lie on a non-LAN link of the router or are a peer router's address (the LAN-scope check skips them; the loopback and listener checks still apply).",
+	        "kind": "ipnet",
+	        "list": true
+	      },
 	      "health_check": {
 	        "default": "tcp",
 	        "doc": "Endpoint probe: TCP connect, HTTP GET /healthz, or none.",
@@ -160,6 +166,14 @@ return baseclass.extend({
 	        "doc": "Unix socket for agent-gw and agentctl.",
 	        "kind": "path",
 	        "list": false
+	      },
+	      "lan_interface": {
+	        "default": [
+	          "br-lan"
+	        ],
+	        "doc": "Interfaces whose subnets count as LAN for registration endpoints, besides the one the registration arrives on. An endpoint on any other link of the router (its address or subnet) is refused 'endpoint_not_lan' (docs/trust-model.md).",
+	        "kind": "ifname",
+	        "list": true
 	      },
 	      "log_level": {
 	        "default": "info",
@@ -258,7 +272,9 @@ return baseclass.extend({
 	      "health_fail_threshold",
 	      "health_recover_threshold",
 	      "health_max_probes_per_s",
-	      "allow_loopback_endpoints"
+	      "allow_loopback_endpoints",
+	      "lan_interface",
+	      "endpoint_allow_prefix"
 	    ]
 	  },
 	  "arpx": {
@@ -504,6 +520,14 @@ return baseclass.extend({
 	        ],
 	        "doc": "Source networks that may use bootstrap (others get 403); to turn it off set bootstrap '0'.",
 	        "kind": "ipnet",
+	        "list": true
+	      },
+	      "bootstrap_tenant": {
+	        "default": [
+	          "default"
+	        ],
+	        "doc": "Tenants trusted-LAN bootstrap issues tokens for; a request for another tenant gets 403 'tenant_not_bootstrappable'.",
+	        "kind": "name",
 	        "list": true
 	      },
 	      "bootstrap_ttl": {
@@ -786,6 +810,7 @@ return baseclass.extend({
 	      "issuer_key",
 	      "bootstrap",
 	      "bootstrap_networks",
+	      "bootstrap_tenant",
 	      "bootstrap_ttl",
 	      "max_token_lifetime",
 	      "clock_skew",
