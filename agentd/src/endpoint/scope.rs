@@ -23,6 +23,8 @@
 //! - Addresses on no link of the router (routed beyond it) are not
 //!   affected: the router cannot tell a LAN behind a LAN router from
 //!   anything else there.
+//! - A caller on the router itself (loopback or one of its addresses) is
+//!   not scoped: processes on the router are trusted like the operator.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -104,13 +106,18 @@ impl LanScope {
         if classify(ip, zone.is_some()) != AddrClass::Unicast {
             return Ok(());
         }
+        let caller = canonical(caller);
+        if caller.is_loopback() || local.addrs.iter().any(|&a| canonical(a) == caller) {
+            // A process on the router itself: trusted like the operator
+            // (docs/trust-model.md); it has no LAN of its own.
+            return Ok(());
+        }
         if self.allow.iter().any(|&(a, l)| prefix_contains(a, l, ip)) {
             return Ok(());
         }
         if peers.iter().any(|&p| canonical(p) == ip) {
             return Err(NotLan::PeerRouter);
         }
-        let caller = canonical(caller);
         let links = || local.nets.iter().filter(|n| !n.loopback);
         let lan = |ifname: &str| {
             self.lan_interfaces.iter().any(|l| &**l == ifname)

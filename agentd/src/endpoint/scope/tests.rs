@@ -145,6 +145,14 @@ fn addresses_beyond_every_link_and_non_unicast_ones_are_left_to_the_guard() {
 }
 
 #[test]
+fn callers_on_the_router_itself_are_not_scoped() {
+    for caller in ["127.0.0.1", "::1", "198.51.100.2", "192.0.2.1"] {
+        assert_eq!(check(&scope(), "198.51.100.3", caller), Ok(()), "{caller}");
+        assert_eq!(check(&scope(), PEER_B, caller), Ok(()), "{caller}");
+    }
+}
+
+#[test]
 fn link_local_endpoints_are_judged_by_their_zone() {
     let s = scope();
     let ll = ip("fe80::99");
@@ -182,7 +190,7 @@ fn the_settings_come_from_the_config() {
     );
     assert_eq!(s.allow, vec![(ip("198.51.100.0"), 30)]);
     // Default: br-lan, nothing allowed.
-    let d = LanScope::of_config(&uci_schema::Config::defaults());
+    let d = LanScope::of_config(uci_schema::Config::defaults());
     assert_eq!(d.lan_interfaces, vec![Box::<str>::from("br-lan")]);
     assert!(d.allow.is_empty());
 }
