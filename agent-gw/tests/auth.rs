@@ -23,6 +23,8 @@ fn jwt_config() -> GatewayConfig {
     GatewayConfig {
         auth: AuthMode::Jwt,
         tenant_keys: vec![("lab".into(), tenant_key().verifying_key())],
+        // These tests bootstrap tenant `lab`; `default` alone is the default.
+        bootstrap_tenants: vec!["lab".into()],
         ..lab_config()
     }
 }
@@ -255,5 +257,37 @@ fn default_trusted_networks_include_loopback() {
             .await;
             assert_eq!(r.status, 200, "from {src}: {:?}", r.body);
         }
+    });
+}
+
+#[test]
+fn bootstrap_refuses_tenants_not_listed_over_http() {
+    run(async {
+        let cfg = GatewayConfig {
+            bootstrap_tenants: vec!["default".into()],
+            ..jwt_config()
+        };
+        let (gw, _state) = start_gateway(cfg).await;
+        let lan: IpAddr = "127.0.0.1".parse().unwrap();
+        let lab = br#"{"tenant":"lab","origin":"agent://lab/echo"}"#;
+        let r = send_from(lan, gw, "POST", "/agent/v1/bootstrap", &[], lab).await;
+        let e = r.json();
+        assert_eq!(
+            (
+                r.status.as_u16(),
+                e["error"]["code"].as_str(),
+                e["error"]["reason"].as_str()
+            ),
+            (403, Some("forbidden"), Some("tenant_not_bootstrappable"))
+        );
+        assert!(e["error"]["message"].as_str().unwrap().contains("\"lab\""));
+        let ok = br#"{"tenant":"default","origin":"agent://default/echo"}"#;
+        let r = send_from(lan, gw, "POST", "/agent/v1/bootstrap", &[], ok).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        // Discovery says so before anyone asks.
+        let meta = send_from(lan, gw, "GET", "/agent/v1/authentication", &[], b"").await;
+        let m = meta.json();
+        assert_eq!(m["bootstrap"]["tenants"], serde_json::json!(["default"]));
+        assert_eq!(m["bootstrap_access"]["allowed"], true);
     });
 }

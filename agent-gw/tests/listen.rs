@@ -38,7 +38,8 @@ fn ipv4_and_ipv6_clients_reach_a_wildcard_ipv6_listener() {
         // caller's token names 127.0.0.2, not ::ffff:127.0.0.2.
         let src: IpAddr = "127.0.0.2".parse().unwrap();
         let v4 = SocketAddr::from(([127, 0, 0, 1], addr.port()));
-        let req = br#"{"tenant":"lab","origin":"agent://lab/echo","scopes":["agent.invoke"]}"#;
+        let req =
+            br#"{"tenant":"default","origin":"agent://default/echo","scopes":["agent.invoke"]}"#;
         let r = send_from(src, v4, "POST", "/agent/v1/bootstrap", &[], req).await;
         assert_eq!(r.status, 200, "{:?}", r.body);
         let token = r.json()["access_token"].as_str().unwrap().to_string();
