@@ -10,11 +10,15 @@ mesh; it also bootstrapped a token for any tenant (`lab`). Now each is
 refused typed (400 `endpoint_refused` / `endpoint_not_lan`, 403
 `forbidden` / `tenant_not_bootstrappable`), what the operator explicitly
 allows works, and the B–C session and an honest caller at B calling C's
-LAN agent are unaffected throughout (sampled after every attempt)."""
+LAN agent are unaffected throughout (sampled after every attempt). A host
+name that resolves into the mesh only after it was registered (DNS
+rebinding) is refused when the gateway connects."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -29,13 +33,15 @@ MESH_PORTS = (7446, 7444, 7447, 7443, 22)
 
 
 class Scene:
-    def __init__(self, mesh: Any) -> None:
+    def __init__(self, mesh: Any, before_start: Optional[Callable[["Scene"], None]] = None) -> None:
         self.b = mesh.router("router-b")
         # C: JWT auth with trusted-LAN bootstrap for its LAN (the test
         # host's management network); bootstrap_tenant left at its default.
         self.c = mesh.router("router-c", gateway={"auth": "jwt", "bootstrap_networks": ["203.0.113.0/24"]})
         mesh.link("router-b", "router-c")
         self.link = mesh.net.find_link("router-b", "router-c")
+        if before_start is not None:
+            before_start(self)
         self.b.start()
         self.c.start()
         self.b.wait_established("router-c")
@@ -189,3 +195,68 @@ def test_bootstrap_issues_tokens_only_for_listed_tenants(scene):
     s.sample()
     assert s.honest_ok == s.honest_total, f"honest calls: {s.honest_ok}/{s.honest_total}"
 
+
+
+@pytest.fixture
+def rebinding(mesh) -> Iterator[Tuple[Scene, Path]]:
+    """The scene with a hosts file of C's own (`ip netns exec` binds
+    /etc/netns/<ns>/hosts over /etc/hosts for C's daemons): the test
+    decides what a name resolves to for C's gateway, and when."""
+    made: List[Path] = []
+
+    def hosts_file(s: Scene) -> None:
+        d = Path("/etc/netns") / s.c.ns.netns
+        d.mkdir(parents=True, exist_ok=False)
+        made.append(d)
+        (d / "hosts").write_text("127.0.0.1 localhost\n")
+
+    try:
+        s = Scene(mesh, before_start=hosts_file)
+        yield s, made[0] / "hosts"
+    finally:
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_name_that_later_resolves_into_the_mesh_is_refused_at_connect_time(rebinding):
+    """Proves the LAN scope holds against DNS rebinding: a LAN host
+    registers `http://scope-agent.test:PORT/` while the name resolves to
+    its own LAN address (accepted, and a call reaches its handler); once
+    the name resolves to B's side of the B–C link instead, a call that
+    needs a new connection is refused 400 `endpoint_refused`, reason
+    `endpoint_not_lan`, outcome `rejected` (nothing sent), and a fresh
+    registration naming it is refused the same way; the B–C session
+    stays established throughout."""
+    s, hosts = rebinding
+    backend = s.c.lan_backend()
+    try:
+        lan_ip, b_addr = s.c.ns.mgmt_host_addr, s.link.addr_of("router-b")
+        hosts.write_text(f"127.0.0.1 localhost\n{lan_ip} scope-agent.test\n")
+        headers = s.token("default", "named")
+        url = f"http://scope-agent.test:{backend.port}/invoke"
+        s.c.stack.register(registration("scope.named", url, tenant="default", name="named"), headers=headers)
+        call = envelope("scope.named", {"n": 1}, tenant="default", source_agent="agent://default/named")
+        s.c.stack.wait_routable(call, headers=headers)
+        r = s.c.stack.http.post("/agent/v1/invoke", call, headers=headers)
+        assert r.status == 200, r.describe()
+        assert len(backend.calls("scope.named")) == 1
+        # The name now points into the mesh (the file keeps its inode, so
+        # the bind mount shows the change). A restarted gateway has no
+        # warm connection to reuse: the next call must connect anew.
+        hosts.write_text(f"127.0.0.1 localhost\n{b_addr} scope-agent.test\n")
+        s.c.stack.gw.stop()
+        s.c.stack.start_gw()
+        s.c.stack.wait_routable(call, headers=headers)
+        r = s.c.stack.http.post("/agent/v1/invoke", call, headers=headers)
+        assert r.status == 400, r.describe()
+        err = r.json()["error"]
+        assert (err["code"], err["reason"], err["outcome"]) == ("endpoint_refused", "endpoint_not_lan", "rejected"), \
+            r.describe()
+        assert len(backend.calls("scope.named")) == 1
+        r = s.c.stack.http.post("/agent/v1/register",
+                                registration("scope.named2", url, tenant="default", name="named"), headers=headers)
+        _refused_not_lan(r, "scope-agent.test")
+        pb, pc = s.b.peer("router-c"), s.c.peer("router-b")
+        assert pb["state"] == "established" and pc["state"] == "established", (pb, pc)
+    finally:
+        backend.close()

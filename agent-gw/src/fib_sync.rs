@@ -178,6 +178,10 @@ impl Fib {
                 dest,
                 idempotent: r.contract.as_ref().is_some_and(|c| c.idempotent),
                 allow_loopback: r.allow_loopback,
+                lan_source: match r.source {
+                    RouteSource::Local => r.owner.and_then(|o| o.source()),
+                    _ => None,
+                },
             };
             out.push(make(r, candidate, s.score));
         }

@@ -87,7 +87,8 @@ impl AppState {
                 &cfg.router_id,
                 via_nonce(),
             )
-            .with_peer(peer.clone(), cfg.assertion_ttl_ms),
+            .with_peer(peer.clone(), cfg.assertion_ttl_ms)
+            .with_peer_addrs(&cfg.peer_addrs),
             peer,
             limiter: RefCell::new(limiter),
             control_limiter: RefCell::new(RateLimiter::new(cfg.control_rate, Default::default())),

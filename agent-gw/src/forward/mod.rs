@@ -28,7 +28,7 @@ use crate::api::error::{ApiError, ErrorCode, Outcome};
 use crate::forward::deadline::{Deadline, DEADLINE_NAME};
 use crate::forward::pool::{Pool, Sender};
 use crate::forward::retry::{may_move, CallKind, Failure};
-use crate::forward::target::{resolve_checked, ResolveError, Target};
+use crate::forward::target::{resolve_checked_from, LanCaller, ResolveError, Target};
 use crate::peer::outbound::{self, CallIdentity, HopError, HopRequest};
 use crate::peer::PeerPlane;
 use agentd::endpoint::{Guard, Refusal};
@@ -84,6 +84,10 @@ pub struct Candidate {
     /// The route may point at loopback / the router's own addresses
     /// (the FIB entry's `allow_loopback`).
     pub allow_loopback: bool,
+    /// A LAN registration's source address (its owner's, for auth `none`
+    /// and bootstrap tokens): each new connection re-checks the LAN scope
+    /// from there, so a name that resolves into the mesh later is refused.
+    pub lan_source: Option<std::net::IpAddr>,
 }
 
 /// The request to forward: body bytes plus the caller headers to relay,
@@ -155,6 +159,8 @@ pub struct Forwarder {
     nonce: Box<str>,
     /// The peer data plane, for `Dest::Peer` candidates.
     peer: Option<(Rc<PeerPlane>, u64)>,
+    /// Configured peer router addresses (LAN scope at connect time).
+    peer_addrs: Rc<[std::net::IpAddr]>,
 }
 
 /// How one attempt on one candidate ended.
@@ -182,7 +188,15 @@ impl Forwarder {
             via,
             nonce: nonce.into(),
             peer: None,
+            peer_addrs: Rc::from(Vec::new()),
         }
+    }
+
+    /// The peer router addresses a LAN route's endpoint must never
+    /// resolve to (`peer` sections).
+    pub fn with_peer_addrs(mut self, addrs: &[std::net::IpAddr]) -> Forwarder {
+        self.peer_addrs = Rc::from(addrs.to_vec());
+        self
     }
 
     /// Sends `Dest::Peer` candidates over `plane`, signing assertions that
@@ -425,7 +439,11 @@ impl Forwarder {
             }
         }
         let guard = self.guard.with_loopback(cand.allow_loopback);
-        let addr = match resolve_checked(&target.endpoint, &guard).await {
+        let lan = cand.lan_source.map(|source| LanCaller {
+            source,
+            peers: &self.peer_addrs,
+        });
+        let addr = match resolve_checked_from(&target.endpoint, &guard, lan).await {
             Ok(a) => a,
             Err(ResolveError::Refused(r)) => return Err(AttemptError::Refused(r)),
             Err(e) => return Err(AttemptError::Failed(Failure::NotDelivered, e.to_string())),

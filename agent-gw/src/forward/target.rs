@@ -210,4 +210,37 @@ mod tests {
             Ok("192.0.2.10:8080".parse().unwrap())
         );
     }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_lan_routes_address_is_rechecked_against_the_peers() {
+        use agentd::endpoint::scope::NotLan;
+        let peers = ["198.51.100.1".parse().unwrap()];
+        let lan = LanCaller {
+            source: "192.0.2.50".parse().unwrap(),
+            peers: &peers,
+        };
+        for url in [
+            "http://198.51.100.1:7444/",
+            "http://[::ffff:198.51.100.1]:22/",
+        ] {
+            let ep = Endpoint::parse(url).unwrap();
+            assert_eq!(
+                resolve_checked_from(&ep, &guard(false), Some(lan)).await,
+                Err(ResolveError::Refused(Refusal::NotLan(NotLan::PeerRouter))),
+                "{url}"
+            );
+            // A static route (no LAN caller) is the operator's.
+            assert!(resolve_checked_from(&ep, &guard(false), None).await.is_ok());
+        }
+        let ep = Endpoint::parse("http://localhost:8080/").unwrap();
+        let peers = ["127.0.0.1".parse().unwrap()];
+        let lan = LanCaller {
+            source: "192.0.2.50".parse().unwrap(),
+            peers: &peers,
+        };
+        // Loopback stays the guard's business (allow_loopback).
+        assert!(resolve_checked_from(&ep, &guard(true), Some(lan))
+            .await
+            .is_ok());
+    }
 }

@@ -356,6 +356,7 @@ mod tests {
             dest,
             idempotent: false,
             allow_loopback: false,
+            lan_source: None,
         }
     }
 
