@@ -49,6 +49,7 @@ fn from_ipc(e: IpcError) -> ApiError {
     // Refusals with a stable reason carry it.
     let reason = match &e {
         IpcError::Forbidden { reason, .. } => Some(reason.as_str()),
+        IpcError::OwnedElsewhere { .. } => Some(agentd::owner::ORIGIN_OWNED_ELSEWHERE),
         IpcError::QuotaExceeded { quota, .. } => Some(quota.option()),
         _ => None,
     };
@@ -61,7 +62,9 @@ fn from_ipc(e: IpcError) -> ApiError {
             code: "route_table_full",
             status: 503,
         },
-        IpcError::PermissionDenied { .. } | IpcError::Forbidden { .. } => ErrorCode::Forbidden,
+        IpcError::PermissionDenied { .. }
+        | IpcError::Forbidden { .. }
+        | IpcError::OwnedElsewhere { .. } => ErrorCode::Forbidden,
         IpcError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
         IpcError::Unsupported { .. } => ErrorCode::Other {
             code: "unsupported",

@@ -53,6 +53,8 @@ fn route(i: usize) -> Route {
         healthy: true,
         allow_loopback: false,
         owner: None,
+        proof: Default::default(),
+        disputed: false,
     }
 }
 

@@ -182,6 +182,8 @@ fn build(cell: Cell) -> Fixture {
             healthy: rng.below(20) != 0,
             allow_loopback: false,
             owner: None,
+            proof: Default::default(),
+            disputed: false,
         };
         table.upsert(route).unwrap();
     }

@@ -32,7 +32,9 @@ use crate::lease::LeasePolicy;
 use crate::log::Level;
 use crate::owner::AgentPin;
 use crate::policy::{Action, Constraints, Pattern, Policy, Rule};
-use crate::route::{Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource};
+use crate::route::{
+    Access, Attributes, Contract, Effect, Lease, OriginProof, Route, RouteId, RouteSource,
+};
 use crate::score::Weights;
 
 /// Prefix of route ids derived from `route` section names. Registrations
@@ -418,6 +420,8 @@ fn static_route(
         healthy: true,
         allow_loopback: r.allow_loopback,
         owner: None,
+        proof: OriginProof::Static,
+        disputed: false,
     })
 }
 
@@ -488,6 +492,12 @@ fn rule(r: &uci_schema::Rule) -> Result<Rule, String> {
             max_cost: Some(k.max_cost),
             max_load: Some(k.max_load),
             min_trust: Some(k.min_trust),
+            min_proof: match k.min_proof {
+                uci_schema::ProofLevel::None => None,
+                uci_schema::ProofLevel::Bootstrap => Some(OriginProof::Bootstrap),
+                uci_schema::ProofLevel::Static => Some(OriginProof::Static),
+                uci_schema::ProofLevel::Jwt => Some(OriginProof::Jwt),
+            },
             max_hops: Some(k.max_hops),
             sources: k
                 .sources

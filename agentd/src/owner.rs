@@ -99,6 +99,16 @@ impl Caller {
         }
     }
 
+    /// How a registration by this caller proves its origin.
+    pub fn origin_proof(&self) -> crate::route::OriginProof {
+        use crate::route::OriginProof;
+        match self.proof {
+            Proof::Address => OriginProof::None,
+            Proof::Bootstrap { .. } => OriginProof::Bootstrap,
+            Proof::Token { .. } => OriginProof::Jwt,
+        }
+    }
+
     /// The agent URI a token proved, if the caller has one.
     pub fn subject(&self) -> Option<&str> {
         match &self.proof {
@@ -142,6 +152,10 @@ pub struct AgentPin {
     /// itself).
     pub allow_loopback: bool,
 }
+
+/// The `reason` of the 403 `forbidden` refusing a claim of an origin that
+/// another router of the mesh holds (`IpcError::OwnedElsewhere`).
+pub const ORIGIN_OWNED_ELSEWHERE: &str = "origin_owned_elsewhere";
 
 /// Why a caller may not act for an origin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

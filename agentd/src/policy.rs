@@ -174,6 +174,8 @@ pub struct Constraints {
     pub max_cost: Option<u64>,
     pub max_load: Option<u64>,
     pub min_trust: Option<u64>,
+    /// The route's origin must have been proven at least this way.
+    pub min_proof: Option<crate::route::OriginProof>,
     pub max_hops: Option<u64>,
     /// Permitted route sources (default: all).
     pub sources: SourceSet,

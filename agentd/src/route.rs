@@ -193,6 +193,72 @@ impl RouteSource {
     }
 }
 
+/// How a route's origin (`agent://tenant/name`) was proven where it was
+/// registered, weakest first (DESIGN §3 "Origins are owned mesh-wide").
+/// The mirror of ARPX's `OriginProof` (agentd's light modules do not link
+/// the arpx crate; `daemon/peers/routes.rs` converts): a local route's
+/// proof follows from its owner and source, a peer path's is what the
+/// origin router signed into its advertisement.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum OriginProof {
+    /// Auth `none`: only the registrant's source address.
+    #[default]
+    None,
+    /// A router-issued bootstrap token bound to the source address.
+    Bootstrap,
+    /// An operator's route (`config route`, or an administrator over IPC).
+    Static,
+    /// A tenant-signed token whose subject is the origin: the only
+    /// cryptographic proof, and the only one that may add replicas of an
+    /// origin on other routers.
+    Jwt,
+}
+
+impl OriginProof {
+    pub const ALL: [OriginProof; 4] = [
+        OriginProof::None,
+        OriginProof::Bootstrap,
+        OriginProof::Static,
+        OriginProof::Jwt,
+    ];
+
+    /// Stable name (`agentctl routes`, the `min_proof` rule option).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OriginProof::None => "none",
+            OriginProof::Bootstrap => "bootstrap",
+            OriginProof::Static => "static",
+            OriginProof::Jwt => "jwt",
+        }
+    }
+
+    /// Whether the origin was proven cryptographically.
+    pub fn is_proven(self) -> bool {
+        self == OriginProof::Jwt
+    }
+
+    /// The proof a route of ours carries: an operator's route (static, or
+    /// registered over IPC by an administrator without a recorded owner)
+    /// is `static`; a LAN registration says what its credential was.
+    pub fn of_local(source: RouteSource, owner: Option<crate::owner::Owner>) -> OriginProof {
+        use crate::owner::Owner;
+        match (source, owner) {
+            (RouteSource::Local, Some(Owner::Address(_))) => OriginProof::None,
+            (RouteSource::Local, Some(Owner::Bootstrap(_))) => OriginProof::Bootstrap,
+            (RouteSource::Local, Some(Owner::Subject)) => OriginProof::Jwt,
+            _ => OriginProof::Static,
+        }
+    }
+}
+
+impl fmt::Display for OriginProof {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Metrics that feed the score. All unsigned 64-bit: the score saturates
 /// rather than trusting inputs to be small.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -369,6 +435,14 @@ pub struct Route {
     /// `None` for static and peer routes and for routes an administrator
     /// registered.
     pub owner: Option<crate::owner::Owner>,
+    /// How the origin was proven (local: from `owner` and `source`, see
+    /// [`OriginProof::of_local`]; peer: from the advertisement).
+    pub proof: OriginProof,
+    /// Another origin router's claim of this route's origin wins (the race
+    /// rule of `daemon/state/claims.rs`): the route stays in the table but
+    /// is ineligible everywhere (`origin_disputed`). agentd sets it; the
+    /// gateway's FIB replica receives it with the route.
+    pub disputed: bool,
 }
 
 impl Route {

@@ -101,6 +101,12 @@ uci_enum! {
 }
 
 uci_enum! {
+    /// How a route's origin was proven, weakest first (policy constraint
+    /// `min_proof`; docs/trust-model.md).
+    pub enum ProofLevel { None = "none", Bootstrap = "bootstrap", Static = "static", Jwt = "jwt" }
+}
+
+uci_enum! {
     /// Effect class of a capability contract.
     pub enum Effect { Read = "read", Write = "write", External = "external" }
 }

@@ -24,6 +24,6 @@ pub use config::{
 };
 pub use docs::defaults_doc;
 pub use enums::{
-    Action, Admission, Auth, Effect, HealthCheck, Ipv6Mode, LogLevel, Protocol, RelayMode,
-    RouteSource, UciEnum,
+    Action, Admission, Auth, Effect, HealthCheck, Ipv6Mode, LogLevel, ProofLevel, Protocol,
+    RelayMode, RouteSource, UciEnum,
 };

@@ -34,6 +34,8 @@ fn route(id: &str, capability: &str, version: u32, tenant: &str, schema: Option<
         healthy: true,
         allow_loopback: false,
         owner: None,
+        proof: Default::default(),
+        disputed: false,
     }
 }
 

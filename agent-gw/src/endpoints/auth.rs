@@ -28,18 +28,36 @@ pub fn authentication(cx: &Ctx) -> Response<Body> {
 /// owner: no token for an origin whose live routes are bound to another
 /// identity, or that an `agent` section pins to other sources or a key.
 /// (agentd checks again on every register/renew/unregister, so a replica
-/// a moment behind cannot let anyone take a route over.)
+/// a moment behind cannot let anyone take a route over.) Mesh-wide, the
+/// replica's peer routes say where else the origin lives: a claim of
+/// another origin router that the race rule did not mark disputed holds
+/// it, and a bootstrap token (an unproven claim) is refused with
+/// `origin_owned_elsewhere` naming that router.
 fn origin_free(cx: &Ctx, origin: &str, caller: &Caller) -> Result<(), ApiError> {
     let now = Millis::now();
-    let owner = cx
-        .state
-        .fib
-        .borrow()
-        .replica()
-        .table()
-        .iter()
-        .find(|r| r.source == RouteSource::Local && &*r.origin == origin && r.lease.live_at(now))
-        .and_then(|r| r.owner);
+    let own = &*cx.state.cfg.router_id;
+    let mut owner = None;
+    let mut elsewhere = None;
+    for r in cx.state.fib.borrow().replica().table().iter() {
+        if &*r.origin != origin {
+            continue;
+        }
+        match r.source {
+            RouteSource::Local if r.lease.live_at(now) => owner = owner.or(r.owner),
+            RouteSource::Peer if !r.disputed => {
+                elsewhere = elsewhere.or(r.path.first().filter(|o| &***o != own).cloned());
+            }
+            _ => {}
+        }
+    }
+    if let Some(router) = elsewhere {
+        let why = IpcError::OwnedElsewhere {
+            origin: origin.into(),
+            router,
+        };
+        return Err(ApiError::new(ErrorCode::Forbidden, why.to_string())
+            .reason(agentd::owner::ORIGIN_OWNED_ELSEWHERE));
+    }
     may_act(origin, owner, Some(caller), cx.state.cfg.pins.get(origin)).map_err(|reason| {
         let why = IpcError::Forbidden {
             origin: origin.into(),

@@ -93,6 +93,8 @@ pub fn route(
         // Test handlers listen on 127.0.0.1 (lab mode).
         allow_loopback: true,
         owner: None,
+        proof: Default::default(),
+        disputed: false,
     }
 }
 

@@ -148,6 +148,8 @@ pub fn route_json(r: &RouteView) -> Value {
         "hops": r.path.len(),
         "next_hop": r.next_hop.as_deref(),
         "session_up": r.session_up,
+        "proof": r.proof.as_str(),
+        "disputed": r.disputed,
         "eligible": r.eligible(),
     })
 }
@@ -173,6 +175,7 @@ pub fn routes_text(routes: &[RouteView]) -> String {
         "COST",
         "LOAD",
         "TRUST",
+        "PROOF",
         "HEALTH",
         "LEASE",
     ])
@@ -195,6 +198,11 @@ pub fn routes_text(routes: &[RouteView]) -> String {
             r.attrs.cost_micros.to_string(),
             r.attrs.load_permille.to_string(),
             r.attrs.trust.to_string(),
+            if r.disputed {
+                format!("{} disputed", r.proof)
+            } else {
+                r.proof.to_string()
+            },
             if r.healthy { "up" } else { "down" }.to_string(),
             match (r.expires_in_s, r.source) {
                 (Some(s), _) => format!("{s}s"),
@@ -262,6 +270,7 @@ pub fn lookup_json(capability: &str, version: u32, v: &LookupView) -> Value {
                 "origin": &*c.origin,
                 "endpoint": &*c.endpoint,
                 "source": c.source.as_str(),
+                "proof": c.proof.as_str(),
                 "next_hop": c.next_hop.as_deref(),
                 "path": path_json(&c.path),
                 "hops": c.path.len(),
@@ -326,7 +335,7 @@ pub fn lookup_text(capability: &str, version: u32, v: &LookupView, explain: bool
     if !v.candidates.is_empty() {
         out.push('\n');
         let mut t = Table::new(&[
-            "RANK", "ROUTE", "SCORE", "SOURCE", "HOPS", "PATH", "ORIGIN", "ENDPOINT",
+            "RANK", "ROUTE", "SCORE", "SOURCE", "PROOF", "HOPS", "PATH", "ORIGIN", "ENDPOINT",
         ])
         .right(0)
         .right(2)
@@ -337,6 +346,7 @@ pub fn lookup_text(capability: &str, version: u32, v: &LookupView, explain: bool
                 c.route_id.to_string(),
                 c.score.to_string(),
                 c.source.as_str().to_string(),
+                c.proof.to_string(),
                 c.path.len().to_string(),
                 path_text(&c.path),
                 c.origin.to_string(),

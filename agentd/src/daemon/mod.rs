@@ -16,6 +16,8 @@ mod endpoint_tests;
 pub mod instance;
 pub mod lookup;
 pub mod options;
+#[cfg(test)]
+mod origin_claims_tests;
 pub mod origins;
 pub mod peer_addrs;
 pub mod peers;

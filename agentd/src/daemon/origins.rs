@@ -272,6 +272,8 @@ mod tests {
             healthy: true,
             allow_loopback: false,
             owner,
+            proof: Default::default(),
+            disputed: false,
         }
     }
 

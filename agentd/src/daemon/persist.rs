@@ -27,8 +27,9 @@ use crate::route::Route;
 /// File name inside `state_dir`.
 pub const FILE_NAME: &str = "leases";
 /// Format tag and version; a different one is refused, not misread
-/// (2: routes carry their owner).
-const MAGIC: &[u8; 8] = b"AGLEASE2";
+/// (2: routes carry their owner; 3: and their origin proof and dispute
+/// mark).
+const MAGIC: &[u8; 8] = b"AGLEASE3";
 /// Largest file read back (about 10 000 routes of generous size).
 pub const MAX_FILE_BYTES: usize = 32 * 1024 * 1024;
 
@@ -183,6 +184,8 @@ mod tests {
                 healthy: true,
                 allow_loopback: false,
                 owner: None,
+                proof: Default::default(),
+                disputed: false,
             },
             lease_s: 30,
         }

@@ -24,10 +24,11 @@ use crate::ipc::message::{
 };
 use crate::owner::{may_act, Caller, Owner};
 use crate::policy::Policy;
-use crate::route::{Attributes, Lease, Route, RouteId, RouteSource};
+use crate::route::{Attributes, Lease, OriginProof, Route, RouteId, RouteSource};
 use crate::table::{RouteTable, TableError, UpsertOutcome};
 use crate::time::Millis;
 
+mod claims;
 mod links;
 mod peer_routes;
 mod views;
@@ -57,6 +58,9 @@ pub struct State {
     /// Owners, route ids and counts of the local routes (ownership and
     /// quotas).
     ledger: Ledger,
+    /// Every route's claim of its origin, by origin router (mesh-wide
+    /// ownership and the race rule, `claims`).
+    claims: claims::Claims,
     /// Successful configuration loads; a refused reload keeps it.
     config_generation: u64,
     config_source: Box<str>,
@@ -98,6 +102,7 @@ impl State {
             runtime: Runtime::default(),
             lease_len: HashMap::new(),
             ledger: Ledger::default(),
+            claims: claims::Claims::default(),
             config_generation: 0,
             config_source: source.into(),
             config_error: None,
@@ -141,6 +146,7 @@ impl State {
             };
             state.config_error = Some(reason.into());
         }
+        state.reclaim_all();
         state
     }
 
@@ -197,9 +203,9 @@ impl State {
                 .table
                 .iter()
                 .filter(|r| r.source != RouteSource::Static);
-            build_table(&rt, dynamic)
-                .map(|_| rt)
-                .map_err(|e| e.to_string())
+            build_table(&rt, dynamic).map_err(|e| e.to_string())?;
+            self.static_claims_free(&rt).map_err(|e| e.to_string())?;
+            Ok(rt)
         });
         let rt = match checked {
             Ok(rt) => rt,
@@ -274,8 +280,17 @@ impl State {
         if rt.policy != self.runtime.policy {
             changes.push(FibChange::Policy(Box::new(rt.policy.clone())));
         }
+        let renamed = rt.router_id != self.runtime.router_id;
         self.runtime = rt;
         changes.extend(self.unlink_unconfigured());
+        self.settle(&mut changes);
+        if renamed {
+            // Our claims compare under our new name.
+            let origins: Vec<Box<str>> = self.claims.origins().map(Into::into).collect();
+            for origin in origins {
+                self.redecide(&origin, &mut changes);
+            }
+        }
         if !matches!(self.counters.get("reloads.inconsistent"), Some(n) if *n > 0) {
             self.config_error = None;
         }
@@ -290,7 +305,7 @@ impl State {
     /// the connection and the file system and are handled by the loop.
     pub fn handle(&mut self, body: RequestBody, now: Millis) -> Handled {
         self.count(&format!("requests.{}", body.kind()));
-        let (reply, changes) = match body {
+        let (reply, mut changes) = match body {
             RequestBody::Register(reg) => self.register(reg, now),
             RequestBody::Renew(renewal) => self.renew(renewal, now),
             RequestBody::Unregister { route_id, caller } => {
@@ -326,6 +341,7 @@ impl State {
         if let Err(e) = &reply {
             self.count(&format!("errors.{}", e.code()));
         }
+        self.settle(&mut changes);
         Handled { reply, changes }
     }
 
@@ -458,6 +474,15 @@ impl State {
     ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
         reg.validate()?;
         self.may_act(&reg.origin, reg.caller.as_ref())?;
+        // How this registration proves its origin: a caller's credential,
+        // or (an administrator, the gateway handing routes back) the
+        // owner it names. Only a proven claim may stand next to another
+        // router's.
+        let claim = match &reg.caller {
+            Some(c) => c.origin_proof(),
+            None => OriginProof::of_local(RouteSource::Local, reg.owner),
+        };
+        self.check_claim(&reg.origin, claim)?;
         self.check_endpoint(&reg.origin, &reg.endpoint, reg.caller.as_ref())?;
         // A caller's ids live in its (tenant, origin) scope; an
         // administrator (the gateway handing back a restarted agentd's
@@ -490,6 +515,9 @@ impl State {
         }
         let existing = self.table.get(&id);
         if let Some(existing) = existing {
+            if existing.disputed && existing.source == RouteSource::Local {
+                return Err(self.owned_elsewhere(&existing.origin));
+            }
             let reason = if existing.source != RouteSource::Local {
                 Some(ConflictReason::NotLocal)
             } else if existing.tenant != reg.tenant {
@@ -555,6 +583,8 @@ impl State {
             healthy: self.table.get(&id).is_none_or(|r| r.healthy),
             allow_loopback,
             owner,
+            proof: OriginProof::of_local(RouteSource::Local, owner),
+            disputed: false,
         };
         let tenant = route.tenant.clone();
         let outcome = self
@@ -587,6 +617,11 @@ impl State {
         now: Millis,
     ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
         let mut route = self.owned(&r.route_id, r.caller.as_ref())?.clone();
+        if route.disputed {
+            // Another router's claim of the origin won the race: the
+            // agent learns it here, and the route ends with its lease.
+            return Err(self.owned_elsewhere(&route.origin));
+        }
         for (field, v) in [
             ("latency_ms", r.latency_ms),
             ("load_permille", r.load_permille),
@@ -707,8 +742,11 @@ impl State {
         let bounds = self.runtime.lease;
         let max_ms = bounds.max_s().saturating_mul(1000);
         for SavedLease { mut route, lease_s } in saved {
-            // The file does not grant leave; today's option does.
+            // The file does not grant leave; today's option does. The
+            // proof follows from the owner; disputes are decided afresh.
             route.allow_loopback = self.loopback_allowed(&route.origin);
+            route.proof = OriginProof::of_local(RouteSource::Local, route.owner);
+            route.disputed = false;
             let live = matches!(route.lease, Lease::Until(d) if d > now);
             let latest = now.saturating_add_ms(max_ms);
             let lease_s = u64::from(lease_s).clamp(bounds.min_s(), bounds.max_s());
@@ -755,6 +793,7 @@ impl State {
                 restored += 1;
             }
         }
+        self.reclaim_all();
         restored
     }
 
@@ -763,7 +802,7 @@ impl State {
     /// Removes every route whose lease ended at or before `now`.
     pub fn expire(&mut self, now: Millis) -> Changes {
         let gone = self.table.expire(now);
-        let changes: Changes = gone
+        let mut changes: Changes = gone
             .into_iter()
             .map(|r| {
                 if r.source == RouteSource::Local {
@@ -776,6 +815,7 @@ impl State {
         for _ in &changes {
             self.count("leases.expired");
         }
+        self.settle(&mut changes);
         changes
     }
 

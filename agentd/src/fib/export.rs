@@ -332,6 +332,8 @@ mod tests {
             healthy: true,
             allow_loopback: false,
             owner: None,
+            proof: Default::default(),
+            disputed: false,
         }
     }
 

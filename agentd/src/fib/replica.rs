@@ -451,6 +451,8 @@ mod tests {
             healthy: true,
             allow_loopback: false,
             owner: None,
+            proof: Default::default(),
+            disputed: false,
         }
     }
 

@@ -29,6 +29,7 @@ impl CandidateView {
             path: s.route.path.clone(),
             next_hop: s.route.next_hop.clone(),
             source: s.route.source,
+            proof: s.route.proof,
             score: s.score,
         }
     }
@@ -146,6 +147,8 @@ mod tests {
             healthy: true,
             allow_loopback: false,
             owner: None,
+            proof: Default::default(),
+            disputed: false,
         }
     }
 

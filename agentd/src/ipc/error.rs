@@ -89,6 +89,15 @@ pub enum IpcError {
         origin: Box<str>,
         reason: Refusal,
     },
+    /// The origin is held by another router of the mesh (DESIGN §3
+    /// "Origins are owned mesh-wide"): only a tenant-signed token for it
+    /// may add a replica here. 403 `forbidden`, reason
+    /// [`ORIGIN_OWNED_ELSEWHERE`](crate::owner::ORIGIN_OWNED_ELSEWHERE).
+    OwnedElsewhere {
+        origin: Box<str>,
+        /// The router_id of the origin router that holds it.
+        router: Box<str>,
+    },
     /// A new route would exceed `quota` (`limit` routes) for `holder`
     /// (the origin, source address or tenant). Renewals are never refused
     /// by a quota.
@@ -124,7 +133,7 @@ impl IpcError {
             IpcError::EndpointRefused { .. } => "endpoint_refused",
             IpcError::Full { .. } => "full",
             IpcError::PermissionDenied { .. } => "permission_denied",
-            IpcError::Forbidden { .. } => "forbidden",
+            IpcError::Forbidden { .. } | IpcError::OwnedElsewhere { .. } => "forbidden",
             IpcError::QuotaExceeded { .. } => "quota_exceeded",
             IpcError::Unsupported { .. } => "unsupported",
             IpcError::Malformed { .. } => "malformed",
@@ -145,6 +154,7 @@ impl IpcError {
             | IpcError::Malformed { .. } => 400,
             IpcError::PermissionDenied { .. }
             | IpcError::Forbidden { .. }
+            | IpcError::OwnedElsewhere { .. }
             | IpcError::QuotaExceeded { .. } => 403,
             IpcError::Unsupported { .. } => 501,
             IpcError::Full { .. } | IpcError::Unavailable { .. } => 503,
@@ -207,6 +217,10 @@ impl fmt::Display for IpcError {
                     write!(f, "the authenticated agent is not the owner of {origin}")
                 }
             },
+            IpcError::OwnedElsewhere { origin, router } => write!(
+                f,
+                "origin {origin} is owned elsewhere in the mesh, by router {router}; only a tenant-signed token for it may add a replica here"
+            ),
             IpcError::QuotaExceeded {
                 quota,
                 holder,

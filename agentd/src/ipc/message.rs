@@ -32,7 +32,9 @@ use crate::time::Millis;
 /// 8: the FIB carries peer links (`SnapshotEnd.links`, `Link`, `Unlink`);
 ///    gateway stats count peer data connections.
 /// 9: discovery (`Candidates`, `Approve`, `Revoke`).
-pub const PROTOCOL_VERSION: u32 = 10;
+/// 11: routes carry their origin proof and dispute mark; route rows and
+///     lookup candidates show the proof; `OwnedElsewhere` refusals.
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -501,6 +503,10 @@ pub struct RouteView {
     /// paths are kept for `arpx.graceful_s`, ineligible); true for routes
     /// of our own.
     pub session_up: bool,
+    /// How the origin was proven.
+    pub proof: route::OriginProof,
+    /// Another origin router's claim of the origin wins (ineligible).
+    pub disputed: bool,
 }
 
 impl RouteView {
@@ -523,13 +529,16 @@ impl RouteView {
             path: route.path.clone(),
             next_hop: route.next_hop.clone(),
             session_up: true,
+            proof: route.proof,
+            disputed: route.disputed,
         }
     }
 
-    /// Whether selection may pick it (health and session; policy aside).
-    /// A route whose lease ended is not in the table any more.
+    /// Whether selection may pick it (health, session and the origin's
+    /// ownership; policy aside). A route whose lease ended is not in the
+    /// table any more.
     pub fn eligible(&self) -> bool {
-        self.healthy && self.session_up
+        self.healthy && self.session_up && !self.disputed
     }
 }
 
@@ -568,6 +577,8 @@ pub struct CandidateView {
     pub path: Vec<Box<str>>,
     pub next_hop: Option<Box<str>>,
     pub source: RouteSource,
+    /// How the origin was proven.
+    pub proof: route::OriginProof,
     pub score: u64,
 }
 

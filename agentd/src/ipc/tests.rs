@@ -88,6 +88,8 @@ fn route_of(id: RouteId, reg: &Registration, expires: Millis) -> Route {
         healthy: true,
         allow_loopback: false,
         owner: None,
+        proof: Default::default(),
+        disputed: false,
     }
 }
 

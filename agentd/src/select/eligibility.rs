@@ -80,6 +80,9 @@ fn check_constraints(route: &Route, c: &Constraints) -> Result<(), Reject> {
     if c.min_trust.is_some_and(|m| a.trust.min(100) < m) {
         return Err(Reject::MinTrust);
     }
+    if c.min_proof.is_some_and(|m| route.proof < m) {
+        return Err(Reject::MinProof);
+    }
     if c.max_hops.is_some_and(|m| route.hops() > m) {
         return Err(Reject::MaxHops);
     }
@@ -131,6 +134,9 @@ pub(crate) fn evaluate(
     }
     if !peer_up {
         return Err(Reject::PeerDown);
+    }
+    if route.disputed {
+        return Err(Reject::OriginDisputed);
     }
     let penalty = match ctx.rule {
         Some(rule) => {

@@ -13,7 +13,7 @@ use super::eligibility::{admits, Ctx};
 use super::{Query, Reject};
 use crate::route::{Attributes, Route};
 use crate::score::score;
-use crate::table::{Hot, RouteTable, HEALTHY, PEER_UP, SHARED, SOURCES};
+use crate::table::{Hot, RouteTable, DISPUTED, HEALTHY, PEER_UP, SHARED, SOURCES};
 use crate::time::Millis;
 
 /// A request's strings resolved to table symbols once per lookup.
@@ -79,6 +79,9 @@ pub(crate) fn evaluate(
     if !h.has(PEER_UP) {
         return Err(Reject::PeerDown);
     }
+    if h.has(DISPUTED) {
+        return Err(Reject::OriginDisputed);
+    }
     let mut penalty = 0;
     if let Some(rule) = res.ctx.rule {
         let c = &rule.constraints;
@@ -98,6 +101,9 @@ pub(crate) fn evaluate(
         }
         if c.min_trust.is_some_and(|m| h.trust.min(100) < m) {
             return Err(Reject::MinTrust);
+        }
+        if c.min_proof.is_some_and(|m| h.proof < m) {
+            return Err(Reject::MinProof);
         }
         if c.max_hops.is_some_and(|m| u64::from(h.hops) > m) {
             return Err(Reject::MaxHops);

@@ -71,11 +71,16 @@ pub enum Reject {
     LeaseExpired,
     Unhealthy,
     PeerDown,
+    /// Another origin router's claim of the route's origin wins (the race
+    /// rule of DESIGN §3 "Origins are owned mesh-wide").
+    OriginDisputed,
     Region,
     MaxLatency,
     MaxCost,
     MaxLoad,
     MinTrust,
+    /// The rule's `min_proof`: the origin was proven less strongly.
+    MinProof,
     MaxHops,
     SourceNotPermitted,
     RequiredPeer,
@@ -84,7 +89,7 @@ pub enum Reject {
 }
 
 impl Reject {
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 18;
     pub const ALL: [Reject; Reject::COUNT] = [
         Reject::CapabilityVersion,
         Reject::TargetAgent,
@@ -92,11 +97,13 @@ impl Reject {
         Reject::LeaseExpired,
         Reject::Unhealthy,
         Reject::PeerDown,
+        Reject::OriginDisputed,
         Reject::Region,
         Reject::MaxLatency,
         Reject::MaxCost,
         Reject::MaxLoad,
         Reject::MinTrust,
+        Reject::MinProof,
         Reject::MaxHops,
         Reject::SourceNotPermitted,
         Reject::RequiredPeer,
@@ -113,11 +120,13 @@ impl Reject {
             Reject::LeaseExpired => "lease_expired",
             Reject::Unhealthy => "unhealthy",
             Reject::PeerDown => "peer_down",
+            Reject::OriginDisputed => "origin_disputed",
             Reject::Region => "region",
             Reject::MaxLatency => "max_latency",
             Reject::MaxCost => "max_cost",
             Reject::MaxLoad => "max_load",
             Reject::MinTrust => "min_trust",
+            Reject::MinProof => "min_proof",
             Reject::MaxHops => "max_hops",
             Reject::SourceNotPermitted => "source_not_permitted",
             Reject::RequiredPeer => "required_peer",

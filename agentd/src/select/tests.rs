@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::policy::{Action, Pattern, Rule};
-use crate::route::{Lease, RouteId, RouteSource};
+use crate::route::{Lease, OriginProof, RouteId, RouteSource};
 use crate::score::Weights;
 use crate::table::tests::route;
 
@@ -228,6 +228,7 @@ fn failing(reason: Reject) -> (Route, Policy, Query<'static>) {
         Reject::LeaseExpired => r.lease = Lease::Until(NOW),
         Reject::Unhealthy => r.healthy = false,
         Reject::PeerDown => {} // set on the table by the caller
+        Reject::OriginDisputed => r.disputed = true,
         Reject::Region => c.region = Some("eu".into()),
         Reject::MaxLatency => c.max_latency_ms = Some(4),
         Reject::MaxCost => {
@@ -239,6 +240,10 @@ fn failing(reason: Reject) -> (Route, Policy, Query<'static>) {
             c.max_load = Some(9);
         }
         Reject::MinTrust => c.min_trust = Some(91),
+        Reject::MinProof => {
+            r.proof = OriginProof::Bootstrap;
+            c.min_proof = Some(OriginProof::Static);
+        }
         Reject::MaxHops => c.max_hops = Some(0),
         Reject::SourceNotPermitted => {
             c.sources = [RouteSource::Local, RouteSource::Static]
@@ -427,6 +432,8 @@ fn random_route(rng: &mut Rng, i: usize) -> Route {
         3 => r.access.allowed_sources = vec!["*".into()],
         _ => {}
     }
+    r.proof = OriginProof::ALL[rng.below(4) as usize];
+    r.disputed = rng.below(10) == 0;
     r
 }
 
@@ -456,6 +463,9 @@ fn random_rule(rng: &mut Rng, id: &str, priority: i64) -> Rule {
     }
     if maybe(rng) {
         c.min_trust = Some(85 + rng.below(20));
+    }
+    if maybe(rng) {
+        c.min_proof = Some(OriginProof::ALL[rng.below(4) as usize]);
     }
     if maybe(rng) {
         c.max_hops = Some(rng.below(3));

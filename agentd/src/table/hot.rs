@@ -10,7 +10,7 @@
 
 use super::interner::NONE;
 use crate::policy::SourceSet;
-use crate::route::{Lease, Route};
+use crate::route::{Lease, OriginProof, Route};
 use crate::time::Millis;
 
 pub(crate) const HEALTHY: u8 = 1;
@@ -20,6 +20,8 @@ pub(crate) const PERMANENT: u8 = 4;
 pub(crate) const SHARED: u8 = 8;
 /// `access.allowed_sources` is non-empty: the caller must be listed.
 pub(crate) const SOURCES: u8 = 16;
+/// Another origin router's claim of the origin wins (`Route::disputed`).
+pub(crate) const DISPUTED: u8 = 32;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C, align(64))]
@@ -37,6 +39,8 @@ pub(crate) struct Hot {
     pub flags: u8,
     /// The route's source as a one-bit `SourceSet`.
     pub source: SourceSet,
+    /// How the origin was proven (`Route::proof`), in the line's padding.
+    pub proof: OriginProof,
     /// Position of this slot in its next hop's slot list (the per-peer
     /// index); meaningless without a next hop. It lives in the line's
     /// padding, so the per-peer index costs no byte per route beyond its
@@ -57,6 +61,7 @@ impl Hot {
         next_hop: NONE,
         flags: 0,
         source: SourceSet::NONE,
+        proof: OriginProof::None,
         hop_pos: 0,
     };
 
@@ -73,6 +78,7 @@ impl Hot {
             next_hop,
             flags: 0,
             source: SourceSet::NONE.with(route.source),
+            proof: route.proof,
             hop_pos: 0,
         };
         h.set_lease(route.lease);
@@ -80,6 +86,7 @@ impl Hot {
         h.set(PEER_UP, peer_up);
         h.set(SHARED, !route.access.allowed_tenants.is_empty());
         h.set(SOURCES, !route.access.allowed_sources.is_empty());
+        h.set(DISPUTED, route.disputed);
         h
     }
 

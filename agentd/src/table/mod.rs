@@ -39,7 +39,7 @@ use crate::time::Millis;
 use cap_index::CapIndex;
 pub(crate) use cap_index::Run;
 use hop_index::HopIndex;
-pub(crate) use hot::{Hot, HEALTHY, PEER_UP, SHARED, SOURCES};
+pub(crate) use hot::{Hot, DISPUTED, HEALTHY, PEER_UP, SHARED, SOURCES};
 use id_index::{IdIndex, SLOT_LIMIT};
 use interner::Interner;
 use interner::UNKNOWN;

@@ -30,6 +30,8 @@ pub(crate) fn route(id: &str, cap: &str, version: u32) -> Route {
         healthy: true,
         allow_loopback: false,
         owner: None,
+        proof: Default::default(),
+        disputed: false,
     }
 }
 

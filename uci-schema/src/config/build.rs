@@ -541,6 +541,7 @@ fn rule(r: &mut Reader) -> Rule {
             max_cost: r.u64("max_cost"),
             max_load: r.u64("max_load"),
             min_trust: r.u64("min_trust"),
+            min_proof: r.choice("min_proof"),
             max_hops: r.u64("max_hops"),
             sources: r.choices("sources"),
             required_peer: r.text("required_peer"),

@@ -6,8 +6,8 @@
 
 use super::error::SectionRef;
 use crate::enums::{
-    Action, Admission, Auth, Effect, HealthCheck, Ipv6Mode, LogLevel, Protocol, RelayMode,
-    RouteSource,
+    Action, Admission, Auth, Effect, HealthCheck, Ipv6Mode, LogLevel, ProofLevel, Protocol,
+    RelayMode, RouteSource,
 };
 
 /// `config agentd 'main'`: the routing service.
@@ -226,6 +226,7 @@ pub struct Constraints {
     pub max_cost: u64,
     pub max_load: u64,
     pub min_trust: u64,
+    pub min_proof: ProofLevel,
     pub max_hops: u64,
     pub sources: Vec<RouteSource>,
     /// Empty: any peer.

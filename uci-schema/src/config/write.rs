@@ -234,6 +234,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
                 .u64("max_cost", k.max_cost)
                 .u64("max_load", k.max_load)
                 .u64("min_trust", k.min_trust)
+                .choice("min_proof", k.min_proof)
                 .u64("max_hops", k.max_hops)
                 .choices("sources", &k.sources)
                 .text("required_peer", &k.required_peer)

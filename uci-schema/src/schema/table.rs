@@ -7,8 +7,8 @@
 
 use super::{DefaultValue, Kind, OptionSpec, SectionSpec};
 use crate::enums::{
-    Action, Admission, Auth, Effect, HealthCheck, Ipv6Mode, LogLevel, Protocol, RelayMode,
-    RouteSource,
+    Action, Admission, Auth, Effect, HealthCheck, Ipv6Mode, LogLevel, ProofLevel, Protocol,
+    RelayMode, RouteSource,
 };
 
 const MAX: u64 = u64::MAX;
@@ -261,6 +261,7 @@ const RULE: &[OptionSpec] = &[
     uint("max_cost", "18446744073709551615", 0, MAX, "Only routes with cost (millionths) <= this."),
     uint("max_load", "18446744073709551615", 0, MAX, "Only routes with load (permille) <= this."),
     uint("min_trust", "0", 0, 100, "Only routes with trust >= this."),
+    one_of("min_proof", ProofLevel::NAMES, "none", "Only routes whose origin was proven at least this way (none < bootstrap < static < jwt)."),
     uint("max_hops", "18446744073709551615", 0, MAX, "Only routes at most this many routers away."),
     list("sources", Kind::Enum(RouteSource::NAMES), &["local", "static", "peer", "relay"], "Permitted route sources."),
     text("required_peer", Kind::DnsLabel, "", "Only routes via this peer.").or_empty("any peer"),

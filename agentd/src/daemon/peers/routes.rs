@@ -12,8 +12,9 @@ use sha2::{Digest, Sha256};
 
 use super::settings::PeerSettings;
 use crate::daemon::state::PeerPath;
-use crate::owner::Owner;
-use crate::route::{Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource};
+use crate::route::{
+    self, Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource,
+};
 use crate::time::Millis;
 
 /// What a local/static route change means for the mesh.
@@ -63,13 +64,30 @@ pub fn export(route: &Route, now: Millis) -> Option<Export> {
 
 /// How `route`'s registrant proved its origin, as the mesh is told: an
 /// operator's route (static, or registered by an administrator over IPC)
-/// is `static`; a LAN registration says what its credential was.
+/// is `static`; a LAN registration says what its credential was
+/// ([`route::OriginProof::of_local`], recomputed here so that the wire
+/// never says more than the owner shows).
 pub fn origin_proof(route: &Route) -> OriginProof {
-    match (route.source, route.owner) {
-        (RouteSource::Local, Some(Owner::Address(_))) => OriginProof::None,
-        (RouteSource::Local, Some(Owner::Bootstrap(_))) => OriginProof::Bootstrap,
-        (RouteSource::Local, Some(Owner::Subject)) => OriginProof::Jwt,
-        _ => OriginProof::Static,
+    wire_proof(route::OriginProof::of_local(route.source, route.owner))
+}
+
+/// agentd's proof level as ARPX carries it.
+pub fn wire_proof(p: route::OriginProof) -> OriginProof {
+    match p {
+        route::OriginProof::None => OriginProof::None,
+        route::OriginProof::Bootstrap => OriginProof::Bootstrap,
+        route::OriginProof::Static => OriginProof::Static,
+        route::OriginProof::Jwt => OriginProof::Jwt,
+    }
+}
+
+/// An advertisement's proof level in agentd's route model.
+pub fn local_proof(p: OriginProof) -> route::OriginProof {
+    match p {
+        OriginProof::None => route::OriginProof::None,
+        OriginProof::Bootstrap => route::OriginProof::Bootstrap,
+        OriginProof::Static => route::OriginProof::Static,
+        OriginProof::Jwt => route::OriginProof::Jwt,
     }
 }
 
@@ -160,6 +178,7 @@ pub fn peer_path(ad: &RouteAd, peer: &PeerSettings) -> Result<PeerPath, String> 
         next_hop_address: peer.address.as_str().into(),
         next_hop_data_port: peer.data_port,
         healthy: true,
+        proof: local_proof(ad.proof),
     })
 }
 
@@ -199,6 +218,8 @@ mod tests {
             healthy: true,
             allow_loopback: false,
             owner: None,
+            proof: Default::default(),
+            disputed: false,
         }
     }
 
@@ -315,13 +336,19 @@ mod tests {
             export_tenants: Vec::new(),
             max_trust: 40,
         };
+        ad.proof = OriginProof::Jwt;
         let p = peer_path(&ad, &peer).unwrap();
+        assert_eq!(p.proof, route::OriginProof::Jwt, "the signed proof is kept");
         assert_eq!(p.route_id.as_str(), "r-9");
         assert_eq!(p.effect, Some(Effect::External));
         assert!(!p.idempotent);
         assert_eq!(&*p.next_hop, "router-b");
         assert_eq!(p.path.len(), 2);
         let route = p.into_route().unwrap();
+        assert_eq!(
+            (route.proof, route.disputed),
+            (route::OriginProof::Jwt, false)
+        );
         assert_eq!(route.id.as_str(), "r-9@router-b");
         assert_eq!(&*route.endpoint, "https://[2001:db8::2]:7447");
         assert_eq!(&*route.access.allowed_tenants[0], "guest");

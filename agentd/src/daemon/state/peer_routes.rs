@@ -26,7 +26,7 @@ use crate::fib::FibChange;
 use crate::ipc::message::{MAX_ACCESS_ENTRIES, MAX_TEXT_LEN};
 use crate::route::{
     check_agent_uri, check_capability, check_router_id, check_tenant, Access, Attributes, Contract,
-    Effect, Lease, Route, RouteId, RouteSource, MAX_ENDPOINT_LEN, MAX_ID_LEN,
+    Effect, Lease, OriginProof, Route, RouteId, RouteSource, MAX_ENDPOINT_LEN, MAX_ID_LEN,
 };
 use crate::table::{TableError, UpsertOutcome};
 
@@ -142,6 +142,9 @@ pub struct PeerPath {
     /// Whether the origin judges it eligible (health); `true` unless the
     /// advertisement says otherwise.
     pub healthy: bool,
+    /// How the origin router says the origin was proven (signed into the
+    /// advertisement).
+    pub proof: OriginProof,
 }
 
 impl PeerPath {
@@ -176,6 +179,8 @@ impl PeerPath {
             healthy: self.healthy,
             allow_loopback: false,
             owner: None,
+            proof: self.proof,
+            disputed: false,
         };
         check_path(&route, None)?;
         Ok(route)
@@ -310,7 +315,10 @@ impl State {
     /// ineligible (the driver marks a peer down before its snapshot and up
     /// at its end). Returns the `Upsert` to publish (none if unchanged).
     pub fn upsert_peer_path(&mut self, route: Route) -> Result<Changes, PeerPathError> {
-        let result = self.try_upsert_peer_path(route);
+        let mut result = self.try_upsert_peer_path(route);
+        if let Ok(changes) = &mut result {
+            self.settle(changes);
+        }
         match &result {
             Ok(c) if c.is_empty() => self.count("peer_paths.unchanged"),
             Ok(_) => self.count("peer_paths.upserted"),
@@ -323,6 +331,10 @@ impl State {
         let own = (!self.runtime.router_id.is_empty()).then_some(&*self.runtime.router_id);
         check_path(&route, own)?;
         let base = RouteId::new(route.id.base()).map_err(|e| invalid("route_id", e))?;
+        // An update keeps the path's dispute mark (`settle` decides it
+        // again), so a re-advertisement of an unchanged path is no change.
+        let mut route = route;
+        route.disputed = self.table.get(&route.id).is_some_and(|r| r.disputed);
         if let Some(local) = self.table.get(&base) {
             return Err(PeerPathError::HeldLocally {
                 route_id: base,
@@ -389,7 +401,9 @@ impl State {
         }
         self.table.remove(id);
         self.count("peer_paths.removed");
-        vec![FibChange::Remove(id.clone())]
+        let mut changes = vec![FibChange::Remove(id.clone())];
+        self.settle(&mut changes);
+        changes
     }
 
     /// Removes every path whose next hop is `next_hop` (a session closed
@@ -400,7 +414,9 @@ impl State {
         for _ in &gone {
             self.count("peer_paths.removed");
         }
-        gone.into_iter().map(|r| FibChange::Remove(r.id)).collect()
+        let mut changes = gone.into_iter().map(|r| FibChange::Remove(r.id)).collect();
+        self.settle(&mut changes);
+        changes
     }
 
     /// Marks the session to `next_hop` up or down: its paths (and paths

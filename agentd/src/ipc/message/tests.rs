@@ -218,6 +218,8 @@ fn admin_views_serialise_to_plain_json() {
         healthy: true,
         allow_loopback: false,
         owner: None,
+        proof: Default::default(),
+        disputed: false,
     };
     let v = serde_json::to_value(RouteView::of(&route, Millis(1_000))).unwrap();
     assert_eq!(v["route_id"], "r-1");

@@ -52,6 +52,7 @@ fn ad(route_id: &str, path: &[&str]) -> PeerPath {
         next_hop_address: "198.51.100.2".into(),
         next_hop_data_port: 7447,
         healthy: true,
+        proof: OriginProof::Static,
     }
 }
 
@@ -356,7 +357,10 @@ fn session_state_flips_only_that_peers_paths_and_is_published_once() {
     // The route moves to its next path at once.
     assert_eq!(winner(&mut s).as_deref(), Some("svc@router-d"));
     // A path arriving while its peer is down (a snapshot) stays ineligible.
-    install(&mut s, ad("new", &["router-b"])).unwrap();
+    // (Another origin: router-b claiming router-a's would lose the race.)
+    let mut new = ad("new", &["router-b"]);
+    new.origin_agent = "agent://lab/other".into();
+    install(&mut s, new).unwrap();
     let eligible = |s: &mut State, rid: &str| {
         lookup(s, "demo.echo")
             .candidates
@@ -515,6 +519,10 @@ fn agentctl_shows_source_next_hop_path_and_hops_of_each_entry() {
     assert_eq!(b["hops"], 2);
     assert_eq!(b["source"], "peer");
     assert_eq!(b["expires_in_s"], "permanent");
+    assert_eq!(
+        (b["proof"].as_str(), b["disputed"].as_bool()),
+        (Some("static"), Some(false))
+    );
     let st = by_path("static:printer");
     assert_eq!(st["route_id"], "static:printer");
     assert_eq!(st["next_hop"], serde_json::Value::Null);
@@ -540,9 +548,12 @@ fn agentctl_shows_source_next_hop_path_and_hops_of_each_entry() {
         .map(|l| l.split_whitespace().collect())
         .collect();
     assert_eq!(ranked[0][..2], ["1", "svc@router-b"]);
-    assert_eq!(ranked[0][4..6], ["2", "router-a>router-b"]);
+    assert_eq!(ranked[0][4..7], ["static", "2", "router-a>router-b"]);
     assert_eq!(ranked[1][..2], ["2", "svc@router-d"]);
-    assert_eq!(ranked[1][4..6], ["3", "router-a>router-c>router-d"]);
+    assert_eq!(
+        ranked[1][4..7],
+        ["static", "3", "router-a>router-c>router-d"]
+    );
     let j = render::lookup_json("demo.echo", 1, &v);
     assert_eq!(j["winner"], "svc@router-b");
     assert_eq!(j["candidates"][0]["route_id"], "svc");
@@ -553,6 +564,7 @@ fn agentctl_shows_source_next_hop_path_and_hops_of_each_entry() {
         serde_json::json!(["router-a", "router-c", "router-d"])
     );
     assert_eq!(j["candidates"][1]["next_hop"], "router-d");
+    assert_eq!(j["candidates"][1]["proof"], "static");
     // The hop count is in the score: one more hop, wH (10000) more.
     let score = |i: usize| j["candidates"][i]["score"].as_u64().unwrap();
     assert_eq!(score(1) - score(0), 10_000);

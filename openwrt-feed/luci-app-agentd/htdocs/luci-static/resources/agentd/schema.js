@@ -1379,6 +1379,18 @@ return baseclass.extend({
 	        "max": "18446744073709551615",
 	        "min": "0"
 	      },
+	      "min_proof": {
+	        "default": "none",
+	        "doc": "Only routes whose origin was proven at least this way (none < bootstrap < static < jwt).",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "none",
+	          "bootstrap",
+	          "static",
+	          "jwt"
+	        ]
+	      },
 	      "min_trust": {
 	        "default": "0",
 	        "doc": "Only routes with trust >= this.",
@@ -1499,6 +1511,7 @@ return baseclass.extend({
 	      "max_cost",
 	      "max_load",
 	      "min_trust",
+	      "min_proof",
 	      "max_hops",
 	      "sources",
 	      "required_peer",

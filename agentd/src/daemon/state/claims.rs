@@ -1,0 +1,502 @@
+//! Mesh-wide ownership of origins (DESIGN §3 "Origins are owned
+//! mesh-wide"): which origin routers claim each origin, with which proof,
+//! and the race rule that decides between them.
+//!
+//! Every route in the table is a claim of its origin by its origin router
+//! (`path[0]` of a peer path; this router for local and static routes).
+//! [`Claims`] indexes them by origin and by table id, updated from the
+//! FIB changes each state transition produces (`State::settle`), so an
+//! ownership question costs a hash lookup plus the claims of that one
+//! origin, never a table scan.
+//!
+//! The race rule, the same on every router because it reads only what the
+//! advertisements carry (origin router and proof): when claims of one
+//! origin from several origin routers coexist (registered before either
+//! learned of the other), then
+//! - if any claim is proven (`jwt`), every proven claim wins (replicas)
+//!   and every unproven one loses;
+//! - otherwise every claim of the lexicographically smallest origin router
+//!   id wins.
+//!
+//! Losing routes stay in the table, marked `disputed` (ineligible,
+//! `origin_disputed`), until their origin router withdraws them — at the
+//! losing router itself their renewals are refused, so they end with
+//! their lease.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::Changes;
+use crate::config::{Runtime, STATIC_ID_PREFIX};
+use crate::fib::FibChange;
+use crate::ipc::message::IpcError;
+use crate::route::{OriginProof, Route, RouteId, RouteSource};
+
+/// The key of this router's own claims (router ids are never empty).
+const OURS: &str = "";
+
+/// The claims of one origin: origin router (`""`: us) → table id → proof.
+type Routers = BTreeMap<Box<str>, BTreeMap<RouteId, OriginProof>>;
+
+/// Claims of origins by origin and by table id.
+#[derive(Debug, Default)]
+pub(super) struct Claims {
+    by_origin: HashMap<Box<str>, Routers>,
+    /// Table id → (origin, origin router key), to find a removed claim.
+    by_id: HashMap<RouteId, (Box<str>, Box<str>)>,
+}
+
+/// Who holds an origin under the race rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Decision {
+    /// Claims from at most one origin router: nothing to decide.
+    Undisputed,
+    /// Some claim is proven: proven claims win, unproven ones lose.
+    ProvenOnly,
+    /// No claim is proven: the claims of this router win (its key: `""`
+    /// is us).
+    Router(Box<str>),
+}
+
+/// The origin router key of a route: `""` for our own.
+fn router_key(route: &Route) -> Option<&str> {
+    match route.source {
+        RouteSource::Local | RouteSource::Static => Some(OURS),
+        RouteSource::Peer => route.path.first().map(|r| &**r),
+        RouteSource::Relay => None,
+    }
+}
+
+impl Claims {
+    /// Records (or updates) `route`'s claim. Returns whether anything
+    /// changed (a new claim, or another proof).
+    pub fn add(&mut self, route: &Route) -> bool {
+        let Some(router) = router_key(route) else {
+            return false;
+        };
+        if let Some((origin, old)) = self.by_id.get(&route.id) {
+            if **origin == *route.origin && **old == *router {
+                let proofs = self
+                    .by_origin
+                    .get_mut(origin)
+                    .and_then(|r| r.get_mut(old))
+                    .and_then(|ids| ids.get_mut(&route.id));
+                return match proofs {
+                    Some(p) if *p == route.proof => false,
+                    Some(p) => {
+                        *p = route.proof;
+                        true
+                    }
+                    None => false,
+                };
+            }
+            // The same id with another origin or origin router: replace.
+            self.remove(&route.id);
+        }
+        self.by_origin
+            .entry(route.origin.clone())
+            .or_default()
+            .entry(router.into())
+            .or_default()
+            .insert(route.id.clone(), route.proof);
+        self.by_id
+            .insert(route.id.clone(), (route.origin.clone(), router.into()));
+        true
+    }
+
+    /// Forgets the claim of table id `id`; returns its origin.
+    pub fn remove(&mut self, id: &RouteId) -> Option<Box<str>> {
+        let (origin, router) = self.by_id.remove(id)?;
+        if let Some(routers) = self.by_origin.get_mut(&origin) {
+            if let Some(ids) = routers.get_mut(&router) {
+                ids.remove(id);
+                if ids.is_empty() {
+                    routers.remove(&router);
+                }
+            }
+            if routers.is_empty() {
+                self.by_origin.remove(&origin);
+            }
+        }
+        Some(origin)
+    }
+
+    /// Drops every claim (before a rebuild from the table).
+    pub fn clear(&mut self) {
+        self.by_origin.clear();
+        self.by_id.clear();
+    }
+
+    /// Every origin with claims.
+    pub fn origins(&self) -> impl Iterator<Item = &str> {
+        self.by_origin.keys().map(|o| &**o)
+    }
+
+    /// Table ids of `origin`'s claims with their origin router key and
+    /// proof.
+    pub fn of(&self, origin: &str) -> impl Iterator<Item = (&str, &RouteId, OriginProof)> {
+        self.by_origin.get(origin).into_iter().flat_map(|routers| {
+            routers
+                .iter()
+                .flat_map(|(router, ids)| ids.iter().map(move |(id, p)| (&**router, id, *p)))
+        })
+    }
+
+    /// The race rule for `origin`; `own` is this router's id (how our
+    /// claims compare with others').
+    pub fn decide(&self, origin: &str, own: &str) -> Decision {
+        let Some(routers) = self.by_origin.get(origin) else {
+            return Decision::Undisputed;
+        };
+        if routers.len() <= 1 {
+            return Decision::Undisputed;
+        }
+        if routers
+            .values()
+            .any(|ids| ids.values().any(|p| p.is_proven()))
+        {
+            return Decision::ProvenOnly;
+        }
+        let name = |k: &str| -> Box<str> {
+            if k == OURS {
+                own.into()
+            } else {
+                k.into()
+            }
+        };
+        let winner = routers
+            .keys()
+            .map(|k| (name(k), k))
+            .min()
+            .map(|(_, k)| k.clone())
+            .unwrap_or_default();
+        Decision::Router(winner)
+    }
+
+    /// Whether a claim by router key `router` with `proof` loses under
+    /// `decision`.
+    pub fn loses(decision: &Decision, router: &str, proof: OriginProof) -> bool {
+        match decision {
+            Decision::Undisputed => false,
+            Decision::ProvenOnly => !proof.is_proven(),
+            Decision::Router(w) => **w != *router,
+        }
+    }
+
+    /// The other origin router a new claim of `origin` with `proof` by
+    /// this router would stand against, if any: the router that holds
+    /// the origin elsewhere. A proven claim never does (it may add a
+    /// replica); an unproven one does whenever another router holds a
+    /// claim that does not lose under the race rule.
+    pub fn held_elsewhere(&self, origin: &str, own: &str, proof: OriginProof) -> Option<Box<str>> {
+        if proof.is_proven() {
+            return None;
+        }
+        let routers = self.by_origin.get(origin)?;
+        let decision = self.decide(origin, own);
+        let name = |k: &str| -> Box<str> {
+            if k == OURS {
+                own.into()
+            } else {
+                k.into()
+            }
+        };
+        match &decision {
+            Decision::Undisputed => routers.keys().find(|k| !k.is_empty()).map(|k| name(k)),
+            Decision::Router(w) if **w == *OURS => None,
+            Decision::Router(w) => Some(name(w)),
+            Decision::ProvenOnly => routers
+                .iter()
+                .find(|(k, ids)| !k.is_empty() && ids.values().any(|p| p.is_proven()))
+                .map(|(k, _)| name(k)),
+        }
+    }
+
+    /// The router whose claim beats ours under `decision`, for the
+    /// message that refuses a losing route's renewal.
+    pub fn winner_name(&self, origin: &str, own: &str) -> Box<str> {
+        let name = |k: &str| -> Box<str> {
+            if k == OURS {
+                own.into()
+            } else {
+                k.into()
+            }
+        };
+        match self.decide(origin, own) {
+            Decision::Router(w) => name(&w),
+            _ => self
+                .by_origin
+                .get(origin)
+                .and_then(|routers| {
+                    routers
+                        .iter()
+                        .find(|(k, ids)| !k.is_empty() && ids.values().any(|p| p.is_proven()))
+                })
+                .map_or_else(|| own.into(), |(k, _)| name(k)),
+        }
+    }
+}
+
+impl super::State {
+    /// Brings the claims index and the `disputed` marks up to date with
+    /// `changes` (what a transition just did to the table), appending the
+    /// routes whose mark flipped. Every transition that edits the table
+    /// ends here, so the index never needs a table scan.
+    pub(super) fn settle(&mut self, changes: &mut Changes) {
+        let mut touched: Vec<Box<str>> = Vec::new();
+        for c in changes.iter() {
+            match c {
+                FibChange::Upsert(r) => {
+                    if self.claims.add(r) {
+                        touched.push(r.origin.clone());
+                    }
+                }
+                FibChange::Remove(id) => {
+                    if let Some(origin) = self.claims.remove(id) {
+                        touched.push(origin);
+                    }
+                }
+                _ => {}
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for origin in touched {
+            self.redecide(&origin, changes);
+        }
+    }
+
+    /// Applies the race rule to `origin`'s claims: marks the losers
+    /// disputed and clears the mark of the others.
+    pub(super) fn redecide(&mut self, origin: &str, changes: &mut Changes) {
+        let decision = self.claims.decide(origin, &self.runtime.router_id);
+        let flips: Vec<(RouteId, bool)> = self
+            .claims
+            .of(origin)
+            .filter_map(|(router, id, proof)| {
+                let lose = Claims::loses(&decision, router, proof);
+                let r = self.table.get(id)?;
+                (r.disputed != lose).then(|| (id.clone(), lose))
+            })
+            .collect();
+        for (id, lose) in flips {
+            let Some(mut route) = self.table.get(&id).cloned() else {
+                continue;
+            };
+            route.disputed = lose;
+            if self.table.upsert(route.clone()).is_ok() {
+                self.count(if lose {
+                    "origins.disputed"
+                } else {
+                    "origins.undisputed"
+                });
+                changes.push(FibChange::Upsert(Box::new(route)));
+            }
+        }
+    }
+
+    /// Rebuilds the claims index from the table and decides every origin
+    /// (startup and restored leases: nobody has seen the table yet, so
+    /// the marks need no FIB change of their own).
+    pub(super) fn reclaim_all(&mut self) {
+        self.claims.clear();
+        let routes: Vec<Route> = self.table.iter().cloned().collect();
+        for r in &routes {
+            self.claims.add(r);
+        }
+        let origins: Vec<Box<str>> = self.claims.origins().map(Into::into).collect();
+        let mut changes = Changes::new();
+        for origin in origins {
+            self.redecide(&origin, &mut changes);
+        }
+    }
+
+    /// Refuses a new claim of `origin` proven by `proof` when another
+    /// router of the mesh holds the origin (only a tenant-signed token may
+    /// add a replica).
+    pub(super) fn check_claim(&self, origin: &str, proof: OriginProof) -> Result<(), IpcError> {
+        match self
+            .claims
+            .held_elsewhere(origin, &self.runtime.router_id, proof)
+        {
+            Some(router) => Err(IpcError::OwnedElsewhere {
+                origin: origin.into(),
+                router,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The refusal of a losing route's registration or renewal, naming
+    /// the router whose claim won.
+    pub(super) fn owned_elsewhere(&self, origin: &str) -> IpcError {
+        IpcError::OwnedElsewhere {
+            origin: origin.into(),
+            router: self.claims.winner_name(origin, &self.runtime.router_id),
+        }
+    }
+
+    /// Static routes of `rt` that would newly claim an origin another
+    /// router holds are refused (a route already installed is left to
+    /// the race rule).
+    pub(super) fn static_claims_free(&self, rt: &Runtime) -> Result<(), StaticClaimError> {
+        for r in &rt.static_routes {
+            if self
+                .table
+                .get(&r.id)
+                .is_some_and(|old| old.origin == r.origin)
+            {
+                continue;
+            }
+            if let Some(router) =
+                self.claims
+                    .held_elsewhere(&r.origin, &rt.router_id, OriginProof::Static)
+            {
+                return Err(StaticClaimError {
+                    section: r
+                        .id
+                        .as_str()
+                        .strip_prefix(STATIC_ID_PREFIX)
+                        .unwrap_or(r.id.as_str())
+                        .into(),
+                    origin: r.origin.clone(),
+                    router,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A static route naming an origin another router holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct StaticClaimError {
+    pub section: Box<str>,
+    pub origin: Box<str>,
+    pub router: Box<str>,
+}
+
+impl std::fmt::Display for StaticClaimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "route section '{}': {} ({}): origin {} is held by router {}; a static route may not claim it",
+            self.section,
+            crate::owner::ORIGIN_OWNED_ELSEWHERE,
+            "forbidden",
+            self.origin,
+            self.router
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::{Lease, RouteId};
+
+    /// A claim of `origin` by origin router `router` (`""`: ours).
+    fn claim(id: &str, origin: &str, router: &str, proof: OriginProof) -> Route {
+        let (source, path, next_hop) = if router.is_empty() {
+            (RouteSource::Local, vec![], None)
+        } else {
+            (RouteSource::Peer, vec![router.into()], Some(router.into()))
+        };
+        Route {
+            id: RouteId::parse_table_id(id).unwrap(),
+            capability: "c".into(),
+            version: 1,
+            origin: origin.into(),
+            endpoint: "http://192.0.2.1/".into(),
+            tenant: "lab".into(),
+            region: "".into(),
+            attrs: Default::default(),
+            access: Default::default(),
+            contract: None,
+            source,
+            path,
+            next_hop,
+            lease: Lease::Permanent,
+            healthy: true,
+            allow_loopback: false,
+            owner: None,
+            proof,
+            disputed: false,
+        }
+    }
+
+    const O: &str = "agent://lab/x";
+
+    #[test]
+    fn the_race_rule_reads_only_origin_routers_and_proofs() {
+        let mut c = Claims::default();
+        assert_eq!(c.decide(O, "r-m"), Decision::Undisputed);
+        c.add(&claim("a@r-z", O, "r-z", OriginProof::Static));
+        c.add(&claim("b", O, "", OriginProof::Bootstrap));
+        // Unproven: the smallest router id, ours compared by our name.
+        assert_eq!(c.decide(O, "r-m"), Decision::Router("".into()));
+        assert_eq!(c.decide(O, "s-m"), Decision::Router("r-z".into()));
+        assert!(Claims::loses(
+            &c.decide(O, "s-m"),
+            "",
+            OriginProof::Bootstrap
+        ));
+        // A proven claim anywhere: proven ones win, whoever sorts first.
+        c.add(&claim("j@r-y", O, "r-y", OriginProof::Jwt));
+        let d = c.decide(O, "a");
+        assert_eq!(d, Decision::ProvenOnly);
+        assert!(Claims::loses(&d, "", OriginProof::Bootstrap));
+        assert!(Claims::loses(&d, "r-z", OriginProof::Static));
+        assert!(!Claims::loses(&d, "r-y", OriginProof::Jwt));
+        // Another origin is not touched.
+        assert_eq!(c.decide("agent://lab/y", "a"), Decision::Undisputed);
+    }
+
+    #[test]
+    fn the_index_follows_adds_updates_and_removals() {
+        let mut c = Claims::default();
+        assert!(c.add(&claim("a@r-z", O, "r-z", OriginProof::Static)));
+        assert!(
+            !c.add(&claim("a@r-z", O, "r-z", OriginProof::Static)),
+            "no change"
+        );
+        assert!(
+            c.add(&claim("a@r-z", O, "r-z", OriginProof::Jwt)),
+            "new proof"
+        );
+        assert_eq!(c.of(O).count(), 1);
+        // The same table id for another origin moves the claim.
+        assert!(c.add(&claim("a@r-z", "agent://lab/y", "r-z", OriginProof::Jwt)));
+        assert_eq!(c.of(O).count(), 0);
+        assert_eq!(
+            c.remove(&RouteId::parse_table_id("a@r-z").unwrap())
+                .as_deref(),
+            Some("agent://lab/y")
+        );
+        assert_eq!(c.origins().count(), 0);
+        assert_eq!(c.remove(&RouteId::parse_table_id("a@r-z").unwrap()), None);
+    }
+
+    #[test]
+    fn a_new_unproven_claim_stands_against_the_router_holding_the_origin() {
+        let mut c = Claims::default();
+        assert_eq!(c.held_elsewhere(O, "r-m", OriginProof::Static), None);
+        c.add(&claim("a@r-z", O, "r-z", OriginProof::Bootstrap));
+        for p in [
+            OriginProof::None,
+            OriginProof::Bootstrap,
+            OriginProof::Static,
+        ] {
+            assert_eq!(c.held_elsewhere(O, "r-m", p).as_deref(), Some("r-z"));
+        }
+        assert_eq!(c.held_elsewhere(O, "r-m", OriginProof::Jwt), None);
+        // Our own claim won the race: more of ours are no new conflict.
+        c.add(&claim("b", O, "", OriginProof::Bootstrap));
+        assert_eq!(c.held_elsewhere(O, "r-m", OriginProof::Bootstrap), None);
+        assert_eq!(
+            c.held_elsewhere(O, "s-m", OriginProof::Bootstrap)
+                .as_deref(),
+            Some("r-z")
+        );
+        assert_eq!(c.winner_name(O, "s-m").as_ref(), "r-z");
+    }
+}
