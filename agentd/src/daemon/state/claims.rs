@@ -245,16 +245,8 @@ impl super::State {
         let mut touched: Vec<Box<str>> = Vec::new();
         for c in changes.iter() {
             match c {
-                FibChange::Upsert(r) => {
-                    if self.claims.add(r) {
-                        touched.push(r.origin.clone());
-                    }
-                }
-                FibChange::Remove(id) => {
-                    if let Some(origin) = self.claims.remove(id) {
-                        touched.push(origin);
-                    }
-                }
+                FibChange::Upsert(r) if self.claims.add(r) => touched.push(r.origin.clone()),
+                FibChange::Remove(id) => touched.extend(self.claims.remove(id)),
                 _ => {}
             }
         }
@@ -379,10 +371,9 @@ impl std::fmt::Display for StaticClaimError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "route section '{}': {} ({}): origin {} is held by router {}; a static route may not claim it",
+            "route section '{}': {} (forbidden): origin {} is held by router {}; a static route may not claim it",
             self.section,
             crate::owner::ORIGIN_OWNED_ELSEWHERE,
-            "forbidden",
             self.origin,
             self.router
         )
