@@ -52,7 +52,10 @@ def test_a_reflected_flood_costs_the_flooder_not_the_honest_origin_or_session(me
         sampler = Sampler([(ch.c, "router-b"), (ch.b, "router-c"), (ch.b, "router-a"), (ch.a, "router-b")])
         rogue = Rogue(m_key, "router-m", mesh.workdir, ch.b)
         try:
-            flood = [w.RouteAd(f"m-{i:04d}", "router-m", ["router-m"], capability="flood.x").sign(m_key)
+            # M's own origin: a claim of A's origin would be an ownership
+            # dispute (test_origin_takeover.py), not a flood.
+            flood = [w.RouteAd(f"m-{i:04d}", "router-m", ["router-m"], capability="flood.x",
+                               origin_agent="agent://lab/flood").sign(m_key)
                      for i in range(299)]
             rogue.update(flood)
             ok, n = call_many(ch.c, "chain.echo", 30, headers=ch.auth)
