@@ -199,7 +199,7 @@ pub fn routes_text(routes: &[RouteView]) -> String {
             r.attrs.load_permille.to_string(),
             r.attrs.trust.to_string(),
             if r.disputed {
-                format!("{} disputed", r.proof)
+                format!("{}/disputed", r.proof)
             } else {
                 r.proof.to_string()
             },

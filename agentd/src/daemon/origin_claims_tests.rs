@@ -292,6 +292,35 @@ fn an_unproven_race_goes_to_the_smallest_origin_router_everywhere() {
     let v = explain(&mut c, Some(ECHO));
     assert_eq!(v.candidates[0].route_id.as_str(), "r-a@router-b");
     assert_eq!(v.rejections.get("origin_disputed"), Some(&1));
+    // agentctl routes shows the loser as such (human and JSON).
+    let rows = match c
+        .handle(RequestBody::Routes(RoutesQuery::default()), Millis(1_000))
+        .reply
+    {
+        Ok(ResponseBody::Routes(p)) => p.routes,
+        other => panic!("{other:?}"),
+    };
+    let text = crate::cli::render::routes_text(&rows);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(ours.as_str()))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains(" bootstrap/disputed "), "{text}");
+    let json = crate::cli::render::routes_json(&rows);
+    let mine = json["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path_id"] == ours.as_str())
+        .unwrap();
+    assert_eq!(
+        (&mine["proof"], &mine["disputed"], &mine["eligible"]),
+        (
+            &serde_json::json!("bootstrap"),
+            &serde_json::json!(true),
+            &serde_json::json!(false)
+        )
+    );
     // Its agent learns it at the next renewal, naming the winner.
     let renew = Renewal {
         caller: Some(boot("192.0.2.10")),

@@ -66,6 +66,15 @@ fn router_key(route: &Route) -> Option<&str> {
     }
 }
 
+/// The router id of origin router key `k`: ours is `own`.
+fn display(k: &str, own: &str) -> Box<str> {
+    if k == OURS {
+        own.into()
+    } else {
+        k.into()
+    }
+}
+
 impl Claims {
     /// Records (or updates) `route`'s claim. Returns whether anything
     /// changed (a new claim, or another proof).
@@ -156,13 +165,7 @@ impl Claims {
         {
             return Decision::ProvenOnly;
         }
-        let name = |k: &str| -> Box<str> {
-            if k == OURS {
-                own.into()
-            } else {
-                k.into()
-            }
-        };
+        let name = |k: &str| display(k, own);
         let winner = routers
             .keys()
             .map(|k| (name(k), k))
@@ -193,13 +196,7 @@ impl Claims {
         }
         let routers = self.by_origin.get(origin)?;
         let decision = self.decide(origin, own);
-        let name = |k: &str| -> Box<str> {
-            if k == OURS {
-                own.into()
-            } else {
-                k.into()
-            }
-        };
+        let name = |k: &str| display(k, own);
         match &decision {
             Decision::Undisputed => routers.keys().find(|k| !k.is_empty()).map(|k| name(k)),
             Decision::Router(w) if **w == *OURS => None,
@@ -214,13 +211,7 @@ impl Claims {
     /// The router whose claim beats ours under `decision`, for the
     /// message that refuses a losing route's renewal.
     pub fn winner_name(&self, origin: &str, own: &str) -> Box<str> {
-        let name = |k: &str| -> Box<str> {
-            if k == OURS {
-                own.into()
-            } else {
-                k.into()
-            }
-        };
+        let name = |k: &str| display(k, own);
         match self.decide(origin, own) {
             Decision::Router(w) => name(&w),
             _ => self
