@@ -35,6 +35,7 @@ def auth_jwt(r, lab: TenantKey) -> None:
     gw = r.cfg.section("gateway").options
     gw["auth"] = "jwt"
     gw["bootstrap_networks"] = [f"{r.ns.mgmt_host_addr}/32"]
+    gw["bootstrap_tenant"] = ["lab"]
     r.cfg.sections = [s for s in r.cfg.sections if s.type != "tenant"]
     r.cfg.sections.append(Section("tenant", "lab", {"name": "lab", "jwt_key": [lab.uci_value]}))
 
