@@ -176,6 +176,7 @@ def test_an_origin_living_on_a_cannot_be_claimed_at_c(mesh):
             assert p.returncode != 0 and REASON in out and "router-a" in out and "stolen" in out, out
             status = c.stack.ctl_json("status")
             assert REASON in str(status), status
+            assert REASON in c.stack.agentd.log_text(), "the refused reload is logged with its reason"
             assert route_of(c, "static:stolen") is None
             c.cfg.sections = [s for s in c.cfg.sections if s.name != "stolen"]
             c.reload()
