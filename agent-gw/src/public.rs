@@ -84,13 +84,15 @@ pub async fn start(state: &Rc<AppState>) -> io::Result<()> {
 
 /// Serves connections from `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, state: Rc<AppState>) {
+    let mut pacer = agentd::accept::Pacer::new("public listener");
     let handshaking = Rc::new(Cell::new(0u32));
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let (stream, peer) = match pacer.accept(&listener).await {
             Ok(x) => x,
             Err(e) => {
-                agentd::log_warn!("public listener: accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Already paced (EMFILE and friends pause, doubling up
+                // to a second) and logged by the pacer.
+                agentd::log_debug!("public listener: accept failed: {e}");
                 continue;
             }
         };

@@ -88,13 +88,14 @@ fn bind_dual_stack(addr: SocketAddr) -> io::Result<TcpListener> {
 /// Serves connections from `listener` until the task is dropped. Must run
 /// inside a `tokio::task::LocalSet`.
 pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
+    let mut pacer = agentd::accept::Pacer::new("LAN listener");
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let (stream, peer) = match pacer.accept(&listener).await {
             Ok(x) => x,
             Err(e) => {
-                // EMFILE and friends: back off briefly instead of spinning.
-                agentd::log_warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Already paced (EMFILE and friends pause, doubling up
+                // to a second) and logged by the pacer.
+                agentd::log_debug!("LAN listener: accept failed: {e}");
                 continue;
             }
         };

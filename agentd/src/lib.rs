@@ -5,6 +5,7 @@
 //! the same code as `agentctl lookup` explains. Daemon-only machinery sits
 //! behind the `daemon` feature.
 
+pub mod accept;
 pub mod endpoint;
 pub mod fib;
 pub mod health;

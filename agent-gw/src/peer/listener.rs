@@ -31,13 +31,15 @@ pub const MAX_HANDSHAKES: u32 = 32;
 
 /// Serves the peer listener until the task is dropped.
 pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
+    let mut pacer = agentd::accept::Pacer::new("peer listener");
     let handshaking = Rc::new(Cell::new(0u32));
     loop {
-        let (stream, from) = match listener.accept().await {
+        let (stream, from) = match pacer.accept(&listener).await {
             Ok(x) => x,
             Err(e) => {
-                agentd::log_warn!("peer listener: accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Already paced (EMFILE and friends pause, doubling up
+                // to a second) and logged by the pacer.
+                agentd::log_debug!("peer listener: accept failed: {e}");
                 continue;
             }
         };

@@ -44,6 +44,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::tls::TlsContext;
+use crate::accept::Pacer;
 use crate::daemon::instance::Input;
 
 /// TCP connect, and separately the TLS handshake, must finish within this.
@@ -150,13 +151,15 @@ pub fn spawn_listener(
     let listener = TcpListener::from_std(std_listener)?;
     let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
     let task = tokio::spawn(async move {
+        let mut pacer = Pacer::new("ARPX listener");
         loop {
             let Ok(permit) = handshakes.clone().acquire_owned().await else {
                 return;
             };
-            let (tcp, remote) = match listener.accept().await {
+            // Out of descriptors (EMFILE), accept pauses, doubling up to a
+            // second, instead of spinning on the loop's one core.
+            let (tcp, remote) = match pacer.accept(&listener).await {
                 Ok(x) => x,
-                Err(e) if is_transient(&e) => continue,
                 Err(e) => {
                     report(
                         &inputs,
@@ -181,17 +184,6 @@ pub fn spawn_listener(
         }
     });
     Ok((local, task.abort_handle()))
-}
-
-/// Accept errors that concern one connection (or a momentary shortage),
-/// not the listener.
-fn is_transient(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind::*;
-    matches!(
-        e.kind(),
-        ConnectionAborted | ConnectionReset | Interrupted | WouldBlock | TimedOut
-    ) || e.raw_os_error() == Some(libc::EMFILE)
-        || e.raw_os_error() == Some(libc::ENFILE)
 }
 
 async fn accept(tcp: TcpStream, remote: SocketAddr, ctx: &TlsContext) -> Result<Handshake, String> {
