@@ -9,7 +9,7 @@
 //!   sleep_until(monitor.next_wakeup()) ------------Input::ProbeDue       +--> Replier::send (reply)
 //!   ARPX tasks (listener, dials, connections) -----Input::Peer   |        +--> FibExporter::publish (deltas)
 //!   sleep_until(peers.next_deadline()) ------------Input::PeerTimer       +--> Peers (local route changes,
-//!                                                                              frames to peers)
+//!   ARPX connections' inbox (bell) ----------------Input::PeerTurn              frames to peers)
 //! ```
 //!
 //! ARPX: the driver [`Peers`] (see `peers/tasks.rs` for its tasks) turns
@@ -79,6 +79,9 @@ pub enum Input {
     Peer(PeerEvent),
     /// The ARPX driver's earliest timer is due.
     PeerTimer,
+    /// A connection's frames wait in the ARPX driver's inbox: one
+    /// connection's turn (see `peers::inbox`).
+    PeerTurn,
     /// An mDNS browse event (discovery).
     Discovered(super::discovery::mdns::MdnsEvent),
     /// The earliest candidate lifetime has ended.
@@ -228,6 +231,10 @@ impl Instance {
             }
             Input::PeerTimer => {
                 let changes = self.peers.fire_timers(now, &mut self.state);
+                self.publish(changes, now);
+            }
+            Input::PeerTurn => {
+                let changes = self.peers.turn(now, &mut self.state);
                 self.publish(changes, now);
             }
             Input::Discovered(ev) => {
@@ -539,6 +546,16 @@ impl Instance {
             section: section.into(),
             generation,
         })
+    }
+
+    /// Rung when an ARPX connection has frames for a turn.
+    pub fn peer_bell(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.peers.bell()
+    }
+
+    /// Whether an ARPX connection has frames waiting for a turn.
+    pub fn peer_turn_ready(&self) -> bool {
+        self.peers.has_turn()
     }
 
     /// When the ARPX driver's next timer is due.

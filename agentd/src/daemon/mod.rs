@@ -282,11 +282,13 @@ async fn serve(opts: RunOptions) -> ExitCode {
     instance.start_peers(Millis::now());
     instance.start_discovery(Millis::now());
     let mut persist_at: Option<Instant> = None;
+    let peer_bell = instance.peer_bell();
     loop {
         let deadline = instance.state().next_deadline();
         let next_probe = instance.next_probe();
         let next_peer_timer = instance.next_peer_timer();
         let next_discovery = instance.next_discovery_timer();
+        let peer_turn = instance.peer_turn_ready();
         let input = tokio::select! {
             ev = server_rx.recv() => match ev {
                 Some(ev) => Input::Ipc(ev),
@@ -314,6 +316,15 @@ async fn serve(opts: RunOptions) -> ExitCode {
                     None => std::future::pending().await,
                 }
             } => Input::PeerTimer,
+            // One ARPX connection's frames per turn; with more waiting
+            // this branch stays ready, and select! picks among the ready
+            // branches at random, so timers and IPC are served between
+            // turns.
+            () = async {
+                if !peer_turn {
+                    peer_bell.notified().await;
+                }
+            } => Input::PeerTurn,
             () = async {
                 match next_discovery {
                     Some(at) => tokio::time::sleep_until(instant_at(at)).await,

@@ -10,6 +10,8 @@
 //! * [`settings`] — what the driver runs on, from the configuration.
 //! * [`tls`] — identity, trust rule and TLS configs (router-pki).
 //! * [`tasks`] — every spawned I/O task (listener, dials, connections).
+//! * [`inbox`] — the connections' frames, queued per connection and
+//!   taken in fair turns (one neighbour's flood delays only itself).
 //! * [`timers`] — deadlines by key; the earliest is the loop's one sleep.
 //! * [`backoff`] — when to dial a peer again (sans-IO).
 //! * [`routes`] — agentd routes ↔ ARPX, field by field.
@@ -25,6 +27,7 @@
 
 pub mod backoff;
 pub mod debug;
+pub mod inbox;
 mod links;
 pub mod routes;
 pub mod settings;
@@ -48,6 +51,7 @@ use crate::fib::FibChange;
 use crate::route::RouteId;
 use crate::time::Millis;
 use backoff::{Backoff, BackoffConfig, Rng};
+use inbox::{ConnEvent, Inbox};
 use settings::{MeshSettings, PeerSettings};
 use tasks::{ConnTasks, PeerEvent};
 use tls::{Identity, TlsContext};
@@ -125,6 +129,8 @@ struct DriverCounters {
 pub struct Peers {
     settings: MeshSettings,
     inputs: mpsc::Sender<Input>,
+    /// The connections' frames, per connection (see [`inbox`]).
+    inbox: Inbox,
     rng: Rng,
     dialers: BTreeMap<String, Dialer>,
     /// `Err`: why sessions are off.
@@ -177,6 +183,7 @@ impl Peers {
         Peers {
             settings,
             inputs,
+            inbox: Inbox::default(),
             rng: Rng::seeded(seed),
             dialers: BTreeMap::new(),
             mesh: Err("not started".into()),
@@ -486,7 +493,8 @@ impl Peers {
             if let Some((_, task)) = m.listener.take() {
                 task.abort();
             }
-            for (_, c) in m.conns.drain() {
+            for (conn, c) in m.conns.drain() {
+                self.inbox.forget(conn);
                 self.closing.push(c.tasks.close());
             }
         }
@@ -592,28 +600,6 @@ impl Peers {
                 debug::inbound_refused(remote, &error, known);
                 Changes::new()
             }
-            PeerEvent::Frame { conn, msg } => {
-                if !self.has_conn(conn) {
-                    return Changes::new();
-                }
-                self.feed(now, mesh::Input::Frame { conn, msg }, state)
-            }
-            PeerEvent::FrameError { conn, error } => {
-                if !self.has_conn(conn) {
-                    return Changes::new();
-                }
-                debug::frame_error(conn, &error);
-                self.feed(now, mesh::Input::FrameError { conn, error }, state)
-            }
-            PeerEvent::Closed { conn, error } => {
-                let Some(peer) = self.drop_conn(conn, now, false) else {
-                    return Changes::new();
-                };
-                if let Some(d) = self.dialers.get_mut(&peer) {
-                    d.last_error = Some(error.clone());
-                }
-                self.feed(now, mesh::Input::Disconnected { conn, error }, state)
-            }
             PeerEvent::ListenerFailed { error } => {
                 debug::listen_failed(self.settings.listen.as_deref().unwrap_or(""), &error);
                 if let Ok(m) = &mut self.mesh {
@@ -621,6 +607,64 @@ impl Peers {
                     m.listen_error = Some(error);
                 }
                 Changes::new()
+            }
+        }
+    }
+
+    /// Rung when a connection's queue gets work (the loop then calls
+    /// [`Peers::turn`]).
+    pub fn bell(&self) -> Arc<tokio::sync::Notify> {
+        self.inbox.bell()
+    }
+
+    /// Whether a connection has frames waiting for a turn.
+    pub fn has_turn(&self) -> bool {
+        self.inbox.has_ready()
+    }
+
+    /// One connection's turn: its frames, up to the inbox's budget of
+    /// routes (see [`inbox`]), go to the instance.
+    pub fn turn(&mut self, now: Millis, state: &mut State) -> Changes {
+        let mut changes = Changes::new();
+        let Some((conn, events)) = self.inbox.turn() else {
+            return changes;
+        };
+        for ev in events {
+            changes.extend(self.conn_event(conn, ev, now, state));
+        }
+        changes
+    }
+
+    /// What a connection's reader or writer reported.
+    fn conn_event(
+        &mut self,
+        conn: ConnId,
+        ev: ConnEvent,
+        now: Millis,
+        state: &mut State,
+    ) -> Changes {
+        match ev {
+            ConnEvent::Frame(msg) => {
+                if !self.has_conn(conn) {
+                    return Changes::new();
+                }
+                self.feed(now, mesh::Input::Frame { conn, msg }, state)
+            }
+            ConnEvent::FrameError(error) => {
+                if !self.has_conn(conn) {
+                    return Changes::new();
+                }
+                debug::frame_error(conn, &error);
+                self.feed(now, mesh::Input::FrameError { conn, error }, state)
+            }
+            ConnEvent::Closed(error) => {
+                let Some(peer) = self.drop_conn(conn, now, false) else {
+                    return Changes::new();
+                };
+                if let Some(d) = self.dialers.get_mut(&peer) {
+                    d.last_error = Some(error.clone());
+                }
+                self.feed(now, mesh::Input::Disconnected { conn, error }, state)
             }
         }
     }
@@ -648,8 +692,7 @@ impl Peers {
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
         debug::connected(&h.peer, conn, h.outbound, h.remote);
-        let tasks =
-            tasks::spawn_connection(conn, h.stream, h.prefix, max_frame, self.inputs.clone());
+        let tasks = tasks::spawn_connection(h.stream, h.prefix, max_frame, self.inbox.open(conn));
         m.conns.insert(
             conn,
             Conn {
@@ -716,6 +759,7 @@ impl Peers {
     fn drop_conn(&mut self, conn: ConnId, now: Millis, close: bool) -> Option<String> {
         let m = self.mesh.as_mut().ok()?;
         let c = m.conns.remove(&conn)?;
+        self.inbox.forget(conn);
         if close {
             self.closing.retain(|h| !h.is_finished());
             self.closing.push(c.tasks.close());

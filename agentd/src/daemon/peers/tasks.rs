@@ -1,26 +1,30 @@
 //! Every I/O task of the ARPX driver. None of them decides anything:
-//! they move bytes and report what happened as [`PeerEvent`]s into the
-//! daemon's one input channel, where [`super::Peers`] (and through it the
-//! sans-IO `arpx::instance`) decides.
+//! they move bytes and report what happened: handshakes and dials as
+//! [`PeerEvent`]s into the daemon's one input channel, each connection's
+//! frames into its own queue of the [`super::inbox::Inbox`], which the
+//! loop takes in fair turns. [`super::Peers`] (and through it the sans-IO
+//! `arpx::instance`) decides.
 //!
 //! ```text
 //!                      daemon event loop (one task)
-//!                   Instance::process(Input::Peer(ev))
-//!                        ^                    |
-//!   Input::Peer(..)      |                    | WriterCmd (bounded queue,
-//!   (mpsc, bounded)      |                    |  bytes counted; full =>
-//!                        |                    v  the peer is disconnected)
-//!  +-------------+  Handshaken / Refused   +--------------------------+
-//!  | listener    |--(one handshake task -->| per connection:          |
-//!  | arpx.listen |   per accepted socket)  |  reader: header, body_len|
-//!  +-------------+                         |   (<= arpx.max_frame),   |
-//!  +-------------+  Handshaken / Dial-     |   decode_body -> Frame / |
-//!  | dial task   |  Failed                 |   FrameError / Closed    |
-//!  | (one at a   |------------------------>|  writer: frames in order,|
-//!  | time, per   |                         |   Close => flush, TLS    |
-//!  | peer)       |                         |   close_notify, abort    |
-//!  +-------------+                         |   the reader             |
-//!                                          +--------------------------+
+//!          Instance::process(Input::Peer(ev) | Input::PeerTurn)
+//!                    ^          ^              |
+//!   Input::Peer(..)  |          | one conn's   | WriterCmd (bounded queue,
+//!   (mpsc, bounded)  |          | frames/turn  |  bytes counted; full =>
+//!                    |       +------+          v  the peer is disconnected)
+//!                    |       |inbox |<--+--------------------------+
+//!  +-------------+  Handshaken / Refused | per connection:          |
+//!  | listener    |--(one handshake task ->| reader: header, body_len|
+//!  | arpx.listen |   per accepted socket) |   (<= arpx.max_frame),   |
+//!  +-------------+                        |   decode_body -> Frame / |
+//!  +-------------+  Handshaken / Dial-    |   FrameError / Closed    |
+//!  | dial task   |  Failed                |   (waits while its inbox |
+//!  | (one at a   |----------------------->|   queue is full)         |
+//!  | time, per   |                        |  writer: frames in order,|
+//!  | peer)       |                        |   Close => flush, TLS    |
+//!  +-------------+                        |   close_notify, abort    |
+//!                                         |   the reader             |
+//!                                         +--------------------------+
 //! ```
 //!
 //! Handshake failures (unknown or wrongly pinned key, a certificate not
@@ -34,15 +38,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arpx::frame::{self, FrameError, HEADER_LEN};
-use arpx::instance::ConnId;
-use arpx::message::Message;
+use arpx::frame::{self, HEADER_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+use super::inbox::{ConnEvent, InboxSender};
 use super::tls::TlsContext;
 use crate::accept::Pacer;
 use crate::daemon::instance::Input;
@@ -66,32 +69,11 @@ pub enum PeerEvent {
     /// A TLS session is up and its peer verified.
     Handshaken(Box<Handshake>),
     /// A dial to `peer` failed (TCP or TLS).
-    DialFailed {
-        peer: String,
-        error: String,
-    },
+    DialFailed { peer: String, error: String },
     /// An inbound handshake failed; `remote` says from where.
-    Refused {
-        remote: SocketAddr,
-        error: String,
-    },
-    Frame {
-        conn: ConnId,
-        msg: Message,
-    },
-    FrameError {
-        conn: ConnId,
-        error: FrameError,
-    },
-    /// The transport ended (EOF, reset, TLS error, write timeout).
-    Closed {
-        conn: ConnId,
-        error: String,
-    },
+    Refused { remote: SocketAddr, error: String },
     /// The listener stopped accepting.
-    ListenerFailed {
-        error: String,
-    },
+    ListenerFailed { error: String },
 }
 
 impl fmt::Debug for PeerEvent {
@@ -106,9 +88,6 @@ impl fmt::Debug for PeerEvent {
             ),
             PeerEvent::DialFailed { peer, error } => write!(f, "DialFailed({peer}: {error})"),
             PeerEvent::Refused { remote, error } => write!(f, "Refused({remote}: {error})"),
-            PeerEvent::Frame { conn, msg } => write!(f, "Frame({}, {})", conn.0, msg.kind()),
-            PeerEvent::FrameError { conn, error } => write!(f, "FrameError({}, {error})", conn.0),
-            PeerEvent::Closed { conn, error } => write!(f, "Closed({}, {error})", conn.0),
             PeerEvent::ListenerFailed { error } => write!(f, "ListenerFailed({error})"),
         }
     }
@@ -385,27 +364,20 @@ impl ConnTasks {
     }
 }
 
-/// Starts the reader and writer of a verified session.
+/// Starts the reader and writer of a verified session; both report into
+/// the connection's queue of the driver's [`super::inbox::Inbox`].
 pub fn spawn_connection(
-    conn: ConnId,
     stream: Stream,
     prefix: Vec<u8>,
     max_frame: usize,
-    inputs: mpsc::Sender<Input>,
+    inbox: InboxSender,
 ) -> ConnTasks {
     let (rd, wr) = tokio::io::split(stream);
     let rd = std::io::Cursor::new(prefix).chain(rd);
-    let reader = tokio::spawn(read_frames(conn, rd, max_frame, inputs.clone()));
+    let reader = tokio::spawn(read_frames(rd, max_frame, inbox.clone()));
     let reader_abort = reader.abort_handle();
     let (queue, rx, queued) = SendQueue::new(QUEUE_FRAMES);
-    let writer = tokio::spawn(write_frames(
-        conn,
-        wr,
-        rx,
-        queued,
-        reader_abort.clone(),
-        inputs,
-    ));
+    let writer = tokio::spawn(write_frames(wr, rx, queued, reader_abort.clone(), inbox));
     ConnTasks {
         queue,
         reader: reader_abort,
@@ -415,54 +387,38 @@ pub fn spawn_connection(
 
 /// Reads frames until the stream ends or a frame is bad (framing is then
 /// lost: the instance answers with the typed Close, sent by the writer).
-async fn read_frames(
-    conn: ConnId,
-    mut rd: impl AsyncRead + Unpin,
-    max_frame: usize,
-    inputs: mpsc::Sender<Input>,
-) {
+/// Waits while the connection's inbox queue is full, so a peer that
+/// sends faster than the loop takes its turns is held back by TCP.
+async fn read_frames(mut rd: impl AsyncRead + Unpin, max_frame: usize, inbox: InboxSender) {
     let mut body = Vec::new();
     loop {
         let mut header = [0u8; HEADER_LEN];
         if let Err(e) = rd.read_exact(&mut header).await {
-            report(
-                &inputs,
-                PeerEvent::Closed {
-                    conn,
-                    error: closed_text(&e),
-                },
-            )
-            .await;
+            inbox.last(ConnEvent::Closed(closed_text(&e)));
             return;
         }
         let len = match frame::body_len(header, max_frame) {
             Ok(len) => len,
             Err(error) => {
-                report(&inputs, PeerEvent::FrameError { conn, error }).await;
+                inbox.last(ConnEvent::FrameError(error));
                 return;
             }
         };
         body.resize(len, 0);
         if let Err(e) = rd.read_exact(&mut body).await {
-            report(
-                &inputs,
-                PeerEvent::Closed {
-                    conn,
-                    error: closed_text(&e),
-                },
-            )
-            .await;
+            inbox.last(ConnEvent::Closed(closed_text(&e)));
             return;
         }
-        let ev = match frame::decode_body(&body) {
-            Ok(msg) => PeerEvent::Frame { conn, msg },
+        match frame::decode_body(&body) {
+            Ok(msg) => {
+                if !inbox.frame(msg).await {
+                    return;
+                }
+            }
             Err(error) => {
-                report(&inputs, PeerEvent::FrameError { conn, error }).await;
+                inbox.last(ConnEvent::FrameError(error));
                 return;
             }
-        };
-        if !report(&inputs, ev).await {
-            return;
         }
         if body.capacity() > 4 * 1024 {
             // A big snapshot frame should not pin its buffer for the
@@ -481,12 +437,11 @@ fn closed_text(e: &std::io::Error) -> String {
 }
 
 async fn write_frames(
-    conn: ConnId,
     mut wr: WriteHalf<Stream>,
     mut rx: mpsc::Receiver<WriterCmd>,
     queued: Arc<AtomicUsize>,
     reader: AbortHandle,
-    inputs: mpsc::Sender<Input>,
+    inbox: InboxSender,
 ) {
     let mut error = None;
     while let Some(cmd) = rx.recv().await {
@@ -529,7 +484,7 @@ async fn write_frames(
     }
     reader.abort();
     if let Some(error) = error {
-        report(&inputs, PeerEvent::Closed { conn, error }).await;
+        inbox.last(ConnEvent::Closed(error));
     }
 }
 
