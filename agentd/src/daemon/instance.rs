@@ -18,7 +18,16 @@
 //! offered back to the driver in the same turn.
 //!
 //! `process` is the only place state changes, one input at a time, so
-//! there are no locks and every reply reflects every earlier input.
+//! there are no locks and every reply reflects every earlier input. It
+//! does no file I/O and never waits: reading the configuration (reload),
+//! rewriting it (approve, revoke), writing the lease file and starting a
+//! health probe are [`Effect`]s it returns, which the driver
+//! ([`Effect::perform`]) carries out off the loop; their results come
+//! back as inputs (`ConfigRead`, `ConfigEdited`, `PersistFailed`,
+//! `Probed`). So a test drives `process` with inputs and reads the
+//! effects, without files or sockets. (The ARPX driver's connection
+//! tasks and the mDNS threads are spawned by their owners; mDNS commands
+//! never wait on the loop, see `discovery::mdns`.)
 //!
 //! Health checks: every FIB change passes through the health
 //! [`Monitor`] on its way out, so it always knows which local/static route
@@ -28,6 +37,8 @@
 //! on that endpoint.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
@@ -35,15 +46,18 @@ use super::discovery::{Discovery, Own};
 use super::options::ConfigSource;
 use super::peers::tasks::PeerEvent;
 use super::peers::Peers;
+use super::persist::SavedLease;
 use super::probe::{self, ProbeTarget};
 use super::state::{Changes, State};
 use crate::config::{self, HealthSettings, LoadError, Runtime};
+use crate::discovery::approval::EditError;
+use crate::discovery::table::Candidate;
 use crate::fib::export::{FibExporter, SubscriberId};
 use crate::fib::FibChange;
 use crate::health::monitor::{Monitor, MonitorConfig};
 use crate::health::schedule::Pacing;
 use crate::ipc::message::{AdmissionDone, AdmissionRefusal, IpcError, RequestBody, ResponseBody};
-use crate::ipc::server::{ConnId, FibSink, IncomingRequest, ServerEvent};
+use crate::ipc::server::{ConnId, FibSink, IncomingRequest, Replier, ServerEvent};
 use crate::route::RouteSource;
 use crate::time::Millis;
 use crate::{log_debug, log_info, log_notice, log_warn};
@@ -86,6 +100,169 @@ pub enum Input {
     Discovered(super::discovery::mdns::MdnsEvent),
     /// The earliest candidate lifetime has ended.
     DiscoveryTimer,
+    /// [`Effect::ReadConfig`]'s result.
+    ConfigRead {
+        loaded: Box<Result<Runtime, LoadError>>,
+        cause: ReloadCause,
+    },
+    /// [`Effect::EditConfig`]'s result: the section written or removed.
+    ConfigEdited {
+        result: Result<String, EditError>,
+        admission: Admission,
+    },
+    /// [`Effect::SaveLeases`] failed: the lease file is behind again.
+    PersistFailed {
+        error: String,
+    },
+}
+
+/// Why the configuration is read.
+#[derive(Debug)]
+pub enum ReloadCause {
+    /// SIGHUP.
+    Signal,
+    /// `agentctl reload`: answered with the generation.
+    Request(Replier),
+    /// `approve`/`revoke` edited the file: answered once it is loaded.
+    Admission(Admission, String),
+}
+
+/// An `approve` or `revoke` in progress.
+#[derive(Debug)]
+pub struct Admission {
+    pub approve: bool,
+    pub router_id: String,
+    pub version: u32,
+    pub path: PathBuf,
+    pub reply: Replier,
+}
+
+/// The edit `approve` or `revoke` makes to the config file.
+#[derive(Debug)]
+pub enum ConfigEdit {
+    Approve(Box<Candidate>),
+    Revoke { router_id: String, version: u32 },
+}
+
+/// I/O that [`Instance::process`] asks for; the driver performs it.
+#[derive(Debug)]
+pub enum Effect {
+    /// Read the configuration; the result comes back as
+    /// `Input::ConfigRead`.
+    ReadConfig {
+        source: ConfigSource,
+        cause: ReloadCause,
+    },
+    /// Rewrite the config file; the result comes back as
+    /// `Input::ConfigEdited`.
+    EditConfig {
+        edit: ConfigEdit,
+        admission: Admission,
+    },
+    /// Write the lease file; a failure comes back as
+    /// `Input::PersistFailed`.
+    SaveLeases {
+        dir: PathBuf,
+        boot_id: Box<str>,
+        leases: Vec<SavedLease>,
+    },
+    /// Probe one endpoint; the verdict comes back as `Input::Probed`.
+    Probe {
+        target: ProbeTarget,
+        guard: crate::endpoint::Guard,
+        timeout: Duration,
+    },
+}
+
+impl Effect {
+    /// Carries the effect out in a task of its own (file work on the
+    /// blocking pool), reporting into `inputs`. Returns at once.
+    pub fn perform(self, inputs: &mpsc::Sender<Input>) {
+        let inputs = inputs.clone();
+        match self {
+            Effect::ReadConfig { source, cause } => {
+                tokio::spawn(async move {
+                    let loaded = blocking(move || load_config(&source))
+                        .await
+                        .unwrap_or_else(|e| Err(LoadError::Invalid(vec![e])));
+                    let loaded = Box::new(loaded);
+                    let _ = inputs.send(Input::ConfigRead { loaded, cause }).await;
+                });
+            }
+            Effect::EditConfig { edit, admission } => {
+                let path = admission.path.clone();
+                tokio::spawn(async move {
+                    let result = blocking(move || edit_config(&path, edit))
+                        .await
+                        .unwrap_or_else(|e| Err(EditError::Io(e)));
+                    let _ = inputs.send(Input::ConfigEdited { result, admission }).await;
+                });
+            }
+            Effect::SaveLeases { .. } => {
+                tokio::spawn(async move {
+                    if let Err(error) = blocking(move || self.save()).await.and_then(|r| r) {
+                        let _ = inputs.send(Input::PersistFailed { error }).await;
+                    }
+                });
+            }
+            Effect::Probe {
+                target,
+                guard,
+                timeout,
+            } => {
+                tokio::spawn(async move {
+                    let ok = probe::probe(&target, &guard, timeout).await;
+                    if let Err(e) = &ok {
+                        log_debug!("health probe of {target} failed: {e}");
+                    }
+                    let _ = inputs
+                        .send(Input::Probed {
+                            target,
+                            ok: ok.is_ok(),
+                        })
+                        .await;
+                });
+            }
+        }
+    }
+
+    /// Writes the lease file now, on this thread (the daemon's exit).
+    /// Other effects are not for this.
+    pub fn save(self) -> Result<(), String> {
+        let Effect::SaveLeases {
+            dir,
+            boot_id,
+            leases,
+        } = self
+        else {
+            return Ok(());
+        };
+        super::persist::save(&dir, &boot_id, &leases).map_err(|e| {
+            format!(
+                "cannot write {}: {e}",
+                super::persist::path_in(&dir).display()
+            )
+        })
+    }
+}
+
+/// Runs file work on the blocking pool (the loop's thread stays free).
+/// `Err`: the work panicked or the runtime is shutting down.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("file task failed: {e}"))
+}
+
+/// Carries out an approve or revoke on the config file.
+fn edit_config(path: &std::path::Path, edit: ConfigEdit) -> Result<String, EditError> {
+    use crate::discovery::approval;
+    match edit {
+        ConfigEdit::Approve(c) => approval::edit_file(path, |pkg| approval::approve(pkg, &c)),
+        ConfigEdit::Revoke { router_id, version } => {
+            approval::edit_file(path, |pkg| approval::revoke(pkg, &router_id, version))
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,8 +325,6 @@ pub struct Instance {
     subscribers: HashMap<ConnId, SubscriberId>,
     /// Our own uid: a client running as it may reload, like root.
     own_uid: u32,
-    /// For child tasks that report back (health probes).
-    inputs: mpsc::Sender<Input>,
     monitor: Monitor,
     /// Local leases changed since the lease file was last written.
     dirty: bool,
@@ -158,6 +333,8 @@ pub struct Instance {
     peers: Peers,
     /// mDNS and the candidate table.
     discovery: Discovery,
+    /// What the input being processed asks the driver to do.
+    effects: Vec<Effect>,
 }
 
 impl Instance {
@@ -173,12 +350,12 @@ impl Instance {
             exporter: FibExporter::new(),
             subscribers: HashMap::new(),
             own_uid,
-            inputs,
             monitor,
             dirty: false,
             boot_id: super::persist::boot_id(),
             peers,
             discovery,
+            effects: Vec::new(),
         }
     }
 
@@ -186,7 +363,15 @@ impl Instance {
         &self.state
     }
 
-    pub fn process(&mut self, input: Input, now: Millis) -> Control {
+    /// One input. What it needs done outside (files, probes) is added to
+    /// `effects`, for the driver to [`Effect::perform`].
+    pub fn process(&mut self, input: Input, now: Millis, effects: &mut Vec<Effect>) -> Control {
+        let control = self.step(input, now);
+        effects.append(&mut self.effects);
+        control
+    }
+
+    fn step(&mut self, input: Input, now: Millis) -> Control {
         match input {
             Input::Ipc(ServerEvent::Request(req)) => self.request(*req, now),
             Input::Ipc(ServerEvent::Disconnected { conn, reason }) => {
@@ -195,9 +380,7 @@ impl Instance {
                     self.exporter.unsubscribe(id);
                 }
             }
-            Input::Signal(Signal::Reload) => {
-                let _ = self.reload(now);
-            }
+            Input::Signal(Signal::Reload) => self.read_config(ReloadCause::Signal),
             Input::Signal(Signal::Terminate) => {
                 log_notice!("terminating");
                 return Control::Stop;
@@ -224,7 +407,18 @@ impl Instance {
                 }
                 self.start_probes(now);
             }
-            Input::Persist => self.persist(),
+            Input::Persist => {
+                if let Some(e) = self.save_leases() {
+                    self.effects.push(e);
+                }
+            }
+            Input::PersistFailed { error } => {
+                // The loop tries again at its next flush.
+                log_warn!("{error}");
+                self.dirty = true;
+            }
+            Input::ConfigRead { loaded, cause } => self.config_read(*loaded, cause, now),
+            Input::ConfigEdited { result, admission } => self.config_edited(result, admission),
             Input::Peer(ev) => {
                 let changes = self.peers.event(ev, now, &mut self.state);
                 self.publish(changes, now);
@@ -265,23 +459,16 @@ impl Instance {
             return;
         }
         match body {
-            RequestBody::Reload => {
-                reply.send(
-                    self.reload(now)
-                        .map(|config_generation| ResponseBody::Reloaded { config_generation }),
-                );
-            }
+            RequestBody::Reload => self.read_config(ReloadCause::Request(reply)),
             RequestBody::Peers => reply.send(Ok(ResponseBody::Peers(self.peers.view(now)))),
             RequestBody::Candidates => {
                 reply.send(Ok(ResponseBody::Candidates(self.discovery.view(now))));
             }
             RequestBody::Approve { router_id, version } => {
-                let done = self.admission(true, &router_id, version, now);
-                reply.send(Ok(ResponseBody::Admission(done)));
+                self.admission(true, router_id.into(), version, reply);
             }
             RequestBody::Revoke { router_id, version } => {
-                let done = self.admission(false, &router_id, version, now);
-                reply.send(Ok(ResponseBody::Admission(done)));
+                self.admission(false, router_id.into(), version, reply);
             }
             RequestBody::SubscribeFib => {
                 let sink = reply.fib_sink();
@@ -348,11 +535,45 @@ impl Instance {
         }
     }
 
-    /// Re-reads the configuration; on failure the live state stays.
-    /// Returns the configuration generation (applied configurations,
-    /// `agentctl status`'s `config_generation`), not the route table's.
-    pub fn reload(&mut self, now: Millis) -> Result<u64, IpcError> {
-        let loaded = load_config(&self.source);
+    /// Asks the driver to read the configuration (a reload).
+    fn read_config(&mut self, cause: ReloadCause) {
+        self.effects.push(Effect::ReadConfig {
+            source: self.source.clone(),
+            cause,
+        });
+    }
+
+    /// The configuration was read: applied, and whoever asked answered.
+    fn config_read(&mut self, loaded: Result<Runtime, LoadError>, cause: ReloadCause, now: Millis) {
+        let result = self.reload(loaded, now);
+        match cause {
+            ReloadCause::Signal => {}
+            ReloadCause::Request(reply) => {
+                reply.send(
+                    result.map(|config_generation| ResponseBody::Reloaded { config_generation }),
+                );
+            }
+            ReloadCause::Admission(a, section) => {
+                let done = result
+                    .map(|generation| AdmissionDone {
+                        router_id: a.router_id.as_str().into(),
+                        version: a.version,
+                        section: section.into(),
+                        generation,
+                    })
+                    .map_err(|e| AdmissionRefusal::ReloadFailed {
+                        reason: e.to_string().into(),
+                    });
+                a.reply.send(Ok(ResponseBody::Admission(done)));
+            }
+        }
+    }
+
+    /// Applies a configuration read from the file; on failure the live
+    /// state stays. Returns the configuration generation (applied
+    /// configurations, `agentctl status`'s `config_generation`), not the
+    /// route table's.
+    fn reload(&mut self, loaded: Result<Runtime, LoadError>, now: Millis) -> Result<u64, IpcError> {
         let old_socket = self.state.runtime().socket.clone();
         match self.state.reload(loaded) {
             Ok((generation, changes)) => {
@@ -485,67 +706,88 @@ impl Instance {
     }
 
     /// `approve` (write a discovered peer section) or `revoke` (remove
-    /// it), then reload so the ARPX driver follows the file.
-    fn admission(
-        &mut self,
-        approve: bool,
-        router_id: &str,
-        version: u32,
-        now: Millis,
-    ) -> Result<AdmissionDone, AdmissionRefusal> {
-        use crate::discovery::approval::{self, EditError};
+    /// it): the driver edits the file ([`Effect::EditConfig`]), then the
+    /// configuration is read again so the ARPX driver follows the file,
+    /// and the request is answered.
+    fn admission(&mut self, approve: bool, router_id: String, version: u32, reply: Replier) {
         let path = match &self.source {
             ConfigSource::Explicit(p) => p.clone(),
-            ConfigSource::Default => std::path::PathBuf::from(super::options::DEFAULT_CONFIG),
-            ConfigSource::Demo => return Err(AdmissionRefusal::NoConfigFile),
+            ConfigSource::Default => PathBuf::from(super::options::DEFAULT_CONFIG),
+            ConfigSource::Demo => {
+                reply.send(Ok(ResponseBody::Admission(Err(
+                    AdmissionRefusal::NoConfigFile,
+                ))));
+                return;
+            }
         };
-        let edited = if approve {
-            let c = self.discovery.check_approve(router_id, version)?;
-            approval::edit_file(&path, |pkg| approval::approve(pkg, &c))
+        let edit = if approve {
+            match self.discovery.check_approve(&router_id, version) {
+                Ok(c) => ConfigEdit::Approve(Box::new(c)),
+                Err(refused) => {
+                    reply.send(Ok(ResponseBody::Admission(Err(refused))));
+                    return;
+                }
+            }
         } else {
-            approval::edit_file(&path, |pkg| approval::revoke(pkg, router_id, version))
+            ConfigEdit::Revoke {
+                router_id: router_id.clone(),
+                version,
+            }
         };
-        let section = edited.map_err(|e| match e {
-            EditError::NotApproved { router_id } => AdmissionRefusal::NotApproved {
-                router_id: router_id.into(),
-            },
-            EditError::VersionMismatch {
+        self.effects.push(Effect::EditConfig {
+            edit,
+            admission: Admission {
+                approve,
                 router_id,
-                asked,
-                approved,
-            } => AdmissionRefusal::VersionMismatch {
-                router_id: router_id.into(),
-                asked,
-                current: approved,
+                version,
+                path,
+                reply,
             },
-            EditError::StaticPeer { router_id, section } => AdmissionRefusal::StaticPeer {
-                router_id: router_id.into(),
-                section: section.into(),
-            },
-            EditError::Invalid(reason) => AdmissionRefusal::ConfigInvalid {
-                reason: reason.into(),
-            },
-            EditError::Io(reason) => AdmissionRefusal::WriteFailed {
-                reason: reason.into(),
-            },
-        })?;
+        });
+    }
+
+    /// The config file was edited for an approve or revoke.
+    fn config_edited(&mut self, result: Result<String, EditError>, a: Admission) {
+        let section = match result {
+            Ok(section) => section,
+            Err(e) => {
+                let refused = match e {
+                    EditError::NotApproved { router_id } => AdmissionRefusal::NotApproved {
+                        router_id: router_id.into(),
+                    },
+                    EditError::VersionMismatch {
+                        router_id,
+                        asked,
+                        approved,
+                    } => AdmissionRefusal::VersionMismatch {
+                        router_id: router_id.into(),
+                        asked,
+                        current: approved,
+                    },
+                    EditError::StaticPeer { router_id, section } => AdmissionRefusal::StaticPeer {
+                        router_id: router_id.into(),
+                        section: section.into(),
+                    },
+                    EditError::Invalid(reason) => AdmissionRefusal::ConfigInvalid {
+                        reason: reason.into(),
+                    },
+                    EditError::Io(reason) => AdmissionRefusal::WriteFailed {
+                        reason: reason.into(),
+                    },
+                };
+                a.reply.send(Ok(ResponseBody::Admission(Err(refused))));
+                return;
+            }
+        };
         log_notice!(
-            "discovery: {} router {router_id} at record version {version} ({} {section} in {})",
-            if approve { "approved" } else { "revoked" },
-            if approve { "wrote" } else { "removed" },
-            path.display()
+            "discovery: {} router {} at record version {} ({} {section} in {})",
+            if a.approve { "approved" } else { "revoked" },
+            a.router_id,
+            a.version,
+            if a.approve { "wrote" } else { "removed" },
+            a.path.display()
         );
-        let generation = self
-            .reload(now)
-            .map_err(|e| AdmissionRefusal::ReloadFailed {
-                reason: e.to_string().into(),
-            })?;
-        Ok(AdmissionDone {
-            router_id: router_id.into(),
-            version,
-            section: section.into(),
-            generation,
-        })
+        self.read_config(ReloadCause::Admission(a, section));
     }
 
     /// Rung when an ARPX connection has frames for a turn.
@@ -623,24 +865,16 @@ impl Instance {
         self.monitor.next_wakeup()
     }
 
-    /// Starts the probes the monitor hands out now, each in its own task
-    /// that reports back as `Input::Probed`.
+    /// The probes the monitor hands out now, as effects (each runs in its
+    /// own task that reports back as `Input::Probed`).
     fn start_probes(&mut self, now: Millis) {
         let timeout = self.state.runtime().health.timeout;
         while let Some(target) = self.monitor.poll(now) {
-            let inputs = self.inputs.clone();
             let guard = self.probe_guard(&target);
-            tokio::spawn(async move {
-                let ok = probe::probe(&target, &guard, timeout).await;
-                if let Err(e) = &ok {
-                    log_debug!("health probe of {target} failed: {e}");
-                }
-                let _ = inputs
-                    .send(Input::Probed {
-                        target,
-                        ok: ok.is_ok(),
-                    })
-                    .await;
+            self.effects.push(Effect::Probe {
+                target,
+                guard,
+                timeout,
             });
         }
     }
@@ -664,19 +898,19 @@ impl Instance {
         self.dirty
     }
 
-    /// Writes the lease file now (coalesced by the loop; also on exit).
-    pub fn persist(&mut self) {
-        let dir = self.state.runtime().state_dir.clone();
-        match super::persist::save(&dir, &self.boot_id, &self.state.local_leases()) {
-            Ok(()) => self.dirty = false,
-            Err(e) => {
-                // Keep `dirty`: the loop retries at its next flush.
-                log_warn!(
-                    "cannot write {}: {e}",
-                    super::persist::path_in(&dir).display()
-                );
-            }
+    /// The lease file's contents as an effect, when it is behind the
+    /// table (coalesced by the loop; also at exit, where the driver saves
+    /// it at once). A failed write comes back as `Input::PersistFailed`.
+    pub fn save_leases(&mut self) -> Option<Effect> {
+        if !self.dirty {
+            return None;
         }
+        self.dirty = false;
+        Some(Effect::SaveLeases {
+            dir: self.state.runtime().state_dir.clone(),
+            boot_id: self.boot_id.clone(),
+            leases: self.state.local_leases(),
+        })
     }
 
     /// Takes back the leases a previous agentd process saved.

@@ -14,6 +14,8 @@ pub mod discovery;
 #[cfg(test)]
 mod endpoint_tests;
 pub mod instance;
+#[cfg(test)]
+mod instance_tests;
 pub mod lookup;
 pub mod options;
 #[cfg(test)]
@@ -276,6 +278,8 @@ async fn serve(opts: RunOptions) -> ExitCode {
         }
     }
 
+    let effect_inputs = input_tx.clone();
+    let mut effects = Vec::new();
     let mut instance = Instance::new(state, opts.config.clone(), input_tx);
     instance.restore(Millis::now());
     instance.sync_health(Millis::now());
@@ -341,7 +345,11 @@ async fn serve(opts: RunOptions) -> ExitCode {
                 Input::Persist
             }
         };
-        if instance.process(input, Millis::now()) == Control::Stop {
+        let control = instance.process(input, Millis::now(), &mut effects);
+        for effect in effects.drain(..) {
+            effect.perform(&effect_inputs);
+        }
+        if control == Control::Stop {
             break;
         }
         if instance.wants_persist() && persist_at.is_none() {
@@ -359,8 +367,10 @@ async fn serve(opts: RunOptions) -> ExitCode {
         }
     })
     .await;
-    if instance.wants_persist() {
-        instance.persist();
+    if let Some(leases) = instance.save_leases() {
+        if let Err(e) = leases.save() {
+            log_warn!("{e}");
+        }
     }
     instance.close_subscribers();
     if let Err(e) = std::fs::remove_file(&socket) {

@@ -308,6 +308,13 @@ pub struct Replier {
 }
 
 impl Replier {
+    /// A replier with no connection behind it (its answer goes nowhere),
+    /// for tests of the daemon's decisions.
+    #[cfg(test)]
+    pub(crate) fn detached(id: u64) -> Replier {
+        Replier { id, conn: None }
+    }
+
     pub fn send(mut self, body: Result<ResponseBody, IpcError>) {
         if let Some(conn) = self.conn.take() {
             conn.offer(ServerMsg::Response(Response { id: self.id, body }));

@@ -1,11 +1,16 @@
 //! The mDNS side of discovery, on the `mdns-sd` crate: it runs one
 //! thread of its own (its sockets, its timers, RFC 6762 probing,
 //! announcing, cache maintenance and goodbyes); we talk to it through its
-//! bounded command channel (100 entries: a full channel answers `Again`,
-//! retried here a bounded number of times) and read its browse events on
-//! one bridge thread that forwards them, already reduced to plain data,
-//! into the daemon's event loop. Nothing polls: the loop wakes when an
-//! event arrives.
+//! bounded command channel (100 entries: a full channel answers `Again`)
+//! and read its browse events on one bridge thread that forwards them,
+//! already reduced to plain data, into the daemon's event loop. Nothing
+//! polls: the loop wakes when an event arrives.
+//!
+//! The loop never waits on mdns-sd: after the start (three commands into
+//! a fresh, empty channel), every command (register, unregister, verify,
+//! shutdown) goes in order to a command thread of ours, which retries
+//! `Again` a bounded number of times with a pause, on its own time, and
+//! logs what still fails.
 //!
 //! Announced: `_arpx._tcp.local.` (instance and host = router_id, SRV
 //! port = ARPX port, the TXT record of `discovery::record`) and
@@ -21,13 +26,14 @@ use tokio::sync::mpsc;
 
 use super::super::instance::Input;
 use crate::discovery::record::Record;
+use crate::log_warn;
 
 pub const ARPX_SERVICE: &str = "_arpx._tcp.local.";
 pub const SDK_SERVICE: &str = "_agentd._tcp.local.";
 
 /// Tries of one command while mdns-sd's channel is full, and the pause
-/// between them: at most ~100 ms of the event loop, for a queue that its
-/// thread drains in microseconds.
+/// between them: at most ~100 ms of the command thread (never the event
+/// loop), for a queue that mdns-sd's thread drains in microseconds.
 const AGAIN_TRIES: u32 = 20;
 const AGAIN_PAUSE: Duration = Duration::from_millis(5);
 
@@ -66,6 +72,9 @@ pub fn instance_of(fullname: &str) -> &str {
         .unwrap_or(fullname)
 }
 
+/// Runs `f` until it answers something else than `Again`, at most
+/// [`AGAIN_TRIES`] times with [`AGAIN_PAUSE`] between: on the command
+/// thread only.
 fn retry<T>(mut f: impl FnMut() -> mdns_sd::Result<T>) -> Result<T, String> {
     for _ in 1..AGAIN_TRIES {
         match f() {
@@ -76,9 +85,59 @@ fn retry<T>(mut f: impl FnMut() -> mdns_sd::Result<T>) -> Result<T, String> {
     f().map_err(|e| e.to_string())
 }
 
+/// Once, for the start: mdns-sd's channel is new and empty, so `Again`
+/// cannot happen; if it does, the start fails (and says so) rather than
+/// wait.
+fn once<T>(f: impl FnOnce() -> mdns_sd::Result<T>) -> Result<T, String> {
+    f().map_err(|e| e.to_string())
+}
+
+/// What the command thread sends to mdns-sd, in order.
+#[derive(Debug)]
+enum Command {
+    Register(Box<ServiceInfo>),
+    Unregister(String),
+    Verify(String),
+    /// Shut mdns-sd down (goodbyes out, bounded) and end the thread.
+    Shutdown,
+}
+
+/// The command thread: mdns-sd commands, in order, retried on `Again`.
+fn run_commands(daemon: ServiceDaemon, commands: std::sync::mpsc::Receiver<Command>) {
+    while let Ok(cmd) = commands.recv() {
+        let (what, result) = match cmd {
+            Command::Register(info) => {
+                let name = info.get_fullname().to_string();
+                (name, retry(|| daemon.register((*info).clone())).map(drop))
+            }
+            // The goodbye is sent by the mdns-sd thread; its status
+            // channel is not waited for.
+            Command::Unregister(name) => {
+                let r = retry(|| daemon.unregister(&name)).map(drop);
+                (name, r)
+            }
+            Command::Verify(name) => {
+                let r = retry(|| daemon.verify(name.clone(), mdns_sd::VERIFY_TIMEOUT_DEFAULT));
+                (name, r)
+            }
+            Command::Shutdown => {
+                if let Ok(done) = retry(|| daemon.shutdown()) {
+                    // Bounded: the goodbyes go out before its thread exits.
+                    let _ = done.recv_timeout(Duration::from_secs(1));
+                }
+                return;
+            }
+        };
+        if let Err(e) = result {
+            log_warn!("discovery: mDNS command for {what} failed: {e}");
+        }
+    }
+}
+
 /// A running mDNS responder and browser.
 pub struct Mdns {
-    daemon: ServiceDaemon,
+    /// To the command thread (see the module).
+    commands: std::sync::mpsc::Sender<Command>,
     interfaces: Vec<String>,
     /// Full names we registered.
     registered: Vec<String>,
@@ -98,12 +157,19 @@ impl Mdns {
     /// events go to `inputs`.
     pub fn start(interfaces: &[String], inputs: mpsc::Sender<Input>) -> Result<Mdns, String> {
         let daemon = ServiceDaemon::new().map_err(|e| e.to_string())?;
-        retry(|| daemon.disable_interface(IfKind::All))?;
-        let names: Vec<IfKind> = interfaces.iter().map(IfKind::from).collect();
-        if !names.is_empty() {
-            retry(|| daemon.enable_interface(names.clone()))?;
-        }
-        let events = retry(|| daemon.browse(ARPX_SERVICE))?;
+        let started = Self::browse(&daemon, interfaces);
+        let events = match started {
+            Ok(events) => events,
+            Err(e) => {
+                let _ = daemon.shutdown();
+                return Err(e);
+            }
+        };
+        let (commands, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("agentd-mdns-cmd".into())
+            .spawn(move || run_commands(daemon, rx))
+            .map_err(|e| format!("cannot start the mDNS command thread: {e}"))?;
         std::thread::Builder::new()
             .name("agentd-mdns".into())
             .spawn(move || {
@@ -133,10 +199,29 @@ impl Mdns {
             })
             .map_err(|e| format!("cannot start the mDNS bridge thread: {e}"))?;
         Ok(Mdns {
-            daemon,
+            commands,
             interfaces: interfaces.to_vec(),
             registered: Vec::new(),
         })
+    }
+
+    /// Restricts mdns-sd to `interfaces` and browses `_arpx._tcp`.
+    fn browse(
+        daemon: &ServiceDaemon,
+        interfaces: &[String],
+    ) -> Result<mdns_sd::Receiver<ServiceEvent>, String> {
+        once(|| daemon.disable_interface(IfKind::All))?;
+        let names: Vec<IfKind> = interfaces.iter().map(IfKind::from).collect();
+        if !names.is_empty() {
+            once(|| daemon.enable_interface(names))?;
+        }
+        once(|| daemon.browse(ARPX_SERVICE))
+    }
+
+    fn send(&self, cmd: Command) -> Result<(), String> {
+        self.commands
+            .send(cmd)
+            .map_err(|_| "the mDNS command thread has ended".to_string())
     }
 
     pub fn interfaces(&self) -> &[String] {
@@ -162,7 +247,7 @@ impl Mdns {
                 .enable_addr_auto();
             info.set_interfaces(kinds.clone());
             let fullname = info.get_fullname().to_string();
-            retry(|| self.daemon.register(info.clone()))?;
+            self.send(Command::Register(Box::new(info)))?;
             self.registered.push(fullname);
         }
         Ok(())
@@ -173,30 +258,21 @@ impl Mdns {
     /// without an answer within mdns-sd's default 10 s they are flushed
     /// and a `Removed` event follows.
     pub fn verify(&self, router_id: &str) -> Result<(), String> {
-        let fullname = format!("{router_id}.{ARPX_SERVICE}");
-        retry(|| {
-            self.daemon
-                .verify(fullname.clone(), mdns_sd::VERIFY_TIMEOUT_DEFAULT)
-        })
+        self.send(Command::Verify(format!("{router_id}.{ARPX_SERVICE}")))
     }
 
     /// Withdraws every announcement (goodbye packets).
     fn withdraw(&mut self) {
         for name in std::mem::take(&mut self.registered) {
-            // The goodbye is sent by the mdns-sd thread; its status
-            // channel is not waited for.
-            let _ = retry(|| self.daemon.unregister(&name));
+            let _ = self.send(Command::Unregister(name));
         }
     }
 
     /// Withdraws our records and stops the mdns-sd thread (which ends
-    /// the bridge thread).
+    /// the bridge thread) and then the command thread; returns at once.
     pub fn stop(mut self) {
         self.withdraw();
-        if let Ok(done) = retry(|| self.daemon.shutdown()) {
-            // Bounded: the goodbyes go out before the thread exits.
-            let _ = done.recv_timeout(Duration::from_secs(1));
-        }
+        let _ = self.send(Command::Shutdown);
     }
 }
 
