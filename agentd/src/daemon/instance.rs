@@ -166,6 +166,9 @@ pub enum Effect {
         boot_id: Box<str>,
         leases: Vec<SavedLease>,
     },
+    /// The route table shrank to half its peak: return the heap's free
+    /// pages to the system (see `daemon::memory`).
+    TrimMemory,
     /// Probe one endpoint; the verdict comes back as `Input::Probed`.
     Probe {
         target: ProbeTarget,
@@ -203,6 +206,11 @@ impl Effect {
                     if let Err(error) = blocking(move || self.save()).await.and_then(|r| r) {
                         let _ = inputs.send(Input::PersistFailed { error }).await;
                     }
+                });
+            }
+            Effect::TrimMemory => {
+                tokio::spawn(async move {
+                    let _ = blocking(super::memory::trim).await;
                 });
             }
             Effect::Probe {
@@ -335,6 +343,8 @@ pub struct Instance {
     discovery: Discovery,
     /// What the input being processed asks the driver to do.
     effects: Vec<Effect>,
+    /// When the table has shrunk enough to give memory back.
+    trim: super::memory::TrimPolicy,
 }
 
 impl Instance {
@@ -356,6 +366,7 @@ impl Instance {
             peers,
             discovery,
             effects: Vec::new(),
+            trim: super::memory::TrimPolicy::default(),
         }
     }
 
@@ -367,6 +378,9 @@ impl Instance {
     /// `effects`, for the driver to [`Effect::perform`].
     pub fn process(&mut self, input: Input, now: Millis, effects: &mut Vec<Effect>) -> Control {
         let control = self.step(input, now);
+        if self.trim.observe(self.state.table().len()) {
+            self.effects.push(Effect::TrimMemory);
+        }
         effects.append(&mut self.effects);
         control
     }

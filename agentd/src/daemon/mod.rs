@@ -8,6 +8,7 @@
 //! * [`peers`] — the ARPX driver (sessions with other routers).
 //! * [`discovery`] — mDNS announce/browse and the candidate table.
 //! * [`peer_addrs`] — peer router addresses the state cannot see itself.
+//! * [`memory`] — giving memory back after the route table shrank.
 //! * [`log`] — syslog / stderr.
 
 pub mod discovery;
@@ -17,6 +18,7 @@ pub mod instance;
 #[cfg(test)]
 mod instance_tests;
 pub mod lookup;
+pub mod memory;
 pub mod options;
 #[cfg(test)]
 mod origin_claims_tests;

@@ -66,6 +66,14 @@ impl HopIndex {
         self.by_hop.keys().copied()
     }
 
+    /// Fits every next hop's list and the map to what they hold.
+    pub(crate) fn shrink(&mut self) {
+        for v in self.by_hop.values_mut() {
+            v.shrink_to_fit();
+        }
+        self.by_hop.shrink_to_fit();
+    }
+
     pub(crate) fn allocated_bytes(&self) -> usize {
         self.by_hop.allocation_size()
             + self

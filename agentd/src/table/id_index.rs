@@ -129,8 +129,7 @@ impl IdIndex {
         true
     }
 
-    /// Every indexed slot (invariant checks).
-    #[cfg(test)]
+    /// Every indexed slot (invariant checks, rebuilding the index).
     pub(crate) fn slots(&self) -> impl Iterator<Item = u32> + '_ {
         self.cells
             .iter()

@@ -143,7 +143,20 @@ pub struct RouteTable {
     max_routes: usize,
     len: usize,
     generation: u64,
+    /// Generation a newly pushed slab cell starts at: above every cell
+    /// given back by [`RouteTable::compact`], so a handle to a truncated
+    /// cell never matches the cell that later takes its index.
+    gen_floor: u32,
+    /// Routes held when storage was last compacted (`usize::MAX`: grown
+    /// since). Compaction is tried again only once the table has halved
+    /// again: hysteresis, so a table that churns around one size is never
+    /// compacted over and over.
+    compacted_at: usize,
 }
+
+/// Storage below this many slab cells is never compacted: too little to
+/// matter, and small tables churn.
+const COMPACT_MIN_SLOTS: usize = 1024;
 
 fn slot_route(slab: &[Slot], slot: u32) -> Option<&Route> {
     slab.get(slot as usize).and_then(|s| s.route.as_ref())
@@ -177,6 +190,8 @@ impl RouteTable {
             max_routes: max_routes.min(SLOT_LIMIT as usize),
             len: 0,
             generation: 0,
+            gen_floor: 0,
+            compacted_at: usize::MAX,
         }
     }
 
@@ -330,9 +345,10 @@ impl RouteTable {
             }
             None => {
                 self.slab.push(Slot {
-                    gen: 0,
+                    gen: self.gen_floor,
                     route: Some(route),
                 });
+                self.compacted_at = usize::MAX;
                 self.hot.push(hot);
                 (self.slab.len() - 1) as u32
             }
@@ -494,6 +510,7 @@ impl RouteTable {
             .filter_map(|s| self.free_slot(s))
             .collect();
         self.tidy_timers();
+        self.compact_if_sparse();
         gone
     }
 
@@ -513,7 +530,58 @@ impl RouteTable {
         let slot = self.find_slot(id.as_str())?;
         let route = self.free_slot(slot);
         self.tidy_timers();
+        self.compact_if_sparse();
         route
+    }
+
+    /// Gives storage back once the table holds at most a quarter of its
+    /// slab (and has halved since the last try): after a transient flood
+    /// of paths, the slab, the selection records and the indexes would
+    /// otherwise stay at their peak for the daemon's lifetime. Returns
+    /// whether it compacted.
+    pub fn compact_if_sparse(&mut self) -> bool {
+        if self.slab.len() < COMPACT_MIN_SLOTS
+            || self.len.saturating_mul(4) > self.slab.len()
+            || self.len.saturating_mul(2) > self.compacted_at
+        {
+            return false;
+        }
+        self.compact();
+        true
+    }
+
+    /// Truncates the free cells at the end of the slab (slots are never
+    /// moved: handles stay valid), fits every vector (with headroom) and
+    /// rebuilds the route_id index at the size it needs now.
+    pub fn compact(&mut self) {
+        self.compacted_at = self.len;
+        let keep = self
+            .slab
+            .iter()
+            .rposition(|s| s.route.is_some())
+            .map_or(0, |i| i + 1);
+        if keep < self.slab.len() {
+            let top = self.slab[keep..].iter().map(|s| s.gen).max().unwrap_or(0);
+            self.gen_floor = self.gen_floor.max(top.wrapping_add(1));
+            self.slab.truncate(keep);
+            self.hot.truncate(keep);
+            self.free.retain(|s| (*s as usize) < keep);
+        }
+        // Headroom of half again: a table that grows a little after the
+        // shrink does not reallocate at once.
+        let room = keep + keep / 2;
+        self.slab.shrink_to(room);
+        self.hot.shrink_to(room);
+        self.free.shrink_to(self.free.len() * 2);
+        self.by_hop.shrink();
+        let (slab, hasher) = (&self.slab, &self.hasher);
+        let rehash = |s: u32| slot_route(slab, s).map_or(0, |r| hasher.hash_one(r.id.as_str()));
+        let mut by_id = IdIndex::default();
+        for slot in self.by_id.slots() {
+            by_id.insert(rehash(slot), slot, rehash);
+        }
+        self.by_id = by_id;
+        self.tidy_timers();
     }
 
     fn free_slot(&mut self, slot: u32) -> Option<Route> {
@@ -553,6 +621,7 @@ impl RouteTable {
             }
         }
         self.tidy_timers();
+        self.compact_if_sparse();
         gone
     }
 

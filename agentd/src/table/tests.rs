@@ -646,3 +646,74 @@ fn the_per_peer_index_costs_a_slot_number_per_path() {
     assert!(both > local + hop_list, "the figure includes the list");
     assert_eq!(std::mem::size_of::<Hot>(), 64, "hop_pos fits the line");
 }
+
+#[test]
+fn storage_is_given_back_after_a_transient_flood_of_paths() {
+    let mut t = RouteTable::new(100_000);
+    t.upsert(route("local", "c", 1)).unwrap();
+    let base = t.memory();
+    for i in 0..10_000 {
+        t.upsert(path(&format!("p{i}"), "router-b", "c")).unwrap();
+    }
+    let local = t.slot_of(&id("local")).unwrap();
+    let flood = t
+        .slot_of(&RouteId::parse_table_id("p9999@router-b").unwrap())
+        .unwrap();
+    let peak = t.memory();
+    assert!(peak.slab_bytes > 100 * base.slab_bytes.max(1));
+    // The session ends: every path goes, and with them the storage.
+    assert_eq!(t.remove_paths_via("router-b").len(), 10_000);
+    let after = t.memory();
+    assert!(
+        after.slab_bytes * 100 < peak.slab_bytes,
+        "{after:?} vs {peak:?}"
+    );
+    assert!(
+        after.hot_bytes * 100 < peak.hot_bytes,
+        "{after:?} vs {peak:?}"
+    );
+    assert!(
+        after.index_bytes * 20 < peak.index_bytes,
+        "{after:?} vs {peak:?}"
+    );
+    check_invariants(&t);
+    // Handles stay valid; a handle to a given-back cell never resolves,
+    // also not once a new route takes its index.
+    assert_eq!(t.get_slot(local).map(|r| r.id.as_str()), Some("local"));
+    for i in 0..10_000 {
+        t.upsert(path(&format!("q{i}"), "router-c", "c")).unwrap();
+    }
+    let reused = t
+        .slot_of(&RouteId::parse_table_id("q9999@router-c").unwrap())
+        .unwrap();
+    assert_eq!(reused.index(), flood.index());
+    assert!(t.get_slot(flood).is_none());
+    assert!(t.get_slot(reused).is_some());
+    check_invariants(&t);
+}
+
+#[test]
+fn a_table_churning_around_one_size_is_not_compacted_again_and_again() {
+    let mut t = RouteTable::new(100_000);
+    for i in 0..4_000 {
+        t.upsert(route(&format!("r{i}"), "c", 1)).unwrap();
+    }
+    // Down to a quarter: compacted once (the slab keeps the cells up to
+    // the last route held: slots never move).
+    for i in 1_000..4_000 {
+        t.remove(&id(&format!("r{i}"))).unwrap();
+    }
+    let compacted = t.memory();
+    assert!(compacted.slab_bytes < 2_000 * std::mem::size_of::<Slot>());
+    // Churn below that: no new compaction until the table halves again
+    // (the remaining cells are reused, nothing shrinks or grows).
+    for round in 0..50 {
+        let name = format!("x{round}");
+        t.upsert(route(&name, "c", 1)).unwrap();
+        t.remove(&id(&name)).unwrap();
+        assert!(!t.compact_if_sparse(), "round {round}");
+    }
+    // (The free list may have grown by a few bytes.)
+    assert!(t.memory().slab_bytes <= compacted.slab_bytes + 64);
+    check_invariants(&t);
+}
