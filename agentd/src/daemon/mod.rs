@@ -295,7 +295,17 @@ async fn serve(opts: RunOptions) -> ExitCode {
         let next_peer_timer = instance.next_peer_timer();
         let next_discovery = instance.next_discovery_timer();
         let peer_turn = instance.peer_turn_ready();
-        let input = tokio::select! {
+        // While connections have frames waiting, turns are always ready;
+        // an ARPX timer that is due (a heartbeat to send, a hold time to
+        // check) goes first, without depending on how often the runtime
+        // gets round to firing its sleep: under a flood and a loaded CPU
+        // that was seen to hold an honest peer's heartbeats back for
+        // longer than its hold time.
+        let peer_timer_due = peer_turn && next_peer_timer.is_some_and(|t| t <= Millis::now());
+        let input = if peer_timer_due {
+            Input::PeerTimer
+        } else {
+            tokio::select! {
             ev = server_rx.recv() => match ev {
                 Some(ev) => Input::Ipc(ev),
                 None => {
@@ -345,6 +355,7 @@ async fn serve(opts: RunOptions) -> ExitCode {
             } => {
                 persist_at = None;
                 Input::Persist
+            }
             }
         };
         let control = instance.process(input, Millis::now(), &mut effects);
