@@ -34,13 +34,46 @@ use crate::route::{OriginProof, Route, RouteId, RouteSource};
 /// The key of this router's own claims (router ids are never empty).
 const OURS: &str = "";
 
-/// The claims of one origin: origin router (`""`: us) → table id → proof.
-type Routers = BTreeMap<Box<str>, BTreeMap<RouteId, OriginProof>>;
+/// The claims of one origin router: table id → proof, and how many of
+/// them are proven (so the race rule costs the routers, not the routes).
+#[derive(Debug, Default)]
+struct RouterClaims {
+    ids: BTreeMap<RouteId, OriginProof>,
+    proven: usize,
+}
+
+impl RouterClaims {
+    fn set(&mut self, id: RouteId, proof: OriginProof) {
+        if let Some(old) = self.ids.insert(id, proof) {
+            self.proven -= usize::from(old.is_proven());
+        }
+        self.proven += usize::from(proof.is_proven());
+    }
+
+    fn unset(&mut self, id: &RouteId) {
+        if let Some(old) = self.ids.remove(id) {
+            self.proven -= usize::from(old.is_proven());
+        }
+    }
+}
+
+/// The claims of one origin: origin router (`""`: us) → its claims.
+type Routers = BTreeMap<Box<str>, RouterClaims>;
+
+/// One origin's claims and the decision its marks were last set by: a
+/// change that leaves the decision as it was re-marks only the claims it
+/// touched (one neighbour's thousands of routes of one origin must not
+/// cost thousands of re-marks each).
+#[derive(Debug, Default)]
+struct OriginClaims {
+    routers: Routers,
+    decided: Option<Decision>,
+}
 
 /// Claims of origins by origin and by table id.
 #[derive(Debug, Default)]
 pub(super) struct Claims {
-    by_origin: HashMap<Box<str>, Routers>,
+    by_origin: HashMap<Box<str>, OriginClaims>,
     /// Table id → (origin, origin router key), to find a removed claim.
     by_id: HashMap<RouteId, (Box<str>, Box<str>)>,
 }
@@ -84,15 +117,17 @@ impl Claims {
         };
         if let Some((origin, old)) = self.by_id.get(&route.id) {
             if **origin == *route.origin && **old == *router {
-                let proofs = self
+                let Some(claims) = self
                     .by_origin
                     .get_mut(origin)
-                    .and_then(|r| r.get_mut(old))
-                    .and_then(|ids| ids.get_mut(&route.id));
-                return match proofs {
+                    .and_then(|o| o.routers.get_mut(old))
+                else {
+                    return false;
+                };
+                return match claims.ids.get(&route.id) {
                     Some(p) if *p == route.proof => false,
-                    Some(p) => {
-                        *p = route.proof;
+                    Some(_) => {
+                        claims.set(route.id.clone(), route.proof);
                         true
                     }
                     None => false,
@@ -104,9 +139,10 @@ impl Claims {
         self.by_origin
             .entry(route.origin.clone())
             .or_default()
+            .routers
             .entry(router.into())
             .or_default()
-            .insert(route.id.clone(), route.proof);
+            .set(route.id.clone(), route.proof);
         self.by_id
             .insert(route.id.clone(), (route.origin.clone(), router.into()));
         true
@@ -115,14 +151,14 @@ impl Claims {
     /// Forgets the claim of table id `id`; returns its origin.
     pub fn remove(&mut self, id: &RouteId) -> Option<Box<str>> {
         let (origin, router) = self.by_id.remove(id)?;
-        if let Some(routers) = self.by_origin.get_mut(&origin) {
-            if let Some(ids) = routers.get_mut(&router) {
-                ids.remove(id);
-                if ids.is_empty() {
-                    routers.remove(&router);
+        if let Some(o) = self.by_origin.get_mut(&origin) {
+            if let Some(claims) = o.routers.get_mut(&router) {
+                claims.unset(id);
+                if claims.ids.is_empty() {
+                    o.routers.remove(&router);
                 }
             }
-            if routers.is_empty() {
+            if o.routers.is_empty() {
                 self.by_origin.remove(&origin);
             }
         }
@@ -143,26 +179,50 @@ impl Claims {
     /// Table ids of `origin`'s claims with their origin router key and
     /// proof.
     pub fn of(&self, origin: &str) -> impl Iterator<Item = (&str, &RouteId, OriginProof)> {
-        self.by_origin.get(origin).into_iter().flat_map(|routers| {
-            routers
+        self.by_origin.get(origin).into_iter().flat_map(|o| {
+            o.routers
                 .iter()
-                .flat_map(|(router, ids)| ids.iter().map(move |(id, p)| (&**router, id, *p)))
+                .flat_map(|(router, c)| c.ids.iter().map(move |(id, p)| (&**router, id, *p)))
         })
+    }
+
+    /// The proof of table id `id`'s claim and its origin router key.
+    fn claim_of(&self, origin: &str, id: &RouteId) -> Option<(&str, OriginProof)> {
+        let (o, router) = self.by_id.get(id)?;
+        if **o != *origin {
+            return None;
+        }
+        let p = self
+            .by_origin
+            .get(origin)?
+            .routers
+            .get(router)?
+            .ids
+            .get(id)?;
+        Some((&**router, *p))
+    }
+
+    /// The decision `origin`'s marks were last set by.
+    fn decided(&self, origin: &str) -> Option<&Decision> {
+        self.by_origin.get(origin)?.decided.as_ref()
+    }
+
+    fn set_decided(&mut self, origin: &str, d: Decision) {
+        if let Some(o) = self.by_origin.get_mut(origin) {
+            o.decided = Some(d);
+        }
     }
 
     /// The race rule for `origin`; `own` is this router's id (how our
     /// claims compare with others').
     pub fn decide(&self, origin: &str, own: &str) -> Decision {
-        let Some(routers) = self.by_origin.get(origin) else {
+        let Some(routers) = self.by_origin.get(origin).map(|o| &o.routers) else {
             return Decision::Undisputed;
         };
         if routers.len() <= 1 {
             return Decision::Undisputed;
         }
-        if routers
-            .values()
-            .any(|ids| ids.values().any(|p| p.is_proven()))
-        {
+        if routers.values().any(|c| c.proven > 0) {
             return Decision::ProvenOnly;
         }
         let name = |k: &str| display(k, own);
@@ -194,7 +254,7 @@ impl Claims {
         if proof.is_proven() {
             return None;
         }
-        let routers = self.by_origin.get(origin)?;
+        let routers = &self.by_origin.get(origin)?.routers;
         let decision = self.decide(origin, own);
         let name = |k: &str| display(k, own);
         match &decision {
@@ -203,7 +263,7 @@ impl Claims {
             Decision::Router(w) => Some(name(w)),
             Decision::ProvenOnly => routers
                 .iter()
-                .find(|(k, ids)| !k.is_empty() && ids.values().any(|p| p.is_proven()))
+                .find(|(k, c)| !k.is_empty() && c.proven > 0)
                 .map(|(k, _)| name(k)),
         }
     }
@@ -217,10 +277,10 @@ impl Claims {
             _ => self
                 .by_origin
                 .get(origin)
-                .and_then(|routers| {
-                    routers
+                .and_then(|o| {
+                    o.routers
                         .iter()
-                        .find(|(k, ids)| !k.is_empty() && ids.values().any(|p| p.is_proven()))
+                        .find(|(k, c)| !k.is_empty() && c.proven > 0)
                 })
                 .map_or_else(|| own.into(), |(k, _)| name(k)),
         }
@@ -233,34 +293,60 @@ impl super::State {
     /// routes whose mark flipped. Every transition that edits the table
     /// ends here, so the index never needs a table scan.
     pub(super) fn settle(&mut self, changes: &mut Changes) {
-        let mut touched: Vec<Box<str>> = Vec::new();
+        let mut touched: BTreeMap<Box<str>, Vec<RouteId>> = BTreeMap::new();
         for c in changes.iter() {
             match c {
-                FibChange::Upsert(r) if self.claims.add(r) => touched.push(r.origin.clone()),
-                FibChange::Remove(id) => touched.extend(self.claims.remove(id)),
+                // Every upsert is checked, not only changed claims: the
+                // route written may carry a stale mark.
+                FibChange::Upsert(r) => {
+                    self.claims.add(r);
+                    touched
+                        .entry(r.origin.clone())
+                        .or_default()
+                        .push(r.id.clone());
+                }
+                FibChange::Remove(id) => {
+                    if let Some(origin) = self.claims.remove(id) {
+                        touched.entry(origin).or_default();
+                    }
+                }
                 _ => {}
             }
         }
-        touched.sort_unstable();
-        touched.dedup();
-        for origin in touched {
-            self.redecide(&origin, changes);
+        for (origin, ids) in touched {
+            self.remark(&origin, Some(&ids), changes);
         }
     }
 
-    /// Applies the race rule to `origin`'s claims: marks the losers
+    /// Applies the race rule to all of `origin`'s claims: marks the losers
     /// disputed and clears the mark of the others.
     pub(super) fn redecide(&mut self, origin: &str, changes: &mut Changes) {
+        self.remark(origin, None, changes);
+    }
+
+    /// The race rule for `origin`. When the decision is the one its marks
+    /// were last set by, only the claims in `touched` (added or changed)
+    /// can be marked wrong; otherwise (or with `None`) every claim is
+    /// checked.
+    fn remark(&mut self, origin: &str, touched: Option<&[RouteId]>, changes: &mut Changes) {
         let decision = self.claims.decide(origin, &self.runtime.router_id);
-        let flips: Vec<(RouteId, bool)> = self
-            .claims
-            .of(origin)
-            .filter_map(|(router, id, proof)| {
-                let lose = Claims::loses(&decision, router, proof);
-                let r = self.table.get(id)?;
-                (r.disputed != lose).then(|| (id.clone(), lose))
-            })
-            .collect();
+        let same = self.claims.decided(origin) == Some(&decision);
+        let marks = |(router, id, proof): (&str, &RouteId, OriginProof)| {
+            let lose = Claims::loses(&decision, router, proof);
+            let r = self.table.get(id)?;
+            (r.disputed != lose).then(|| (id.clone(), lose))
+        };
+        let flips: Vec<(RouteId, bool)> = match touched {
+            Some(ids) if same => ids
+                .iter()
+                .filter_map(|id| {
+                    let (router, proof) = self.claims.claim_of(origin, id)?;
+                    marks((router, id, proof))
+                })
+                .collect(),
+            _ => self.claims.of(origin).filter_map(marks).collect(),
+        };
+        self.claims.set_decided(origin, decision);
         for (id, lose) in flips {
             let Some(mut route) = self.table.get(&id).cloned() else {
                 continue;
