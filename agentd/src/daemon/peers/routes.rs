@@ -316,6 +316,21 @@ mod tests {
         assert_eq!(contract_digest(&base.clone()), d);
     }
 
+    /// Peer router-b at `address`, granting its routes trust 40 at most.
+    fn router_b(address: &str) -> PeerSettings {
+        PeerSettings {
+            router_id: "router-b".into(),
+            address: address.into(),
+            port: 7444,
+            data_port: 7447,
+            key_fingerprint: None,
+            reflector_client: false,
+            max_routes: 10,
+            export_tenants: Vec::new(),
+            max_trust: 40,
+        }
+    }
+
     #[test]
     fn an_advertisement_becomes_a_path_via_its_peer_data_plane() {
         let mut ad = arpx::testing::ad("r-9", &["router-a", "router-b"]);
@@ -325,17 +340,7 @@ mod tests {
             digest: Bytes([1; 32]),
         });
         ad.allowed_tenants = vec!["guest".into()];
-        let peer = PeerSettings {
-            router_id: "router-b".into(),
-            address: "2001:db8::2".into(),
-            port: 7444,
-            data_port: 7447,
-            key_fingerprint: None,
-            reflector_client: false,
-            max_routes: 10,
-            export_tenants: Vec::new(),
-            max_trust: 40,
-        };
+        let peer = router_b("2001:db8::2");
         ad.proof = OriginProof::Jwt;
         let p = peer_path(&ad, &peer).unwrap();
         assert_eq!(p.proof, route::OriginProof::Jwt, "the signed proof is kept");
@@ -356,17 +361,7 @@ mod tests {
 
     #[test]
     fn a_peer_path_gets_the_least_trust_of_its_claim_the_path_and_our_cap() {
-        let peer = PeerSettings {
-            router_id: "router-b".into(),
-            address: "192.0.2.2".into(),
-            port: 7444,
-            data_port: 7447,
-            key_fingerprint: None,
-            reflector_client: false,
-            max_routes: 10,
-            export_tenants: Vec::new(),
-            max_trust: 40,
-        };
+        let peer = router_b("192.0.2.2");
         let mut ad = arpx::testing::ad("r-9", &["router-a", "router-b"]);
         let trust = |ad: &RouteAd| peer_path(ad, &peer).unwrap().attrs.trust;
         ad.attrs.trust = 100;
