@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness import arpx_wire as w
 from harness.attack import Rogue, Sampler, call_many, counters, pin_rogue
+from harness.http import envelope
 from harness.peers import build_chain, wait_callable
 from harness.poll import wait_for
 from test_mesh_trust import DOMAIN, domain_ca, issue, use_ca
@@ -143,3 +144,55 @@ def test_a_forged_origin_key_loses_to_the_certified_one_and_costs_only_its_route
     # Only the start-up dial collision may have closed a connection to B.
     last = (ch.c.peer("router-b") or {}).get("last_close") or {}
     assert last.get("code") in (None, "collision"), last
+
+
+def test_a_neighbours_proof_is_capped_before_reflection(mesh):
+    """A member router's `proof` is its own word: rogue M advertises
+    `proof jwt` for A's origin, which would make A's unproven claim lose
+    the race rule everywhere. B trusts M's proofs no further than
+    `static` (`peer.max_proof`), applied before reflection: at B and at C
+    M's claim is unproven, A's claim (smaller router id) wins, M's is the
+    disputed one, and C's callers naming A's origin are answered by A."""
+    m_key = Ed25519PrivateKey.generate()
+
+    def configure(a, b, c):
+        pin_rogue(b, "router-m", m_key, max_proof="static")
+
+    ch = build_chain(mesh, configure=configure)
+    backend = ch.a.lan_backend()
+    rogue = None
+    try:
+        ch.a.serve(backend, "chain.echo")
+        wait_callable(ch.c, "chain.echo", headers=ch.auth)
+        sampler = Sampler([(ch.c, "router-b"), (ch.b, "router-a")])
+        rogue = Rogue(m_key, "router-m", mesh.workdir, ch.b)
+        lie = w.RouteAd("m-echo", "router-m", ["router-m"], capability="chain.echo",
+                        origin_agent="agent://lab/echo", proof="Jwt").sign(m_key)
+        rogue.update([lie])
+
+        def m_route(router):
+            for r in router.stack.routes():
+                if r.get("route_id") == "m-echo":
+                    return r
+            return None
+
+        for r in (ch.b, ch.c):
+            got = wait_for(f"{r.name} to hold M's claim", lambda r=r: m_route(r), timeout=15)
+            assert got.get("proof") == "static", got
+            wait_for(f"{r.name} to dispute M's claim", lambda r=r: (m_route(r) or {}).get("disputed") is True,
+                     timeout=15)
+        a_routes = [x for x in ch.c.stack.routes() if x.get("origin") == "agent://lab/echo"
+                    and (x.get("path") or [""])[0] == "router-a"]
+        assert a_routes and not any(x.get("disputed") for x in a_routes), a_routes
+        ok = 0
+        for i in range(20):
+            r = ch.c.stack.http.post("/agent/v1/invoke", envelope("chain.echo", {"i": i},
+                                                                  target_agent="agent://lab/echo"),
+                                     headers=ch.auth)
+            ok += r.status == 200 and r.json().get("route_id", "").startswith("r-")
+        sampler.assert_always_established()
+        assert ok == 20, f"callers at C naming A's origin: {ok}/20 answered by A"
+    finally:
+        if rogue is not None:
+            rogue.close()
+        backend.close()

@@ -313,6 +313,13 @@ pub struct RouteAd {
     /// the sender too, so a router can only lower what it passes on.
     #[serde(default = "full_trust")]
     pub trust_limit: u64,
+    /// The strongest proof any router on the path lets this route's
+    /// origin claim: like `trust_limit`, each reflecting router lowers it
+    /// to what it granted (its `peer.max_proof` for the neighbour it
+    /// learned the route from), and a receiver takes the least of this,
+    /// `proof` and its own cap. Not signed: a router can only lower it.
+    #[serde(default = "full_proof")]
+    pub proof_limit: OriginProof,
     /// The origin router's certificate (DER), issued by its domain CA;
     /// empty when it has none. A receiver whose domain CA issued it takes
     /// the origin key from it, authoritatively (DESIGN §3 "Origin keys are
@@ -323,6 +330,10 @@ pub struct RouteAd {
 
 fn full_trust() -> u64 {
     MAX_TRUST
+}
+
+fn full_proof() -> OriginProof {
+    OriginProof::Jwt
 }
 
 /// How an origin was proven at its router, weakest first (the derived

@@ -38,6 +38,7 @@ pub fn ad(route_id: &str, path: &[&str]) -> RouteAd {
         path: path.iter().map(|s| (*s).into()).collect(),
         proof: crate::message::OriginProof::Jwt,
         trust_limit: crate::message::MAX_TRUST,
+        proof_limit: crate::message::OriginProof::Jwt,
         origin_cert: Vec::new(),
     }
 }
@@ -82,6 +83,7 @@ pub fn peer(n: u8) -> crate::instance::PeerConfig {
         export_tenants: Vec::new(),
         reflector_client: false,
         max_trust: crate::message::MAX_TRUST,
+        max_proof: crate::message::OriginProof::Jwt,
     }
 }
 

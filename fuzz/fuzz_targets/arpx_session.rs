@@ -117,6 +117,7 @@ fuzz_target!(|data: &[u8]| {
         export_tenants: Vec::new(),
         reflector_client: false,
         max_trust: 50,
+        max_proof: arpx::message::OriginProof::Jwt,
     }]));
     rig.feed(Input::UpsertLocal(local("echo-1")));
     rig.connect();

@@ -125,6 +125,7 @@ class RouteAd:
     lease_ms: int = 30000
     proof: str = "Jwt"
     trust_limit: int = 100
+    proof_limit: str = "Jwt"
     origin_cert: bytes = b""
 
     def _stable(self) -> bytes:
@@ -148,7 +149,8 @@ class RouteAd:
 
     def encode(self) -> bytes:
         return (self._stable() + pbytes(self.signature) + varint(self.lease_ms) + pvec([pstr(p) for p in self.path])
-                + varint(PROOFS.index(self.proof)) + varint(self.trust_limit) + pbytes(self.origin_cert))
+                + varint(PROOFS.index(self.proof)) + varint(self.trust_limit) + varint(PROOFS.index(self.proof_limit))
+                + pbytes(self.origin_cert))
 
 
 def decode_route(r: Reader) -> Dict[str, Any]:
@@ -164,7 +166,8 @@ def decode_route(r: Reader) -> Dict[str, Any]:
         ad["contract"] = None
     ad.update(origin_router=r.str(), origin_key=r.bytes(), serial=r.varint(), signature=r.bytes(),
               lease_ms=r.varint(), path=[r.str() for _ in range(r.varint())])
-    ad.update(proof=PROOFS[r.varint()], trust_limit=r.varint(), origin_cert=r.bytes())
+    ad.update(proof=PROOFS[r.varint()], trust_limit=r.varint(), proof_limit=PROOFS[r.varint()],
+              origin_cert=r.bytes())
     return ad
 
 

@@ -43,6 +43,7 @@ fn same_ad(a: &RouteAd, b: &RouteAd) -> bool {
         && a.origin_key == b.origin_key
         && a.path == b.path
         && a.trust_limit == b.trust_limit
+        && a.proof_limit == b.proof_limit
         && a.route_id == b.route_id
         && a.origin_router == b.origin_router
 }

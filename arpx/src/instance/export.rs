@@ -57,8 +57,14 @@ impl Instance {
         }
         let mut ad = ad.clone();
         // Pass on no more trust than we granted the route ourselves.
-        let granted = self.peers.get(via).map_or(0, |p| p.cfg.max_trust);
+        let (granted, proof) = self
+            .peers
+            .get(via)
+            .map_or((0, crate::message::OriginProof::None), |p| {
+                (p.cfg.max_trust, p.cfg.max_proof)
+            });
         ad.trust_limit = ad.trust_limit.min(ad.attrs.trust).min(granted);
+        ad.proof_limit = ad.proof_limit.min(ad.proof).min(proof);
         ad.path.push(self.cfg.router_id.clone());
         Some(ad)
     }

@@ -51,6 +51,15 @@ pub struct PeerConfig {
     /// The highest trust (0–100) a route learned from this peer is
     /// granted, whatever it advertises; applied before reflection.
     pub max_trust: u64,
+    /// The strongest origin proof a route learned from this peer may
+    /// claim (a neighbour's `jwt` is its own word); applied before
+    /// reflection.
+    #[serde(default = "strongest_proof")]
+    pub max_proof: OriginProof,
+}
+
+fn strongest_proof() -> OriginProof {
+    OriginProof::Jwt
 }
 
 /// A connection, numbered by the driver; never reused.

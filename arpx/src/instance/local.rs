@@ -115,6 +115,7 @@ impl Locals {
             path: vec![us.to_owned()],
             proof: r.proof,
             trust_limit: crate::message::MAX_TRUST,
+            proof_limit: crate::message::OriginProof::Jwt,
             origin_cert: cert.to_vec(),
         };
         ad.validate()?;

@@ -30,6 +30,7 @@ pub(super) struct Sent {
     pub signature: Bytes<64>,
     pub path: Vec<String>,
     pub trust_limit: u64,
+    pub proof_limit: crate::message::OriginProof,
 }
 
 impl Sent {
@@ -39,6 +40,7 @@ impl Sent {
             signature: ad.signature,
             path: ad.path.clone(),
             trust_limit: ad.trust_limit,
+            proof_limit: ad.proof_limit,
         }
     }
 
@@ -48,6 +50,7 @@ impl Sent {
             && self.signature == ad.signature
             && self.path == ad.path
             && self.trust_limit == ad.trust_limit
+            && self.proof_limit == ad.proof_limit
     }
 }
 

@@ -487,6 +487,7 @@ fn peer(r: &mut Reader, own_id: &str) -> Peer {
         reflector_client: r.bool("reflector_client"),
         max_routes: r.u64("max_routes"),
         max_trust: r.u64("max_trust"),
+        max_proof: r.choice("max_proof"),
         export_tenant: r.list("export_tenant"),
         discovered: r.bool("discovered"),
         record_version: r.u64("record_version"),

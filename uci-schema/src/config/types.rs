@@ -153,6 +153,8 @@ pub struct Peer {
     pub max_routes: u64,
     /// Highest trust granted to routes learned from this peer.
     pub max_trust: u64,
+    /// Strongest origin proof a route learned from this peer may claim.
+    pub max_proof: ProofLevel,
     /// Tenant names exported to this peer; empty: every tenant.
     pub export_tenant: Vec<String>,
     /// Written by `agentctl approve` (a router admitted from discovery).

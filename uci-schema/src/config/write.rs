@@ -190,6 +190,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
                 .bool("reflector_client", p.reflector_client)
                 .u64("max_routes", p.max_routes)
                 .u64("max_trust", p.max_trust)
+                .choice("max_proof", p.max_proof)
                 .list("export_tenant", &p.export_tenant)
                 .bool("discovered", p.discovered)
                 .u64("record_version", p.record_version)

@@ -224,6 +224,7 @@ const PEER: &[OptionSpec] = &[
     boolean("reflector_client", "0", "Reflect other peers' routes to this peer."),
     uint("max_routes", "10000", 1, 1_000_000, "Most paths held from this peer; beyond it, paths of the origin router holding the most give way to smaller origins' and the rest are dropped and counted (the session stays)."),
     uint("max_trust", "50", 0, 100, "Highest trust granted to routes learned from this peer, whatever they advertise (applied before reflection; docs/trust-model.md)."),
+    one_of("max_proof", ProofLevel::NAMES, "jwt", "Strongest origin proof a route learned from this peer may claim (none < bootstrap < static < jwt; a neighbour's proof is its own word; applied before reflection; docs/trust-model.md)."),
     list("export_tenant", Kind::Name, &[], "Tenants whose routes are exported to this peer (none: every tenant)."),
     boolean("discovered", "0", "Written by 'agentctl approve': a router admitted from discovery ('agentctl revoke' removes the section)."),
     uint("record_version", "0", 0, 4_294_967_295, "The discovery record version the approval binds to (0: none)."),

@@ -172,6 +172,7 @@ fn peer_config(p: &PeerSettings) -> PeerConfig {
         export_tenants: p.export_tenants.clone(),
         reflector_client: p.reflector_client,
         max_trust: p.max_trust,
+        max_proof: p.max_proof,
     }
 }
 

@@ -178,7 +178,9 @@ pub fn peer_path(ad: &RouteAd, peer: &PeerSettings) -> Result<PeerPath, String> 
         next_hop_address: peer.address.as_str().into(),
         next_hop_data_port: peer.data_port,
         healthy: true,
-        proof: local_proof(ad.proof),
+        // The origin router's word, lowered by every router on the way
+        // and by our cap for this neighbour (docs/trust-model.md).
+        proof: local_proof(ad.proof.min(ad.proof_limit).min(peer.max_proof)),
     })
 }
 
@@ -328,6 +330,7 @@ mod tests {
             max_routes: 10,
             export_tenants: Vec::new(),
             max_trust: 40,
+            max_proof: OriginProof::Jwt,
         }
     }
 
@@ -371,5 +374,27 @@ mod tests {
         ad.trust_limit = 100;
         ad.attrs.trust = 5;
         assert_eq!(trust(&ad), 5, "the claim itself");
+    }
+
+    #[test]
+    fn a_peer_path_gets_the_weakest_of_its_proof_the_path_limit_and_our_cap() {
+        let mut peer = router_b("192.0.2.2");
+        let mut ad = arpx::testing::ad("r-9", &["router-a", "router-b"]);
+        let proof = |ad: &RouteAd, peer: &PeerSettings| peer_path(ad, peer).unwrap().proof;
+        ad.proof = OriginProof::Jwt;
+        assert_eq!(proof(&ad, &peer), route::OriginProof::Jwt);
+        ad.proof_limit = OriginProof::Bootstrap;
+        assert_eq!(
+            proof(&ad, &peer),
+            route::OriginProof::Bootstrap,
+            "a router on the way"
+        );
+        ad.proof_limit = OriginProof::Jwt;
+        peer.max_proof = OriginProof::Static;
+        assert_eq!(
+            proof(&ad, &peer),
+            route::OriginProof::Static,
+            "our cap for the neighbour"
+        );
     }
 }

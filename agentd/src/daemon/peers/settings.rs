@@ -47,6 +47,9 @@ pub struct PeerSettings {
     pub export_tenants: Vec<String>,
     /// The highest trust granted to routes learned from this peer.
     pub max_trust: u64,
+    /// The strongest origin proof a route learned from this peer may
+    /// claim.
+    pub max_proof: arpx::message::OriginProof,
 }
 
 impl PeerSettings {
@@ -107,6 +110,12 @@ impl MeshSettings {
                     max_routes: usize::try_from(p.max_routes).unwrap_or(usize::MAX),
                     export_tenants: p.export_tenant.clone(),
                     max_trust: p.max_trust,
+                    max_proof: match p.max_proof {
+                        uci_schema::ProofLevel::None => arpx::message::OriginProof::None,
+                        uci_schema::ProofLevel::Bootstrap => arpx::message::OriginProof::Bootstrap,
+                        uci_schema::ProofLevel::Static => arpx::message::OriginProof::Static,
+                        uci_schema::ProofLevel::Jwt => arpx::message::OriginProof::Jwt,
+                    },
                 })
                 .collect(),
         }

@@ -37,6 +37,31 @@ fn a_reflector_sends_the_best_path_with_itself_appended_but_not_back() {
 }
 
 #[test]
+fn a_reflector_passes_on_no_more_trust_and_proof_than_it_granted() {
+    let mut rig = reflector(2, &[1, 3]);
+    rig.feed(Input::ConfigurePeers(vec![
+        PeerConfig {
+            max_trust: 20,
+            max_proof: crate::message::OriginProof::Static,
+            ..peer(1)
+        },
+        peer(3),
+    ]));
+    rig.establish(8, 3, vec![]);
+    let mut claim = a("r1");
+    claim.attrs.trust = 100;
+    crate::sign::sign(&mut claim, &crate::testing::key(1));
+    let out = rig.establish(7, 1, vec![claim]);
+    let to_c = routes_of(&sent(&out, 8));
+    assert_eq!(to_c.len(), 1);
+    assert_eq!(to_c[0].attrs.trust, 100, "the signed claim is unchanged");
+    assert_eq!(to_c[0].proof, crate::message::OriginProof::Jwt);
+    assert_eq!(to_c[0].trust_limit, 20);
+    assert_eq!(to_c[0].proof_limit, crate::message::OriginProof::Static);
+    assert_eq!(crate::sign::verify(&to_c[0]), Ok(()));
+}
+
+#[test]
 fn reflected_routes_wait_for_the_end_of_the_snapshot() {
     let mut rig = reflector(2, &[1, 3]);
     rig.establish(8, 3, vec![]);

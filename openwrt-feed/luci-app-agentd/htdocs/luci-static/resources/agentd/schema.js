@@ -1023,6 +1023,18 @@ return baseclass.extend({
 	        "kind": "fingerprint",
 	        "list": false
 	      },
+	      "max_proof": {
+	        "default": "jwt",
+	        "doc": "Strongest origin proof a route learned from this peer may claim (none < bootstrap < static < jwt; a neighbour's proof is its own word; applied before reflection; docs/trust-model.md).",
+	        "kind": "enum",
+	        "list": false,
+	        "values": [
+	          "none",
+	          "bootstrap",
+	          "static",
+	          "jwt"
+	        ]
+	      },
 	      "max_routes": {
 	        "default": "10000",
 	        "doc": "Most paths held from this peer; beyond it, paths of the origin router holding the most give way to smaller origins' and the rest are dropped and counted (the session stays).",
@@ -1078,6 +1090,7 @@ return baseclass.extend({
 	      "reflector_client",
 	      "max_routes",
 	      "max_trust",
+	      "max_proof",
 	      "export_tenant",
 	      "discovered",
 	      "record_version"
