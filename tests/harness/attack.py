@@ -88,7 +88,12 @@ class Sampler:
         deadline = time.monotonic() + 120
         while not self.stop.is_set() and time.monotonic() < deadline:
             for r, p in self.pairs:
-                st = (r.peer(p) or {}).get("state", "absent")
+                # A router that does not answer is a sample too: a thread
+                # that died on it would leave the rest of the attack unseen.
+                try:
+                    st = (r.peer(p) or {}).get("state", "absent")
+                except Exception as e:  # noqa: BLE001 - recorded, asserted by the test
+                    st = f"unanswered ({type(e).__name__})"
                 self.seen[f"{r.name}->{p}"].append(st)
             time.sleep(0.1)
 
