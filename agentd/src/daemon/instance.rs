@@ -19,15 +19,17 @@
 //!
 //! `process` is the only place state changes, one input at a time, so
 //! there are no locks and every reply reflects every earlier input. It
-//! does no file I/O and never waits: reading the configuration (reload),
-//! rewriting it (approve, revoke), writing the lease file and starting a
-//! health probe are [`Effect`]s it returns, which the driver
-//! ([`Effect::perform`]) carries out off the loop; their results come
-//! back as inputs (`ConfigRead`, `ConfigEdited`, `PersistFailed`,
-//! `Probed`). So a test drives `process` with inputs and reads the
-//! effects, without files or sockets. (The ARPX driver's connection
-//! tasks and the mDNS threads are spawned by their owners; mDNS commands
-//! never wait on the loop, see `discovery::mdns`.)
+//! does no I/O, spawns nothing and never waits: reading the
+//! configuration with the identity files it names (reload), rewriting it
+//! (approve, revoke), writing the lease file, starting a health probe,
+//! the ARPX driver's listener, dials and connections (`peers::io`) and
+//! the mDNS start are [`Effect`]s it returns, which the effect
+//! [`Driver`](super::effect::Driver) carries out off the loop; their
+//! results come back as inputs (`ConfigRead`, `ConfigEdited`,
+//! `PersistFailed`, `Probed`, `Peer`, `MdnsFailed`). So a test drives
+//! `process` with inputs and reads the effects, without files, sockets
+//! or even a runtime (`instance_tests`). mDNS commands never wait on the
+//! loop either (see `discovery::mdns`).
 //!
 //! Health checks: every FIB change passes through the health
 //! [`Monitor`] on its way out, so it always knows which local/static route
@@ -38,20 +40,17 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
-
-use tokio::sync::mpsc;
 
 use super::discovery::{Discovery, Own};
+use super::effect::Effect;
+use super::input::{Admission, ConfigEdit, Control, Input, ReloadCause, Signal};
 use super::options::ConfigSource;
-use super::peers::tasks::PeerEvent;
+use super::peers::tls::Identity;
 use super::peers::Peers;
-use super::persist::SavedLease;
-use super::probe::{self, ProbeTarget};
+use super::probe::ProbeTarget;
 use super::state::{Changes, State};
-use crate::config::{self, HealthSettings, LoadError, Runtime};
+use crate::config::{HealthSettings, LoadError, Runtime};
 use crate::discovery::approval::EditError;
-use crate::discovery::table::Candidate;
 use crate::fib::export::{FibExporter, SubscriberId};
 use crate::fib::FibChange;
 use crate::health::monitor::{Monitor, MonitorConfig};
@@ -64,266 +63,6 @@ use crate::{log_debug, log_info, log_notice, log_warn};
 
 /// Health probes running at once, whatever their timeout.
 const PROBES_IN_FLIGHT: usize = 32;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    /// SIGHUP: re-read the configuration.
-    Reload,
-    /// SIGTERM / SIGINT: stop.
-    Terminate,
-}
-
-/// Everything the loop reacts to.
-#[derive(Debug)]
-pub enum Input {
-    Ipc(ServerEvent),
-    Signal(Signal),
-    /// The earliest lease deadline has passed.
-    Timer,
-    /// The health monitor may start a probe.
-    ProbeDue,
-    /// One probe's result.
-    Probed {
-        target: ProbeTarget,
-        ok: bool,
-    },
-    /// Time to write the lease file (changes were coalesced).
-    Persist,
-    /// An ARPX driver task's report (handshake, frame, close, ...).
-    Peer(PeerEvent),
-    /// The ARPX driver's earliest timer is due.
-    PeerTimer,
-    /// A connection's frames wait in the ARPX driver's inbox: one
-    /// connection's turn (see `peers::inbox`).
-    PeerTurn,
-    /// An mDNS browse event (discovery).
-    Discovered(super::discovery::mdns::MdnsEvent),
-    /// The earliest candidate lifetime has ended.
-    DiscoveryTimer,
-    /// [`Effect::ReadConfig`]'s result.
-    ConfigRead {
-        loaded: Box<Result<Runtime, LoadError>>,
-        cause: ReloadCause,
-    },
-    /// [`Effect::EditConfig`]'s result: the section written or removed.
-    ConfigEdited {
-        result: Result<String, EditError>,
-        admission: Admission,
-    },
-    /// [`Effect::SaveLeases`] failed: the lease file is behind again.
-    PersistFailed {
-        error: String,
-    },
-}
-
-/// Why the configuration is read.
-#[derive(Debug)]
-pub enum ReloadCause {
-    /// SIGHUP.
-    Signal,
-    /// `agentctl reload`: answered with the generation.
-    Request(Replier),
-    /// `approve`/`revoke` edited the file: answered once it is loaded.
-    Admission(Admission, String),
-}
-
-/// An `approve` or `revoke` in progress.
-#[derive(Debug)]
-pub struct Admission {
-    pub approve: bool,
-    pub router_id: String,
-    pub version: u32,
-    pub path: PathBuf,
-    pub reply: Replier,
-}
-
-/// The edit `approve` or `revoke` makes to the config file.
-#[derive(Debug)]
-pub enum ConfigEdit {
-    Approve(Box<Candidate>),
-    Revoke { router_id: String, version: u32 },
-}
-
-/// I/O that [`Instance::process`] asks for; the driver performs it.
-#[derive(Debug)]
-pub enum Effect {
-    /// Read the configuration; the result comes back as
-    /// `Input::ConfigRead`.
-    ReadConfig {
-        source: ConfigSource,
-        cause: ReloadCause,
-    },
-    /// Rewrite the config file; the result comes back as
-    /// `Input::ConfigEdited`.
-    EditConfig {
-        edit: ConfigEdit,
-        admission: Admission,
-    },
-    /// Write the lease file; a failure comes back as
-    /// `Input::PersistFailed`.
-    SaveLeases {
-        dir: PathBuf,
-        boot_id: Box<str>,
-        leases: Vec<SavedLease>,
-    },
-    /// The route table shrank to half its peak: return the heap's free
-    /// pages to the system (see `daemon::memory`).
-    TrimMemory,
-    /// Probe one endpoint; the verdict comes back as `Input::Probed`.
-    Probe {
-        target: ProbeTarget,
-        guard: crate::endpoint::Guard,
-        timeout: Duration,
-    },
-}
-
-impl Effect {
-    /// Carries the effect out in a task of its own (file work on the
-    /// blocking pool), reporting into `inputs`. Returns at once.
-    pub fn perform(self, inputs: &mpsc::Sender<Input>) {
-        let inputs = inputs.clone();
-        match self {
-            Effect::ReadConfig { source, cause } => {
-                tokio::spawn(async move {
-                    let loaded = blocking(move || load_config(&source))
-                        .await
-                        .unwrap_or_else(|e| Err(LoadError::Invalid(vec![e])));
-                    let loaded = Box::new(loaded);
-                    let _ = inputs.send(Input::ConfigRead { loaded, cause }).await;
-                });
-            }
-            Effect::EditConfig { edit, admission } => {
-                let path = admission.path.clone();
-                tokio::spawn(async move {
-                    let result = blocking(move || edit_config(&path, edit))
-                        .await
-                        .unwrap_or_else(|e| Err(EditError::Io(e)));
-                    let _ = inputs.send(Input::ConfigEdited { result, admission }).await;
-                });
-            }
-            Effect::SaveLeases { .. } => {
-                tokio::spawn(async move {
-                    if let Err(error) = blocking(move || self.save()).await.and_then(|r| r) {
-                        let _ = inputs.send(Input::PersistFailed { error }).await;
-                    }
-                });
-            }
-            Effect::TrimMemory => {
-                tokio::spawn(async move {
-                    let _ = blocking(super::memory::trim).await;
-                });
-            }
-            Effect::Probe {
-                target,
-                guard,
-                timeout,
-            } => {
-                tokio::spawn(async move {
-                    let ok = probe::probe(&target, &guard, timeout).await;
-                    if let Err(e) = &ok {
-                        log_debug!("health probe of {target} failed: {e}");
-                    }
-                    let _ = inputs
-                        .send(Input::Probed {
-                            target,
-                            ok: ok.is_ok(),
-                        })
-                        .await;
-                });
-            }
-        }
-    }
-
-    /// Writes the lease file now, on this thread (the daemon's exit).
-    /// Other effects are not for this.
-    pub fn save(self) -> Result<(), String> {
-        let Effect::SaveLeases {
-            dir,
-            boot_id,
-            leases,
-        } = self
-        else {
-            return Ok(());
-        };
-        super::persist::save(&dir, &boot_id, &leases).map_err(|e| {
-            format!(
-                "cannot write {}: {e}",
-                super::persist::path_in(&dir).display()
-            )
-        })
-    }
-}
-
-/// Runs file work on the blocking pool (the loop's thread stays free).
-/// `Err`: the work panicked or the runtime is shutting down.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| format!("file task failed: {e}"))
-}
-
-/// Carries out an approve or revoke on the config file.
-fn edit_config(path: &std::path::Path, edit: ConfigEdit) -> Result<String, EditError> {
-    use crate::discovery::approval;
-    match edit {
-        ConfigEdit::Approve(c) => approval::edit_file(path, |pkg| approval::approve(pkg, &c)),
-        ConfigEdit::Revoke { router_id, version } => {
-            approval::edit_file(path, |pkg| approval::revoke(pkg, &router_id, version))
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Control {
-    Continue,
-    Stop,
-}
-
-/// Reads the configuration strictly (reload): a file with any problem is
-/// refused and the running state stays. The default path may be absent
-/// on a fresh install: built-in defaults then apply.
-pub fn load_config(source: &ConfigSource) -> Result<Runtime, LoadError> {
-    match source {
-        ConfigSource::Demo => config::load_demo(),
-        ConfigSource::Explicit(path) => config::load_file(path),
-        ConfigSource::Default => {
-            let path = std::path::Path::new(super::options::DEFAULT_CONFIG);
-            match config::load_file(path) {
-                Err(LoadError::Read {
-                    kind: std::io::ErrorKind::NotFound,
-                    ..
-                }) => {
-                    log_warn!("{} not found; running on built-in defaults", path.display());
-                    Ok(Runtime::default())
-                }
-                other => other,
-            }
-        }
-    }
-}
-
-/// Reads the configuration at startup: what is valid in the file (a typo
-/// must not take the router down), its problems in `Runtime::problems`.
-/// Fails only if the file cannot be opened; the default path may be
-/// absent on a fresh install (built-in defaults then apply).
-pub fn start_config(source: &ConfigSource) -> Result<Runtime, LoadError> {
-    let path = match source {
-        ConfigSource::Demo => return config::load_demo(),
-        ConfigSource::Explicit(path) => path.clone(),
-        ConfigSource::Default => std::path::PathBuf::from(super::options::DEFAULT_CONFIG),
-    };
-    match config::load_file_partial(&path) {
-        Ok((rt, _)) => Ok(rt),
-        Err(LoadError::Read {
-            kind: std::io::ErrorKind::NotFound,
-            ..
-        }) if *source == ConfigSource::Default => {
-            log_warn!("{} not found; running on built-in defaults", path.display());
-            Ok(Runtime::default())
-        }
-        Err(e) => Err(e),
-    }
-}
 
 #[derive(Debug)]
 pub struct Instance {
@@ -348,12 +87,14 @@ pub struct Instance {
 }
 
 impl Instance {
-    pub fn new(state: State, source: ConfigSource, inputs: mpsc::Sender<Input>) -> Instance {
+    /// `identity`: the identity files the configuration names, read
+    /// before the loop runs ([`Identity::read`]).
+    pub fn new(state: State, source: ConfigSource, identity: Result<Identity, String>) -> Instance {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let own_uid = unsafe { libc::geteuid() };
         let monitor = Monitor::new(monitor_config(&state.runtime().health));
-        let peers = Peers::new(state.runtime().mesh.clone(), inputs.clone());
-        let discovery = Discovery::new(state.runtime().discovery.clone(), inputs.clone());
+        let peers = Peers::new(state.runtime().mesh.clone(), identity);
+        let discovery = Discovery::new(state.runtime().discovery.clone());
         Instance {
             state,
             source,
@@ -375,14 +116,25 @@ impl Instance {
     }
 
     /// One input. What it needs done outside (files, probes) is added to
-    /// `effects`, for the driver to [`Effect::perform`].
+    /// `effects`, for the effect [`Driver`](super::effect::Driver).
     pub fn process(&mut self, input: Input, now: Millis, effects: &mut Vec<Effect>) -> Control {
         let control = self.step(input, now);
         if self.trim.observe(self.state.table().len()) {
             self.effects.push(Effect::TrimMemory);
         }
-        effects.append(&mut self.effects);
+        self.take_effects(effects);
         control
+    }
+
+    /// Everything asked for since the last call, in order within each
+    /// source: the loop's own effects, the ARPX driver's I/O, an mDNS
+    /// start. (`process` calls it; the daemon also after start and stop.)
+    pub fn take_effects(&mut self, effects: &mut Vec<Effect>) {
+        effects.append(&mut self.effects);
+        effects.extend(self.peers.take_io().into_iter().map(Effect::Peer));
+        if let Some(start) = self.discovery.take_start() {
+            effects.push(Effect::StartMdns(start));
+        }
     }
 
     fn step(&mut self, input: Input, now: Millis) -> Control {
@@ -431,7 +183,11 @@ impl Instance {
                 log_warn!("{error}");
                 self.dirty = true;
             }
-            Input::ConfigRead { loaded, cause } => self.config_read(*loaded, cause, now),
+            Input::ConfigRead {
+                loaded,
+                identity,
+                cause,
+            } => self.config_read(*loaded, *identity, cause, now),
             Input::ConfigEdited { result, admission } => self.config_edited(result, admission),
             Input::Peer(ev) => {
                 let changes = self.peers.event(ev, now, &mut self.state);
@@ -445,6 +201,7 @@ impl Instance {
                 let changes = self.peers.turn(now, &mut self.state);
                 self.publish(changes, now);
             }
+            Input::MdnsFailed { serial, error } => self.discovery.start_failed(serial, &error),
             Input::Discovered(ev) => {
                 if self.discovery.event(ev, now) {
                     self.apply_admitted(now);
@@ -558,8 +315,14 @@ impl Instance {
     }
 
     /// The configuration was read: applied, and whoever asked answered.
-    fn config_read(&mut self, loaded: Result<Runtime, LoadError>, cause: ReloadCause, now: Millis) {
-        let result = self.reload(loaded, now);
+    fn config_read(
+        &mut self,
+        loaded: Result<Runtime, LoadError>,
+        identity: Result<Identity, String>,
+        cause: ReloadCause,
+        now: Millis,
+    ) {
+        let result = self.reload(loaded, identity, now);
         match cause {
             ReloadCause::Signal => {}
             ReloadCause::Request(reply) => {
@@ -587,7 +350,12 @@ impl Instance {
     /// state stays. Returns the configuration generation (applied
     /// configurations, `agentctl status`'s `config_generation`), not the
     /// route table's.
-    fn reload(&mut self, loaded: Result<Runtime, LoadError>, now: Millis) -> Result<u64, IpcError> {
+    fn reload(
+        &mut self,
+        loaded: Result<Runtime, LoadError>,
+        identity: Result<Identity, String>,
+        now: Millis,
+    ) -> Result<u64, IpcError> {
         let old_socket = self.state.runtime().socket.clone();
         match self.state.reload(loaded) {
             Ok((generation, changes)) => {
@@ -618,7 +386,9 @@ impl Instance {
                 self.discovery.configure(settings.clone(), own);
                 let mesh = self.discovery.mesh(&self.state.runtime().mesh);
                 self.state.set_admitted(self.discovery.admitted_ids());
-                let changes = self.peers.reconfigure(mesh, now, &mut self.state);
+                let changes = self
+                    .peers
+                    .reconfigure(mesh, Some(identity), now, &mut self.state);
                 self.publish(changes, now);
                 if self.discovery.configure(settings, self.own()) {
                     self.apply_admitted(now);
@@ -715,7 +485,7 @@ impl Instance {
         if &mesh == self.peers.settings() {
             return;
         }
-        let changes = self.peers.reconfigure(mesh, now, &mut self.state);
+        let changes = self.peers.reconfigure(mesh, None, now, &mut self.state);
         self.publish(changes, now);
     }
 
@@ -814,16 +584,27 @@ impl Instance {
         self.peers.has_turn()
     }
 
+    /// The ARPX driver, for tests of what it shows.
+    #[cfg(test)]
+    pub(crate) fn peers(&self) -> &Peers {
+        &self.peers
+    }
+
+    /// Discovery, for tests of what it shows.
+    #[cfg(test)]
+    pub(crate) fn discovery(&self) -> &Discovery {
+        &self.discovery
+    }
+
     /// When the ARPX driver's next timer is due.
     pub fn next_peer_timer(&self) -> Option<Millis> {
         self.peers.next_deadline()
     }
 
-    /// Closes every ARPX session (admin_shutdown) at daemon stop; returns
-    /// the writers still flushing their Close frames.
-    pub fn stop_peers(&mut self, now: Millis) -> Vec<tokio::task::JoinHandle<()>> {
+    /// Closes every ARPX session (admin_shutdown) at daemon stop (the
+    /// Close frames are queued; [`Instance::take_effects`] has the rest).
+    pub fn stop_peers(&mut self, now: Millis) {
         let _ = self.peers.stop(now, &mut self.state);
-        self.peers.take_closing()
     }
 
     /// Tells the health monitor about every route change before it goes

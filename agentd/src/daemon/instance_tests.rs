@@ -1,15 +1,19 @@
 //! Sans-IO tests of the daemon's loop: [`Instance::process`] is fed
 //! inputs with explicit instants and its effects are read back. No file
-//! is read or written, no socket opened, no task spawned (the config
-//! read, the file edit and the lease file are effects; the config turns
-//! discovery and ARPX sessions off, so neither starts its threads).
+//! is read or written, no socket opened, no task or thread spawned: the
+//! config read, the file edit, the lease file, the ARPX driver's
+//! listener, dials and connections and the mDNS start are effects. These
+//! tests run without a tokio runtime, so a spawn would panic.
 
 use std::path::PathBuf;
 
-use tokio::sync::mpsc;
-
-use super::instance::{ConfigEdit, Effect, Input, Instance, ReloadCause, Signal};
+use super::effect::Effect;
+use super::input::{ConfigEdit, Input, ReloadCause, Signal};
+use super::instance::Instance;
 use super::options::ConfigSource;
+use super::peers::io::PeerIo;
+use super::peers::tasks::PeerEvent;
+use super::peers::tls::Identity;
 use super::state::State;
 use crate::config::{load_str, Runtime};
 use crate::discovery::approval::EditError;
@@ -50,13 +54,20 @@ fn runtime(extra: &str) -> Runtime {
 
 fn instance() -> Instance {
     let state = State::start(Ok(runtime("")), CONFIG_PATH, "agentd test", Millis(1_000));
-    // Inputs from child tasks: none are started here.
-    let (tx, _rx) = mpsc::channel(8);
     Instance::new(
         state,
         ConfigSource::Explicit(PathBuf::from(CONFIG_PATH)),
-        tx,
+        Err("no router_id".into()),
     )
+}
+
+/// The configuration as the driver reads it (no identity: ARPX is off).
+fn read(extra: &str) -> Input {
+    Input::ConfigRead {
+        loaded: Box::new(Ok(runtime(extra))),
+        identity: Box::new(Err("agentd.router_id is not set".into())),
+        cause: ReloadCause::Signal,
+    }
 }
 
 fn run(i: &mut Instance, input: Input, now: u64) -> Vec<Effect> {
@@ -96,14 +107,7 @@ fn a_reload_reads_the_file_through_the_driver_and_applies_what_comes_back() {
     assert_eq!(i.state().generation(), generation);
     assert_eq!(i.state().table().len(), 0);
 
-    let effects = run(
-        &mut i,
-        Input::ConfigRead {
-            loaded: Box::new(Ok(runtime(PRINTER))),
-            cause: ReloadCause::Signal,
-        },
-        2_001,
-    );
+    let effects = run(&mut i, read(PRINTER), 2_001);
     assert!(effects.is_empty(), "{effects:?}");
     assert!(i.state().generation() > generation);
     assert_eq!(i.state().table().len(), 1);
@@ -134,6 +138,7 @@ fn agentctl_reload_is_answered_after_the_read_not_before() {
         &mut i,
         Input::ConfigRead {
             loaded: Box::new(bad),
+            identity: Box::new(Err("not read".into())),
             cause,
         },
         2_001,
@@ -150,14 +155,7 @@ fn the_lease_file_is_an_effect_written_once_per_change_and_again_after_a_failure
         "nothing changed"
     );
     // A static route is a change the lease file follows.
-    run(
-        &mut i,
-        Input::ConfigRead {
-            loaded: Box::new(Ok(runtime(PRINTER))),
-            cause: ReloadCause::Signal,
-        },
-        2_001,
-    );
+    run(&mut i, read(PRINTER), 2_001);
     assert!(i.wants_persist());
     let effects = run(&mut i, Input::Persist, 3_000);
     let [Effect::SaveLeases { dir, leases, .. }] = &effects[..] else {
@@ -188,14 +186,7 @@ fn the_lease_file_is_an_effect_written_once_per_change_and_again_after_a_failure
 #[test]
 fn health_probes_are_effects_for_the_driver_to_start() {
     let mut i = instance();
-    run(
-        &mut i,
-        Input::ConfigRead {
-            loaded: Box::new(Ok(runtime(PRINTER))),
-            cause: ReloadCause::Signal,
-        },
-        2_000,
-    );
+    run(&mut i, read(PRINTER), 2_000);
     let due = i.next_probe().expect("the printer's endpoint is probed");
     let effects = run(&mut i, Input::ProbeDue, due.0);
     let [Effect::Probe { target, .. }] = &effects[..] else {
@@ -296,4 +287,284 @@ fn approve_of_an_unknown_candidate_is_refused_without_touching_the_file() {
         2_000,
     );
     assert!(effects.is_empty(), "{effects:?}");
+}
+
+/// Router A with one configured peer, B, and inbound sessions on.
+const MESH: &str = "
+config agentd 'main'
+\toption router_id 'router-a'
+\toption state_dir '/nonexistent/agentd-test-state'
+
+config arpx 'arpx'
+\toption listen '127.0.0.1:17444'
+
+config discovery 'discovery'
+\toption enabled '0'
+
+config peer 'b'
+\toption router_id 'router-b'
+\toption address '192.0.2.2'
+";
+
+/// Router A's identity, made in memory (what the driver would read).
+fn identity_a() -> Identity {
+    let key = router_pki::identity::generate_key().expect("random key");
+    Identity {
+        identity: router_pki::RouterIdentity::new(key, None, "router-a").expect("self-signed"),
+        ca: None,
+    }
+}
+
+fn mesh_instance(identity: Result<Identity, String>) -> Instance {
+    let rt = load_str(MESH, CONFIG_PATH).expect("mesh config is valid");
+    let state = State::start(Ok(rt), CONFIG_PATH, "agentd test", Millis(1_000));
+    Instance::new(
+        state,
+        ConfigSource::Explicit(PathBuf::from(CONFIG_PATH)),
+        identity,
+    )
+}
+
+fn taken(i: &mut Instance) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    i.take_effects(&mut effects);
+    effects
+}
+
+#[test]
+fn the_arpx_driver_listens_and_dials_through_effects_and_hears_back_through_inputs() {
+    let identity = identity_a();
+    let mut i = mesh_instance(Ok(identity.clone()));
+    i.start_peers(Millis(1_000));
+    let effects = taken(&mut i);
+    let [Effect::Peer(PeerIo::Listen { serial, addr, .. })] = &effects[..] else {
+        panic!("one Listen, no dial before its timer: {effects:?}")
+    };
+    assert_eq!(addr.to_string(), "127.0.0.1:17444");
+    let serial = *serial;
+
+    // A late report of an older listener changes nothing; this one's
+    // failure is shown by `agentctl peers`... once it is this one's.
+    run(
+        &mut i,
+        Input::Peer(PeerEvent::Listening {
+            serial: serial + 7,
+            bound: Err("Address in use (os error 98)".into()),
+        }),
+        1_001,
+    );
+    assert_eq!(i.peers().view(Millis(1_001)).listen_error, None);
+    run(
+        &mut i,
+        Input::Peer(PeerEvent::Listening {
+            serial,
+            bound: Ok("127.0.0.1:17444".parse().unwrap()),
+        }),
+        1_002,
+    );
+    assert_eq!(i.peers().view(Millis(1_002)).listen_error, None);
+
+    // The first dial is spread over the first backoff step: a timer.
+    let due = i.next_peer_timer().expect("a dial timer");
+    let effects = run(&mut i, Input::PeerTimer, due.0);
+    let [Effect::Peer(PeerIo::Dial {
+        peer,
+        address,
+        port,
+        ..
+    })] = &effects[..]
+    else {
+        panic!("one dial of router-b: {effects:?}")
+    };
+    assert_eq!((peer.as_str(), address.as_str()), ("router-b", "192.0.2.2"));
+    assert_eq!(*port, 7444);
+    // No second dial while one runs.
+    assert!(run(&mut i, Input::PeerTimer, due.0 + 1).is_empty());
+
+    // The dial failed: kept as the peer's last error, and dialled again
+    // after a backoff.
+    let effects = run(
+        &mut i,
+        Input::Peer(PeerEvent::DialFailed {
+            peer: "router-b".into(),
+            error: "connect to 192.0.2.2 port 7444: timed out".into(),
+        }),
+        due.0 + 2,
+    );
+    assert!(effects.is_empty(), "{effects:?}");
+    let view = i.peers().view(Millis(due.0 + 2));
+    assert_eq!(
+        view.peers[0].last_error.as_deref(),
+        Some("connect to 192.0.2.2 port 7444: timed out")
+    );
+    let again = i.next_peer_timer().expect("a retry");
+    assert!(again.0 > due.0 + 2);
+    let effects = run(&mut i, Input::PeerTimer, again.0);
+    assert!(
+        matches!(&effects[..], [Effect::Peer(PeerIo::Dial { peer, .. })] if peer == "router-b"),
+        "{effects:?}"
+    );
+
+    // A reload without the peer while its dial runs: the dial is
+    // abandoned and, with no peer left, the listener closed.
+    let without_b = MESH.split("config peer 'b'").next().unwrap();
+    let effects = run(
+        &mut i,
+        Input::ConfigRead {
+            loaded: Box::new(load_str(without_b, CONFIG_PATH)),
+            identity: Box::new(Ok(identity)),
+            cause: ReloadCause::Signal,
+        },
+        again.0 + 1,
+    );
+    let io: Vec<String> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Peer(io) => Some(format!("{io:?}")),
+            _ => None,
+        })
+        .collect();
+    // The same key: the mesh runs on, only the peer set changed.
+    assert_eq!(io, ["StopDial(router-b)", "StopListening"]);
+}
+
+#[test]
+fn a_listener_that_cannot_bind_is_shown_and_a_new_key_restarts_the_mesh() {
+    let mut i = mesh_instance(Ok(identity_a()));
+    i.start_peers(Millis(1_000));
+    let effects = taken(&mut i);
+    let [Effect::Peer(PeerIo::Listen { serial, .. })] = &effects[..] else {
+        panic!("one Listen: {effects:?}")
+    };
+    run(
+        &mut i,
+        Input::Peer(PeerEvent::Listening {
+            serial: *serial,
+            bound: Err("Address in use (os error 98)".into()),
+        }),
+        1_001,
+    );
+    let view = i.peers().view(Millis(1_001));
+    assert_eq!(
+        view.listen_error.as_deref(),
+        Some("Address in use (os error 98)")
+    );
+    let old = view.fingerprint;
+    // A reload reads another key (the file was replaced): the mesh
+    // restarts on it and listens again.
+    let effects = run(
+        &mut i,
+        Input::ConfigRead {
+            loaded: Box::new(load_str(MESH, CONFIG_PATH)),
+            identity: Box::new(Ok(identity_a())),
+            cause: ReloadCause::Signal,
+        },
+        2_000,
+    );
+    assert!(
+        matches!(&effects[..], [Effect::Peer(PeerIo::Listen { serial: s, .. })] if s > serial),
+        "{effects:?}"
+    );
+    let view = i.peers().view(Millis(2_000));
+    assert_ne!(view.fingerprint, old);
+    assert_eq!(view.listen_error, None);
+}
+
+#[test]
+fn the_identity_is_read_with_the_configuration_and_a_fixed_file_starts_the_mesh() {
+    // The key file could not be read at start: sessions are off, and say why.
+    let mut i = mesh_instance(Err(
+        "identity key /etc/agentd/identity.key: permission denied".into(),
+    ));
+    i.start_peers(Millis(1_000));
+    assert!(taken(&mut i).is_empty());
+    let view = i.peers().view(Millis(1_000));
+    assert_eq!(
+        view.off_reason.as_deref(),
+        Some("identity key /etc/agentd/identity.key: permission denied")
+    );
+    // The operator fixed it and reloads: the driver read it with the file.
+    let effects = run(
+        &mut i,
+        Input::ConfigRead {
+            loaded: Box::new(load_str(MESH, CONFIG_PATH)),
+            identity: Box::new(Ok(identity_a())),
+            cause: ReloadCause::Signal,
+        },
+        2_000,
+    );
+    assert!(
+        matches!(&effects[..], [Effect::Peer(PeerIo::Listen { .. })]),
+        "{effects:?}"
+    );
+    let view = i.peers().view(Millis(2_000));
+    assert_eq!(view.off_reason, None);
+    assert!(view.fingerprint.is_some());
+}
+
+const MDNS: &str = "
+config discovery 'discovery'
+\toption enabled '1'
+\tlist interface 'lan0'
+";
+
+#[test]
+fn mdns_is_started_by_the_driver_and_a_failed_start_is_shown_and_retried_on_reload() {
+    let mut i = instance();
+    run(&mut i, read(""), 1_500);
+    let rt = runtime("").discovery;
+    assert!(!rt.enabled);
+    // Discovery on: BASE turns it off, so the reload's file adds it.
+    let with_mdns = BASE.replace("config discovery 'discovery'\n\toption enabled '0'\n", MDNS);
+    let effects = run(
+        &mut i,
+        Input::ConfigRead {
+            loaded: Box::new(load_str(&with_mdns, CONFIG_PATH)),
+            identity: Box::new(Err("agentd.router_id is not set".into())),
+            cause: ReloadCause::Signal,
+        },
+        2_000,
+    );
+    let [Effect::StartMdns(start)] = &effects[..] else {
+        panic!("one mDNS start: {effects:?}")
+    };
+    let serial = start.serial;
+    // mdns-sd could not open its sockets.
+    run(
+        &mut i,
+        Input::MdnsFailed {
+            serial,
+            error: "No such device (os error 19)".into(),
+        },
+        2_001,
+    );
+    let view = i.discovery().view(Millis(2_001));
+    assert_eq!(
+        view.off_reason.as_deref(),
+        Some("mDNS: No such device (os error 19)")
+    );
+    // A reload tries again; the old start's late report is ignored.
+    let effects = run(
+        &mut i,
+        Input::ConfigRead {
+            loaded: Box::new(load_str(&with_mdns, CONFIG_PATH)),
+            identity: Box::new(Err("agentd.router_id is not set".into())),
+            cause: ReloadCause::Signal,
+        },
+        3_000,
+    );
+    let [Effect::StartMdns(again)] = &effects[..] else {
+        panic!("a new mDNS start: {effects:?}")
+    };
+    assert!(again.serial > serial);
+    run(
+        &mut i,
+        Input::MdnsFailed {
+            serial,
+            error: "stale".into(),
+        },
+        3_001,
+    );
+    let view = i.discovery().view(Millis(3_001));
+    assert_ne!(view.off_reason.as_deref(), Some("mDNS: stale"));
 }

@@ -12,8 +12,10 @@
 //! * [`log`] — syslog / stderr.
 
 pub mod discovery;
+pub mod effect;
 #[cfg(test)]
 mod endpoint_tests;
+pub mod input;
 pub mod instance;
 #[cfg(test)]
 mod instance_tests;
@@ -47,8 +49,11 @@ use crate::ipc::server::{IpcServer, ServerConfig};
 use crate::log;
 use crate::time::Millis;
 use crate::{log_error, log_info, log_notice, log_warn};
-use instance::{Control, Input, Instance, Signal};
+use effect::Driver;
+use input::{Control, Input, Signal};
+use instance::Instance;
 use options::{ConfigSource, Mode, RunOptions};
+use peers::tls::Identity;
 use state::State;
 
 /// Lease-file writes are coalesced over this long: a crash loses at most
@@ -199,7 +204,7 @@ fn instant_at(deadline: Millis) -> Instant {
 }
 
 async fn serve(opts: RunOptions) -> ExitCode {
-    let loaded = instance::start_config(&opts.config);
+    let loaded = effect::start_config(&opts.config);
     let state = State::start(loaded, &opts.config.describe(), SOFTWARE, Millis::now());
     log::set_level(state.runtime().log_level);
     let problems = &state.runtime().problems;
@@ -280,13 +285,18 @@ async fn serve(opts: RunOptions) -> ExitCode {
         }
     }
 
-    let effect_inputs = input_tx.clone();
+    let mut driver = Driver::new(input_tx);
     let mut effects = Vec::new();
-    let mut instance = Instance::new(state, opts.config.clone(), input_tx);
+    // The identity files, as a reload reads them with the configuration
+    // (off the loop: the loop has not started yet).
+    let identity = Identity::read(&state.runtime().mesh);
+    let mut instance = Instance::new(state, opts.config.clone(), identity);
     instance.restore(Millis::now());
     instance.sync_health(Millis::now());
     instance.start_peers(Millis::now());
     instance.start_discovery(Millis::now());
+    instance.take_effects(&mut effects);
+    driver.perform(&mut effects);
     let mut persist_at: Option<Instant> = None;
     let peer_bell = instance.peer_bell();
     loop {
@@ -359,9 +369,7 @@ async fn serve(opts: RunOptions) -> ExitCode {
             }
         };
         let control = instance.process(input, Millis::now(), &mut effects);
-        for effect in effects.drain(..) {
-            effect.perform(&effect_inputs);
-        }
+        driver.perform(&mut effects);
         if control == Control::Stop {
             break;
         }
@@ -373,7 +381,10 @@ async fn serve(opts: RunOptions) -> ExitCode {
     instance.stop_discovery();
     // Peers hear admin_shutdown (bounded: a peer that does not read does
     // not hold the exit up).
-    let closing = instance.stop_peers(Millis::now());
+    instance.stop_peers(Millis::now());
+    instance.take_effects(&mut effects);
+    driver.perform(&mut effects);
+    let closing = driver.finish_peers();
     let _ = tokio::time::timeout(PEER_CLOSE_WAIT, async {
         for writer in closing {
             let _ = writer.await;

@@ -6,8 +6,10 @@
 //! already reduced to plain data, into the daemon's event loop. Nothing
 //! polls: the loop wakes when an event arrives.
 //!
-//! The loop never waits on mdns-sd: after the start (three commands into
-//! a fresh, empty channel), every command (register, unregister, verify,
+//! The loop never waits on mdns-sd. Its start (the mdns-sd daemon with
+//! its sockets, three commands into its fresh, empty channel, and our two
+//! threads) is an [`MdnsStart`] the daemon's effect driver runs off the
+//! loop, and every command (register, unregister, verify,
 //! shutdown) goes in order to a command thread of ours, which retries
 //! `Again` a bounded number of times with a pause, on its own time, and
 //! logs what still fails.
@@ -24,7 +26,7 @@ use std::time::Duration;
 use mdns_sd::{IfKind, ServiceDaemon, ServiceEvent, ServiceInfo};
 use tokio::sync::mpsc;
 
-use super::super::instance::Input;
+use super::super::input::Input;
 use crate::discovery::record::Record;
 use crate::log_warn;
 
@@ -152,12 +154,53 @@ impl std::fmt::Debug for Mdns {
     }
 }
 
+/// The start of an mDNS responder and browser, to be carried out off the
+/// event loop ([`MdnsStart::run`]): mdns-sd's sockets and threads.
+pub struct MdnsStart {
+    /// Numbers the starts of this process; a failure report names it.
+    pub serial: u64,
+    interfaces: Vec<String>,
+    commands: std::sync::mpsc::Receiver<Command>,
+}
+
+impl std::fmt::Debug for MdnsStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MdnsStart({}: {:?})", self.serial, self.interfaces)
+    }
+}
+
 impl Mdns {
-    /// Starts mdns-sd on `interfaces` only and browses `_arpx._tcp`;
-    /// events go to `inputs`.
-    pub fn start(interfaces: &[String], inputs: mpsc::Sender<Input>) -> Result<Mdns, String> {
+    /// An mDNS handle on `interfaces` and the start that makes it run.
+    /// No I/O: commands given to the handle wait in its channel until
+    /// the start has set mdns-sd up.
+    pub fn new(interfaces: &[String], serial: u64) -> (Mdns, MdnsStart) {
+        let (commands, rx) = std::sync::mpsc::channel();
+        let mdns = Mdns {
+            commands,
+            interfaces: interfaces.to_vec(),
+            registered: Vec::new(),
+        };
+        let start = MdnsStart {
+            serial,
+            interfaces: interfaces.to_vec(),
+            commands: rx,
+        };
+        (mdns, start)
+    }
+}
+
+impl MdnsStart {
+    /// Starts mdns-sd on the interfaces only, browses `_arpx._tcp` (its
+    /// events go to `inputs`) and then the command thread, which takes
+    /// the handle's commands in order.
+    pub fn run(self, inputs: mpsc::Sender<Input>) -> Result<(), String> {
+        let MdnsStart {
+            interfaces,
+            commands: rx,
+            ..
+        } = self;
         let daemon = ServiceDaemon::new().map_err(|e| e.to_string())?;
-        let started = Self::browse(&daemon, interfaces);
+        let started = Mdns::browse(&daemon, &interfaces);
         let events = match started {
             Ok(events) => events,
             Err(e) => {
@@ -165,7 +208,6 @@ impl Mdns {
                 return Err(e);
             }
         };
-        let (commands, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("agentd-mdns-cmd".into())
             .spawn(move || run_commands(daemon, rx))
@@ -198,13 +240,11 @@ impl Mdns {
                 }
             })
             .map_err(|e| format!("cannot start the mDNS bridge thread: {e}"))?;
-        Ok(Mdns {
-            commands,
-            interfaces: interfaces.to_vec(),
-            registered: Vec::new(),
-        })
+        Ok(())
     }
+}
 
+impl Mdns {
     /// Restricts mdns-sd to `interfaces` and browses `_arpx._tcp`.
     fn browse(
         daemon: &ServiceDaemon,

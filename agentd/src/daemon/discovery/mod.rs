@@ -17,16 +17,14 @@ pub mod settings;
 use std::net::IpAddr;
 
 use router_pki::Fingerprint;
-use tokio::sync::mpsc;
 
-use super::instance::Input;
 use super::peers::settings::{MeshSettings, PeerSettings};
 use crate::discovery::record::Record;
 use crate::discovery::table::{AdmittedPeer, Candidate, Policy, Refusal, Seen, Sighting, Table};
 use crate::ipc::discovery::{AdmissionRefusal, CandidateRow, CandidatesView};
 use crate::time::Millis;
 use crate::{log_debug, log_info, log_notice, log_warn};
-use mdns::{Announcement, Mdns, MdnsEvent};
+use mdns::{Announcement, Mdns, MdnsEvent, MdnsStart};
 use settings::DiscoverySettings;
 
 /// Longest mDNS instance label accepted (a DNS label is at most 63
@@ -52,7 +50,12 @@ pub struct Discovery {
     /// Why mDNS does not run, or why we do not announce.
     off_reason: Option<String>,
     announced: Option<Announcement>,
-    inputs: mpsc::Sender<Input>,
+    /// The mDNS start asked for and not yet taken by the daemon
+    /// ([`Discovery::take_start`]).
+    start: Option<MdnsStart>,
+    /// Numbers the mDNS starts (a late failure report of a replaced one
+    /// is ignored).
+    starts: u64,
     records_invalid: u64,
     /// Verifications asked for after a lost session.
     verifies: u64,
@@ -124,7 +127,7 @@ pub fn peer_settings(a: &AdmittedPeer) -> Option<PeerSettings> {
 }
 
 impl Discovery {
-    pub fn new(settings: DiscoverySettings, inputs: mpsc::Sender<Input>) -> Discovery {
+    pub fn new(settings: DiscoverySettings) -> Discovery {
         let own = Own::default();
         Discovery {
             table: Table::new(policy(&settings, &own)),
@@ -133,7 +136,8 @@ impl Discovery {
             mdns: None,
             off_reason: Some("not started".into()),
             announced: None,
-            inputs,
+            start: None,
+            starts: 0,
             records_invalid: 0,
             verifies: 0,
             admitted: Vec::new(),
@@ -156,23 +160,19 @@ impl Discovery {
         if restart {
             self.stop();
             if self.settings.enabled {
-                match Mdns::start(&self.settings.interfaces, self.inputs.clone()) {
-                    Ok(m) => {
-                        log_info!(
-                            "discovery: mDNS on {}",
-                            if self.settings.interfaces.is_empty() {
-                                "no interface".to_string()
-                            } else {
-                                self.settings.interfaces.join(", ")
-                            }
-                        );
-                        self.mdns = Some(m);
+                self.starts += 1;
+                let (m, start) = Mdns::new(&self.settings.interfaces, self.starts);
+                log_info!(
+                    "discovery: mDNS on {}",
+                    if self.settings.interfaces.is_empty() {
+                        "no interface".to_string()
+                    } else {
+                        self.settings.interfaces.join(", ")
                     }
-                    Err(e) => {
-                        log_warn!("discovery: cannot start mDNS: {e}");
-                        self.off_reason = Some(format!("mDNS: {e}"));
-                    }
-                }
+                );
+                self.mdns = Some(m);
+                self.start = Some(start);
+                self.off_reason = None;
             } else {
                 self.off_reason = Some("discovery.enabled is 0".into());
             }
@@ -465,7 +465,29 @@ impl Discovery {
         if let Some(m) = self.mdns.take() {
             m.stop();
         }
+        // Never started: nothing to stop (its handle's commands go
+        // nowhere).
+        self.start = None;
         self.announced = None;
+    }
+
+    /// The mDNS start to carry out, if [`Discovery::configure`] asked
+    /// for one (the daemon runs it off the loop; a failure comes back
+    /// through [`Discovery::start_failed`]).
+    pub fn take_start(&mut self) -> Option<MdnsStart> {
+        self.start.take()
+    }
+
+    /// mDNS start number `serial` failed: discovery is off, and
+    /// `agentctl candidates` says why. A reload tries again.
+    pub fn start_failed(&mut self, serial: u64, error: &str) {
+        if serial != self.starts || self.mdns.is_none() {
+            return;
+        }
+        log_warn!("discovery: cannot start mDNS: {error}");
+        self.mdns = None;
+        self.announced = None;
+        self.off_reason = Some(format!("mDNS: {error}"));
     }
 }
 

@@ -9,6 +9,8 @@
 //!
 //! * [`settings`] — what the driver runs on, from the configuration.
 //! * [`tls`] — identity, trust rule and TLS configs (router-pki).
+//! * [`io`] — what the driver asks to be done outside the loop (listen,
+//!   dial, serve, cut), and [`io::PeerTasks`], which does it.
 //! * [`tasks`] — every spawned I/O task (listener, dials, connections).
 //! * [`inbox`] — the connections' frames, queued per connection and
 //!   taken in fair turns (one neighbour's flood delays only itself).
@@ -28,6 +30,7 @@
 pub mod backoff;
 pub mod debug;
 pub mod inbox;
+pub mod io;
 mod links;
 pub mod routes;
 pub mod settings;
@@ -42,18 +45,17 @@ use std::sync::Arc;
 
 use arpx::frame;
 use arpx::instance::{self as mesh, ConnId, Output, PeerConfig, Timer};
-use tokio::sync::{mpsc, watch};
-use tokio::task::{AbortHandle, JoinHandle};
+use tokio::sync::watch;
 
-use super::instance::Input;
 use super::state::{Changes, State};
 use crate::fib::FibChange;
 use crate::route::RouteId;
 use crate::time::Millis;
 use backoff::{Backoff, BackoffConfig, Rng};
 use inbox::{ConnEvent, Inbox};
+use io::{PeerIo, Serve};
 use settings::{MeshSettings, PeerSettings};
-use tasks::{ConnTasks, PeerEvent};
+use tasks::{PeerEvent, SendQueue, QUEUE_FRAMES};
 use tls::{Identity, TlsContext};
 
 /// Bytes queued for one peer before it counts as not reading and is
@@ -71,7 +73,8 @@ enum Key {
 enum DialState {
     /// Not dialing: a dial timer may be armed.
     Waiting,
-    Dialing(AbortHandle),
+    /// A dial task runs ([`PeerIo::Dial`]).
+    Dialing,
 }
 
 /// Driver state of one configured peer (the session is the instance's).
@@ -88,7 +91,8 @@ struct Dialer {
 #[derive(Debug)]
 struct Conn {
     peer: String,
-    tasks: ConnTasks,
+    /// In front of the connection's writer task.
+    queue: SendQueue,
     /// The session reached Established on it.
     up: bool,
     /// The peer's Ed25519 key as the TLS handshake verified it.
@@ -106,7 +110,9 @@ struct Mesh {
     tls: Arc<TlsContext>,
     tls_tx: watch::Sender<Arc<TlsContext>>,
     conns: HashMap<ConnId, Conn>,
-    listener: Option<(SocketAddr, AbortHandle)>,
+    /// The listener asked for ([`PeerIo::Listen`]'s serial) and, once
+    /// it reported, the address it is bound to.
+    listener: Option<(u64, Option<SocketAddr>)>,
     listen_error: Option<String>,
 }
 
@@ -128,7 +134,14 @@ struct DriverCounters {
 #[derive(Debug)]
 pub struct Peers {
     settings: MeshSettings,
-    inputs: mpsc::Sender<Input>,
+    /// The identity files as last read with the configuration (a mesh
+    /// restart builds on them; only a config read reads them again).
+    identity: Result<Identity, String>,
+    /// What the driver asks to be done outside the loop, in order.
+    io: Vec<PeerIo>,
+    /// Numbers the listeners asked for (a late report of a replaced one
+    /// is ignored).
+    listen_serial: u64,
     /// The connections' frames, per connection (see [`inbox`]).
     inbox: Inbox,
     rng: Rng,
@@ -137,8 +150,6 @@ pub struct Peers {
     mesh: Result<Mesh, String>,
     timers: timers::Timers<Key>,
     counters: DriverCounters,
-    /// Writers flushing their last frames (awaited at shutdown).
-    closing: Vec<JoinHandle<()>>,
     /// Peers whose paths are eligible (the RIB's mark).
     eligible: BTreeSet<String>,
     /// Peers with a link in the RIB: the connection whose session it
@@ -154,6 +165,16 @@ pub struct Peers {
     next_conn: u64,
     /// Meshes built so far.
     meshes: u64,
+}
+
+/// Flush and close (the instance's `Disconnect`, or our shutdown); if
+/// even the close cannot be queued the connection is cut at once.
+fn close_conn(conn: ConnId, queue: &SendQueue) -> PeerIo {
+    if queue.close() {
+        PeerIo::Release { conn }
+    } else {
+        PeerIo::Cut { conn }
+    }
 }
 
 fn wall_ms() -> u64 {
@@ -178,19 +199,21 @@ fn peer_config(p: &PeerSettings) -> PeerConfig {
 
 impl Peers {
     /// A driver that is not running yet ([`Peers::start`] starts it once
-    /// the RIB holds its restored routes).
-    pub fn new(settings: MeshSettings, inputs: mpsc::Sender<Input>) -> Peers {
+    /// the RIB holds its restored routes). `identity`: the identity files
+    /// of `settings`, read before the loop runs ([`Identity::read`]).
+    pub fn new(settings: MeshSettings, identity: Result<Identity, String>) -> Peers {
         let seed = wall_ms() ^ u64::from(std::process::id()).rotate_left(32);
         Peers {
             settings,
-            inputs,
+            identity,
+            io: Vec::new(),
+            listen_serial: 0,
             inbox: Inbox::default(),
             rng: Rng::seeded(seed),
             dialers: BTreeMap::new(),
             mesh: Err("not started".into()),
             timers: timers::Timers::new(),
             counters: DriverCounters::default(),
-            closing: Vec::new(),
             eligible: BTreeSet::new(),
             linked: BTreeMap::new(),
             drop_log: HashMap::new(),
@@ -204,6 +227,12 @@ impl Peers {
         &self.settings
     }
 
+    /// What the driver asked to be done since the last call, in order
+    /// (the daemon hands it to [`io::PeerTasks`]).
+    pub fn take_io(&mut self) -> Vec<PeerIo> {
+        std::mem::take(&mut self.io)
+    }
+
     /// Our identity key's fingerprint while the mesh runs.
     pub fn fingerprint(&self) -> Option<&str> {
         self.mesh.as_ref().ok().map(|m| m.fingerprint.as_str())
@@ -211,7 +240,7 @@ impl Peers {
 
     // ===== start, reload, stop =====
 
-    /// Loads the identity, creates the instance, offers it our routes and
+    /// Creates the instance on the identity read last, offers it our routes and
     /// the peer set, starts the listener and the dialers. Sessions stay
     /// off (with the reason in `agentctl peers`) when there is no
     /// router_id or the identity cannot be loaded.
@@ -275,7 +304,15 @@ impl Peers {
         let router_id = s.router_id.as_deref().ok_or_else(|| {
             "agentd.router_id is not set (a mesh needs a stable router identity)".to_string()
         })?;
-        let identity = Identity::load(s, router_id)?;
+        let identity = self.identity.clone()?;
+        if identity.identity.router_id() != router_id {
+            // Read for another configuration: only a config read (which
+            // reads both) can tell which is meant.
+            return Err(format!(
+                "identity read for router_id {:?}, configured {router_id:?}: reload",
+                identity.identity.router_id()
+            ));
+        }
         let fingerprint = identity.fingerprint();
         let tls = Arc::new(identity.context(&s.peers, generation)?);
         let (tls_tx, _) = watch::channel(tls.clone());
@@ -309,8 +346,8 @@ impl Peers {
 
     fn start_listener(&mut self) {
         let Ok(m) = &mut self.mesh else { return };
-        if let Some((_, task)) = m.listener.take() {
-            task.abort();
+        if m.listener.take().is_some() {
+            self.io.push(PeerIo::StopListening);
         }
         m.listen_error = None;
         let Some(listen) = &self.settings.listen else {
@@ -329,14 +366,30 @@ impl Peers {
                 return;
             }
         };
-        match tasks::spawn_listener(addr, m.tls_tx.subscribe(), self.inputs.clone()) {
-            Ok((local, task)) => {
+        self.listen_serial += 1;
+        m.listener = Some((self.listen_serial, None));
+        self.io.push(PeerIo::Listen {
+            serial: self.listen_serial,
+            addr,
+            tls: m.tls_tx.subscribe(),
+        });
+    }
+
+    /// What became of the listener numbered `serial`.
+    fn listening(&mut self, serial: u64, bound: Result<SocketAddr, String>) {
+        let Ok(m) = &mut self.mesh else { return };
+        if m.listener.is_none_or(|(s, _)| s != serial) {
+            return;
+        }
+        match bound {
+            Ok(local) => {
                 debug::listening(local);
-                m.listener = Some((local, task));
+                m.listener = Some((serial, Some(local)));
             }
             Err(e) => {
-                debug::listen_failed(listen, &e.to_string());
-                m.listen_error = Some(e.to_string());
+                debug::listen_failed(self.settings.listen.as_deref().unwrap_or(""), &e);
+                m.listener = None;
+                m.listen_error = Some(e);
             }
         }
     }
@@ -346,13 +399,21 @@ impl Peers {
     /// instance gets the new peer set: removed peers are closed with
     /// `peer_removed` and their paths go, peers whose address, ports or
     /// pin changed are closed and dialled again, the others are untouched.
-    pub fn reconfigure(&mut self, new: MeshSettings, now: Millis, state: &mut State) -> Changes {
+    /// `identity`: the identity files as just read with the configuration
+    /// (`None`: not a config read, e.g. discovery admitted a peer).
+    pub fn reconfigure(
+        &mut self,
+        new: MeshSettings,
+        identity: Option<Result<Identity, String>>,
+        now: Millis,
+        state: &mut State,
+    ) -> Changes {
         // Sessions that are off (no router_id, a bad key or certificate
         // file) are tried again on every reload: the operator may have
         // fixed the file.
-        let restart = new.instance_key() != self.settings.instance_key()
-            || self.mesh.is_err()
-            || self.reload_identity(&new);
+        let key_changed = identity.is_some_and(|read| self.reload_identity(read));
+        let restart =
+            new.instance_key() != self.settings.instance_key() || self.mesh.is_err() || key_changed;
         if restart {
             let mut changes = self.stop(now, state);
             self.settings = new;
@@ -424,18 +485,18 @@ impl Peers {
         changes
     }
 
-    /// Re-reads the identity key, certificate and domain CA files under
-    /// `new`'s paths. Returns whether the mesh must restart (the key
-    /// itself changed: it signs our routes). A file that cannot be read
-    /// now keeps the running identity (and says so).
-    fn reload_identity(&mut self, new: &MeshSettings) -> bool {
+    /// Takes the identity key, certificate and domain CA files as just
+    /// read. Returns whether the mesh must restart (the key itself
+    /// changed: it signs our routes); a renewed certificate or CA applies
+    /// to the running mesh's next handshakes. A file that could not be
+    /// read keeps the running identity (and says so); a mesh (re)start
+    /// then fails on it.
+    fn reload_identity(&mut self, read: Result<Identity, String>) -> bool {
+        self.identity = read.clone();
         let Ok(m) = &mut self.mesh else {
             return true;
         };
-        let Some(router_id) = new.router_id.as_deref() else {
-            return true;
-        };
-        match Identity::load(new, router_id) {
+        match read {
             Ok(id) if id.identity.verifying_key() != m.identity.identity.verifying_key() => true,
             Ok(id) => {
                 m.identity = id;
@@ -466,8 +527,10 @@ impl Peers {
     /// dial timer and paths.
     fn forget_peer(&mut self, id: &str, state: &mut State) -> Changes {
         if let Some(d) = self.dialers.remove(id) {
-            if let DialState::Dialing(task) = d.state {
-                task.abort();
+            if matches!(d.state, DialState::Dialing) {
+                self.io.push(PeerIo::StopDial {
+                    peer: id.to_string(),
+                });
             }
         }
         self.timers.cancel(&Key::Dial(id.to_string()));
@@ -491,12 +554,12 @@ impl Peers {
         // Every session is over, whatever the instance reported.
         changes.extend(self.unlink_all(state));
         if let Ok(m) = &mut self.mesh {
-            if let Some((_, task)) = m.listener.take() {
-                task.abort();
+            if m.listener.take().is_some() {
+                self.io.push(PeerIo::StopListening);
             }
             for (conn, c) in m.conns.drain() {
                 self.inbox.forget(conn);
-                self.closing.push(c.tasks.close());
+                self.io.push(close_conn(conn, &c.queue));
             }
         }
         let ids: Vec<String> = self.dialers.keys().cloned().collect();
@@ -506,12 +569,6 @@ impl Peers {
         self.timers = timers::Timers::new();
         self.mesh = Err("stopped".into());
         changes
-    }
-
-    /// Writers still flushing their last frames (the daemon awaits them,
-    /// bounded, before it exits).
-    pub fn take_closing(&mut self) -> Vec<JoinHandle<()>> {
-        std::mem::take(&mut self.closing)
     }
 
     // ===== inputs =====
@@ -601,12 +658,12 @@ impl Peers {
                 debug::inbound_refused(remote, &error, known);
                 Changes::new()
             }
-            PeerEvent::ListenerFailed { error } => {
-                debug::listen_failed(self.settings.listen.as_deref().unwrap_or(""), &error);
-                if let Ok(m) = &mut self.mesh {
-                    m.listener = None;
-                    m.listen_error = Some(error);
-                }
+            PeerEvent::Listening { serial, bound } => {
+                self.listening(serial, bound);
+                Changes::new()
+            }
+            PeerEvent::ListenerFailed { serial, error } => {
+                self.listening(serial, Err(error));
                 Changes::new()
             }
         }
@@ -693,12 +750,20 @@ impl Peers {
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
         debug::connected(&h.peer, conn, h.outbound, h.remote);
-        let tasks = tasks::spawn_connection(h.stream, h.prefix, max_frame, self.inbox.open(conn));
+        let (queue, writer) = SendQueue::new(QUEUE_FRAMES);
+        self.io.push(PeerIo::Serve(Box::new(Serve {
+            conn,
+            stream: h.stream,
+            prefix: h.prefix,
+            max_frame,
+            inbox: self.inbox.open(conn),
+            writer,
+        })));
         m.conns.insert(
             conn,
             Conn {
                 peer: h.peer.clone(),
-                tasks,
+                queue,
                 up: false,
                 key: h.key,
             },
@@ -725,17 +790,17 @@ impl Peers {
         let Some(d) = self.dialers.get_mut(peer) else {
             return;
         };
-        if matches!(d.state, DialState::Dialing(_)) {
+        if matches!(d.state, DialState::Dialing) {
             return;
         }
         self.counters.dials += 1;
-        d.state = DialState::Dialing(tasks::spawn_dial(
-            peer.to_string(),
-            d.settings.address.clone(),
-            d.settings.port,
-            m.tls.clone(),
-            self.inputs.clone(),
-        ));
+        d.state = DialState::Dialing;
+        self.io.push(PeerIo::Dial {
+            peer: peer.to_string(),
+            address: d.settings.address.clone(),
+            port: d.settings.port,
+            tls: m.tls.clone(),
+        });
     }
 
     fn dial_failed(&mut self, peer: &str, error: String, now: Millis) {
@@ -761,12 +826,11 @@ impl Peers {
         let m = self.mesh.as_mut().ok()?;
         let c = m.conns.remove(&conn)?;
         self.inbox.forget(conn);
-        if close {
-            self.closing.retain(|h| !h.is_finished());
-            self.closing.push(c.tasks.close());
+        self.io.push(if close {
+            close_conn(conn, &c.queue)
         } else {
-            c.tasks.abort();
-        }
+            PeerIo::Cut { conn }
+        });
         let others = m.conns.values().any(|o| o.peer == c.peer);
         if let Some(d) = self.dialers.get_mut(&c.peer) {
             let idle = !others && matches!(d.state, DialState::Waiting);
@@ -821,7 +885,7 @@ impl Peers {
                         return;
                     }
                 };
-                if let Err(full) = c.tasks.send(bytes, MAX_QUEUE_BYTES) {
+                if let Err(full) = c.queue.send(bytes, MAX_QUEUE_BYTES) {
                     self.counters.queue_overflows += 1;
                     let error = full.to_string();
                     debug::queue_full(&c.peer, conn, &error);

@@ -48,7 +48,7 @@ impl Peers {
             .map(|p| {
                 let s = status.get(&p.router_id);
                 let d = self.dialers.get(&p.router_id);
-                let dialing = d.is_some_and(|d| matches!(d.state, DialState::Dialing(_)));
+                let dialing = d.is_some_and(|d| matches!(d.state, DialState::Dialing));
                 let state = match s.map(|s| s.state) {
                     Some(mesh::PeerState::Idle) | None if dialing => "connecting",
                     Some(st) => st.as_str(),
@@ -94,8 +94,8 @@ impl Peers {
             listen: match &self.mesh {
                 Ok(m) => m
                     .listener
-                    .as_ref()
-                    .map(|(a, _)| a.to_string().into())
+                    .and_then(|(_, a)| a)
+                    .map(|a| a.to_string().into())
                     .or_else(|| self.settings.listen.as_deref().map(Into::into)),
                 Err(_) => self.settings.listen.as_deref().map(Into::into),
             },

@@ -1,4 +1,5 @@
-//! Every I/O task of the ARPX driver. None of them decides anything:
+//! Every I/O task of the ARPX driver, spawned by [`super::io::PeerTasks`]
+//! when the driver asks (never by the loop itself). None decides anything:
 //! they move bytes and report what happened: handshakes and dials as
 //! [`PeerEvent`]s into the daemon's one input channel, each connection's
 //! frames into its own queue of the [`super::inbox::Inbox`], which the
@@ -48,7 +49,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use super::inbox::{ConnEvent, InboxSender};
 use super::tls::TlsContext;
 use crate::accept::Pacer;
-use crate::daemon::instance::Input;
+use crate::daemon::input::Input;
 
 /// TCP connect, and separately the TLS handshake, must finish within this.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -72,8 +73,14 @@ pub enum PeerEvent {
     DialFailed { peer: String, error: String },
     /// An inbound handshake failed; `remote` says from where.
     Refused { remote: SocketAddr, error: String },
-    /// The listener stopped accepting.
-    ListenerFailed { error: String },
+    /// The listener of [`super::io::PeerIo::Listen`] number `serial` is
+    /// bound (its address) or could not be.
+    Listening {
+        serial: u64,
+        bound: Result<SocketAddr, String>,
+    },
+    /// Listener number `serial` stopped accepting.
+    ListenerFailed { serial: u64, error: String },
 }
 
 impl fmt::Debug for PeerEvent {
@@ -88,7 +95,10 @@ impl fmt::Debug for PeerEvent {
             ),
             PeerEvent::DialFailed { peer, error } => write!(f, "DialFailed({peer}: {error})"),
             PeerEvent::Refused { remote, error } => write!(f, "Refused({remote}: {error})"),
-            PeerEvent::ListenerFailed { error } => write!(f, "ListenerFailed({error})"),
+            PeerEvent::Listening { serial, bound } => write!(f, "Listening({serial}: {bound:?})"),
+            PeerEvent::ListenerFailed { serial, error } => {
+                write!(f, "ListenerFailed({serial}: {error})")
+            }
         }
     }
 }
@@ -120,6 +130,7 @@ async fn report(inputs: &mpsc::Sender<Input>, ev: PeerEvent) -> bool {
 /// [`MAX_HANDSHAKES`] at a time. The TLS context is read at each accept,
 /// so a reload's new peer set applies to the next connection.
 pub fn spawn_listener(
+    serial: u64,
     addr: SocketAddr,
     tls: watch::Receiver<Arc<TlsContext>>,
     inputs: mpsc::Sender<Input>,
@@ -143,6 +154,7 @@ pub fn spawn_listener(
                     report(
                         &inputs,
                         PeerEvent::ListenerFailed {
+                            serial,
                             error: e.to_string(),
                         },
                     )
@@ -271,8 +283,17 @@ pub struct SendQueue {
     queued: Arc<AtomicUsize>,
 }
 
+/// The writer's end of a [`SendQueue`], handed to the task that writes.
+#[derive(Debug)]
+pub struct WriterEnd {
+    rx: mpsc::Receiver<WriterCmd>,
+    queued: Arc<AtomicUsize>,
+}
+
 impl SendQueue {
-    pub fn new(frames: usize) -> (SendQueue, mpsc::Receiver<WriterCmd>, Arc<AtomicUsize>) {
+    /// A queue of at most `frames` frames. Made by the driver (no I/O):
+    /// it keeps the queue, the connection's writer task gets the end.
+    pub fn new(frames: usize) -> (SendQueue, WriterEnd) {
         let (tx, rx) = mpsc::channel(frames);
         let queued = Arc::new(AtomicUsize::new(0));
         (
@@ -280,8 +301,7 @@ impl SendQueue {
                 tx,
                 queued: queued.clone(),
             },
-            rx,
-            queued,
+            WriterEnd { rx, queued },
         )
     }
 
@@ -309,14 +329,6 @@ impl SendQueue {
     }
 }
 
-/// The driver's handle on one connection's tasks.
-#[derive(Debug)]
-pub struct ConnTasks {
-    queue: SendQueue,
-    reader: AbortHandle,
-    writer: JoinHandle<()>,
-}
-
 /// Why a frame could not be queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueFull {
@@ -342,47 +354,22 @@ impl fmt::Display for QueueFull {
     }
 }
 
-impl ConnTasks {
-    /// See [`SendQueue::send`]; the driver disconnects the peer on `Err`.
-    pub fn send(&self, bytes: Vec<u8>, max_bytes: usize) -> Result<(), QueueFull> {
-        self.queue.send(bytes, max_bytes)
-    }
-
-    /// Flush and close (the instance's `Disconnect`). If even the close
-    /// cannot be queued the connection is cut at once.
-    pub fn close(self) -> JoinHandle<()> {
-        if !self.queue.close() {
-            self.abort();
-        }
-        self.writer
-    }
-
-    /// Cut at once, nothing flushed (a peer that does not read).
-    pub fn abort(&self) {
-        self.reader.abort();
-        self.writer.abort();
-    }
-}
-
 /// Starts the reader and writer of a verified session; both report into
 /// the connection's queue of the driver's [`super::inbox::Inbox`].
+/// Returns the reader's abort handle and the writer (which ends the
+/// reader when it ends).
 pub fn spawn_connection(
     stream: Stream,
     prefix: Vec<u8>,
     max_frame: usize,
     inbox: InboxSender,
-) -> ConnTasks {
+    writer: WriterEnd,
+) -> (AbortHandle, JoinHandle<()>) {
     let (rd, wr) = tokio::io::split(stream);
     let rd = std::io::Cursor::new(prefix).chain(rd);
-    let reader = tokio::spawn(read_frames(rd, max_frame, inbox.clone()));
-    let reader_abort = reader.abort_handle();
-    let (queue, rx, queued) = SendQueue::new(QUEUE_FRAMES);
-    let writer = tokio::spawn(write_frames(wr, rx, queued, reader_abort.clone(), inbox));
-    ConnTasks {
-        queue,
-        reader: reader_abort,
-        writer,
-    }
+    let reader = tokio::spawn(read_frames(rd, max_frame, inbox.clone())).abort_handle();
+    let writer = tokio::spawn(write_frames(wr, writer, reader.clone(), inbox));
+    (reader, writer)
 }
 
 /// Reads frames until the stream ends or a frame is bad (framing is then
@@ -438,11 +425,11 @@ fn closed_text(e: &std::io::Error) -> String {
 
 async fn write_frames(
     mut wr: WriteHalf<Stream>,
-    mut rx: mpsc::Receiver<WriterCmd>,
-    queued: Arc<AtomicUsize>,
+    end: WriterEnd,
     reader: AbortHandle,
     inbox: InboxSender,
 ) {
+    let WriterEnd { mut rx, queued } = end;
     let mut error = None;
     while let Some(cmd) = rx.recv().await {
         match cmd {
@@ -494,7 +481,8 @@ mod tests {
 
     #[test]
     fn the_send_queue_is_bounded_in_bytes_and_frames() {
-        let (q, mut rx, queued) = SendQueue::new(3);
+        let (q, end) = SendQueue::new(3);
+        let WriterEnd { mut rx, queued } = end;
         assert_eq!(q.send(vec![0; 40], 100), Ok(()));
         assert_eq!(q.send(vec![0; 60], 100), Ok(()));
         // 100 bytes queued: one more byte is over the budget, and the

@@ -29,14 +29,25 @@ pub struct TlsContext {
     clients: HashMap<String, Result<Arc<ClientConfig>, String>>,
 }
 
-/// The router's identity, loaded once per mesh instance.
-#[derive(Debug)]
+/// The router's identity, read with the configuration that names its
+/// files (off the daemon's loop) and kept by the mesh instance.
+#[derive(Debug, Clone)]
 pub struct Identity {
     pub identity: RouterIdentity,
     pub ca: Option<DomainCa>,
 }
 
 impl Identity {
+    /// The identity files `s` names, for its router_id; an error says
+    /// why sessions cannot run on them. Without a router_id nothing is
+    /// read (or created).
+    pub fn read(s: &MeshSettings) -> Result<Identity, String> {
+        let router_id = s.router_id.as_deref().ok_or_else(|| {
+            "agentd.router_id is not set (a mesh needs a stable router identity)".to_string()
+        })?;
+        Identity::load(s, router_id)
+    }
+
     /// Loads (or creates, 0600, never overwriting) `agentd.identity`, the
     /// router certificate or a self-signed one, and the domain CA.
     pub fn load(s: &MeshSettings, router_id: &str) -> Result<Identity, String> {
