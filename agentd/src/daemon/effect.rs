@@ -9,8 +9,6 @@ use tokio::sync::mpsc;
 
 use super::discovery::mdns::MdnsStart;
 use super::input::{Admission, ConfigEdit, Input, ReloadCause};
-#[cfg(doc)]
-use super::instance::Instance;
 use super::options::ConfigSource;
 use super::peers::io::{PeerIo, PeerTasks};
 use super::peers::tls::Identity;
@@ -20,7 +18,7 @@ use crate::config::{self, LoadError, Runtime};
 use crate::discovery::approval::EditError;
 use crate::{log_debug, log_warn};
 
-/// I/O that [`Instance::process`] asks for; the driver performs it.
+/// I/O that `Instance::process` asks for; the driver performs it.
 #[derive(Debug)]
 pub enum Effect {
     /// Read the configuration; the result comes back as

@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 
 use super::discovery::mdns::MdnsEvent;
-#[cfg(doc)]
-use super::effect::Effect;
 use super::peers::tasks::PeerEvent;
 use super::peers::tls::Identity;
 use super::probe::ProbeTarget;
@@ -47,14 +45,14 @@ pub enum Input {
     PeerTurn,
     /// An mDNS browse event (discovery).
     Discovered(MdnsEvent),
-    /// [`Effect::StartMdns`] number `serial` failed.
+    /// `Effect::StartMdns` number `serial` failed.
     MdnsFailed {
         serial: u64,
         error: String,
     },
     /// The earliest candidate lifetime has ended.
     DiscoveryTimer,
-    /// [`Effect::ReadConfig`]'s result: the configuration, and the
+    /// `Effect::ReadConfig`'s result: the configuration, and the
     /// identity files it names (read with it, so a renewed certificate
     /// or a fixed key file applies on reload).
     ConfigRead {
@@ -62,12 +60,12 @@ pub enum Input {
         identity: Box<Result<Identity, String>>,
         cause: ReloadCause,
     },
-    /// [`Effect::EditConfig`]'s result: the section written or removed.
+    /// `Effect::EditConfig`'s result: the section written or removed.
     ConfigEdited {
         result: Result<String, EditError>,
         admission: Admission,
     },
-    /// [`Effect::SaveLeases`] failed: the lease file is behind again.
+    /// `Effect::SaveLeases` failed: the lease file is behind again.
     PersistFailed {
         error: String,
     },
