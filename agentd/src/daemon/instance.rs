@@ -56,7 +56,7 @@ use crate::fib::FibChange;
 use crate::health::monitor::{Monitor, MonitorConfig};
 use crate::health::schedule::Pacing;
 use crate::ipc::message::{AdmissionDone, AdmissionRefusal, IpcError, RequestBody, ResponseBody};
-use crate::ipc::server::{ConnId, FibSink, IncomingRequest, Replier, ServerEvent};
+use crate::ipc::server::{ConnId, Disconnect, FibSink, IncomingRequest, Replier, ServerEvent};
 use crate::route::RouteSource;
 use crate::time::Millis;
 use crate::{log_debug, log_info, log_notice, log_warn};
@@ -141,7 +141,11 @@ impl Instance {
         match input {
             Input::Ipc(ServerEvent::Request(req)) => self.request(*req, now),
             Input::Ipc(ServerEvent::Disconnected { conn, reason }) => {
-                log_debug!("ipc connection {} closed: {reason:?}", conn.0);
+                // A clean close is every agentctl call's end: only the
+                // others are worth a line (a poll loop would bury them).
+                if !matches!(reason, Disconnect::Closed) {
+                    log_debug!("ipc connection {} closed: {reason:?}", conn.0);
+                }
                 if let Some(id) = self.subscribers.remove(&conn) {
                     self.exporter.unsubscribe(id);
                 }
