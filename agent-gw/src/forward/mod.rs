@@ -9,6 +9,7 @@
 
 pub mod deadline;
 pub mod pool;
+pub mod quickack;
 pub mod response;
 pub mod retry;
 pub mod target;

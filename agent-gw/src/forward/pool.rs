@@ -23,6 +23,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::forward::quickack::QuickAck;
 use crate::forward::target::Target;
 
 pub type Sender = SendRequest<Full<Bytes>>;
@@ -153,9 +154,11 @@ impl Pool {
         let _ = stream.set_nodelay(true);
         // The response head's own bound is checked on what hyper parsed
         // (`forward::head_within_bound`); hyper's limit is its read buffer.
+        // Reads ACK at once: a handler that writes its head and body
+        // apart must not wait for our delayed ACK (see `quickack`).
         let (sender, conn) = http1::Builder::new()
             .max_buf_size(READ_BUFFER)
-            .handshake(TokioIo::new(stream))
+            .handshake(TokioIo::new(QuickAck(stream)))
             .await
             .map_err(ConnectError::Handshake)?;
         tokio::task::spawn_local(async move {

@@ -99,7 +99,11 @@ async fn connect(addrs: &[SocketAddr]) -> Result<TcpStream, ProbeFailure> {
     let mut last = std::io::ErrorKind::NotFound;
     for a in addrs {
         match TcpStream::connect(a).await {
-            Ok(s) => return Ok(s),
+            Ok(s) => {
+                // Every TCP socket of the suite: one write is one segment.
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
             Err(e) => last = e.kind(),
         }
     }
