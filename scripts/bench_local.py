@@ -27,6 +27,10 @@ per request (valgrind callgrind, c=1, every size and profile) -- the
 deterministic figure for before/after comparisons of the hot path; JSON in
 target/bench/local-callgrind.json.
 
+`split_handler` row: a Python `http.server` handler (scripts/split_handler.py,
+head and body in two writes with Nagle on, as the nexilume SDK's handler
+server) at c=1, called directly and through each gateway (p50 ratio).
+
 Bounded: fixed request counts (BENCH_N1 at c=1, BENCH_N16 at c=16) and a
 timeout on every load run. Loopback only; everything started here is
 stopped by PID on exit. nginx is installed with apt-get when missing (root
@@ -58,6 +62,11 @@ N16 = int(os.environ.get("BENCH_N16", "8000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 SIZES = [int(x) for x in os.environ.get("BENCH_SIZES", "128 1024 8192").split()]
 INTENT = "b.e"
+# The split_handler row: a Python http.server handler (head and body in
+# two writes, Nagle on, as nexilume's), c=1 only: each direct call waits
+# for the client's delayed ACK, so few calls tell.
+SPLIT_INTENT = "b.s"
+SPLIT_N = int(os.environ.get("BENCH_SPLIT_N", "200"))
 # Short names so that a whole envelope fits in the smallest body size.
 TENANT = "b"
 
@@ -136,10 +145,10 @@ def http_json(url: str, body: Optional[Dict[str, Any]] = None) -> Dict[str, Any]
         return json.loads(resp.read())
 
 
-def envelope_of_size(size: int) -> bytes:
+def envelope_of_size(size: int, intent: str = INTENT) -> bytes:
     env = {
         "version": "1.0",
-        "intent": INTENT,
+        "intent": intent,
         "intent_version": 1,
         "task_id": "t",
         "source_agent": "c",  # a bare name is allowed
@@ -238,9 +247,10 @@ http {{
 
 
 def start_gateway(profile: str, work: Path, backend_url: str, procs: List[Proc],
-                  wrap: Optional[List[str]] = None) -> Tuple[Proc, Proc, str]:
+                  wrap: Optional[List[str]] = None, split_url: Optional[str] = None) -> Tuple[Proc, Proc, str]:
     """agentd + agent-gw of `profile` (own config, socket and port), with
-    the backend registered as the handler of INTENT."""
+    the backend registered as the handler of INTENT (and `split_url` as
+    that of SPLIT_INTENT)."""
     bins = target_dir(profile)
     d = work / profile
     d.mkdir()
@@ -291,22 +301,44 @@ def start_gateway(profile: str, work: Path, backend_url: str, procs: List[Proc],
     gw_url = f"http://127.0.0.1:{port}"
     wait_for("agent-gw /healthz", lambda: http_json(gw_url + "/healthz").get("control_plane") == "up",
              timeout=60.0 if wrap else 15.0)
-    http_json(
-        gw_url + "/agent/v1/register",
-        {
-            "intent": INTENT,
-            "origin": f"agent://{TENANT}/echo",
-            "endpoint": backend_url,
-            "tenant": TENANT,
-            "lease_seconds": 3600,
-        },
-    )
+    handlers = [(INTENT, "echo", backend_url)] + ([(SPLIT_INTENT, "split", split_url)] if split_url else [])
+    for intent, name, url in handlers:
+        http_json(
+            gw_url + "/agent/v1/register",
+            {
+                "intent": intent,
+                "origin": f"agent://{TENANT}/{name}",
+                "endpoint": url,
+                "tenant": TENANT,
+                "lease_seconds": 3600,
+            },
+        )
     probe = {
         "version": "1.0", "intent": INTENT, "intent_version": 1, "task_id": "probe",
         "source_agent": f"agent://{TENANT}/c", "tenant": TENANT, "hop_limit": 8, "payload": {},
     }
     wait_for("route on agent-gw", lambda: http_json(gw_url + "/agent/v1/route", probe))
     return agentd, gw, gw_url + "/agent/v1/invoke"
+
+
+def split_handler_row(tool: Path, work: Path, split_url: str, gateways: List[Tuple[str, str]]) -> Dict[str, Any]:
+    """c=1 latency of the split handler called directly and through each
+    gateway, interleaved for ROUNDS rounds (medians)."""
+    body = work / "body-split.json"
+    body.write_bytes(envelope_of_size(128, SPLIT_INTENT))
+    paths = [("direct", split_url)] + gateways
+    runs: Dict[str, List[Dict[str, Any]]] = {n: [] for n, _ in paths}
+    for rnd in range(ROUNDS):
+        k = rnd % len(paths)
+        for name, url in paths[k:] + paths[:k]:
+            runs[name].append(load(tool, url, body, 1, SPLIT_N))
+        log(f"split handler round {rnd + 1}/{ROUNDS}: "
+            + "  ".join(f"{n} {runs[n][-1]['p50_us']:.0f}us" for n, _ in paths))
+    row: Dict[str, Any] = {"body_bytes": 128, "requests_per_run": SPLIT_N, "paths": [n for n, _ in paths]}
+    for name, _ in paths:
+        row[name] = {key: median([r[key] for r in runs[name]]) for key in ("p50_us", "p99_us")}
+    row["ratios"] = {f"{n}/direct p50": row[n]["p50_us"] / row["direct"]["p50_us"] for n, _ in gateways}
+    return row
 
 
 def median(xs: List[float]) -> float:
@@ -418,6 +450,13 @@ def main() -> int:
             raise SystemExit(f"bench: backend did not start: {line!r}")
         backend_addr = line.split()[1]
         backend_url = f"http://{backend_addr}/invoke"
+        split = Proc("split_handler", [sys.executable, str(REPO / "scripts" / "split_handler.py")],
+                     work / "split.log", stdout=subprocess.PIPE)
+        procs.append(split)
+        line = split.p.stdout.readline().decode().strip()
+        if not line.startswith("listening "):
+            raise SystemExit(f"bench: split handler did not start: {line!r}")
+        split_url = f"http://{line.split()[1]}/invoke"
 
         # name -> URL, in measuring order; daemons for the RSS report.
         paths: List[Tuple[str, str]] = [("direct", backend_url)]
@@ -431,7 +470,7 @@ def main() -> int:
             paths.append(("nginx", nginx_url + "/invoke"))
             watch["nginx"] = {"backend": backend, "proxy": nginx}
         for profile in PROFILES:
-            agentd, gw, url = start_gateway(profile, work, backend_url, procs)
+            agentd, gw, url = start_gateway(profile, work, backend_url, procs, split_url=split_url)
             daemons[f"agentd[{profile}]"] = agentd
             daemons[f"agent_gw[{profile}]"] = gw
             paths.append((f"gw[{profile}]", url))
@@ -469,6 +508,7 @@ def main() -> int:
                 for name, _ in paths if name != "direct"
             }
             results.append(row)
+        split_row = split_handler_row(tool, work, split_url, [(n, u) for n, u in paths if n.startswith("gw[")])
         rss_loaded = {k: p.rss() for k, p in daemons.items()}
 
         headline = f"gw[{PROFILES[0]}]"
@@ -491,6 +531,7 @@ def main() -> int:
                        "all; gw/nginx is the part agent-gw itself can still shave. c16 throughput is CPU-bound: "
                        "all processes share the machine's cores.",
             "results": results,
+            "split_handler": split_row,
             "rss_kib": {"idle": rss_idle, "after_load": rss_loaded},
         }
         dest = REPO / "target" / "bench" / "local.json"
@@ -510,6 +551,9 @@ def main() -> int:
                 px_s = f"{px['c1']:>11.1f}/{px['c16']:<12.1f}" if px else f"{'-':>24}"
                 print(f"{row['body_bytes']:>6} {n:<20} {r['c1']['p50_us']:>8.1f} {r['c1']['p99_us']:>8.1f} "
                       f"{r['c16']['throughput_rps']:>10.0f} {vs_d:>10.2f} {vs_n} {px_s}")
+        print(f"split handler (head and body in two writes, as Python http.server / nexilume), c1 p50 us: "
+              + "  ".join(f"{n} {split_row[n]['p50_us']:.0f}" for n in split_row["paths"])
+              + "  " + "  ".join(f"{k} {v:.3f}" for k, v in split_row["ratios"].items()))
         print(f"RSS KiB idle: {json.dumps(rss_idle)}")
         print(f"RSS KiB after load: {json.dumps(rss_loaded)}")
         print(f"headline: {out['headline']}")

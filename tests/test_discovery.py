@@ -372,3 +372,20 @@ def test_an_approved_router_id_announced_with_another_key_is_a_conflict(mesh):
     assert rows[b.key.fingerprint]["state"] == "conflict", rows
     assert rows[b.key.fingerprint]["reason"].startswith(
         f"router-b is approved with key {m.key.fingerprint} (record version {row['version']})"), rows
+
+
+def test_a_router_that_stops_at_once_still_says_goodbye(mesh):
+    """Proves that a router stopped the moment another has seen its
+    announcement (no ARPX session between them, so nothing but its mDNS
+    goodbye tells) stops being a candidate there within its lifetime plus
+    a few seconds, not after the records' 120 s TTL: agentd's exit waits
+    until mDNS's goodbyes are handed over."""
+    a = discovery_router(mesh, "router-a", "manual")
+    b = discovery_router(mesh, "router-b", "manual")
+    discovery_link(mesh, a, b)
+    a.start()
+    b.start()
+    wait_for("A: candidate router-b", lambda: "router-b" in candidates(a), timeout=20, interval=0.05)
+    b.stop()
+    wait_for("A: router-b's goodbye heard and its lifetime over", lambda: "router-b" not in candidates(a),
+             timeout=LIFETIME_S + 5)

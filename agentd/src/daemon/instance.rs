@@ -464,9 +464,10 @@ impl Instance {
         self.discovery.next_deadline()
     }
 
-    /// Withdraws our mDNS announcements (goodbyes) at daemon stop.
-    pub fn stop_discovery(&mut self) {
-        self.discovery.stop();
+    /// Withdraws our mDNS announcements (goodbyes) at daemon stop;
+    /// returns what to wait on for them to be sent.
+    pub fn stop_discovery(&mut self) -> Option<super::discovery::mdns::MdnsStopped> {
+        self.discovery.stop()
     }
 
     /// Who we are for discovery: the configured router_id, the key the

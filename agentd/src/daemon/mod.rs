@@ -56,6 +56,10 @@ use options::{ConfigSource, Mode, RunOptions};
 use peers::tls::Identity;
 use state::State;
 
+/// Longest the exit waits for mDNS's goodbyes (mdns-sd's own shutdown
+/// waits up to a second for them).
+const MDNS_GOODBYE_WAIT: Duration = Duration::from_millis(1500);
+
 /// Lease-file writes are coalesced over this long: a crash loses at most
 /// this much of renewal history, far less than the shortest lease margin.
 const PERSIST_DELAY: Duration = Duration::from_secs(1);
@@ -377,8 +381,13 @@ async fn serve(opts: RunOptions) -> ExitCode {
             persist_at = Some(Instant::now() + PERSIST_DELAY);
         }
     }
-    // Goodbyes first: other routers' candidate lifetimes start now.
-    instance.stop_discovery();
+    // Goodbyes first: other routers' candidate lifetimes start now. They
+    // go out from mDNS's own threads, which the exit would take with it:
+    // wait (bounded) until they are handed over. A router that vanished
+    // without them stays a candidate elsewhere for its records' TTL.
+    if let Some(stopped) = instance.stop_discovery() {
+        stopped.wait(MDNS_GOODBYE_WAIT);
+    }
     // Peers hear admin_shutdown (bounded: a peer that does not read does
     // not hold the exit up).
     instance.stop_peers(Millis::now());

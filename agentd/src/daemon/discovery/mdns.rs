@@ -143,6 +143,8 @@ pub struct Mdns {
     interfaces: Vec<String>,
     /// Full names we registered.
     registered: Vec<String>,
+    /// Ends when the command thread does (see [`MdnsStopped`]).
+    ended: std::sync::mpsc::Receiver<()>,
 }
 
 impl std::fmt::Debug for Mdns {
@@ -161,6 +163,25 @@ pub struct MdnsStart {
     pub serial: u64,
     interfaces: Vec<String>,
     commands: std::sync::mpsc::Receiver<Command>,
+    /// Dropped by the command thread when it ends (after the shutdown's
+    /// goodbyes), or with this start if it never runs.
+    done: std::sync::mpsc::Sender<()>,
+}
+
+/// A stopped mDNS handle: its goodbyes are on their way (see
+/// [`MdnsStopped::wait`]).
+#[derive(Debug)]
+pub struct MdnsStopped(std::sync::mpsc::Receiver<()>);
+
+impl MdnsStopped {
+    /// Blocks until the command thread has handed the goodbyes to
+    /// mdns-sd and it shut down, at most `limit`. For the daemon's exit
+    /// only: a process that ends first takes the goodbyes with it, and
+    /// other routers then keep our candidate for the records' TTL.
+    pub fn wait(self, limit: Duration) {
+        // Nothing is ever sent: the thread's end drops the sender.
+        let _ = self.0.recv_timeout(limit);
+    }
 }
 
 impl std::fmt::Debug for MdnsStart {
@@ -175,15 +196,18 @@ impl Mdns {
     /// the start has set mdns-sd up.
     pub fn new(interfaces: &[String], serial: u64) -> (Mdns, MdnsStart) {
         let (commands, rx) = std::sync::mpsc::channel();
+        let (done, ended) = std::sync::mpsc::channel();
         let mdns = Mdns {
             commands,
             interfaces: interfaces.to_vec(),
             registered: Vec::new(),
+            ended,
         };
         let start = MdnsStart {
             serial,
             interfaces: interfaces.to_vec(),
             commands: rx,
+            done,
         };
         (mdns, start)
     }
@@ -197,6 +221,7 @@ impl MdnsStart {
         let MdnsStart {
             interfaces,
             commands: rx,
+            done,
             ..
         } = self;
         let daemon = ServiceDaemon::new().map_err(|e| e.to_string())?;
@@ -210,7 +235,10 @@ impl MdnsStart {
         };
         std::thread::Builder::new()
             .name("agentd-mdns-cmd".into())
-            .spawn(move || run_commands(daemon, rx))
+            .spawn(move || {
+                run_commands(daemon, rx);
+                drop(done);
+            })
             .map_err(|e| format!("cannot start the mDNS command thread: {e}"))?;
         std::thread::Builder::new()
             .name("agentd-mdns".into())
@@ -309,10 +337,12 @@ impl Mdns {
     }
 
     /// Withdraws our records and stops the mdns-sd thread (which ends
-    /// the bridge thread) and then the command thread; returns at once.
-    pub fn stop(mut self) {
+    /// the bridge thread) and then the command thread; returns at once,
+    /// with what to wait on at exit.
+    pub fn stop(mut self) -> MdnsStopped {
         self.withdraw();
         let _ = self.send(Command::Shutdown);
+        MdnsStopped(self.ended)
     }
 }
 

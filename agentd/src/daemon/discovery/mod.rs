@@ -158,7 +158,8 @@ impl Discovery {
         self.settings = settings;
         self.own = own;
         if restart {
-            self.stop();
+            // A restart does not wait: the old thread finishes on its own.
+            let _ = self.stop();
             if self.settings.enabled {
                 self.starts += 1;
                 let (m, start) = Mdns::new(&self.settings.interfaces, self.starts);
@@ -460,15 +461,15 @@ impl Discovery {
         ]
     }
 
-    /// Withdraws our announcements (goodbyes) and stops mDNS.
-    pub fn stop(&mut self) {
-        if let Some(m) = self.mdns.take() {
-            m.stop();
-        }
+    /// Withdraws our announcements (goodbyes) and stops mDNS. Returns
+    /// what to wait on for the goodbyes to be out (the daemon's exit).
+    pub fn stop(&mut self) -> Option<mdns::MdnsStopped> {
+        let stopped = self.mdns.take().map(Mdns::stop);
         // Never started: nothing to stop (its handle's commands go
         // nowhere).
         self.start = None;
         self.announced = None;
+        stopped
     }
 
     /// The mDNS start to carry out, if [`Discovery::configure`] asked
