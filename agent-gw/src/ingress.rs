@@ -128,6 +128,18 @@ pub fn data_only(payload: &Value) -> Result<(), ApiError> {
     .rejected())
 }
 
+/// The `hop_limit` a protocol call enters the gateway with. An MCP or
+/// A2A caller names none, so the gateway stands in for an SDK caller
+/// that leaves it every hop it allows: the hop this gateway itself takes
+/// (to the handler or the next router) comes on top of
+/// `gateway.hop_limit`, and the call leaves with `gateway.hop_limit`,
+/// as an SDK call does. Entering with `gateway.hop_limit` itself would
+/// give protocol calls one hop less than SDK calls, and none at all
+/// under `hop_limit 1`.
+pub fn entry_hop_limit(gateway_hop_limit: u8) -> u8 {
+    gateway_hop_limit.max(1).saturating_add(1)
+}
+
 /// The envelope of `call` for `who`, with a fresh random `task_id`.
 pub fn envelope(cx: &Ctx, who: &Identity, call: &Call<'_>) -> Result<Envelope, ApiError> {
     data_only(&call.payload)?;
@@ -138,7 +150,7 @@ pub fn envelope(cx: &Ctx, who: &Identity, call: &Call<'_>) -> Result<Envelope, A
         "task_id": random_id(16)?,
         "source_agent": &*who.subject,
         "tenant": &*who.tenant,
-        "hop_limit": cx.state.cfg.hop_limit.max(1),
+        "hop_limit": entry_hop_limit(cx.state.cfg.hop_limit),
         "constraints": {},
         "payload": call.payload,
     });

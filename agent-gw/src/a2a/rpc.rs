@@ -445,7 +445,7 @@ impl Call<'_> {
             "task_id": message_id,
             "source_agent": &*self.who.subject,
             "tenant": &*self.who.tenant,
-            "hop_limit": self.cx.state.cfg.hop_limit,
+            "hop_limit": crate::ingress::entry_hop_limit(self.cx.state.cfg.hop_limit),
             "payload": payload,
         });
         let mut env = Envelope::decode(Bytes::from(doc.to_string())).map_err(ApiError::from)?;
