@@ -19,6 +19,7 @@
 //! name of the previous page, hex-encoded), so a page boundary survives
 //! routes coming and going between calls.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use agentd::select::{self, Query, Refusal, Reject};
@@ -94,6 +95,10 @@ pub struct Catalog {
     /// Enabled mappings, in configuration order.
     mappings: Vec<Entry>,
     expose_schemas: bool,
+    /// Routes read to find exposed schemas, ever: what a listing or a
+    /// call cost, so a test can tell a walk of the table from a lookup
+    /// of the routes of one capability.
+    examined: Cell<u64>,
 }
 
 impl Catalog {
@@ -101,7 +106,13 @@ impl Catalog {
         Catalog {
             mappings,
             expose_schemas,
+            examined: Cell::new(0),
         }
+    }
+
+    /// Routes read for exposed schemas since the start.
+    pub fn routes_examined(&self) -> u64 {
+        self.examined.get()
     }
 
     /// Every entry `caller` may see, sorted by name, with its visibility.
@@ -114,8 +125,10 @@ impl Catalog {
     ) -> Vec<(Entry, Visibility)> {
         let mut out: BTreeMap<Box<str>, (Entry, Visibility)> = BTreeMap::new();
         if self.expose_schemas {
-            for e in exposed(fib, protocol, caller, now) {
-                out.insert(e.name.clone(), (e, Visibility::Usable));
+            for capability in fib.replica().table().schema_capabilities() {
+                if let Some(e) = self.exposed(fib, protocol, caller, capability, now) {
+                    out.insert(e.name.clone(), (e, Visibility::Usable));
+                }
             }
         }
         for m in self.mappings.iter().filter(|m| m.protocol == protocol) {
@@ -188,10 +201,49 @@ impl Catalog {
         if !self.expose_schemas {
             return None;
         }
-        exposed(fib, protocol, caller, now)
-            .into_iter()
-            .find(|e| *e.name == *name)
+        self.exposed(fib, protocol, caller, name, now)
             .map(|e| (e, Visibility::Usable))
+    }
+
+    /// The exposed entry of `capability`: its highest version that has a
+    /// route with an input schema and is usable by `caller`. Reads only
+    /// that capability's routes (the table indexes them by name).
+    fn exposed(
+        &self,
+        fib: &Fib,
+        protocol: Protocol,
+        caller: Caller<'_>,
+        capability: &str,
+        now: Millis,
+    ) -> Option<Entry> {
+        // Per version, the first route (in table order) with a schema.
+        let mut by_version: BTreeMap<u32, &agentd::route::Route> = BTreeMap::new();
+        let mut read = 0u64;
+        for r in fib.replica().table().routes_of(capability) {
+            read += 1;
+            if r.contract
+                .as_ref()
+                .is_some_and(|c| c.input_schema.is_some())
+            {
+                by_version.entry(r.version).or_insert(r);
+            }
+        }
+        self.examined.set(self.examined.get().saturating_add(read));
+        let (version, r) = by_version
+            .into_iter()
+            .rev()
+            .find(|(v, _)| visibility(fib, capability, *v, caller, now) == Visibility::Usable)?;
+        let contract = r.contract.as_ref()?;
+        Some(Entry {
+            protocol,
+            name: r.capability.clone(),
+            title: None,
+            description: contract.description.clone(),
+            capability: r.capability.clone(),
+            version,
+            input_schema: contract.input_schema.clone(),
+            mapped: false,
+        })
     }
 }
 
@@ -227,43 +279,6 @@ pub fn visibility(
         }
         Err(Refusal::NoRoute(_)) => Visibility::NoRoute,
     }
-}
-
-/// Routes whose contract carries an input schema, one entry per
-/// capability at its highest version usable by `caller`.
-fn exposed(fib: &Fib, protocol: Protocol, caller: Caller<'_>, now: Millis) -> Vec<Entry> {
-    let mut best: BTreeMap<&str, Entry> = BTreeMap::new();
-    for r in fib.replica().table().iter() {
-        let Some(contract) = &r.contract else {
-            continue;
-        };
-        let Some(schema) = &contract.input_schema else {
-            continue;
-        };
-        if best
-            .get(&*r.capability)
-            .is_some_and(|e| e.version >= r.version)
-        {
-            continue;
-        }
-        if visibility(fib, &r.capability, r.version, caller, now) != Visibility::Usable {
-            continue;
-        }
-        best.insert(
-            &r.capability,
-            Entry {
-                protocol,
-                name: r.capability.clone(),
-                title: None,
-                description: contract.description.clone(),
-                capability: r.capability.clone(),
-                version: r.version,
-                input_schema: Some(schema.clone()),
-                mapped: false,
-            },
-        );
-    }
-    best.into_values().collect()
 }
 
 /// The cursor of the page after `name` (public for the fuzz target).

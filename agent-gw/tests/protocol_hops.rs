@@ -76,7 +76,10 @@ fn hop_limit_1_serves_mcp_and_a2a_calls_like_sdk_calls() {
             .expect("the call's answer");
         let result = &answer["result"];
         assert_ne!(result["isError"], true, "{answer}");
-        assert_eq!(result["structuredContent"]["echo"]["hop_limit"], 1, "{answer}");
+        assert_eq!(
+            result["structuredContent"]["echo"]["hop_limit"], 1,
+            "{answer}"
+        );
 
         let send = json!({"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {
             "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": {"via": "a2a"}}]}}});
@@ -92,8 +95,7 @@ fn hop_limit_1_serves_mcp_and_a2a_calls_like_sdk_calls() {
         let task = &doc["result"]["task"];
         assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{doc}");
         assert_eq!(
-            task["artifacts"][0]["parts"][0]["data"]["echo"]["hop_limit"],
-            1,
+            task["artifacts"][0]["parts"][0]["data"]["echo"]["hop_limit"], 1,
             "{doc}"
         );
         assert_eq!(backend.count(), 3, "one handler call each");

@@ -40,7 +40,7 @@ fn route(id: &str, capability: &str, version: u32, tenant: &str, schema: Option<
 }
 
 fn fib(routes: Vec<Route>, policy: Policy) -> Fib {
-    let mut fib = Fib::new(100);
+    let mut fib = Fib::new(routes.len().max(100));
     let now = Millis::now();
     fib.apply(FibEvent::SnapshotBegin { generation: 1 }, now)
         .unwrap();
@@ -219,4 +219,34 @@ fn pages_follow_an_opaque_cursor_to_the_end() {
             "{bad}"
         );
     }
+}
+
+/// Input: a FIB of 5,000 routes without a schema, plus two versions of
+/// one capability with a schema (and one route of it without).
+/// Output: finding that tool by name reads only its capability's three
+/// routes, and listing reads only the routes of the capabilities that
+/// have a schema — never the rest of the table.
+#[test]
+fn exposed_schemas_read_only_the_routes_of_matching_capabilities() {
+    let mut routes: Vec<Route> = (0..5000)
+        .map(|i| route(&format!("p{i}"), &format!("plain.c{i}"), 1, "lab", None))
+        .collect();
+    routes.push(route("r-sum1", "calc.sum", 1, "lab", Some("{}")));
+    routes.push(route("r-sum2", "calc.sum", 2, "lab", Some("{}")));
+    routes.push(route("r-sum3", "calc.sum", 3, "lab", None));
+    let f = fib(routes, Policy::default());
+    let now = Millis::now();
+    let on = Catalog::new(vec![], true);
+    let found = on.find(&f, Protocol::Mcp, LAB, "calc.sum", now);
+    assert_eq!(found.map(|(e, _)| e.version), Some(2));
+    assert_eq!(on.routes_examined(), 3);
+    assert_eq!(on.find(&f, Protocol::Mcp, LAB, "plain.c7", now), None);
+    assert_eq!(
+        on.routes_examined(),
+        4,
+        "an unexposed name reads its own routes only"
+    );
+    let seen = on.visible(&f, Protocol::Mcp, LAB, now);
+    assert_eq!(names(&seen), [("calc.sum", Visibility::Usable)]);
+    assert_eq!(on.routes_examined(), 7);
 }

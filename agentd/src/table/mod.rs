@@ -27,6 +27,7 @@ mod hop_index;
 mod hot;
 mod id_index;
 mod interner;
+mod schema_index;
 mod timer;
 
 use std::fmt;
@@ -43,6 +44,7 @@ pub(crate) use hot::{Hot, DISPUTED, HEALTHY, PEER_UP, SHARED, SOURCES};
 use id_index::{IdIndex, SLOT_LIMIT};
 use interner::Interner;
 use interner::UNKNOWN;
+use schema_index::SchemaIndex;
 use timer::{Timer, Timers};
 
 /// One slab cell. `gen` changes whenever the cell is freed, so handles and
@@ -136,6 +138,8 @@ pub struct RouteTable {
     by_id: IdIndex,
     by_cap: CapIndex,
     by_hop: HopIndex,
+    /// Capabilities with input-schema routes (the gateway's catalog).
+    by_schema: SchemaIndex,
     timers: Timers,
     /// Peers whose session is down; few, so a list.
     peers_down: Vec<Box<str>>,
@@ -184,6 +188,7 @@ impl RouteTable {
             by_id: IdIndex::default(),
             by_cap: CapIndex::default(),
             by_hop: HopIndex::default(),
+            by_schema: SchemaIndex::default(),
             timers: Timers::default(),
             peers_down: Vec::new(),
             hasher: DefaultHashBuilder::default(),
@@ -314,6 +319,10 @@ impl RouteTable {
         }
         self.symbols.release(&self.hasher, old_hot.tenant);
         self.symbols.release(&self.hasher, old_hot.next_hop);
+        if let Some(old) = self.slab[i].route.as_ref() {
+            self.by_schema.remove(old);
+        }
+        self.by_schema.add(&route);
         self.slab[i].route = Some(route);
         if moved {
             if let Some(r) = self.slab[slot as usize].route.as_ref() {
@@ -360,6 +369,7 @@ impl RouteTable {
         if let Some(r) = self.slab[slot as usize].route.as_ref() {
             self.by_cap
                 .insert(&self.hot, &self.hasher, &r.capability, slot);
+            self.by_schema.add(r);
         }
         self.by_hop.insert(&mut self.hot, slot);
         self.arm(slot, lease);
@@ -593,6 +603,7 @@ impl RouteTable {
         if let Some(r) = self.slab[slot as usize].route.as_ref() {
             self.by_cap
                 .remove(&self.hot, &self.hasher, &r.capability, slot);
+            self.by_schema.remove(r);
         }
         self.by_hop.remove(&mut self.hot, slot);
         let hot = std::mem::replace(&mut self.hot[slot as usize], Hot::VACANT);
@@ -744,6 +755,20 @@ impl RouteTable {
                 };
                 s.route.as_ref().map(|r| (id, r, h.has(PEER_UP)))
             })
+    }
+
+    /// Every route of `capability`, whatever its version.
+    pub fn routes_of<'a>(&'a self, capability: &str) -> impl Iterator<Item = &'a Route> + 'a {
+        self.by_cap
+            .group(&self.hasher, capability)
+            .iter()
+            .filter_map(move |&s| slot_route(&self.slab, s))
+    }
+
+    /// The capabilities that have a route whose contract carries an
+    /// input schema, sorted (what `gateway.expose_schemas` may list).
+    pub fn schema_capabilities(&self) -> impl Iterator<Item = &str> {
+        self.by_schema.names()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Route> {

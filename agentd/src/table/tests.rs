@@ -94,6 +94,22 @@ pub(crate) fn check_invariants(t: &RouteTable) {
     );
     assert_eq!(t.by_id.len(), live.len(), "route_id index size");
     check_hop_index(t, &live);
+    let mut with_schema: Vec<&str> = t
+        .iter()
+        .filter(|r| {
+            r.contract
+                .as_ref()
+                .is_some_and(|c| c.input_schema.is_some())
+        })
+        .map(|r| &*r.capability)
+        .collect();
+    with_schema.sort_unstable();
+    with_schema.dedup();
+    assert_eq!(
+        t.schema_capabilities().collect::<Vec<_>>(),
+        with_schema,
+        "schema index holds exactly the capabilities with schema routes"
+    );
     if let Some(top) = t.timers.peek() {
         assert!(timer_valid(&t.slab, &top), "heap top is live");
     }
@@ -715,5 +731,59 @@ fn a_table_churning_around_one_size_is_not_compacted_again_and_again() {
     }
     // (The free list may have grown by a few bytes.)
     assert!(t.memory().slab_bytes <= compacted.slab_bytes + 64);
+    check_invariants(&t);
+}
+
+fn with_schema(mut r: Route) -> Route {
+    r.contract = Some(crate::route::Contract {
+        effect: crate::route::Effect::Read,
+        idempotent: true,
+        input_schema: Some(r#"{"type":"object"}"#.into()),
+        description: None,
+    });
+    r
+}
+
+/// Input: schema-bearing routes added, updated (schema dropped, capability
+/// renamed), removed and expired among many routes without a schema.
+/// Output: `schema_capabilities` names exactly the capabilities that have
+/// a schema route left, and `routes_of` yields only that capability's
+/// routes (all versions) — what the gateway's catalog reads instead of
+/// walking the table.
+#[test]
+fn the_schema_index_follows_every_change() {
+    let mut t = RouteTable::new(10_000);
+    for i in 0..1000 {
+        t.upsert(route(&format!("plain{i}"), &format!("cap.{i}"), 1))
+            .unwrap();
+    }
+    assert_eq!(t.schema_capabilities().count(), 0);
+    t.upsert(with_schema(route("s1", "tool.a", 1))).unwrap();
+    t.upsert(with_schema(route("s2", "tool.a", 2))).unwrap();
+    let mut short = with_schema(route("s3", "tool.b", 1));
+    short.lease = Lease::Until(Millis(100));
+    t.upsert(short).unwrap();
+    assert_eq!(
+        t.schema_capabilities().collect::<Vec<_>>(),
+        ["tool.a", "tool.b"]
+    );
+    let ids: Vec<&str> = t.routes_of("tool.a").map(|r| r.id.as_str()).collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.contains(&"s1") && ids.contains(&"s2"));
+    // An update that drops the schema counts the route out.
+    t.upsert(route("s1", "tool.a", 1)).unwrap();
+    assert_eq!(
+        t.schema_capabilities().collect::<Vec<_>>(),
+        ["tool.a", "tool.b"]
+    );
+    t.upsert(route("s2", "tool.a", 2)).unwrap();
+    assert_eq!(t.schema_capabilities().collect::<Vec<_>>(), ["tool.b"]);
+    // A rename moves it; expiry and removal count it out.
+    t.upsert(with_schema(route("s1", "tool.c", 1))).unwrap();
+    t.expire(Millis(100));
+    assert_eq!(t.schema_capabilities().collect::<Vec<_>>(), ["tool.c"]);
+    check_invariants(&t);
+    t.remove(&id("s1"));
+    assert_eq!(t.schema_capabilities().count(), 0);
     check_invariants(&t);
 }
