@@ -23,6 +23,10 @@ pub fn snapshot(state: &AppState) -> GatewayStats {
         let table = state.tasks.borrow_mut();
         (table.len(), table.config().capacity, table.stats())
     };
+    let (remote, r) = {
+        let table = state.peer.remote.borrow();
+        (table.len(), table.stats())
+    };
     let ledger = state.budget.ledger();
     let b = ledger.stats();
     GatewayStats {
@@ -48,6 +52,11 @@ pub fn snapshot(state: &AppState) -> GatewayStats {
         peer_signatures: state.peer.signer.batches.get(),
         peer_assertions_verified: state.peer.stats.assertions_verified.get(),
         peer_signature_checks: state.peer.roots.borrow().checked(),
+        remote_tasks: remote as u64,
+        refused_remote_full: r.refused_full,
+        refused_remote_tenant: r.refused_tenant_share,
+        refused_remote_source: r.refused_source_share,
+        remote_released: r.released,
     }
 }
 

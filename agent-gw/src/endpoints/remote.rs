@@ -28,36 +28,30 @@ use crate::forward::deadline::Deadline;
 use crate::forward::retry::CallKind;
 use crate::forward::{relay_response, Dest, Forwarded};
 use crate::peer::outbound::{self, CallIdentity, HopError, HopRequest};
-use crate::peer::remote::{Full, RemoteTask};
+use crate::peer::remote::RemoteTask;
 use crate::router::TaskOp;
-use crate::task::{StreamKey, TaskId, TASK_ID_HEADER, TASK_TOKEN_HEADER};
+use crate::task::{StreamKey, TaskError, TaskId, TASK_ID_HEADER, TASK_TOKEN_HEADER};
 
 /// Longest wait for a task operation on another router.
 const TASK_OP_TIMEOUT_MS: u64 = 10_000;
 
-/// Room for one more remote task handle, checked before dispatch.
-fn room(cx: &Ctx) -> Result<(), ApiError> {
+/// Room for one more remote task handle of `tenant` from this caller's
+/// address, checked before dispatch.
+fn room(cx: &Ctx, tenant: &str) -> Result<(), ApiError> {
     cx.state
         .peer
         .remote
         .borrow_mut()
-        .room(Millis::now())
-        .map_err(full_error)
+        .room(tenant, cx.peer.ip(), Millis::now())
+        .map_err(refused)
 }
 
-fn full_error(f: Full) -> ApiError {
-    let mut e = ApiError::new(
-        ErrorCode::TaskTableFull,
-        format!(
-            "{} tasks on other routers are already tracked here; retry later",
-            f.capacity
-        ),
-    )
-    .rejected();
-    if let Some(at) = f.retry_at {
-        e = e.retry_after_ms(at.saturating_sub(Millis::now()).max(1000));
-    }
-    e
+/// A refusal of the remote task table: the local table's codes and
+/// `Retry-After`, its message naming the table.
+fn refused(e: TaskError) -> ApiError {
+    let mut a = tasks::task_error(e);
+    a.message = format!("tasks on other routers tracked here: {}", a.message);
+    a
 }
 
 /// An async call whose best candidate is a peer path: sent on to the
@@ -69,7 +63,7 @@ pub(crate) async fn invoke_async(
     a: Admitted,
     d: Dispatch,
 ) -> Result<Response<Body>, ApiError> {
-    room(cx)?;
+    room(cx, &a.env.tenant)?;
     let lead = d
         .candidates
         .iter()
@@ -129,6 +123,7 @@ fn remember(
             version: env.intent_version,
             tenant: &env.tenant,
             caller: &env.source_agent,
+            source: cx.peer.ip(),
         },
         stream,
         tasks::deadline_millis(deadline),
@@ -151,7 +146,7 @@ pub(crate) async fn start_stream(
     key: StreamKey,
     d: Dispatch,
 ) -> Result<Response<Body>, ApiError> {
-    room(cx)?;
+    room(cx, &a.env.tenant)?;
     let env = a.env.clone();
     let deadline = d.deadline;
     let (resp, route) = invoke::forward(cx, parts, a, d, Relay::Stream).await?;
@@ -259,7 +254,13 @@ pub async fn task_op(
         // Another tenant's task reads as unknown, as it does locally.
         return None;
     }
-    Some(send_task_op(cx, parts, op, &task).await)
+    let answer = send_task_op(cx, parts, op, &task).await;
+    if op == TaskOp::Result && answer.as_ref().is_ok_and(|r| r.status().is_success()) {
+        // The task's router released it for its caller (the right
+        // token): its handle here frees its slot too.
+        cx.state.peer.remote.borrow_mut().release(id);
+    }
+    Some(answer)
 }
 
 async fn send_task_op(

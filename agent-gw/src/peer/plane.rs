@@ -66,10 +66,10 @@ impl PeerPlane {
             replay: RefCell::new(ReplayCache::new(cfg.replay_cache)),
             roots: RefCell::new(RootCache::new(crate::peer::roots::DEFAULT_CAPACITY)),
             signer: Rc::new(BatchSigner::default()),
-            remote: RefCell::new(RemoteTasks::new(
-                cfg.task_capacity,
-                cfg.task_ttl_s.saturating_mul(1000),
-            )),
+            remote: RefCell::new(
+                RemoteTasks::new(cfg.task_capacity, cfg.task_ttl_s.saturating_mul(1000))
+                    .with_shares(cfg.tenant_share_percent, cfg.source_share_percent),
+            ),
             inbound: RefCell::new(Vec::new()),
             epoch: random_epoch(),
             sequences: RefCell::new(std::collections::HashMap::new()),

@@ -446,7 +446,7 @@ pub fn stats_json(s: &StatsView) -> Value {
 /// a gateway has reported; `age_ms` says how fresh the figures are.
 pub fn tasks_json(s: &StatsView) -> Value {
     match &s.gateway {
-        None => json!({ "reported": false, "age_ms": null, "tasks": null }),
+        None => json!({ "reported": false, "age_ms": null, "tasks": null, "remote": null }),
         Some(g) => {
             let st = &g.stats;
             json!({
@@ -459,6 +459,14 @@ pub fn tasks_json(s: &StatsView) -> Value {
                     "refused_tenant_share": st.refused_tasks_tenant,
                     "refused_source_share": st.refused_tasks_source,
                     "results_released": st.results_released,
+                },
+                "remote": {
+                    "held": st.remote_tasks,
+                    "capacity": st.task_capacity,
+                    "refused_full": st.refused_remote_full,
+                    "refused_tenant_share": st.refused_remote_tenant,
+                    "refused_source_share": st.refused_remote_source,
+                    "results_released": st.remote_released,
                 },
             })
         }
@@ -478,6 +486,17 @@ pub fn tasks_text(s: &StatsView) -> String {
         ("refused: tenant share", st.refused_tasks_tenant),
         ("refused: source share", st.refused_tasks_source),
         ("results released", st.results_released),
+        ("on other routers: held", st.remote_tasks),
+        ("on other routers: refused full", st.refused_remote_full),
+        (
+            "on other routers: refused tenant share",
+            st.refused_remote_tenant,
+        ),
+        (
+            "on other routers: refused source share",
+            st.refused_remote_source,
+        ),
+        ("on other routers: results released", st.remote_released),
     ] {
         t.row(vec![k.to_string(), v.to_string()]);
     }
@@ -618,6 +637,40 @@ mod tests {
         assert_eq!(
             row("peer assertions verified/checks").as_deref(),
             Some("12/5"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn tasks_show_the_handles_of_tasks_on_other_routers() {
+        let s = StatsView {
+            gateway: Some(GatewayView {
+                stats: GatewayStats {
+                    task_capacity: 8,
+                    remote_tasks: 2,
+                    refused_remote_source: 3,
+                    remote_released: 5,
+                    ..GatewayStats::default()
+                },
+                age_ms: 10,
+            }),
+            ..StatsView::default()
+        };
+        let j = tasks_json(&s);
+        assert_eq!(j["remote"]["held"], 2);
+        assert_eq!(j["remote"]["capacity"], 8);
+        assert_eq!(j["remote"]["refused_source_share"], 3);
+        assert_eq!(j["remote"]["results_released"], 5);
+        let t = tasks_text(&s);
+        let row = |name: &str| {
+            t.lines()
+                .find(|l| l.starts_with(name))
+                .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+        };
+        assert_eq!(row("on other routers: held").as_deref(), Some("2"), "{t}");
+        assert_eq!(
+            row("on other routers: results released").as_deref(),
+            Some("5"),
             "{t}"
         );
     }

@@ -714,6 +714,16 @@ pub struct GatewayStats {
     /// count too, so checks above accepted assertions mean refusals).
     pub peer_assertions_verified: u64,
     pub peer_signature_checks: u64,
+    /// Handles of tasks that live on other routers (async calls and
+    /// streams sent on to a peer path, held by the router that calls the
+    /// handler), held here out of `task_capacity`; refusals of that table
+    /// (full, a tenant's or an address's share); handles freed because
+    /// their result was collected.
+    pub remote_tasks: u64,
+    pub refused_remote_full: u64,
+    pub refused_remote_tenant: u64,
+    pub refused_remote_source: u64,
+    pub remote_released: u64,
 }
 
 /// The gateway's latest report as agentd holds it.
