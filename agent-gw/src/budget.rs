@@ -355,6 +355,24 @@ impl Ledger {
         Ok(())
     }
 
+    /// Sets entry `id` to `bytes` whatever the limits: bytes the holder
+    /// already holds and must keep (a stream's newest frame, which is
+    /// its answer); they still count for everyone else.
+    pub fn resize_forced(&mut self, id: u64, bytes: usize) {
+        let Some(e) = self.entries.get(&id) else {
+            return;
+        };
+        let (holder, old) = (e.holder.clone(), e.bytes);
+        if bytes > old {
+            self.charge(&holder, bytes - old);
+        } else {
+            self.credit(&holder, old - bytes);
+        }
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.bytes = bytes;
+        }
+    }
+
     pub fn set_free_at(&mut self, id: u64, at: Option<Millis>) {
         if let Some(e) = self.entries.get_mut(&id) {
             e.free_at = at;
@@ -432,6 +450,12 @@ impl Reservation {
         self.budget.0.borrow_mut().resize(self.id, bytes)?;
         self.bytes = bytes;
         Ok(())
+    }
+
+    /// See [`Ledger::resize_forced`].
+    pub fn resize_forced(&mut self, bytes: usize) {
+        self.budget.0.borrow_mut().resize_forced(self.id, bytes);
+        self.bytes = bytes;
     }
 
     /// When the holder will release these bytes by itself (an expiry, a

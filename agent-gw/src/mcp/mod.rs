@@ -463,6 +463,39 @@ fn initialize(
     json_answer(StatusCode::OK, jsonrpc::result(id, result), Some(&sid))
 }
 
+/// The budget floor of a new call's stream (see `stream`): one largest
+/// progress frame, at most the history bound. Refused when the budget or
+/// the caller's tenant or address share has no room — unless the
+/// caller's own session holds finished streams kept for resumption: its
+/// new call comes first, and those are forgotten to make room.
+fn reserve_stream(
+    cx: &Ctx,
+    who: &Identity,
+    session: Option<&str>,
+    max_bytes: usize,
+) -> Result<crate::budget::Reservation, ApiError> {
+    let floor = tools::MAX_FRAME.min(max_bytes);
+    let holder = crate::budget::Holder::new(&who.tenant, cx.peer.ip());
+    let first = cx.state.budget.reserve(holder.clone(), floor, None);
+    let refusal = match first {
+        Ok(b) => return Ok(b),
+        Err(r) => r,
+    };
+    let freed = session.is_some_and(|s| {
+        cx.state
+            .mcp
+            .borrow_mut()
+            .get(s, who, Millis::now())
+            .is_some_and(|sess| sess.forget_finished() > 0)
+    });
+    let again = if freed {
+        cx.state.budget.reserve(holder, floor, None)
+    } else {
+        Err(refusal)
+    };
+    again.map_err(|r| crate::endpoints::tasks::task_error(crate::task::TaskError::Budget(r)))
+}
+
 /// Answers a `tools/call` with an event stream and runs the call in a
 /// task of its own. `session`: the handshake-era session and revision.
 fn start_call(
@@ -479,10 +512,12 @@ fn start_call(
         Err(r) => return rpc_error(Some(&id), &r, sid),
     };
     let cfg = &cx.state.cfg;
-    let stream = Stream::new(
-        cfg.stream_history_events.max(8),
-        cfg.stream_history_bytes.max(64 * 1024),
-    );
+    let max_bytes = cfg.stream_history_bytes.max(64 * 1024);
+    let bytes = match reserve_stream(cx, &who, sid, max_bytes) {
+        Ok(b) => b,
+        Err(e) => return api_error(e, Some(&id)),
+    };
+    let stream = Stream::new(cfg.stream_history_events.max(8), max_bytes, bytes);
     let cancel = Rc::new(Notify::new());
     let mut id_prefix = None;
     if let Some((s, version)) = session {

@@ -61,6 +61,14 @@ impl Session {
         n
     }
 
+    /// Forgets the finished streams kept for resumption (their budget
+    /// bytes free as the last follower lets go); returns how many.
+    pub fn forget_finished(&mut self) -> usize {
+        let before = self.streams.len();
+        self.streams.retain(|(_, s)| !s.is_done());
+        before - self.streams.len()
+    }
+
     pub fn stream(&self, n: u64) -> Option<Rc<Stream>> {
         self.streams
             .iter()
@@ -328,16 +336,48 @@ mod tests {
         let now = Millis(5);
         s.open("s".into(), who("a"), "2025-11-25", now).unwrap();
         let sess = s.get("s", &who("a"), now).unwrap();
-        let first = Stream::new(4, 1024);
+        let first = Stream::new(4, 1024, super::super::stream::unbounded(0));
         let n1 = sess.add_stream(first.clone());
         for _ in 0..KEPT_STREAMS {
-            sess.add_stream(Stream::new(4, 1024));
+            sess.add_stream(Stream::new(4, 1024, super::super::stream::unbounded(0)));
         }
         // Still running: kept.
         assert!(sess.stream(n1).is_some());
         first.finish();
-        sess.add_stream(Stream::new(4, 1024));
+        sess.add_stream(Stream::new(4, 1024, super::super::stream::unbounded(0)));
         assert!(sess.stream(n1).is_none());
+    }
+
+    /// Input: a session keeping finished and running streams whose
+    /// histories are charged to one budget. Output: forgetting the
+    /// finished ones, or ending the session, gives their bytes back.
+    #[test]
+    fn kept_streams_hold_budget_bytes_until_forgotten() {
+        use crate::budget::{Budget, BudgetConfig, Holder};
+        let b = Budget::new(BudgetConfig {
+            limit: 1 << 20,
+            tenant_share_percent: 100,
+            source_share_percent: 100,
+        });
+        let h = || Holder::new("a", [192, 0, 2, 1].into());
+        let mut s = Sessions::new(8, 60_000);
+        let now = Millis(5);
+        s.open("s".into(), who("a"), "2025-11-25", now).unwrap();
+        let sess = s.get("s", &who("a"), now).unwrap();
+        for _ in 0..3 {
+            let st = Stream::new(4, 1 << 20, b.reserve(h(), 100, None).unwrap());
+            st.push(vec![b'x'; 500]);
+            st.finish();
+            sess.add_stream(st);
+        }
+        let running = Stream::new(4, 1 << 20, b.reserve(h(), 100, None).unwrap());
+        sess.add_stream(running.clone());
+        drop(running);
+        assert_eq!(b.ledger().used(), 3 * 500 + 100);
+        assert_eq!(sess.forget_finished(), 3);
+        assert_eq!(b.ledger().used(), 100);
+        assert!(s.close("s", &who("a")));
+        assert_eq!(b.ledger().used(), 0);
     }
 
     fn futures_waker() -> std::task::Waker {

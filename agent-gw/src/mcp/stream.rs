@@ -4,6 +4,14 @@
 //! or, in the handshake revisions, a `GET` with `Last-Event-ID` after the
 //! client lost that response.
 //!
+//! The history's bytes are held in the gateway budget
+//! (`gateway.buffer_budget`, with its tenant and source shares), like a
+//! task's stream history: a call reserves a floor before it starts (or is
+//! refused), the history grows only while the budget grants it — else it
+//! drops its own oldest frames — and the newest frame (the answer) is
+//! always kept. A finished stream holds what it keeps for resumption
+//! until its session forgets it, and gives the bytes back when dropped.
+//!
 //! A follower is a small task feeding a channel-backed response body, so
 //! a client that goes away is noticed either when its connection closes
 //! (hyper drops the body) or at the next keep-alive comment. What a
@@ -21,6 +29,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::body::Body;
+use crate::budget::Reservation;
 
 /// A comment line every this often keeps proxies from timing the stream
 /// out and makes a vanished client show (the write fails).
@@ -42,6 +51,13 @@ pub struct Stream {
     events: RefCell<Events>,
     max_events: usize,
     max_bytes: usize,
+    /// Bytes held in the gateway budget: at least `floor` while the call
+    /// runs, the kept frames once it is done.
+    bytes: RefCell<Reservation>,
+    floor: usize,
+    /// Frames pushed under a tighter bound than configured because the
+    /// budget would not grow.
+    degraded: std::cell::Cell<u64>,
     /// Bumped on every change (followers wait on it).
     tick: watch::Sender<u64>,
 }
@@ -51,7 +67,10 @@ pub struct Stream {
 pub struct Lost;
 
 impl Stream {
-    pub fn new(max_events: usize, max_bytes: usize) -> Rc<Stream> {
+    /// A stream whose history is charged to `bytes`, a reservation of
+    /// its floor taken at admission.
+    pub fn new(max_events: usize, max_bytes: usize, bytes: Reservation) -> Rc<Stream> {
+        let floor = bytes.bytes();
         Rc::new(Stream {
             events: RefCell::new(Events {
                 kept: VecDeque::new(),
@@ -61,8 +80,31 @@ impl Stream {
             }),
             max_events: max_events.max(2),
             max_bytes: max_bytes.max(1),
+            bytes: RefCell::new(bytes),
+            floor,
+            degraded: std::cell::Cell::new(0),
             tick: watch::Sender::new(0),
         })
+    }
+
+    /// Bytes the stream holds in the budget now.
+    pub fn reserved_bytes(&self) -> usize {
+        self.bytes.borrow().bytes()
+    }
+
+    /// Frames pushed with a history bound tighter than configured.
+    pub fn degraded(&self) -> u64 {
+        self.degraded.get()
+    }
+
+    /// What the stream must hold: its floor while frames may come, its
+    /// kept frames always.
+    fn needed(&self, e: &Events) -> usize {
+        if e.done {
+            e.bytes
+        } else {
+            e.bytes.max(self.floor)
+        }
     }
 
     /// The sequence number the next frame gets.
@@ -70,27 +112,42 @@ impl Stream {
         self.events.borrow().last + 1
     }
 
-    /// Appends a frame; the oldest go when the history is full (the last
-    /// one always stays: it is the answer).
+    /// Appends a frame; the oldest go when the history is full, or when
+    /// the budget will not grow to hold them (the last one always stays:
+    /// it is the answer).
     pub fn push(&self, frame: Vec<u8>) -> u64 {
         let mut e = self.events.borrow_mut();
         e.last += 1;
         let seq = e.last;
         e.bytes += frame.len();
         e.kept.push_back((seq, Bytes::from(frame)));
-        while e.kept.len() > 1 && (e.kept.len() > self.max_events || e.bytes > self.max_bytes) {
-            if let Some((_, f)) = e.kept.pop_front() {
-                e.bytes -= f.len();
+        trim(&mut e, self.max_events, self.max_bytes);
+        let mut bytes = self.bytes.borrow_mut();
+        let want = self.needed(&e);
+        if want > bytes.bytes() && bytes.resize(want).is_err() {
+            self.degraded.set(self.degraded.get() + 1);
+            trim(&mut e, self.max_events, bytes.bytes().max(self.floor));
+            let want = self.needed(&e);
+            if want > bytes.bytes() {
+                // Only the newest frame is left and it is larger than
+                // what the stream holds: it is kept all the same.
+                bytes.resize_forced(want);
             }
+        } else if want < bytes.bytes() {
+            bytes.resize_forced(want);
         }
-        drop(e);
+        drop((e, bytes));
         self.tick.send_modify(|t| *t += 1);
         seq
     }
 
-    /// No more frames will come.
+    /// No more frames will come: the floor is given back, the kept
+    /// frames stay charged.
     pub fn finish(&self) {
-        self.events.borrow_mut().done = true;
+        let mut e = self.events.borrow_mut();
+        e.done = true;
+        self.bytes.borrow_mut().resize_forced(self.needed(&e));
+        drop(e);
         self.tick.send_modify(|t| *t += 1);
     }
 
@@ -122,6 +179,16 @@ impl Stream {
     /// Checks that a follower from `cursor` would miss nothing.
     pub fn check_cursor(&self, cursor: u64) -> Result<(), Lost> {
         self.after(cursor).map(|_| ())
+    }
+}
+
+/// Drops the oldest frames until `max_events` and `max_bytes` hold, the
+/// newest always kept.
+fn trim(e: &mut Events, max_events: usize, max_bytes: usize) {
+    while e.kept.len() > 1 && (e.kept.len() > max_events || e.bytes > max_bytes) {
+        if let Some((_, f)) = e.kept.pop_front() {
+            e.bytes -= f.len();
+        }
     }
 }
 
@@ -194,14 +261,28 @@ async fn run_follower(stream: &Stream, mut cursor: u64, tx: &mpsc::Sender<Bytes>
     }
 }
 
+/// A reservation of `bytes` in a budget of its own that never binds.
+#[cfg(test)]
+pub(crate) fn unbounded(bytes: usize) -> Reservation {
+    use crate::budget::{Budget, BudgetConfig, Holder};
+    Budget::new(BudgetConfig {
+        limit: usize::MAX,
+        tenant_share_percent: 100,
+        source_share_percent: 100,
+    })
+    .reserve(Holder::new("t", [192, 0, 2, 1].into()), bytes, None)
+    .expect("an unbounded budget")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::{Budget, BudgetConfig, Holder};
     use http_body_util::BodyExt;
 
     #[test]
     fn history_is_bounded_and_gaps_are_told() {
-        let s = Stream::new(3, 1 << 20);
+        let s = Stream::new(3, 1 << 20, unbounded(0));
         for i in 0..5 {
             s.push(format!("e{i}").into_bytes());
         }
@@ -215,7 +296,7 @@ mod tests {
         s.finish();
         assert!(s.is_done());
         // The byte bound keeps at least the last frame.
-        let b = Stream::new(100, 4);
+        let b = Stream::new(100, 4, unbounded(0));
         b.push(vec![b'x'; 10]);
         b.push(vec![b'y'; 10]);
         assert_eq!(b.after(0), Err(Lost));
@@ -226,7 +307,7 @@ mod tests {
     async fn a_follower_gets_every_frame_then_the_end() {
         tokio::task::LocalSet::new()
             .run_until(async {
-                let s = Stream::new(16, 1 << 20);
+                let s = Stream::new(16, 1 << 20, unbounded(0));
                 s.push(b"a".to_vec());
                 let body = follow(s.clone(), 0, None);
                 let s2 = s.clone();
@@ -245,7 +326,7 @@ mod tests {
     async fn a_dropped_body_reports_the_detach() {
         tokio::task::LocalSet::new()
             .run_until(async {
-                let s = Stream::new(16, 1 << 20);
+                let s = Stream::new(16, 1 << 20, unbounded(0));
                 let gone = Rc::new(Notify::new());
                 let body = follow(s.clone(), 0, Some(gone.clone()));
                 drop(body);
@@ -254,5 +335,72 @@ mod tests {
                     .expect("detach noticed");
             })
             .await;
+    }
+
+    fn budget(limit: usize) -> Budget {
+        Budget::new(BudgetConfig {
+            limit,
+            tenant_share_percent: 100,
+            source_share_percent: 100,
+        })
+    }
+
+    fn holder(last: u8) -> Holder {
+        Holder::new("lab", [192, 0, 2, last].into())
+    }
+
+    /// Input: a stream with a 1000-byte floor; frames pushed, then done,
+    /// then dropped. Output: the budget holds the floor or the kept
+    /// frames, whichever is more, while it runs; only the kept frames
+    /// once done; nothing once the stream is gone.
+    #[test]
+    fn the_history_is_charged_to_the_budget_until_the_stream_goes() {
+        let b = budget(1 << 20);
+        let s = Stream::new(16, 1 << 20, b.reserve(holder(1), 1000, None).unwrap());
+        assert_eq!(b.ledger().used(), 1000);
+        s.push(vec![b'a'; 600]);
+        assert_eq!(b.ledger().used(), 1000, "within the floor");
+        s.push(vec![b'b'; 600]);
+        assert_eq!(b.ledger().used(), 1200);
+        s.finish();
+        assert_eq!(b.ledger().used(), 1200, "the kept frames, for resumption");
+        let small = Stream::new(16, 1 << 20, b.reserve(holder(1), 1000, None).unwrap());
+        small.push(vec![b'c'; 10]);
+        small.finish();
+        assert_eq!(
+            small.reserved_bytes(),
+            10,
+            "a done stream gives its floor back"
+        );
+        drop((s, small));
+        assert_eq!(b.ledger().used(), 0);
+    }
+
+    /// Input: a budget nearly held by someone else; a stream's history
+    /// would grow past what is left. Output: the stream drops its own
+    /// oldest frames instead (a resume from before them is told `Lost`)
+    /// and counts the degradation; an answer larger than everything it
+    /// holds is still kept, alone.
+    #[test]
+    fn a_full_budget_degrades_the_history_and_keeps_the_answer() {
+        let b = budget(4000);
+        let other = b.reserve(holder(9), 2500, None).unwrap();
+        let s = Stream::new(16, 1 << 20, b.reserve(holder(1), 1000, None).unwrap());
+        for f in [b'1', b'2', b'3'] {
+            s.push(vec![f; 400]);
+        }
+        assert_eq!(s.reserved_bytes(), 1200);
+        assert_eq!(s.degraded(), 0);
+        s.push(vec![b'4'; 400]);
+        assert_eq!(s.degraded(), 1);
+        assert_eq!(s.reserved_bytes(), 1200, "no growth past the budget");
+        assert_eq!(s.check_cursor(0), Err(Lost));
+        assert_eq!(s.check_cursor(1), Ok(()));
+        s.push(vec![b'A'; 3000]);
+        assert_eq!(s.after(4).unwrap().0.len(), 1, "the answer is kept");
+        assert_eq!(s.reserved_bytes(), 3000);
+        assert_eq!(b.ledger().used(), 2500 + 3000);
+        drop((s, other));
+        assert_eq!(b.ledger().used(), 0);
     }
 }

@@ -41,6 +41,9 @@ pub const PAGE: usize = 50;
 /// SSE bounds for a handler's stream (as the stream relay's).
 const MAX_LINE: usize = 64 * 1024;
 const MAX_EVENT: usize = 256 * 1024;
+/// The largest progress frame a call's stream takes (one agent event and
+/// its JSON-RPC wrapping): what a call reserves in the budget up front.
+pub const MAX_FRAME: usize = MAX_EVENT + MAX_LINE;
 
 fn invalid(message: impl Into<String>) -> Refusal {
     Refusal {

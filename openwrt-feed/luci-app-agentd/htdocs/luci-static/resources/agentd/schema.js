@@ -540,7 +540,7 @@ return baseclass.extend({
 	      },
 	      "buffer_budget": {
 	        "default": "16777216",
-	        "doc": "Bytes agent-gw holds for callers at most, all together: async task results (max_result_bytes reserved per running task), stream histories (320 KiB reserved per stream) and request bodies kept to resend. When reached, new async and stream work is refused (503 overloaded); accepted work is never evicted.",
+	        "doc": "Bytes agent-gw holds for callers at most, all together: async task results (max_result_bytes reserved per running task), stream histories (320 KiB reserved per stream or MCP call; MCP sessions also hold what they keep for resumption) and request bodies kept to resend. When reached, new async and stream work is refused (503 overloaded); accepted work is never evicted.",
 	        "kind": "uint",
 	        "list": false,
 	        "max": "4294967296",
