@@ -1,9 +1,10 @@
 """A2A across routers (issue 9 item 4): the official `a2a-sdk` client on
 router C's LAN (JWT of tenant lab) uses a skill whose agent is on router
-A's LAN, through B (C–B–A chain, h2 + mTLS between the gateways). The
-A2A task is held at C (the router the client talks to); the invocation
-is an ordinary call through the peer data plane, so A's handler sees
-C's verified caller, and a CancelTask at C closes the handler's
+A's LAN, through B (C–B–A chain, h2 + mTLS between the gateways). A
+message is placed like an SDK async task: the A2A task lives on A, the
+router that calls the handler (A's task table), and C keeps its handle;
+every A2A method at C asks A over the peer data plane, so A's handler
+sees C's verified caller, and a CancelTask at C closes the handler's
 connection on A."""
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from harness.a2a_client import A2a, data_message, kinds, run
 from harness.config import Section
 from harness.peers import build_chain, wait_callable
 from harness.poll import wait_for
+
+
+def _tasks(router, part: str, key: str, want) -> None:
+    """Until `agentctl tasks --json` at `router` shows `want(value)`."""
+    wait_for(f"{router.name}: agentctl tasks {part}.{key}",
+             lambda: want(((router.stack.ctl_json("tasks").get(part) or {}).get(key))), timeout=15, interval=0.1)
 
 
 def test_a2a_client_at_c_uses_an_agent_at_a(mesh):
@@ -55,6 +62,10 @@ def test_a2a_client_at_c_uses_an_agent_at_a(mesh):
         assert answer["echo"] == {"n": 1}, answer
         assert (answer["tenant"], answer["source_agent"]) == ("lab", "agent://lab/caller"), answer
         assert len(backend.calls("mesh.echo")) == warm + 1
+        # Placed like an SDK async task: held by A, a handle at C.
+        _tasks(ch.a, "tasks", "held", lambda n: n is not None and n >= 1)
+        _tasks(ch.c, "remote", "held", lambda n: n is not None and n >= 1)
+        _tasks(ch.c, "tasks", "held", lambda n: n == 0)
 
         events = run(c.send(data_message({"n": 2}, skill="echo"), streaming=True))
         assert kinds(events)[-1] == ("statusUpdate", "TASK_STATE_COMPLETED"), events

@@ -38,6 +38,9 @@ pub fn parse(handle: &str) -> Option<(TaskId, &[u8])> {
 pub struct Meta {
     pub context_id: Box<str>,
     pub skill: Box<str>,
+    /// The task lives on another router (its handle is in the remote
+    /// task table; the A2A id carries that router's token).
+    pub remote: bool,
 }
 
 /// Per-task A2A facts, bounded (see the module doc).
@@ -96,6 +99,7 @@ mod tests {
         let meta = |s: &str| Meta {
             context_id: s.into(),
             skill: "k".into(),
+            remote: false,
         };
         for i in 0..4u8 {
             c.insert(TaskId::from_bytes([i; 16]), meta("x"), 4, |_| true);

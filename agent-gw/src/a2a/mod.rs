@@ -20,6 +20,7 @@ pub mod card;
 pub mod error;
 pub mod handle;
 pub mod part;
+pub mod remote;
 pub mod rpc;
 pub mod stream;
 pub mod task_view;

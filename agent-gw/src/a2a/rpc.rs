@@ -25,7 +25,7 @@ use crate::api::envelope::Envelope;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::{full, guarded, Body};
 use crate::catalog::{Caller, Entry};
-use crate::endpoints::{inflight_slot, read_body, tasks, Ctx};
+use crate::endpoints::{inflight_slot, read_body, Ctx};
 use crate::forward::retry::CallKind;
 use crate::jsonrpc::{self, Id, Message};
 use crate::limits::InflightGuard;
@@ -34,9 +34,11 @@ use crate::task::{TaskId, TaskState};
 use super::card::{self, Card, Skill};
 use super::error::{A2aError, Kind};
 use super::handle::{self, Meta};
+use super::remote::{self, Remote};
 use super::task_view::TaskView;
 use super::wire::{SendMessage, TaskQuery};
 use super::{check_version, part, select_skill, stream, Method, VERSION_HEADER};
+use crate::endpoints::remote::Placement;
 
 /// Which agent a request addresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,6 +282,14 @@ pub async fn rpc(
     })
 }
 
+/// Where an A2A task lives.
+pub(crate) enum Found {
+    /// In this gateway's table: its id and A2A id.
+    Here(TaskId, String),
+    /// On another router.
+    There(Remote),
+}
+
 /// One decoded request, with who sent it.
 pub(crate) struct Call<'a> {
     pub cx: &'a Ctx,
@@ -300,8 +310,27 @@ impl Call<'_> {
         match method {
             Method::SendMessage | Method::SendStreamingMessage => {
                 let send = SendMessage::decode(params)?;
-                let (tid, handle) = self.send(&send)?;
-                if method == Method::SendStreamingMessage {
+                let streaming = method == Method::SendStreamingMessage;
+                let (tid, handle) = match self.send(&send).await? {
+                    Found::Here(tid, handle) => (tid, handle),
+                    Found::There(task) => {
+                        if streaming {
+                            return Ok(remote::respond(
+                                self.cx,
+                                task,
+                                true,
+                                self.id.clone(),
+                                guard,
+                            ));
+                        }
+                        if !send.return_immediately {
+                            task.wait_terminal(self.cx).await;
+                        }
+                        let view = task.view(self.cx).await?;
+                        return self.ok(json!({"task": view.task()}), guard);
+                    }
+                };
+                if streaming {
                     return Ok(stream::respond(self, tid, handle, guard));
                 }
                 if !send.return_immediately {
@@ -312,13 +341,28 @@ impl Call<'_> {
             }
             Method::GetTask => {
                 let q = TaskQuery::decode(params)?;
-                let (tid, _) = self.resolve(&q.id)?;
-                let view = self.view(&tid, &q.id)?;
+                let view = match self.find(&q.id)? {
+                    Found::Here(tid, _) => self.view(&tid, &q.id)?,
+                    Found::There(task) => task.view(self.cx).await?,
+                };
                 self.ok(view.task(), guard)
             }
             Method::CancelTask => {
                 let q = TaskQuery::decode(params)?;
-                let (tid, state) = self.resolve(&q.id)?;
+                let (here, state) = match self.find(&q.id)? {
+                    Found::Here(tid, _) => {
+                        let state = self.resolve(&q.id)?.1;
+                        (Some(tid), state)
+                    }
+                    Found::There(task) => {
+                        let state = task.view(self.cx).await?.state;
+                        if !state.is_terminal() {
+                            let view = task.cancel(self.cx).await?;
+                            return self.ok(view.task(), guard);
+                        }
+                        (None, state)
+                    }
+                };
                 if state.is_terminal() {
                     return Err(A2aError::new(
                         Kind::TaskNotCancelable,
@@ -331,13 +375,31 @@ impl Call<'_> {
                     .with("taskId", &*q.id)
                     .with("state", super::task_view::state_name(state)));
                 }
+                let Some(tid) = here else {
+                    return Err(A2aError::task_not_found(&q.id));
+                };
                 self.cx.state.tasks.borrow_mut().cancel(&tid, Millis::now());
                 let view = self.view(&tid, &q.id)?;
                 self.ok(view.task(), guard)
             }
             Method::SubscribeToTask => {
                 let q = TaskQuery::decode(params)?;
-                let (tid, state) = self.resolve(&q.id)?;
+                let (here, state) = match self.find(&q.id)? {
+                    Found::Here(tid, _) => (Some(tid), self.resolve(&q.id)?.1),
+                    Found::There(task) => {
+                        let state = task.view(self.cx).await?.state;
+                        if !state.is_terminal() {
+                            return Ok(remote::respond(
+                                self.cx,
+                                task,
+                                false,
+                                self.id.clone(),
+                                guard,
+                            ));
+                        }
+                        (None, state)
+                    }
+                };
                 if state.is_terminal() {
                     return Err(A2aError::new(
                         Kind::UnsupportedOperation,
@@ -349,6 +411,9 @@ impl Call<'_> {
                     )
                     .with("taskId", &*q.id));
                 }
+                let Some(tid) = here else {
+                    return Err(A2aError::task_not_found(&q.id));
+                };
                 Ok(stream::respond(self, tid, q.id.to_string(), guard))
             }
         }
@@ -360,10 +425,12 @@ impl Call<'_> {
         Ok(Response::from_parts(head, guarded(body, guard)))
     }
 
-    /// Starts the invocation for a message; returns the task and its A2A id.
-    fn send(&self, send: &SendMessage) -> Result<(TaskId, String), A2aError> {
+    /// Starts the invocation for a message, placed like an SDK async
+    /// task (here, or on the router that calls the handler); returns the
+    /// task and its A2A id.
+    async fn send(&self, send: &SendMessage) -> Result<Found, A2aError> {
         if let Some(existing) = &send.message.task_id {
-            self.resolve(existing)?;
+            self.find(existing)?;
             return Err(A2aError::new(
                 Kind::UnsupportedOperation,
                 format!(
@@ -408,7 +475,13 @@ impl Call<'_> {
             caller_idempotent: false,
             has_key: false,
         };
-        let (tid, token) = tasks::start_async(cx, &synthetic, &env, candidates, kind, deadline)?;
+        let placed =
+            crate::endpoints::remote::place_async(cx, &synthetic, &env, candidates, kind, deadline)
+                .await?;
+        let (tid, token, remote) = match placed {
+            Placement::Here(tid, token) => (tid, token.to_hex().into_boxed_str(), false),
+            Placement::There(tid, token) => (tid, token, true),
+        };
         let context_id: Box<str> = match &send.message.context_id {
             Some(c) => c.clone(),
             None => TaskId::random()
@@ -418,16 +491,69 @@ impl Call<'_> {
         };
         let cap = cx.state.tasks.borrow_mut().config().capacity;
         let tasks = cx.state.tasks.clone();
-        cx.state.a2a.borrow_mut().insert(
+        let meta = Meta {
+            context_id,
+            skill: skill.id.as_str().into(),
+            remote,
+        };
+        cx.state
+            .a2a
+            .borrow_mut()
+            .insert(tid, meta.clone(), cap, |k| {
+                tasks.borrow_mut().task(k).is_some() || cx.state.peer.remote.borrow().contains(k)
+            });
+        let a2a_id = format!("{tid}{token}");
+        if !remote {
+            return Ok(Found::Here(tid, a2a_id));
+        }
+        Ok(Found::There(Remote {
             tid,
-            Meta {
-                context_id,
-                skill: skill.id.as_str().into(),
-            },
-            cap,
-            |k| tasks.borrow_mut().task(k).is_some(),
-        );
-        Ok((tid, handle::encode(&tid, &token)))
+            token,
+            tenant: self.who.tenant.clone(),
+            a2a_id,
+            meta,
+            capability: env.intent.clone(),
+        }))
+    }
+
+    /// Where the task behind an A2A id lives, if it is this caller's
+    /// (right tenant and subject, made by A2A; a task here is also
+    /// checked against its token, a remote one by its router). Anything
+    /// else is "task not found".
+    pub(crate) fn find(&self, a2a_id: &str) -> Result<Found, A2aError> {
+        let not_found = || A2aError::task_not_found(a2a_id);
+        let (tid, token) = handle::parse(a2a_id).ok_or_else(not_found)?;
+        let meta = self
+            .cx
+            .state
+            .a2a
+            .borrow()
+            .get(&tid)
+            .cloned()
+            .ok_or_else(not_found)?;
+        if !meta.remote {
+            self.resolve(a2a_id)?;
+            return Ok(Found::Here(tid, a2a_id.to_string()));
+        }
+        let task = self
+            .cx
+            .state
+            .peer
+            .remote
+            .borrow_mut()
+            .get(&tid, Millis::now())
+            .ok_or_else(not_found)?;
+        if *task.tenant != *self.who.tenant || *task.caller != *self.who.subject {
+            return Err(not_found());
+        }
+        Ok(Found::There(Remote {
+            tid,
+            token: String::from_utf8_lossy(token).into(),
+            tenant: task.tenant,
+            a2a_id: a2a_id.to_string(),
+            meta,
+            capability: task.capability,
+        }))
     }
 
     /// The invocation envelope of a message to `skill`, identity applied.

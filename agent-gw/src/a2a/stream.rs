@@ -30,12 +30,15 @@ use super::task_view::TaskView;
 /// Idle time after which a comment line is sent.
 pub const KEEPALIVE: Duration = Duration::from_secs(4);
 
+/// The SSE comment sent while nothing happens.
+pub(crate) const KEEPALIVE_LINE: &[u8] = b": keepalive\n\n";
+
 /// Most history events read per table borrow.
 const BATCH: usize = 16;
 
 /// One SSE event carrying a JSON-RPC answer (`error` events for errors,
 /// as the official servers mark them).
-fn sse(answer: &[u8], error: bool) -> Bytes {
+pub(crate) fn sse(answer: &[u8], error: bool) -> Bytes {
     let mut out = Vec::with_capacity(answer.len() + 24);
     if error {
         out.extend_from_slice(b"event: error\n");
@@ -129,11 +132,7 @@ async fn pump(
             // The task left the table: the next round says so.
             Ok(Err(_)) => {}
             Err(_) => {
-                if tx
-                    .send(Bytes::from_static(b": keepalive\n\n"))
-                    .await
-                    .is_err()
-                {
+                if tx.send(Bytes::from_static(KEEPALIVE_LINE)).await.is_err() {
                     return;
                 }
             }

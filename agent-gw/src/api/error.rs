@@ -72,6 +72,54 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The code named `s` (as [`as_str`](ErrorCode::as_str) spells it),
+    /// for codes another gateway reported; `None` for codes this build
+    /// does not know.
+    pub fn parse(s: &str) -> Option<ErrorCode> {
+        use ErrorCode::*;
+        const ALL: [ErrorCode; 38] = [
+            InvalidJson,
+            DuplicateKey,
+            InvalidField,
+            InvalidCursor,
+            EndpointRefused,
+            Unauthenticated,
+            Forbidden,
+            OriginMismatch,
+            PolicyDenied,
+            NotFound,
+            NoRoute,
+            MethodNotAllowed,
+            Conflict,
+            HopLimitExceeded,
+            ForwardingLoop,
+            StreamChanged,
+            HistoryLost,
+            TaskNotFinished,
+            TaskExpired,
+            RequestTimeout,
+            PayloadTooLarge,
+            RateLimited,
+            QuotaExceeded,
+            NotDelivered,
+            UpstreamUnknown,
+            UpstreamError,
+            HandlerRedirect,
+            MalformedRequest,
+            HeaderTooLarge,
+            UriTooLong,
+            Overloaded,
+            ControlPlaneUnavailable,
+            TaskTableFull,
+            DeadlineExceeded,
+            HandlerRejected,
+            ResultReleased,
+            ShareExceeded,
+            Internal,
+        ];
+        ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         use ErrorCode::*;
         match self {

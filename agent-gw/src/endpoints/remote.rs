@@ -91,6 +91,99 @@ pub(crate) async fn invoke_async(
     }
 }
 
+/// Where an async task a protocol front end started lives.
+pub(crate) enum Placement {
+    /// In this gateway's table (its id and token).
+    Here(TaskId, crate::task::TaskToken),
+    /// On the router that calls the handler: its id and the token it
+    /// issued (hex), the handle kept here.
+    There(TaskId, Box<str>),
+}
+
+/// Places an async task as `/agent/v1/invoke` with `Prefer:
+/// respond-async` does (one rule for the SDK API and A2A): on this
+/// gateway when its best candidate is a handler here, else on the
+/// router that calls the handler, sent there as an async call — this
+/// gateway keeps only the handle. When no router in front took it and
+/// local candidates follow, the task is held here.
+pub(crate) async fn place_async(
+    cx: &Ctx,
+    parts: &Parts,
+    env: &crate::api::envelope::Envelope,
+    mut candidates: Vec<crate::forward::Candidate>,
+    kind: CallKind,
+    deadline: Deadline,
+) -> Result<Placement, ApiError> {
+    if !invoke::goes_to_peer(&candidates) || cx.hop.is_some() {
+        let (id, token) = tasks::start_async(cx, parts, env, candidates, kind, deadline)?;
+        return Ok(Placement::Here(id, token));
+    }
+    room(cx, &env.tenant)?;
+    let lead = candidates
+        .iter()
+        .take_while(|c| matches!(c.dest, Dest::Peer { .. }))
+        .count();
+    let rest = candidates.split_off(lead);
+    let mut out = invoke::outgoing(cx, parts, env, &candidates);
+    out.relay.insert(
+        http::HeaderName::from_static("prefer"),
+        HeaderValue::from_static("respond-async"),
+    );
+    let fwd = match cx
+        .state
+        .forwarder
+        .forward(&env.intent, &candidates, &out, kind, deadline)
+        .await
+    {
+        Ok(f) => f,
+        Err(e) if !rest.is_empty() && never_delivered(&e) => {
+            let (id, token) = tasks::start_async(cx, parts, env, rest, kind, deadline)?;
+            return Ok(Placement::Here(id, token));
+        }
+        Err(e) => return Err(e),
+    };
+    let route = fwd.route_id.clone();
+    let resp = relay_response(fwd);
+    let handle = resp
+        .headers()
+        .get(TASK_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(TaskId::parse)
+        .zip(
+            resp.headers()
+                .get(TASK_TOKEN_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .filter(|t| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+                .map(Box::<str>::from),
+        );
+    match handle {
+        Some((id, token)) if resp.status() == http::StatusCode::ACCEPTED => {
+            remember(cx, &resp, &route, env, None, deadline);
+            Ok(Placement::There(id, token))
+        }
+        _ => Err(refusal_of(&route, resp).await),
+    }
+}
+
+/// The typed error a router answered instead of accepting a task.
+async fn refusal_of(route: &RouteId, resp: Response<Body>) -> ApiError {
+    let status = resp.status();
+    let (head, body) = resp.into_parts();
+    let bytes = crate::body::read_limited(&head.headers, body, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let code = doc["error"]["code"]
+        .as_str()
+        .and_then(ErrorCode::parse)
+        .unwrap_or(ErrorCode::UpstreamError);
+    let message = doc["error"]["message"].as_str().map_or_else(
+        || format!("answered {status} without a task"),
+        str::to_string,
+    );
+    ApiError::new(code, format!("route {route}: {message}")).route_id(route.as_str())
+}
+
 fn never_delivered(e: &ApiError) -> bool {
     matches!(e.outcome, Some(Outcome::Rejected | Outcome::NotDelivered))
 }

@@ -28,6 +28,11 @@ use crate::task::{
 /// Most events returned by one `/events` call.
 const MAX_EVENTS_PER_CALL: usize = 256;
 
+/// Longest `wait_ms` of an `/events` call: below the time a task
+/// operation from another router waits for its answer, so a caller's
+/// router following a task there always gets one.
+pub const MAX_EVENTS_WAIT_MS: u64 = 8_000;
+
 /// `Retry-After` when nothing held has a known release time (only
 /// followed streams hold the slots or bytes): a while, said as such.
 pub const UNKNOWN_RELEASE_RETRY_MS: u64 = 30_000;
@@ -108,9 +113,53 @@ pub async fn task(
             {
                 return answer;
             }
+        } else if op == TaskOp::Events {
+            wait_for_events(cx, parts, &tid, tenant).await?;
         }
     }
     task_for(cx, parts, id, op, tenant)
+}
+
+/// `/events?after=N&wait_ms=M`: while the caller's task has no event
+/// after `N` and has not ended, waits for its next change, at most `M`
+/// (capped at [`MAX_EVENTS_WAIT_MS`]) — a caller following a task
+/// (another router's A2A front end, an SDK) learns of each step when it
+/// happens, one request per step, instead of asking again and again.
+async fn wait_for_events(
+    cx: &Ctx,
+    parts: &Parts,
+    id: &TaskId,
+    tenant: Option<&str>,
+) -> Result<(), ApiError> {
+    let query = parts.uri.query();
+    let wait = query_u64(query, "wait_ms=")?
+        .unwrap_or(0)
+        .min(MAX_EVENTS_WAIT_MS);
+    if wait == 0 {
+        return Ok(());
+    }
+    let after = query_after(query)?;
+    let token = parts
+        .headers
+        .get(TASK_TOKEN_HEADER)
+        .map_or(&b""[..], |v| v.as_bytes());
+    let until = tokio::time::Instant::now() + std::time::Duration::from_millis(wait);
+    loop {
+        let mut changed = {
+            let t = cx.state.tasks.borrow_mut();
+            match t.get(id, token, tenant) {
+                Ok(task) if !task.state().is_terminal() && task.history().last_id() <= after => {
+                    task.subscribe()
+                }
+                // Something to answer (or an error task_for reports).
+                _ => return Ok(()),
+            }
+        };
+        match tokio::time::timeout_at(until, changed.changed()).await {
+            Ok(Ok(())) => {}
+            _ => return Ok(()),
+        }
+    }
 }
 
 /// A task operation on this gateway's table for `tenant` (`None`: lab
@@ -179,17 +228,26 @@ pub fn task_for(
 
 /// `after=N` of the events query; absent means 0.
 fn query_after(query: Option<&str>) -> Result<u64, ApiError> {
+    query_u64(query, "after=").map(Option::unwrap_or_default)
+}
+
+/// The non-negative integer `name` (`"after="`, `"wait_ms="`) of a
+/// query; `None` when absent.
+fn query_u64(query: Option<&str>, name: &str) -> Result<Option<u64>, ApiError> {
     let Some(v) = query
         .into_iter()
         .flat_map(|q| q.split('&'))
-        .find_map(|kv| kv.strip_prefix("after="))
+        .find_map(|kv| kv.strip_prefix(name))
     else {
-        return Ok(0);
+        return Ok(None);
     };
-    parse_cursor(v.as_bytes()).map_err(|_| {
+    parse_cursor(v.as_bytes()).map(Some).map_err(|_| {
         ApiError::new(
             ErrorCode::InvalidCursor,
-            "after must be a non-negative integer",
+            format!(
+                "{} must be a non-negative integer",
+                name.trim_end_matches('=')
+            ),
         )
     })
 }

@@ -246,6 +246,12 @@ impl RemoteTasks {
         self.get(&id, now).map(|t| (id, t))
     }
 
+    /// Whether `id` is a handle here (held, or collected and still
+    /// routed), without touching its life.
+    pub fn contains(&self, id: &TaskId) -> bool {
+        self.by_id.contains_key(id) || self.released.iter().any(|(r, _)| r == id)
+    }
+
     /// The caller collected the result of task `id` (its router released
     /// it): the slot frees now, not `task_ttl` later.
     pub fn release(&mut self, id: &TaskId) -> bool {

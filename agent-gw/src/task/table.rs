@@ -299,6 +299,12 @@ impl Task {
         self.changed.subscribe()
     }
 
+    /// Receivers of its change signal alive now (followers, waiters): a
+    /// test can tell that a caller is waiting for the next step.
+    pub fn watchers(&self) -> usize {
+        self.changed.receiver_count()
+    }
+
     fn bump(&self) {
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
     }
