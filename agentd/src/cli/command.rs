@@ -25,7 +25,7 @@ commands:
   unregister ROUTE_ID            withdraw one locally registered route now
   flush --origin AGENT_URI       withdraw every local route of one agent now
   stats                          the daemon's counters
-  tasks                          agent-gw's async task table (held, capacity, refusals)
+  tasks                          agent-gw's task tables: its own and the handles of tasks on other routers
   rpcd list | rpcd call METHOD   rpcd exec-plugin protocol (ubus object agentd)
 
 pki (local files, no daemon; docs/pki.md):
