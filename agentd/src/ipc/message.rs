@@ -34,7 +34,9 @@ use crate::time::Millis;
 /// 9: discovery (`Candidates`, `Approve`, `Revoke`).
 /// 11: routes carry their origin proof and dispute mark; route rows and
 ///     lookup candidates show the proof; `OwnedElsewhere` refusals.
-pub const PROTOCOL_VERSION: u32 = 11;
+/// 12: gateway stats count the remote task table (held, refusals by
+///     reason, released).
+pub const PROTOCOL_VERSION: u32 = 12;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
