@@ -21,16 +21,16 @@ fn committed_config_doc_matches_the_schema() {
     );
 }
 
-/// Every default `docs/sdk-api.md` states for a UCI option, written as
-/// "`section.option` (default V)" or "`section.option`, default V", is the
-/// schema's default.
-#[test]
-fn defaults_stated_in_the_sdk_api_doc_are_the_schemas() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/sdk-api.md");
-    let doc = std::fs::read_to_string(&path).expect("docs/sdk-api.md exists");
+/// The defaults a document states for UCI options, written as
+/// "`section.option` (default V)" or "`section.option`, default V", as
+/// (option, stated value, the schema's default). A byte size may carry a
+/// unit ("16 MiB"), which is multiplied out.
+fn stated_defaults(file: &str) -> Vec<(String, String, String)> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(file);
+    let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
     // Line breaks inside a sentence do not matter.
     let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut checked = Vec::new();
+    let mut out = Vec::new();
     for (i, _) in doc.match_indices('`') {
         let rest = &doc[i + 1..];
         let Some(end) = rest.find('`') else { break };
@@ -41,20 +41,72 @@ fn defaults_stated_in_the_sdk_api_doc_are_the_schemas() {
             continue;
         };
         let after = &rest[end + 1..];
-        let stated = ["` (default ", "`, default "]
+        let Some(value) = ["` (default ", "`, default "]
             .iter()
             .find_map(|p| after.strip_prefix(&p[1..]))
-            .map(|v| v.split([')', ';', ',', ' ']).next().unwrap_or(""));
-        let Some(stated) = stated else { continue };
-        let uci_schema::schema::DefaultValue::Text(default) = option.default else {
-            panic!("{ty}.{name} has no single default, yet the doc states {stated}");
+        else {
+            continue;
         };
-        assert_eq!(
-            stated, default,
-            "docs/sdk-api.md says {ty}.{name} defaults to {stated}, the schema says {default}"
-        );
-        checked.push(format!("{ty}.{name}"));
+        let mut words = value.split([')', ';', ',', ' ']);
+        // Spelled as code or as a rate: `jwt`, 20/s.
+        let mut stated = words
+            .next()
+            .unwrap_or("")
+            .replace('`', "")
+            .trim_end_matches([':', '.'])
+            .trim_end_matches("/s")
+            .to_string();
+        let unit = match words.next() {
+            Some("KiB") => Some(1u64 << 10),
+            Some("MiB") => Some(1 << 20),
+            Some("GiB") => Some(1 << 30),
+            _ => None,
+        };
+        if let (Some(unit), Ok(n)) = (unit, stated.parse::<u64>()) {
+            stated = (n * unit).to_string();
+        }
+        let default = match option.default {
+            uci_schema::schema::DefaultValue::Text(d) => d.to_string(),
+            // A list's default is stated as its items, in backticks.
+            uci_schema::schema::DefaultValue::Items(items) => items.join(" "),
+            _ => panic!("{file}: {ty}.{name} has no default, yet the doc states {stated}"),
+        };
+        out.push((format!("{ty}.{name}"), stated, default));
     }
+    out
+}
+
+/// Every default the README and the docs state for a UCI option is the
+/// schema's.
+#[test]
+fn defaults_stated_in_the_docs_are_the_schemas() {
+    let mut files = vec!["README.md".to_string()];
+    let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    for entry in std::fs::read_dir(&docs).expect("docs/") {
+        let name = entry.expect("docs entry").file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".md") && name != "config.md" {
+            files.push(format!("docs/{name}"));
+        }
+    }
+    let mut wrong = Vec::new();
+    for file in &files {
+        for (option, stated, default) in stated_defaults(file) {
+            if stated != default {
+                wrong.push(format!("{file} says {option} defaults to {stated}, the schema says {default}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// The SDK API doc states the defaults a client author needs.
+#[test]
+fn the_sdk_api_doc_states_the_limits_a_client_meets() {
+    let checked: Vec<String> = stated_defaults("docs/sdk-api.md")
+        .into_iter()
+        .map(|(option, _, _)| option)
+        .collect();
     for must in [
         "gateway.clock_skew",
         "gateway.max_token_lifetime",
