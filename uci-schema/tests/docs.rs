@@ -26,7 +26,9 @@ fn committed_config_doc_matches_the_schema() {
 /// (option, stated value, the schema's default). A byte size may carry a
 /// unit ("16 MiB"), which is multiplied out.
 fn stated_defaults(file: &str) -> Vec<(String, String, String)> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(file);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(file);
     let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
     // Line breaks inside a sentence do not matter.
     let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -93,7 +95,9 @@ fn defaults_stated_in_the_docs_are_the_schemas() {
     for file in &files {
         for (option, stated, default) in stated_defaults(file) {
             if stated != default {
-                wrong.push(format!("{file} says {option} defaults to {stated}, the schema says {default}"));
+                wrong.push(format!(
+                    "{file} says {option} defaults to {stated}, the schema says {default}"
+                ));
             }
         }
     }
