@@ -205,3 +205,23 @@ def test_peers_without_router_id_at_start_are_listed_and_say_why(make_stack):
     assert len(listed) == 1 and listed[0]["established"] is False, view
     assert view["off_reason"] == "agentd.router_id is not set (a mesh needs a stable router identity)", view
     assert view["sessions"] == "off", view
+
+
+def test_check_config_warns_about_reflection_that_cannot_reflect(mesh, workdir):
+    """Proves that `agentd --check-config` accepts (exit 0, OK) a spoke
+    whose one peer section, the hub's, carries `reflector_client '1'` —
+    valid, but it reflects nothing — and says so on stderr naming the
+    peer and the docs section; the same file with a second peer has no
+    warning."""
+    spoke = workdir / "spoke.conf"
+    base = ("config agentd 'main'\n\toption router_id 'router-s'\n\n"
+            "config peer 'hub'\n\toption router_id 'hub'\n\toption address '192.0.2.1'\n"
+            "\toption reflector_client '1'\n")
+    spoke.write_text(base)
+    p = _check_config(mesh, spoke)
+    assert p.returncode == 0 and p.stdout.strip() == "OK", (p.stdout, p.stderr)
+    assert "warning: reflector_client '1' on peer hub reflects nothing" in p.stderr, p.stderr
+    assert 'docs/mesh.md, "Reflection"' in p.stderr, p.stderr
+    spoke.write_text(base + "\nconfig peer 'other'\n\toption router_id 'other'\n\toption address '192.0.2.9'\n")
+    p = _check_config(mesh, spoke)
+    assert p.returncode == 0 and "warning" not in p.stderr, p.stderr

@@ -32,8 +32,8 @@ def test_sync_call_crosses_two_routers_with_the_callers_identity(mesh):
     (the body claimed `agent://lab/evil`), and `hop_limit` 5: each of the
     three gateways used one hop. A call arriving with too few hops is
     refused where they run out: `hop_limit` 3 reaches A with 1 and gets
-    508 `hop_limit_exceeded` (outcome rejected) at C without reaching the
-    handler, `hop_limit` 4 reaches it with 1."""
+    508 `hop_limit_exceeded` (outcome rejected, the message naming router-a
+    and hop_limit 1) at C without reaching the handler, `hop_limit` 4 reaches it with 1."""
     ch = build_chain(mesh)
     backend = ch.a.lan_backend()
     agent = agentd_sdk.Agent(router=ch.a.sdk_url, tenant="lab", agent_id="sdk-echo", host=ch.a.ns.mgmt_host_addr)
@@ -65,6 +65,10 @@ def test_sync_call_crosses_two_routers_with_the_callers_identity(mesh):
         r = ch.c.stack.http.post("/agent/v1/invoke", envelope("chain.echo", {"h": 3}, hop_limit=3), headers=ch.auth)
         assert r.status == 508 and r.error_code() == "hop_limit_exceeded", r.describe()
         assert r.json()["error"].get("outcome") == "rejected", r.describe()
+        # Relayed back to C, it still names the router that refused and
+        # the hop count the call reached it with.
+        message = r.json()["error"]["message"]
+        assert "router router-a" in message and "hop_limit 1" in message, message
         assert len(backend.calls("chain.echo")) == warm + 1
         r = ch.c.stack.http.post("/agent/v1/invoke", envelope("chain.echo", {"h": 4}, hop_limit=4), headers=ch.auth)
         assert r.status == 200, r.describe()

@@ -106,6 +106,28 @@ pub struct Runtime {
     pub mesh: crate::daemon::peers::settings::MeshSettings,
     /// Discovery: the `discovery` section, announced ports, approvals.
     pub discovery: crate::daemon::discovery::settings::DiscoverySettings,
+    /// Notes on options of other sections that do more than they seem
+    /// to (see [`Runtime::advice`]).
+    pub notes: Vec<String>,
+}
+
+impl Runtime {
+    /// Warnings about options that are valid but cannot do what they
+    /// say (printed by `--check-config`, logged at start and reload).
+    pub fn advice(&self) -> Vec<String> {
+        let d = &self.discovery;
+        let admits_by_itself = d.enabled
+            && matches!(
+                d.mode,
+                uci_schema::Admission::SameDomain | uci_schema::Admission::Allowlist
+            );
+        let mut out = self.notes.clone();
+        out.extend(crate::daemon::peers::settings::reflection_advice(
+            &self.mesh,
+            admits_by_itself,
+        ));
+        out
+    }
 }
 
 impl Default for Runtime {
@@ -330,8 +352,24 @@ pub fn convert(p: &Partial, file: &str) -> (Runtime, Vec<String>) {
         pins: crate::owner::pins_of(c),
         mesh,
         discovery: crate::daemon::discovery::settings::DiscoverySettings::of_config(c),
+        notes: notes(c),
     };
     (rt, errors)
+}
+
+/// Options that silently do more than their line says.
+fn notes(c: &uci_schema::Config) -> Vec<String> {
+    let mut out = Vec::new();
+    let defaults = &uci_schema::Config::defaults().gateway.bootstrap_networks;
+    let set = &c.gateway.bootstrap_networks;
+    if c.gateway.bootstrap && set != defaults {
+        out.push(format!(
+            "gateway.bootstrap_networks replaces the default networks: only {} may take bootstrap tokens (the defaults, {}, apply only while no bootstrap_networks line is set)",
+            if set.is_empty() { "no source".to_string() } else { set.join(", ") },
+            defaults.join(", ")
+        ));
+    }
+    out
 }
 
 /// The running configuration from a validated file.

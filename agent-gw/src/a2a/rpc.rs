@@ -458,7 +458,7 @@ impl Call<'_> {
         let payload = part::payload(&send.message.parts);
         let mut env = self.envelope(&skill, &send.message.message_id, payload)?;
         crate::endpoints::invoke::tenant_rate(&cx.state, &env.tenant)?;
-        env.consume_hop(cx.state.cfg.hop_limit)?;
+        env.consume_hop(cx.state.cfg.hop_limit, &cx.state.cfg.router_id)?;
         let synthetic = self.synthetic_parts();
         let deadline = crate::endpoints::invoke::deadline_of(cx, &synthetic, &env, self.start)?;
         let q = Query {

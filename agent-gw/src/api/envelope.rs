@@ -237,12 +237,14 @@ impl Envelope {
     /// gateway gets `hop_limit - 1`, capped at the gateway's own
     /// `hop_limit`; a call arriving with 1 has none left and is refused
     /// before dispatch, which ends any forwarding loop.
-    pub fn consume_hop(&mut self, cap: u8) -> Result<(), ApiError> {
+    /// The refusal names `router` (this router: the caller may be several
+    /// routers away) and the hop_limit the call arrived with.
+    pub fn consume_hop(&mut self, cap: u8, router: &str) -> Result<(), ApiError> {
         if self.hop_limit <= 1 {
             return Err(ApiError::new(
                 ErrorCode::HopLimitExceeded,
                 format!(
-                    "{} not forwarded: hop_limit {} leaves no hop (a forwarding loop, or too many routers on the path)",
+                    "{} not forwarded by router {router}: the call arrived with hop_limit {}, which leaves no hop (a forwarding loop, or more routers on the path than the caller's hop_limit or a gateway.hop_limit on the way allows; docs/data-plane.md, \"Hop limit\")",
                     self.intent, self.hop_limit
                 ),
             )
@@ -355,15 +357,20 @@ mod tests {
     #[test]
     fn each_forward_takes_one_hop_and_the_last_one_is_refused() {
         let mut e = env(OK).unwrap();
-        e.consume_hop(64).unwrap();
+        e.consume_hop(64, "router-a").unwrap();
         assert_eq!(e.hop_limit, 7);
         let v: Value = serde_json::from_slice(&e.to_bytes()).unwrap();
         assert_eq!(v["hop_limit"], 7);
-        e.consume_hop(3).unwrap();
+        e.consume_hop(3, "router-a").unwrap();
         assert_eq!(e.hop_limit, 3, "capped by the gateway's hop_limit");
         let mut last = env(&OK.replace(r#""hop_limit":8"#, r#""hop_limit":1"#)).unwrap();
-        let err = last.consume_hop(8).unwrap_err();
+        let err = last.consume_hop(8, "router-b").unwrap_err();
         assert_eq!(err.code, ErrorCode::HopLimitExceeded);
+        assert!(
+            err.message.contains("router router-b") && err.message.contains("hop_limit 1"),
+            "names the refusing router and the hop count: {}",
+            err.message
+        );
         assert_eq!(err.outcome, Some(crate::api::error::Outcome::Rejected));
     }
 

@@ -218,7 +218,8 @@ pub(crate) async fn invoke_admitted(
     if let Some(answer) = tasks::direct_control(cx, &a.env)? {
         return Ok(answer);
     }
-    a.env.consume_hop(cx.state.cfg.hop_limit)?;
+    a.env
+        .consume_hop(cx.state.cfg.hop_limit, &cx.state.cfg.router_id)?;
     let is_async = wants_async(&parts.headers);
     let kind = call_kind(&parts.headers, !is_async, false)?;
     let d = dispatch(cx, parts, &a.env, kind, start)?;
@@ -291,7 +292,8 @@ pub(crate) async fn invoke_stream_admitted(
     start: Instant,
     header_cursor: Option<u64>,
 ) -> Result<Response<Body>, ApiError> {
-    a.env.consume_hop(cx.state.cfg.hop_limit)?;
+    a.env
+        .consume_hop(cx.state.cfg.hop_limit, &cx.state.cfg.router_id)?;
     let cursor = header_cursor.max(a.env.resume_from).unwrap_or(0);
     let kind = call_kind(&parts.headers, false, cursor > 0)?;
     if cx.hop.is_some() {

@@ -44,6 +44,7 @@ pub fn status_json(s: &StatusView) -> Value {
             "ok": s.policy_error.is_none(),
             "error": s.policy_error.as_deref(),
         },
+        "warnings": s.warnings.iter().map(|w| &**w).collect::<Vec<_>>(),
     })
 }
 
@@ -97,6 +98,9 @@ pub fn status_text(s: &StatusView) -> String {
             Some(e) => format!("INVALID, denying every request: {e}"),
         },
     );
+    for w in &s.warnings {
+        kv("warning", w.to_string());
+    }
     // Without the header: status is a key/value list.
     t.render()
         .split_once('\n')

@@ -381,6 +381,9 @@ impl Instance {
                 if let Some(reason) = &rt.policy.invalid {
                     log_warn!("policy invalid, denying every request: {reason}");
                 }
+                for advice in rt.advice() {
+                    log_warn!("{advice}");
+                }
                 self.publish(changes, now);
                 // Discovery first (the admission policy may have changed
                 // which candidates are peers), then the mesh with both,

@@ -100,6 +100,9 @@ pub fn check_config(path: &Path) -> ExitCode {
                 eprintln!("{}: policy invalid: {reason}", path.display());
                 return ExitCode::from(1);
             }
+            for advice in rt.advice() {
+                eprintln!("{}: warning: {advice}", path.display());
+            }
             println!("OK");
             ExitCode::SUCCESS
         }
@@ -240,6 +243,9 @@ async fn serve(opts: RunOptions) -> ExitCode {
     }
     if let Some(reason) = &state.runtime().policy.invalid {
         log_warn!("policy invalid, denying every request: {reason}");
+    }
+    for advice in state.runtime().advice() {
+        log_warn!("{advice}");
     }
 
     let socket = opts

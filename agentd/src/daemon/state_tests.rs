@@ -882,3 +882,21 @@ config agent 'pin_open'
         Err(IpcError::EndpointRefused { .. })
     ));
 }
+
+#[test]
+fn status_says_that_bootstrap_networks_replaces_the_defaults() {
+    let mut s = started("");
+    assert!(
+        status(&mut s).warnings.is_empty(),
+        "defaults: nothing to say"
+    );
+    let mut s = started("\nconfig gateway 'gateway'\n\tlist bootstrap_networks '192.0.2.0/24'\n");
+    let warnings = status(&mut s).warnings;
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            "gateway.bootstrap_networks replaces the default networks: only 192.0.2.0/24 may take bootstrap tokens"
+        ) && warnings[0].contains("10.0.0.0/8"),
+        "{warnings:?}"
+    );
+}

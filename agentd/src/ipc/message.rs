@@ -35,7 +35,7 @@ use crate::time::Millis;
 /// 11: routes carry their origin proof and dispute mark; route rows and
 ///     lookup candidates show the proof; `OwnedElsewhere` refusals.
 /// 12: gateway stats count the remote task table (held, refusals by
-///     reason, released).
+///     reason, released); status carries the configuration's warnings.
 pub const PROTOCOL_VERSION: u32 = 12;
 
 /// Request id reserved for connection-level errors.
@@ -439,6 +439,9 @@ pub struct StatusView {
     /// Set while the policy is unusable: every request is denied for this
     /// reason until a reload repairs it.
     pub policy_error: Option<Box<str>>,
+    /// Valid options that cannot do what they say, or do more than their
+    /// line shows (what `agentd --check-config` warns about).
+    pub warnings: Vec<Box<str>>,
 }
 
 /// Most config problems one `status` reply lists (it must fit one frame).

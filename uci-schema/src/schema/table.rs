@@ -154,7 +154,7 @@ const GATEWAY: &[OptionSpec] = &[
     one_of("auth", Auth::NAMES, "jwt", "Caller authentication; 'none' is for labs only."),
     text("issuer_key", Kind::Path, "", "Key that signs trusted-LAN bootstrap tokens.").or_empty("the router identity key"),
     boolean("bootstrap", "1", "Serve POST /agent/v1/bootstrap (short-lived tokens for LAN agents)."),
-    list("bootstrap_networks", Kind::IpNet, BOOTSTRAP_NETWORKS, "Source networks that may use bootstrap (others get 403); to turn it off set bootstrap '0'."),
+    list("bootstrap_networks", Kind::IpNet, BOOTSTRAP_NETWORKS, "Source networks that may use bootstrap (others get 403). Any line set here replaces the default networks rather than adding to them (agentctl status says so); to turn bootstrap off set bootstrap '0'."),
     list("bootstrap_tenant", Kind::Name, &["default"], "Tenants trusted-LAN bootstrap issues tokens for; a request for another tenant gets 403 'tenant_not_bootstrappable'."),
     uint("bootstrap_ttl", "300", 1, 300, "Lifetime (s) of bootstrap tokens."),
     uint("max_token_lifetime", "3600", 1, 86400, "Longest accepted JWT lifetime exp-iat (s)."),

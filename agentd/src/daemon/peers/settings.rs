@@ -148,6 +148,43 @@ impl Default for MeshSettings {
     }
 }
 
+/// What the reflection options of `mesh` cannot do as written: the
+/// combinations operators confuse (`arpx.reflector` makes this router
+/// pass what it learns from one peer on to *every* other peer;
+/// `reflector_client` on a peer section makes it pass them on to *that*
+/// peer, and says nothing about the peer itself). Warnings, not errors:
+/// `agentd --check-config` prints them, agentd logs them at start and
+/// reload. `more_peers_may_come`: discovery admits peers by itself, so a
+/// router with one peer now may have more.
+pub fn reflection_advice(mesh: &MeshSettings, more_peers_may_come: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let clients: Vec<&str> = mesh
+        .peers
+        .iter()
+        .filter(|p| p.reflector_client)
+        .map(|p| p.router_id.as_str())
+        .collect();
+    let reflecting = mesh.reflector || !clients.is_empty();
+    if reflecting && mesh.peers.len() < 2 && !more_peers_may_come {
+        let what = if mesh.reflector {
+            "arpx.reflector '1'".to_string()
+        } else {
+            format!("reflector_client '1' on peer {}", clients.join(", "))
+        };
+        out.push(format!(
+            "{what} reflects nothing: reflection passes the routes learned from one peer on to another, and this router has {} peer(s). To be a reflector's client, set nothing here: the reflector sets reflector_client on its section for you (docs/mesh.md, \"Reflection\")",
+            mesh.peers.len()
+        ));
+    }
+    if mesh.reflector && !clients.is_empty() {
+        out.push(format!(
+            "reflector_client '1' on peer {} adds nothing: arpx.reflector '1' already reflects to every peer",
+            clients.join(", ")
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +226,56 @@ config peer 'c'
         let d = MeshSettings::default();
         assert_eq!(d.router_id, None);
         assert!(d.peers.is_empty());
+    }
+
+    fn mesh_of(text: &str) -> MeshSettings {
+        let c =
+            uci_schema::Config::from_package(&uci_schema::uci::Package::parse(text).unwrap(), "t")
+                .unwrap();
+        MeshSettings::of_config(&c)
+    }
+
+    const PEER_B: &str =
+        "config peer 'b'\n\toption router_id 'router-b'\n\toption address '192.0.2.2'\n";
+    const PEER_C: &str =
+        "config peer 'c'\n\toption router_id 'router-c'\n\toption address '192.0.2.3'\n";
+
+    #[test]
+    fn reflection_that_cannot_reflect_is_named() {
+        let main = "config agentd 'main'\n\toption router_id 'router-a'\n";
+        // A spoke that marks its one peer, the hub, as its client: the
+        // classic confusion.
+        let spoke = mesh_of(&format!("{main}{PEER_B}\toption reflector_client '1'\n"));
+        let advice = reflection_advice(&spoke, false);
+        assert_eq!(advice.len(), 1, "{advice:?}");
+        assert!(
+            advice[0].contains("reflector_client '1' on peer router-b reflects nothing"),
+            "{advice:?}"
+        );
+        assert!(advice[0].contains("1 peer(s)"), "{advice:?}");
+        // With discovery admitting peers by itself, more may come.
+        assert!(reflection_advice(&spoke, true).is_empty());
+        // A reflector with one peer.
+        let lone = mesh_of(&format!(
+            "{main}config arpx 'arpx'\n\toption reflector '1'\n{PEER_B}"
+        ));
+        assert!(
+            reflection_advice(&lone, false)[0].starts_with("arpx.reflector '1' reflects nothing")
+        );
+        // Both switches: the per-peer one is redundant.
+        let both = mesh_of(&format!(
+            "{main}config arpx 'arpx'\n\toption reflector '1'\n{PEER_B}\toption reflector_client '1'\n{PEER_C}"
+        ));
+        assert_eq!(
+            reflection_advice(&both, false),
+            ["reflector_client '1' on peer router-b adds nothing: arpx.reflector '1' already reflects to every peer"]
+        );
+        // What works says nothing.
+        let hub = mesh_of(&format!(
+            "{main}{PEER_B}\toption reflector_client '1'\n{PEER_C}\toption reflector_client '1'\n"
+        ));
+        assert!(reflection_advice(&hub, false).is_empty());
+        let plain = mesh_of(&format!("{main}{PEER_B}{PEER_C}"));
+        assert!(reflection_advice(&plain, false).is_empty());
     }
 }

@@ -31,6 +31,7 @@ impl State {
             config_source: self.config_source.clone(),
             config_generation: self.config_generation,
             policy_error: self.runtime.policy.invalid.clone(),
+            warnings: self.runtime.advice().into_iter().map(Into::into).collect(),
         }
     }
 

@@ -518,7 +518,7 @@ return baseclass.extend({
 	          "fc00::/7",
 	          "fe80::/10"
 	        ],
-	        "doc": "Source networks that may use bootstrap (others get 403); to turn it off set bootstrap '0'.",
+	        "doc": "Source networks that may use bootstrap (others get 403). Any line set here replaces the default networks rather than adding to them (agentctl status says so); to turn bootstrap off set bootstrap '0'.",
 	        "kind": "ipnet",
 	        "list": true
 	      },
