@@ -103,9 +103,9 @@ async fn accept(
 }
 
 /// The key a linked router's assertions are verified with. A weak
-/// (small-order) key would let anyone sign as that router, and
-/// assertions are verified cofactorless on the promise that it is
-/// refused here.
+/// (small-order) key would let anyone sign as that router; `verify_strict`
+/// refuses it on every call too, but refusing the link here says why once
+/// instead of failing each call.
 fn assertion_key(bytes: &[u8; 32]) -> Option<ed25519_dalek::VerifyingKey> {
     ed25519_dalek::VerifyingKey::from_bytes(bytes)
         .ok()

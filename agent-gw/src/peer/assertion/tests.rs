@@ -365,8 +365,7 @@ fn batch_positions_and_proofs_are_bounded_by_the_decoder() {
     assert_eq!(Assertion::decode(&enc).as_ref(), Ok(&big[5]));
 }
 
-/// Verification is cofactorless (not `verify_strict`), which still
-/// insists on a canonical S: the signature plus the group order, which
+/// A canonical S is required: the signature plus the group order, which
 /// the same equation would accept, is refused.
 #[test]
 fn a_signature_with_s_beyond_the_group_order_is_refused() {
@@ -395,4 +394,43 @@ fn a_signature_with_s_beyond_the_group_order_is_refused() {
     // The untouched signature verifies.
     let good = Assertion::sign(claims(1), &k);
     verify(&wire_again(&good), &expect(&vk, NOW), &mut cache).unwrap();
+}
+
+/// Verification is strict (`verify_strict`): a signature whose R is the
+/// identity point satisfies the cofactorless equation for anyone who
+/// knows the key's secret scalar (S = H(R, A, M)·a), and plain `verify`
+/// accepts it; other RFC 8032 verifiers refuse it, so an assertion the
+/// receiving domain keeps as evidence must not rest on it.
+#[test]
+fn a_signature_with_a_small_order_r_is_refused_though_plain_verify_accepts_it() {
+    use curve25519_dalek::scalar::Scalar;
+    use ed25519_dalek::Verifier;
+    use sha2::{Digest, Sha512};
+    let k = key(3);
+    let vk = k.verifying_key();
+    let mut a = Assertion::sign(claims(1), &k);
+    let root = merkle::root_of(a.claims.leaf(), 0, 1, &[]).unwrap();
+    let message = root_message(&a.claims, 1, root);
+    // The identity point (y = 1), of order 1.
+    let mut r = [0u8; 32];
+    r[0] = 1;
+    let h: [u8; 64] = Sha512::new()
+        .chain_update(r)
+        .chain_update(vk.as_bytes())
+        .chain_update(&message)
+        .finalize()
+        .into();
+    let s = Scalar::from_bytes_mod_order_wide(&h) * k.to_scalar();
+    let forged = Signature::from_components(r, s.to_bytes());
+    assert!(
+        vk.verify(&message, &forged).is_ok(),
+        "the forged signature satisfies the cofactorless equation"
+    );
+    a.signature = halves(forged.to_bytes());
+    let mut cache = ReplayCache::new(8);
+    assert_eq!(
+        verify(&wire_again(&a), &expect(&vk, NOW), &mut cache),
+        Err(AssertionError::BadSignature)
+    );
+    assert_eq!(cache.len(), 0, "a refused assertion records no nonce");
 }
