@@ -178,23 +178,29 @@ def _until_closed(stack, request: bytes) -> bytes:
 def test_requests_the_http_layer_refuses_get_the_json_shape_and_close(stack, backend):
     """Proves, on the real agent-gw binary: an oversized head (431), two
     different Content-Length values, a non-numeric Content-Length,
-    `Transfer-Encoding: gzip`, an obs-folded header line and a malformed
-    request line each get `{"error":{"code","message","outcome"}}` with
-    `X-Agentd-Outcome: rejected` and the connection closed; a good call
-    right after each succeeds."""
+    `Transfer-Encoding: gzip`, an obs-folded header line, a malformed
+    request line, and (RFC 9112 §3.2) an HTTP/1.1 request with two `Host`
+    lines or none each get `{"error":{"code","message","outcome"}}` with
+    `X-Agentd-Outcome: rejected` and the connection closed, the 400s with
+    a reason naming their own fault; a good call right after each
+    succeeds."""
     stack.register(registration("bad.echo", backend.endpoint, lease_seconds=60))
     stack.wait_routable(envelope("bad.echo", {}))
     big = b"".join(b"x-pad-%d: %s\r\n" % (i, b"p" * 1000) for i in range(40))
     post = b"POST /agent/v1/invoke HTTP/1.1\r\nHost: gw\r\n"
     cases = [
-        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\n" + big + b"\r\n", 431, "header_too_large"),
-        (post + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400, "malformed_request"),
-        (post + b"Content-Length: 2x\r\n\r\n{}", 400, "malformed_request"),
-        (post + b"Transfer-Encoding: gzip\r\n\r\n", 400, "malformed_request"),
-        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\nX-A: 1\r\n folded\r\n\r\n", 400, "malformed_request"),
-        (b"GET /healthz\r\nHost: gw\r\n\r\n", 400, "malformed_request"),
+        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\n" + big + b"\r\n", 431, "header_too_large", None),
+        (post + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400, "malformed_request", "bad_content_length"),
+        (post + b"Content-Length: 2x\r\n\r\n{}", 400, "malformed_request", "bad_content_length"),
+        (post + b"Transfer-Encoding: gzip\r\n\r\n", 400, "malformed_request", "bad_transfer_encoding"),
+        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\nX-A: 1\r\n folded\r\n\r\n", 400, "malformed_request", "bad_header_line"),
+        (b"GET /healthz HTTP/7.1\r\nHost: gw\r\n\r\n", 400, "malformed_request", "bad_version"),
+        (b"GET /healthz\r\nHost: gw\r\n\r\n", 400, "malformed_request", "bad_target"),
+        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\nHost: other\r\n\r\n", 400, "malformed_request", "repeated_host"),
+        (b"GET /healthz HTTP/1.1\r\n\r\n", 400, "malformed_request", "missing_host"),
     ]
-    for request, status, code in cases:
+    messages = set()
+    for request, status, code, reason in cases:
         data = _until_closed(stack, request)
         head, _, body = data.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
@@ -206,6 +212,10 @@ def test_requests_the_http_layer_refuses_get_the_json_shape_and_close(stack, bac
         error = json.loads(body)["error"]
         assert error["code"] == code and error["outcome"] == "rejected", error
         assert error["message"], error
+        assert error.get("reason") == reason, (request[:80], error)
+        if reason and reason != "bad_content_length":
+            assert error["message"] not in messages, error
+            messages.add(error["message"])
         _good_call(stack)
 
 

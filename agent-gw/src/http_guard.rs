@@ -61,6 +61,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::api::error::{ApiError, ErrorCode, Outcome};
 use crate::body::Body;
+use crate::http_head::HeadFault;
 
 /// Longest the gateway spends writing its refusal and draining the client.
 const LINGER: Duration = Duration::from_secs(2);
@@ -130,8 +131,7 @@ impl ConnGuard {
             return;
         };
         let answer = if self.phase.get() == Phase::Swallowed {
-            let reason = result.err().map(|e| e.to_string()).unwrap_or_default();
-            refusal(self.status.get(), &reason)
+            refusal(self.status.get(), result.as_ref().err())
         } else {
             Vec::new()
         };
@@ -294,38 +294,33 @@ impl<S: Stream + 'static> AsyncWrite for GuardedIo<S> {
     }
 }
 
-/// The gateway's answer to a request head hyper refused with `status`.
-fn refusal(status: u16, reason: &str) -> Vec<u8> {
-    let reason = if reason.is_empty() {
-        "unparsable request head"
-    } else {
-        reason
-    };
-    let (code, message) = match status {
-        431 => (
+/// The gateway's answer to a request head hyper refused with `status`
+/// (`error`: why, as hyper says).
+fn refusal(status: u16, error: Option<&hyper::Error>) -> Vec<u8> {
+    let reason = error.map_or_else(|| "unparsable request head".to_string(), |e| e.to_string());
+    let e = match status {
+        431 => ApiError::new(
             ErrorCode::HeaderTooLarge,
             format!(
-                "request head larger than {} bytes or with more than 100 header lines ({reason})",
+                "request head larger than {} bytes or with more than 100 header lines ({reason}); the connection is closed",
                 crate::server::MAX_HEAD_BYTES
             ),
         ),
-        414 => (
+        414 => ApiError::new(
             ErrorCode::UriTooLong,
-            format!("request target too long ({reason})"),
+            format!("request target too long ({reason}); the connection is closed"),
         ),
-        _ => (
-            ErrorCode::MalformedRequest,
-            format!(
-                "malformed HTTP/1.1 request head ({reason}): the request line must be \
-                 `METHOD target HTTP/1.1`, each header line `name: value` with no \
-                 continuation (obs-fold) line, Content-Length one decimal number, \
-                 Transfer-Encoding ending in chunked"
+        _ => match error.and_then(HeadFault::of_hyper) {
+            Some(fault) => fault.into_error(),
+            // A fault hyper has no words for that match one of ours.
+            None => ApiError::new(
+                ErrorCode::MalformedRequest,
+                format!("malformed HTTP/1.1 request head ({reason}); the connection is closed"),
             ),
-        ),
-    };
-    let e = ApiError::new(code, format!("{message}; the connection is closed"))
-        .outcome(Outcome::Rejected)
-        .close();
+        },
+    }
+    .outcome(Outcome::Rejected)
+    .close();
     let body = e.body_json().to_string();
     let resp = e.into_response();
     let st = resp.status();
@@ -392,7 +387,7 @@ mod tests {
             (414, "uri_too_long"),
             (400, "malformed_request"),
         ] {
-            let raw = refusal(status, "invalid HTTP header parsed");
+            let raw = refusal(status, None);
             let text = String::from_utf8(raw).unwrap();
             let (head, body) = text.split_once("\r\n\r\n").unwrap();
             assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
@@ -410,7 +405,7 @@ mod tests {
             assert!(v["error"]["message"]
                 .as_str()
                 .unwrap()
-                .contains("invalid HTTP header parsed"));
+                .ends_with("; the connection is closed"));
         }
     }
 }

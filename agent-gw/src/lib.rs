@@ -23,6 +23,7 @@ pub mod endpoints;
 pub mod fib_sync;
 pub mod forward;
 pub mod http_guard;
+pub mod http_head;
 pub mod ingress;
 pub mod jsonrpc;
 pub mod limits;

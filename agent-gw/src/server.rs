@@ -32,6 +32,7 @@ use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
 use crate::endpoints::{self, auth, health, invoke, lease, tasks, ConnAbort, Ctx, Ingress};
 use crate::http_guard::{ConnGuard, GuardedIo, Stream};
+use crate::http_head::HeadFault;
 use crate::router::{self, Endpoint, NoEndpoint};
 use crate::sources::{Cap, ConnRefusal};
 use crate::state::AppState;
@@ -150,7 +151,14 @@ pub(crate) async fn http1_connection<S: Stream + 'static>(
     let svc = service_fn(move |req| {
         let cx = cx.clone();
         let served = g.begin();
-        async move { Ok::<_, Infallible>(served.finish(dispatch(&cx, req).await)) }
+        async move {
+            // hyper takes any number of Host lines; RFC 9112 §3.2 does not.
+            let resp = match crate::http_head::check_host(req.version(), req.headers()) {
+                Ok(()) => dispatch(&cx, req).await,
+                Err(fault) => HeadFault::Host(fault).into_error().into_response(),
+            };
+            Ok::<_, Infallible>(served.finish(resp))
+        }
     });
     let serve = http1::Builder::new()
         .timer(TokioTimer::new())

@@ -73,6 +73,32 @@ async fn exchange(gw: SocketAddr, request: &[u8]) -> Vec<Raw> {
 /// Asserts `request` is refused with `status` and `code` in the JSON shape
 /// and the connection closed.
 async fn refused(gw: SocketAddr, request: &[u8], status: u16, code: &str) -> String {
+    refused_error(gw, request, status, code).await["message"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A 400 `malformed_request` for `request` with reason `reason`; its
+/// message.
+async fn malformed(gw: SocketAddr, request: &[u8], reason: &str) -> String {
+    let e = refused_error(gw, request, 400, "malformed_request").await;
+    assert_eq!(
+        e["reason"],
+        reason,
+        "{}: {e}",
+        String::from_utf8_lossy(request)
+    );
+    e["message"].as_str().unwrap().to_string()
+}
+
+/// Like [`refused`], the whole `error` object.
+async fn refused_error(
+    gw: SocketAddr,
+    request: &[u8],
+    status: u16,
+    code: &str,
+) -> serde_json::Value {
     let answers = exchange(gw, request).await;
     assert_eq!(answers.len(), 1, "{answers:?}");
     let r = &answers[0];
@@ -83,7 +109,7 @@ async fn refused(gw: SocketAddr, request: &[u8], status: u16, code: &str) -> Str
     let e = &r.json()["error"];
     assert_eq!(e["code"], code, "{r:?}");
     assert_eq!(e["outcome"], "rejected");
-    e["message"].as_str().unwrap().to_string()
+    e.clone()
 }
 
 const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nhost: gw\r\n\r\n";
@@ -115,12 +141,15 @@ fn bad_content_length_is_400_in_the_json_shape() {
     run(async {
         let (gw, _state) = start_gateway(lab_config()).await;
         let two = b"POST /agent/v1/route HTTP/1.1\r\nhost: gw\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}";
-        let msg = refused(gw, two, 400, "malformed_request").await;
-        assert!(msg.contains("content-length"), "{msg}");
+        let msg = malformed(gw, two, "bad_content_length").await;
+        assert!(
+            msg.starts_with("Content-Length is not one decimal number"),
+            "{msg}"
+        );
         let word = b"POST /agent/v1/route HTTP/1.1\r\nhost: gw\r\ncontent-length: two\r\n\r\n{}";
-        refused(gw, word, 400, "malformed_request").await;
+        malformed(gw, word, "bad_content_length").await;
         let signed = b"POST /agent/v1/route HTTP/1.1\r\nhost: gw\r\ncontent-length: +2\r\n\r\n{}";
-        refused(gw, signed, 400, "malformed_request").await;
+        malformed(gw, signed, "bad_content_length").await;
     });
 }
 
@@ -129,11 +158,15 @@ fn a_transfer_encoding_other_than_chunked_is_400_in_the_json_shape() {
     run(async {
         let (gw, _state) = start_gateway(lab_config()).await;
         let gzip = b"POST /agent/v1/route HTTP/1.1\r\nhost: gw\r\ntransfer-encoding: gzip\r\n\r\n";
-        let msg = refused(gw, gzip, 400, "malformed_request").await;
-        assert!(msg.contains("transfer-encoding"), "{msg}");
+        let msg = malformed(gw, gzip, "bad_transfer_encoding").await;
+        assert!(
+            msg.starts_with("Transfer-Encoding does not end in chunked"),
+            "{msg}"
+        );
         let http10 =
             b"POST /agent/v1/route HTTP/1.0\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n";
-        refused(gw, http10, 400, "malformed_request").await;
+        let msg = malformed(gw, http10, "transfer_encoding_http10").await;
+        assert!(msg.contains("HTTP/1.0"), "{msg}");
     });
 }
 
@@ -164,8 +197,12 @@ fn an_obs_folded_header_is_400_in_the_json_shape() {
     run(async {
         let (gw, _state) = start_gateway(lab_config()).await;
         let folded = b"GET /healthz HTTP/1.1\r\nhost: gw\r\nx-long: first\r\n  continued\r\n\r\n";
-        let msg = refused(gw, folded, 400, "malformed_request").await;
-        assert!(msg.contains("header"), "{msg}");
+        let msg = malformed(gw, folded, "bad_header_line").await;
+        assert!(
+            msg.starts_with("a header line is not `name: value`"),
+            "{msg}"
+        );
+        assert!(msg.contains("obs-fold"), "{msg}");
     });
 }
 
@@ -173,13 +210,110 @@ fn an_obs_folded_header_is_400_in_the_json_shape() {
 fn a_malformed_request_line_is_400_in_the_json_shape() {
     run(async {
         let (gw, _state) = start_gateway(lab_config()).await;
-        for line in [
-            &b"GET /healthz\r\nhost: gw\r\n\r\n"[..],
-            b"GET /healthz HTTP/7.1\r\nhost: gw\r\n\r\n",
-            b"G(T /healthz HTTP/1.1\r\nhost: gw\r\n\r\n",
-            b"GET /hea lthz HTTP/1.1\r\nhost: gw\r\n\r\n",
+        for (line, reason, says) in [
+            (
+                &b"GET /healthz\r\nhost: gw\r\n\r\n"[..],
+                "bad_target",
+                "the request target is not a valid URI, or the request line ends right after it",
+            ),
+            (
+                b"GET /healthz HTTP/7.1\r\nhost: gw\r\n\r\n",
+                "bad_version",
+                "the request line does not end in HTTP/1.1",
+            ),
+            (
+                b"G(T /healthz HTTP/1.1\r\nhost: gw\r\n\r\n",
+                "bad_method",
+                "the request method is not an HTTP token",
+            ),
+            (
+                b"GET /hea lthz HTTP/1.1\r\nhost: gw\r\n\r\n",
+                "bad_version",
+                "the request line does not end in HTTP/1.1",
+            ),
+            (
+                b"GET /he\x7fal HTTP/1.1\r\nhost: gw\r\n\r\n",
+                "bad_target",
+                "the request target is not a valid URI",
+            ),
         ] {
-            refused(gw, line, 400, "malformed_request").await;
+            let msg = malformed(gw, line, reason).await;
+            assert!(msg.starts_with(says), "{msg}");
+        }
+    });
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request without `Host`, and any request
+/// with two, or with a value that is not `host[:port]`, is a 400; an
+/// HTTP/1.0 request may omit it.
+#[test]
+fn host_must_be_there_once_and_valid() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        let two = b"GET /healthz HTTP/1.1\r\nhost: gw\r\nhost: other\r\n\r\n";
+        let msg = malformed(gw, two, "repeated_host").await;
+        assert!(
+            msg.starts_with("the request has 2 Host header lines; exactly one is allowed"),
+            "{msg}"
+        );
+        let none = b"GET /healthz HTTP/1.1\r\nx-a: 1\r\n\r\n";
+        let msg = malformed(gw, none, "missing_host").await;
+        assert!(
+            msg.starts_with("an HTTP/1.1 request needs a Host header"),
+            "{msg}"
+        );
+        let two10 = b"GET /healthz HTTP/1.0\r\nhost: gw\r\nhost: gw\r\n\r\n";
+        malformed(gw, two10, "repeated_host").await;
+        let bad = b"GET /healthz HTTP/1.1\r\nhost: user@gw\r\n\r\n";
+        let msg = malformed(gw, bad, "bad_host").await;
+        assert!(
+            msg.starts_with("the Host header is not `host[:port]`"),
+            "{msg}"
+        );
+        // HTTP/1.0 predates Host.
+        let answers = exchange(gw, b"GET /healthz HTTP/1.0\r\n\r\n").await;
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        assert_eq!(answers[0].status, 200, "{answers:?}");
+        // One Host with a port, and an IPv6 literal, are served.
+        for ok in [
+            &b"GET /healthz HTTP/1.1\r\nhost: gw:7446\r\nconnection: close\r\n\r\n"[..],
+            b"GET /healthz HTTP/1.1\r\nhost: [2001:db8::1]:7446\r\nconnection: close\r\n\r\n",
+        ] {
+            let answers = exchange(gw, ok).await;
+            assert_eq!(answers[0].status, 200, "{answers:?}");
+        }
+    });
+}
+
+/// No refusal claims a fault the request does not have: a bad header
+/// line is not described as a bad request line, and so on.
+#[test]
+fn each_malformed_cause_has_its_own_message() {
+    run(async {
+        let (gw, _state) = start_gateway(lab_config()).await;
+        let mut seen = std::collections::HashSet::new();
+        for (req, reason) in [
+            (&b"G(T / HTTP/1.1\r\nhost: gw\r\n\r\n"[..], "bad_method"),
+            (b"GET / HTTP/7.1\r\nhost: gw\r\n\r\n", "bad_version"),
+            (b"GET /\x01 HTTP/1.1\r\nhost: gw\r\n\r\n", "bad_target"),
+            (b"GET / HTTP/1.1\r\nho st: gw\r\n\r\n", "bad_header_line"),
+            (
+                b"POST / HTTP/1.1\r\nhost: gw\r\ncontent-length: x\r\n\r\n",
+                "bad_content_length",
+            ),
+            (b"GET / HTTP/1.1\r\n\r\n", "missing_host"),
+        ] {
+            let msg = malformed(gw, req, reason).await;
+            let is_line_fault = matches!(reason, "bad_method" | "bad_version" | "bad_target");
+            assert_eq!(
+                msg.contains("request line"),
+                is_line_fault,
+                "{reason}: {msg}"
+            );
+            assert!(
+                seen.insert(msg.clone()),
+                "{reason} shares its message: {msg}"
+            );
         }
     });
 }
