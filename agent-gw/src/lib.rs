@@ -22,6 +22,7 @@ pub mod control;
 pub mod endpoints;
 pub mod fib_sync;
 pub mod forward;
+pub mod handshake;
 pub mod http_guard;
 pub mod http_head;
 pub mod ingress;

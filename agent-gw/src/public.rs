@@ -3,8 +3,8 @@
 //! task and protocol endpoints over TLS, HTTP/2 or HTTP/1.1 by ALPN.
 //!
 //! ```text
-//!  accept ─ caps (shared with the LAN listener) ─ TLS handshake (bounded
-//!  in time and in number at once) ─ ALPN h2 ──▶ http2 connection ─┐
+//!  accept ─ handshake slot (per source, `handshake`) ─ caps (shared with
+//!  the LAN listener) ─ TLS handshake (bounded in time) ─ ALPN h2 ──▶ http2 connection ─┐
 //!                                   └ else ───▶ http1 connection ─┴▶ dispatch
 //! ```
 //!
@@ -13,7 +13,6 @@
 //! ingress would let anyone act for any tenant. Registration and bootstrap
 //! are LAN-only (`router::Endpoint::public`).
 
-use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -28,12 +27,16 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::config::AuthMode;
 use crate::endpoints::Ingress;
+use crate::handshake::Handshakes;
 use crate::state::AppState;
 
 /// Longest TLS handshake of a public client.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most public handshakes in progress at once; more are closed at accept.
-pub const MAX_HANDSHAKES: u32 = 64;
+pub const MAX_HANDSHAKES: usize = 64;
+/// Most of them one source may hold (a handshake takes milliseconds, so
+/// even many clients behind one NAT address rarely need more at once).
+pub const MAX_HANDSHAKES_PER_SOURCE: usize = 8;
 
 const ALPN_H2: &[u8] = b"h2";
 const ALPN_HTTP1: &[u8] = b"http/1.1";
@@ -85,7 +88,7 @@ pub async fn start(state: &Rc<AppState>) -> io::Result<()> {
 /// Serves connections from `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, state: Rc<AppState>) {
     let mut pacer = agentd::accept::Pacer::new("public listener");
-    let handshaking = Rc::new(Cell::new(0u32));
+    let handshakes = Handshakes::new("public listener", MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE);
     loop {
         let (stream, peer) = match pacer.accept(&listener).await {
             Ok(x) => x,
@@ -97,9 +100,15 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, state: Rc<AppSt
             }
         };
         let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
-        if handshaking.get() >= MAX_HANDSHAKES {
-            continue;
-        }
+        // Both slots are taken here, not in the task: a burst accepted in
+        // one turn of this loop counts before any of its tasks runs.
+        let handshake = match handshakes.take(peer.ip()) {
+            Ok(h) => h,
+            Err(refused) => {
+                crate::server::note_handshake_refusal(&state, refused);
+                continue;
+            }
+        };
         let slot = match state.conns.admit(peer.ip()) {
             Ok(slot) => slot,
             Err(refused) => {
@@ -108,11 +117,10 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, state: Rc<AppSt
             }
         };
         let _ = stream.set_nodelay(true);
-        let (state, acceptor, handshaking) = (state.clone(), acceptor.clone(), handshaking.clone());
+        let (state, acceptor) = (state.clone(), acceptor.clone());
         tokio::task::spawn_local(async move {
-            handshaking.set(handshaking.get() + 1);
             let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
-            handshaking.set(handshaking.get() - 1);
+            drop(handshake);
             let tls = match tls {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {

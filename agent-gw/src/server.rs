@@ -31,6 +31,7 @@ use agentd::time::Millis;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
 use crate::endpoints::{self, auth, health, invoke, lease, tasks, ConnAbort, Ctx, Ingress};
+use crate::handshake::HandshakeRefusal;
 use crate::http_guard::{ConnGuard, GuardedIo, Stream};
 use crate::http_head::HeadFault;
 use crate::router::{self, Endpoint, NoEndpoint};
@@ -210,10 +211,19 @@ pub(crate) fn note_refusal(state: &AppState, refused: ConnRefusal) {
         ConnRefusal::Full { .. } => Cap::Connections,
         ConnRefusal::SourceFull { .. } => Cap::ConnsPerSource,
     };
+    note_cap(state, cap, &refused);
+}
+
+/// Logs a connection refused at accept for want of a handshake slot.
+pub(crate) fn note_handshake_refusal(state: &AppState, refused: HandshakeRefusal) {
+    note_cap(state, Cap::Handshakes, &refused);
+}
+
+fn note_cap(state: &AppState, cap: Cap, refused: &dyn std::fmt::Display) {
     let line = state
         .cap_log
         .borrow_mut()
-        .refused(cap, &refused, Millis::now());
+        .refused(cap, refused, Millis::now());
     if let Some(line) = line {
         agentd::log_warn!("connection {line}");
     }

@@ -207,10 +207,12 @@ pub enum Cap {
     ConnsPerSource,
     Inflight,
     InflightPerSource,
+    /// A TLS listener's handshake slots (`handshake`).
+    Handshakes,
 }
 
 impl Cap {
-    const ALL: usize = 4;
+    const ALL: usize = 5;
 
     fn index(self) -> usize {
         self as usize

@@ -4,11 +4,11 @@
 //! A client is served only if its certificate carries the key of a
 //! router whose ARPX session is established (the trust rule is the link
 //! set, see `tls`); its connection closes when that link goes. Handshakes
-//! are bounded in time and in number at once, so a flood of slow
-//! handshakes cannot pile up; everything after the handshake is the h2
-//! connection's own flow control and stream limits.
+//! are bounded in time and in number at once, in total and per source
+//! (`handshake`), so a flood of slow handshakes cannot pile up nor one
+//! host keep linked routers from reconnecting; everything after the
+//! handshake is the h2 connection's own flow control and stream limits.
 
-use std::cell::Cell;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -19,6 +19,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::handshake::Handshakes;
 use crate::peer::coalesce::Coalesce;
 use crate::peer::tls::error_text;
 use crate::peer::{h2_settings, inbound, LocalExec, PeerStats};
@@ -27,12 +28,15 @@ use crate::state::AppState;
 /// Longest TLS handshake of an inbound data connection.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most inbound handshakes in progress at once; more are closed at accept.
-pub const MAX_HANDSHAKES: u32 = 32;
+pub const MAX_HANDSHAKES: usize = 32;
+/// Most of them one source may hold: a linked router needs one at a time
+/// (a reconnect), so any host, linked or not, leaves the rest to others.
+pub const MAX_HANDSHAKES_PER_SOURCE: usize = 4;
 
 /// Serves the peer listener until the task is dropped.
 pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
     let mut pacer = agentd::accept::Pacer::new("peer listener");
-    let handshaking = Rc::new(Cell::new(0u32));
+    let handshakes = Handshakes::new("peer listener", MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE);
     loop {
         let (stream, from) = match pacer.accept(&listener).await {
             Ok(x) => x,
@@ -43,17 +47,22 @@ pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
                 continue;
             }
         };
-        if handshaking.get() >= MAX_HANDSHAKES {
-            drop(stream);
-            continue;
-        }
+        let from = SocketAddr::new(from.ip().to_canonical(), from.port());
+        // Taken here, not in the task: a burst accepted in one turn of
+        // this loop counts before any of its tasks runs.
+        let handshake = match handshakes.take(from.ip()) {
+            Ok(h) => h,
+            Err(refused) => {
+                drop(stream);
+                crate::server::note_handshake_refusal(&state, refused);
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         let state = state.clone();
-        let handshaking = handshaking.clone();
         tokio::task::spawn_local(async move {
-            handshaking.set(handshaking.get() + 1);
             let accepted = accept(&state, stream, from).await;
-            handshaking.set(handshaking.get() - 1);
+            drop(handshake);
             if let Some((tls, link)) = accepted {
                 connection(state, tls, link, from).await;
             }
