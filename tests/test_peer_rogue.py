@@ -16,6 +16,7 @@ import time
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from harness.http import envelope
 from harness.mesh import PEER_PORT
 from harness.peer_wire import (Claims, PeerClient, assertion, batch, encode_assertion, forward_headers, handler_body,
                                leaf_hash, merkle, now_ms, root_message)
@@ -440,3 +441,58 @@ def test_a_peers_hop_limit_is_checked_and_capped(pair, workdir):
         assert len(got) == 1 and 1 <= got[0].json()["hop_limit"] <= 8, got[0].json()
     finally:
         client.close()
+
+
+def test_one_neighbour_holds_only_its_share_of_in_flight_slots(mesh, workdir):
+    """Proves `gateway.max_inflight_per_peer` (issue 21): B runs with
+    `max_inflight 8` and `max_inflight_per_peer 4`; A starts eight slow
+    calls on one connection. Four reach the handler and hold their slots,
+    the other four are refused at once with 503 `overloaded` (reason
+    `peer_inflight`, outcome rejected: A may move them) and never reach it.
+    Meanwhile a caller on B's LAN is still served, where a gateway without
+    the share let A hold all eight slots and answered it 503. Released, A's
+    four calls finish 200."""
+    a = mesh.router("router-a")
+    b = mesh.router("router-b", gateway={"max_inflight": 8, "max_inflight_per_peer": 4})
+    mesh.link("router-a", "router-b")
+    a.start()
+    b.start()
+    b.wait_established("router-a")
+    backend = b.lan_backend()
+    try:
+        b.serve(backend, "rogue.echo")
+        slow = b.serve(backend, "rogue.slow", name="slow")
+        client = wait_accepted(a, b, workdir)
+        try:
+            ids = []
+            for i in range(8):
+                sb = handler_body("rogue.slow", {"i": i, "max_s": 20})
+                head = assertion(Claims.for_body(sb, **_who("rogue.slow")), a.key.private)
+                ids.append(client.start("POST", "/agent/v1/invoke", forward_headers(head, slow, deadline_ms=30_000), sb))
+
+            def settled() -> bool:
+                refused_now = sum(1 for s in ids if client.streams[s].done)
+                return refused_now == 4 and len(backend.calls("rogue.slow")) == 4
+
+            client.pump(settled, timeout=10)
+            held = [s for s in ids if not client.streams[s].done]
+            for s in ids:
+                r = client.streams[s]
+                if not r.done:
+                    continue
+                assert r.status == 503, r.describe()
+                assert r.error().get("code") == "overloaded" and r.error().get("reason") == "peer_inflight", r.describe()
+                assert r.headers.get("x-agentd-outcome") == "rejected", r.headers
+
+            lan = b.stack.http.post("/agent/v1/invoke", envelope("rogue.echo", {"lan": 1}))
+            assert lan.status == 200, lan.describe()
+            assert lan.json()["echo"] == {"lan": 1}, lan.describe()
+
+            backend.release()
+            for r in client.wait(*held, timeout=15):
+                assert r.status == 200 and r.json()["intent"] == "rogue.slow", r.describe()
+            assert len(backend.calls("rogue.slow")) == 4
+        finally:
+            client.close()
+    finally:
+        backend.close()

@@ -51,6 +51,8 @@ pub struct GatewayConfig {
     pub max_inflight: usize,
     /// Most requests in flight from one source (IPv4 address, IPv6 /64).
     pub max_inflight_per_source: usize,
+    /// Most calls in flight that one neighbour router forwarded.
+    pub max_inflight_per_peer: usize,
     /// register/renew/unregister/bootstrap per source address.
     pub control_rate: Rate,
     pub task_capacity: usize,
@@ -313,6 +315,7 @@ impl GatewayConfig {
             tenant_rates,
             max_inflight: usize_of(g.max_inflight),
             max_inflight_per_source: usize_of(g.max_inflight_per_source),
+            max_inflight_per_peer: usize_of(g.max_inflight_per_peer),
             control_rate: control_rate(g),
             task_capacity: usize_of(g.task_capacity),
             task_ttl_s: g.task_ttl,
@@ -426,34 +429,38 @@ mod tests {
             (
                 g.max_connections,
                 g.max_conns_per_source,
-                g.max_inflight_per_source
+                g.max_inflight_per_source,
+                g.max_inflight_per_peer
             ),
-            (1024, 128, 64)
+            (1024, 128, 64, 128)
         );
         let d = GatewayConfig::default();
         assert_eq!(
             (
                 d.max_connections,
                 d.max_conns_per_source,
-                d.max_inflight_per_source
+                d.max_inflight_per_source,
+                d.max_inflight_per_peer
             ),
-            (1024, 128, 64)
+            (1024, 128, 64, 128)
         );
     }
 
     #[test]
     fn connection_and_inflight_caps_come_from_uci() {
         let text = "config gateway 'gateway'\n\toption max_connections '300'\n\
-            \toption max_conns_per_source '7'\n\toption max_inflight_per_source '5'\n";
+            \toption max_conns_per_source '7'\n\toption max_inflight_per_source '5'\n\
+            \toption max_inflight_per_peer '9'\n";
         let c = uci_schema::Config::from_str(text, "test").unwrap();
         let g = GatewayConfig::from_uci(&c).unwrap();
         assert_eq!(
             (
                 g.max_connections,
                 g.max_conns_per_source,
-                g.max_inflight_per_source
+                g.max_inflight_per_source,
+                g.max_inflight_per_peer
             ),
-            (300, 7, 5)
+            (300, 7, 5, 9)
         );
     }
 

@@ -5,6 +5,17 @@
 //! directly. Tenant names on the invoke path may be caller-chosen (auth
 //! `none`), so the bucket map is bounded: when it is full, buckets that have
 //! refilled completely — indistinguishable from fresh ones — are dropped.
+//!
+//! A neighbour router names the tenant of each call it forwards, and
+//! nothing here knows that tenant unless a `tenant` section configures it.
+//! So a configured tenant's calls from neighbours share its one bucket
+//! with our own callers (the operator's rate for that tenant holds here,
+//! wherever its calls come from), and every other tenant a neighbour
+//! names gets a bucket of that neighbour's own, at most
+//! [`MAX_TENANTS_PER_PEER`] of them, the rest sharing one: a neighbour
+//! cannot grow, fill or evict the buckets of our callers or of another
+//! neighbour. The in-flight cap likewise gives each neighbour a share
+//! (`gateway.max_inflight_per_peer`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -17,6 +28,12 @@ use crate::sources::SourceKey;
 
 /// Most tenant buckets held at once.
 pub const MAX_BUCKETS: usize = 4096;
+/// Most buckets of unconfigured tenants one neighbour router's calls hold;
+/// beyond them its other tenants share one bucket.
+pub const MAX_TENANTS_PER_PEER: usize = 64;
+/// Most neighbour routers with buckets at once (linked routers: far
+/// fewer); beyond it the tables whose buckets all refilled are dropped.
+pub const MAX_PEER_TABLES: usize = 256;
 
 /// Rate and burst of one bucket. Zero is a value: rate 0 never refills,
 /// burst 0 admits nothing.
@@ -83,6 +100,46 @@ pub struct RateLimiter {
     default: Rate,
     overrides: HashMap<Box<str>, Rate>,
     buckets: HashMap<Box<str>, TokenBucket>,
+    /// Unconfigured tenants of calls from each neighbour router.
+    peers: HashMap<Box<str>, PeerTenants>,
+}
+
+/// The buckets of the unconfigured tenants one neighbour's calls name.
+#[derive(Debug)]
+struct PeerTenants {
+    tenants: HashMap<Box<str>, TokenBucket>,
+    /// Every tenant beyond [`MAX_TENANTS_PER_PEER`], together.
+    others: TokenBucket,
+}
+
+impl PeerTenants {
+    fn new(rate: Rate, now: Millis) -> PeerTenants {
+        PeerTenants {
+            tenants: HashMap::new(),
+            others: TokenBucket::new(rate, now),
+        }
+    }
+
+    fn check(&mut self, tenant: &str, rate: Rate, now: Millis) -> Result<(), u64> {
+        if let Some(b) = self.tenants.get_mut(tenant) {
+            return b.try_take(now);
+        }
+        if self.tenants.len() >= MAX_TENANTS_PER_PEER {
+            self.tenants.retain(|_, b| !b.is_full(now));
+            if self.tenants.len() >= MAX_TENANTS_PER_PEER {
+                return self.others.try_take(now);
+            }
+        }
+        let mut b = TokenBucket::new(rate, now);
+        let r = b.try_take(now);
+        self.tenants.insert(tenant.into(), b);
+        r
+    }
+
+    /// Whether forgetting this table changes nothing (every bucket full).
+    fn is_fresh(&self, now: Millis) -> bool {
+        self.others.is_full(now) && self.tenants.values().all(|b| b.is_full(now))
+    }
 }
 
 impl RateLimiter {
@@ -91,6 +148,7 @@ impl RateLimiter {
             default,
             overrides,
             buckets: HashMap::new(),
+            peers: HashMap::new(),
         }
     }
 
@@ -117,36 +175,82 @@ impl RateLimiter {
         r
     }
 
+    /// Admits one call `peer` forwards for `tenant` at `now`, or answers
+    /// the wait in ms: a configured tenant's own bucket, else one of
+    /// `peer`'s (see the module comment).
+    pub fn check_from_peer(&mut self, peer: &str, tenant: &str, now: Millis) -> Result<(), u64> {
+        if self.overrides.contains_key(tenant) {
+            return self.check(tenant, now);
+        }
+        let rate = self.default;
+        if let Some(t) = self.peers.get_mut(peer) {
+            return t.check(tenant, rate, now);
+        }
+        if self.peers.len() >= MAX_PEER_TABLES {
+            self.peers.retain(|_, t| !t.is_fresh(now));
+            if self.peers.len() >= MAX_PEER_TABLES {
+                return Err(1000);
+            }
+        }
+        let mut t = PeerTenants::new(rate, now);
+        let r = t.check(tenant, rate, now);
+        self.peers.insert(peer.into(), t);
+        r
+    }
+
+    /// Buckets of our callers' (and configured) tenants.
     pub fn tenants_tracked(&self) -> usize {
         self.buckets.len()
+    }
+
+    /// Buckets `peer`'s calls hold for unconfigured tenants (the shared
+    /// one of the rest not counted).
+    pub fn peer_tenants_tracked(&self, peer: &str) -> usize {
+        self.peers.get(peer).map_or(0, |t| t.tenants.len())
     }
 }
 
 /// Counts requests in flight, in total and per source; a guard per
 /// admitted request. The per-source share keeps one host's slow calls
 /// from taking every slot (`gateway.max_inflight_per_source`); a source
-/// is counted as in [`crate::sources::SourceKey`].
+/// is counted as in [`crate::sources::SourceKey`]. Calls a neighbour
+/// router forwards count against that neighbour instead, with a larger
+/// share (`gateway.max_inflight_per_peer`): one neighbour carries the
+/// calls of many callers, whose own router applied their per-source
+/// caps, but it must not take every slot either.
 #[derive(Debug)]
 pub struct Inflight {
     max: usize,
     max_per_source: usize,
+    max_per_peer: usize,
     counts: Rc<InflightCounts>,
 }
 
 #[derive(Debug, Default)]
 struct InflightCounts {
     current: Cell<usize>,
-    /// Sources with a request in flight (at most `max` entries).
-    per_source: RefCell<HashMap<SourceKey, usize>>,
+    /// Sources and neighbours with a request in flight (at most `max`
+    /// entries).
+    per_holder: RefCell<HashMap<Holder, usize>>,
+}
+
+/// Whom a request in flight counts against.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Holder {
+    Source(SourceKey),
+    /// A neighbour router, by its router id.
+    Peer(Rc<str>),
 }
 
 /// Why a request was refused a slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum InflightFull {
     /// `gateway.max_inflight` requests are in flight.
     Total { max: usize },
     /// The request's source holds `gateway.max_inflight_per_source`.
     Source { source: SourceKey, max: usize },
+    /// The neighbour that forwarded it holds `gateway.max_inflight_per_peer`.
+    Peer { router_id: Rc<str>, max: usize },
 }
 
 impl std::fmt::Display for InflightFull {
@@ -156,6 +260,10 @@ impl std::fmt::Display for InflightFull {
             InflightFull::Source { source, max } => {
                 write!(f, "source {source} already has {max} requests in flight")
             }
+            InflightFull::Peer { router_id, max } => write!(
+                f,
+                "neighbour router {router_id} already has {max} forwarded calls in flight here (gateway.max_inflight_per_peer)"
+            ),
         }
     }
 }
@@ -164,32 +272,29 @@ impl std::fmt::Display for InflightFull {
 #[derive(Debug)]
 pub struct InflightGuard {
     counts: Rc<InflightCounts>,
-    /// `None`: a call from a peer router, under the total cap only.
-    source: Option<SourceKey>,
+    holder: Holder,
 }
 
 impl Drop for InflightGuard {
     fn drop(&mut self) {
         let c = &self.counts;
         c.current.set(c.current.get().saturating_sub(1));
-        let Some(source) = self.source else {
-            return;
-        };
-        let mut per = c.per_source.borrow_mut();
-        if let Some(n) = per.get_mut(&source) {
+        let mut per = c.per_holder.borrow_mut();
+        if let Some(n) = per.get_mut(&self.holder) {
             *n -= 1;
             if *n == 0 {
-                per.remove(&source);
+                per.remove(&self.holder);
             }
         }
     }
 }
 
 impl Inflight {
-    pub fn new(max: usize, max_per_source: usize) -> Inflight {
+    pub fn new(max: usize, max_per_source: usize, max_per_peer: usize) -> Inflight {
         Inflight {
             max,
             max_per_source,
+            max_per_peer,
             counts: Rc::new(InflightCounts::default()),
         }
     }
@@ -197,38 +302,43 @@ impl Inflight {
     /// A slot for a request from `source`, or which cap is full.
     pub fn try_acquire(&self, source: IpAddr) -> Result<InflightGuard, InflightFull> {
         let source = SourceKey::of(source);
-        let c = &self.counts;
-        let mut per = c.per_source.borrow_mut();
-        let held = per.get(&source).copied().unwrap_or(0);
-        if held >= self.max_per_source {
-            return Err(InflightFull::Source {
-                source,
-                max: self.max_per_source,
-            });
-        }
-        if c.current.get() >= self.max {
-            return Err(InflightFull::Total { max: self.max });
-        }
-        *per.entry(source).or_insert(0) += 1;
-        c.current.set(c.current.get() + 1);
-        Ok(InflightGuard {
-            counts: c.clone(),
-            source: Some(source),
-        })
+        self.acquire(Holder::Source(source), self.max_per_source)
+            .map_err(|full| {
+                full.unwrap_or(InflightFull::Source {
+                    source,
+                    max: self.max_per_source,
+                })
+            })
     }
 
-    /// A slot for a call a peer router forwards: under the total cap, not
-    /// a per-source one (one peer carries the calls of many callers,
-    /// whose own router applied their per-source caps).
-    pub fn try_acquire_peer(&self) -> Result<InflightGuard, InflightFull> {
+    /// A slot for a call the neighbour router `router_id` forwards: under
+    /// the total cap and that neighbour's share, not a per-source one.
+    pub fn try_acquire_peer(&self, router_id: &Rc<str>) -> Result<InflightGuard, InflightFull> {
+        self.acquire(Holder::Peer(router_id.clone()), self.max_per_peer)
+            .map_err(|full| {
+                full.unwrap_or(InflightFull::Peer {
+                    router_id: router_id.clone(),
+                    max: self.max_per_peer,
+                })
+            })
+    }
+
+    /// A slot for `holder` under `share`; `Err(None)`: its share is full.
+    fn acquire(&self, holder: Holder, share: usize) -> Result<InflightGuard, Option<InflightFull>> {
         let c = &self.counts;
-        if c.current.get() >= self.max {
-            return Err(InflightFull::Total { max: self.max });
+        let mut per = c.per_holder.borrow_mut();
+        let held = per.get(&holder).copied().unwrap_or(0);
+        if held >= share {
+            return Err(None);
         }
+        if c.current.get() >= self.max {
+            return Err(Some(InflightFull::Total { max: self.max }));
+        }
+        *per.entry(holder.clone()).or_insert(0) += 1;
         c.current.set(c.current.get() + 1);
         Ok(InflightGuard {
             counts: c.clone(),
-            source: None,
+            holder,
         })
     }
 
@@ -238,10 +348,19 @@ impl Inflight {
 
     /// Requests in flight from the source of `ip`.
     pub fn current_from(&self, ip: IpAddr) -> usize {
+        self.held_by(&Holder::Source(SourceKey::of(ip)))
+    }
+
+    /// Calls in flight that neighbour `router_id` forwarded.
+    pub fn current_from_peer(&self, router_id: &str) -> usize {
+        self.held_by(&Holder::Peer(router_id.into()))
+    }
+
+    fn held_by(&self, holder: &Holder) -> usize {
         self.counts
-            .per_source
+            .per_holder
             .borrow()
-            .get(&SourceKey::of(ip))
+            .get(holder)
             .copied()
             .unwrap_or(0)
     }
@@ -352,7 +471,7 @@ mod tests {
 
     #[test]
     fn inflight_guard_releases_on_drop() {
-        let f = Inflight::new(2, 2);
+        let f = Inflight::new(2, 2, 2);
         let src: IpAddr = "192.0.2.1".parse().unwrap();
         let a = f.try_acquire(src).unwrap();
         let _b = f.try_acquire(src).unwrap();
@@ -364,7 +483,7 @@ mod tests {
 
     #[test]
     fn one_source_cannot_take_every_inflight_slot() {
-        let f = Inflight::new(10, 3);
+        let f = Inflight::new(10, 3, 3);
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let b: IpAddr = "192.0.2.2".parse().unwrap();
         let held: Vec<_> = (0..3).map(|_| f.try_acquire(a).unwrap()).collect();
@@ -384,12 +503,98 @@ mod tests {
 
     #[test]
     fn the_total_cap_holds_across_sources() {
-        let f = Inflight::new(2, 2);
+        let f = Inflight::new(2, 2, 2);
         let _a = f.try_acquire("192.0.2.1".parse().unwrap()).unwrap();
         let _b = f.try_acquire("192.0.2.2".parse().unwrap()).unwrap();
         assert_eq!(
             f.try_acquire("192.0.2.3".parse().unwrap()).unwrap_err(),
             InflightFull::Total { max: 2 }
         );
+    }
+
+    #[test]
+    fn one_neighbour_cannot_take_every_inflight_slot() {
+        let f = Inflight::new(8, 2, 5);
+        let c: Rc<str> = "router-c".into();
+        let d: Rc<str> = "router-d".into();
+        let held: Vec<_> = (0..5).map(|_| f.try_acquire_peer(&c).unwrap()).collect();
+        assert_eq!(
+            f.try_acquire_peer(&c).unwrap_err(),
+            InflightFull::Peer {
+                router_id: c.clone(),
+                max: 5
+            }
+        );
+        assert_eq!(f.current_from_peer("router-c"), 5);
+        // Our own callers and another neighbour still get slots.
+        let lan = f.try_acquire("192.0.2.1".parse().unwrap()).unwrap();
+        let other = f.try_acquire_peer(&d).unwrap();
+        assert_eq!(f.current(), 7);
+        drop(held);
+        assert_eq!(f.current_from_peer("router-c"), 0);
+        assert!(f.try_acquire_peer(&c).is_ok());
+        drop((lan, other));
+    }
+
+    #[test]
+    fn a_neighbours_tenants_never_reach_the_shared_buckets() {
+        let mut o = HashMap::new();
+        o.insert(
+            "lab".into(),
+            Rate {
+                per_second: 0,
+                burst: 2,
+            },
+        );
+        let one = Rate {
+            per_second: 0,
+            burst: 1,
+        };
+        let mut l = RateLimiter::new(one, o);
+        // A neighbour names more tenants than the shared map holds.
+        for i in 0..MAX_BUCKETS + 10 {
+            let _ = l.check_from_peer("router-c", &format!("made-up-{i}"), Millis(0));
+        }
+        assert_eq!(l.tenants_tracked(), 0, "the shared map did not grow");
+        assert_eq!(l.peer_tenants_tracked("router-c"), MAX_TENANTS_PER_PEER);
+        // Our callers' new tenants, and another neighbour's, still get
+        // their own buckets.
+        assert_eq!(l.check("ours", Millis(0)), Ok(()));
+        assert_eq!(
+            l.check_from_peer("router-d", "made-up-0", Millis(0)),
+            Ok(())
+        );
+        // Beyond its share, the neighbour's other tenants share one bucket
+        // (spent by the first of them above).
+        assert!(l
+            .check_from_peer("router-c", "yet-another", Millis(0))
+            .is_err());
+        // A configured tenant is one bucket wherever its calls come from.
+        assert_eq!(l.check("lab", Millis(0)), Ok(()));
+        assert_eq!(l.check_from_peer("router-c", "lab", Millis(0)), Ok(()));
+        assert!(l.check_from_peer("router-d", "lab", Millis(0)).is_err());
+        assert_eq!(l.tenants_tracked(), 2);
+    }
+
+    #[test]
+    fn a_neighbours_refilled_tenant_buckets_make_room_for_new_ones() {
+        let r = Rate {
+            per_second: 1,
+            burst: 1,
+        };
+        let mut l = RateLimiter::new(r, HashMap::new());
+        for i in 0..MAX_TENANTS_PER_PEER {
+            l.check_from_peer("router-c", &format!("t{i}"), Millis(0))
+                .unwrap();
+        }
+        assert_eq!(
+            l.check_from_peer("router-c", "late", Millis(0)),
+            Ok(()),
+            "the shared one"
+        );
+        assert!(l.check_from_peer("router-c", "later", Millis(0)).is_err());
+        // A second on, every bucket refilled: the new tenant gets its own.
+        assert_eq!(l.check_from_peer("router-c", "later", Millis(1000)), Ok(()));
+        assert!(l.peer_tenants_tracked("router-c") <= MAX_TENANTS_PER_PEER);
     }
 }

@@ -207,12 +207,13 @@ pub enum Cap {
     ConnsPerSource,
     Inflight,
     InflightPerSource,
+    InflightPerPeer,
     /// A TLS listener's handshake slots (`handshake`).
     Handshakes,
 }
 
 impl Cap {
-    const ALL: usize = 5;
+    const ALL: usize = 6;
 
     fn index(self) -> usize {
         self as usize

@@ -92,7 +92,11 @@ impl AppState {
             peer,
             limiter: RefCell::new(limiter),
             control_limiter: RefCell::new(RateLimiter::new(cfg.control_rate, Default::default())),
-            inflight: Inflight::new(cfg.max_inflight, cfg.max_inflight_per_source),
+            inflight: Inflight::new(
+                cfg.max_inflight,
+                cfg.max_inflight_per_source,
+                cfg.max_inflight_per_peer,
+            ),
             conns: ConnLimits::new(ConnCaps {
                 max_connections: cfg.max_connections,
                 max_conns_per_source: cfg.max_conns_per_source,

@@ -58,8 +58,8 @@ async fn admit(cx: &Ctx, parts: &Parts, body: Incoming, need: Need) -> Result<Ad
     Ok(Admitted { env, guard })
 }
 
-/// The tenant's request bucket of this gateway (callers of our LAN and
-/// calls from peer routers alike).
+/// The tenant's request bucket of this gateway (our callers; calls from
+/// neighbours go through [`peer_tenant_rate`]).
 pub(crate) fn tenant_rate(state: &crate::state::AppState, tenant: &str) -> Result<(), ApiError> {
     state
         .limiter
@@ -69,6 +69,28 @@ pub(crate) fn tenant_rate(state: &crate::state::AppState, tenant: &str) -> Resul
             ApiError::new(
                 ErrorCode::RateLimited,
                 format!("tenant {tenant} is over its request rate"),
+            )
+            .retry_after_ms(wait_ms.min(60_000))
+            .rejected()
+        })
+}
+
+/// The rate bucket of a call neighbour `peer` forwarded for `tenant`: the
+/// tenant's own when a `tenant` section configures it, else one of that
+/// neighbour's (`limits`), so its tenant names cannot fill ours.
+pub(crate) fn peer_tenant_rate(
+    state: &crate::state::AppState,
+    peer: &str,
+    tenant: &str,
+) -> Result<(), ApiError> {
+    state
+        .limiter
+        .borrow_mut()
+        .check_from_peer(peer, tenant, Millis::now())
+        .map_err(|wait_ms| {
+            ApiError::new(
+                ErrorCode::RateLimited,
+                format!("tenant {tenant} of calls from neighbour {peer} is over its request rate"),
             )
             .retry_after_ms(wait_ms.min(60_000))
             .rejected()

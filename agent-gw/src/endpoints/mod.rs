@@ -137,23 +137,31 @@ pub fn authenticate(cx: &Ctx, parts: &Parts, need: Need) -> Result<Option<Verifi
 /// or `source_inflight` and `Retry-After: 1`, logged rate-limited. Every
 /// endpoint that holds work in flight takes its slot here.
 pub fn inflight_slot(cx: &Ctx) -> Result<InflightGuard, ApiError> {
-    cx.state.inflight.try_acquire(cx.peer.ip()).map_err(|full| {
-        let (cap, reason) = match full {
-            InflightFull::Total { .. } => (Cap::Inflight, "inflight"),
-            InflightFull::Source { .. } => (Cap::InflightPerSource, "source_inflight"),
-        };
-        if let Some(line) =
-            cx.state
-                .cap_log
-                .borrow_mut()
-                .refused(cap, &full, agentd::time::Millis::now())
-        {
-            agentd::log_warn!("{line}");
-        }
-        ApiError::new(ErrorCode::Overloaded, format!("{full}; retry shortly"))
-            .reason(reason)
-            .retry_after_ms(1000)
-    })
+    cx.state
+        .inflight
+        .try_acquire(cx.peer.ip())
+        .map_err(|full| inflight_refusal(&cx.state, full))
+}
+
+/// The 503 `overloaded` answer (and rate-limited log line) of a refused
+/// in-flight slot; its reason names the cap (`peer_inflight`: the
+/// neighbour's share of calls it forwards).
+pub(crate) fn inflight_refusal(state: &crate::state::AppState, full: InflightFull) -> ApiError {
+    let (cap, reason) = match full {
+        InflightFull::Total { .. } => (Cap::Inflight, "inflight"),
+        InflightFull::Source { .. } => (Cap::InflightPerSource, "source_inflight"),
+        InflightFull::Peer { .. } => (Cap::InflightPerPeer, "peer_inflight"),
+    };
+    let line = state
+        .cap_log
+        .borrow_mut()
+        .refused(cap, &full, agentd::time::Millis::now());
+    if let Some(line) = line {
+        agentd::log_warn!("{line}");
+    }
+    ApiError::new(ErrorCode::Overloaded, format!("{full}; retry shortly"))
+        .reason(reason)
+        .retry_after_ms(1000)
 }
 
 /// Reads the whole body within the configured request size limit.

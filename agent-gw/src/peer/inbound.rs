@@ -45,7 +45,8 @@ use crate::task::TaskId;
 /// The linked router a data connection is with.
 #[derive(Debug)]
 pub struct Peer {
-    pub router_id: Box<str>,
+    /// Shared with the in-flight slots its calls hold.
+    pub router_id: Rc<str>,
     /// The linked key, decompressed once per connection (decompressing
     /// costs about a quarter of a verification).
     pub key: VerifyingKey,
@@ -197,7 +198,7 @@ fn context(
     claims: &Claims,
 ) -> (Ctx, Rc<InboundHop>) {
     let hop = Rc::new(InboundHop {
-        from: peer.router_id.clone(),
+        from: (*peer.router_id).into(),
         route,
         who: Rc::new(CallIdentity {
             tenant: claims.tenant.as_str().into(),
@@ -230,12 +231,10 @@ async fn call(
     } else {
         None
     };
-    let guard = state.inflight.try_acquire_peer().map_err(|full| {
-        ApiError::new(ErrorCode::Overloaded, format!("{full}; retry shortly"))
-            .reason("inflight")
-            .retry_after_ms(1000)
-            .rejected()
-    })?;
+    let guard = state
+        .inflight
+        .try_acquire_peer(&peer.router_id)
+        .map_err(|full| crate::endpoints::inflight_refusal(state, full).rejected())?;
     let (a, route) = hop_headers(parts)?;
     if state.forwarder.forwarded_by_us(&parts.headers) {
         return Err(ApiError::new(
@@ -265,7 +264,7 @@ async fn call(
     let mut env = Envelope::decode(bytes.clone()).map_err(|e| ApiError::from(e).rejected())?;
     let claims = check(state, peer, &a, &env.intent, &bytes)?;
     env.apply_identity(&claims.tenant, &claims.caller);
-    invoke::tenant_rate(state, &env.tenant)?;
+    invoke::peer_tenant_rate(state, &peer.router_id, &env.tenant)?;
     let (cx, _) = context(state, peer, route, claims);
     let admitted = Admitted { env, guard };
     if stream {

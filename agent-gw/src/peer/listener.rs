@@ -134,7 +134,7 @@ async fn connection(state: Rc<AppState>, tls: Tls, link: crate::peer::Link, from
         return;
     };
     let peer = Rc::new(inbound::Peer {
-        router_id: link.router_id.clone(),
+        router_id: (*link.router_id).into(),
         key,
         addr: from,
     });

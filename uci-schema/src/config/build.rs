@@ -400,6 +400,7 @@ fn gateway(r: &mut Reader) -> Gateway {
         rate_burst: r.u64("rate_burst"),
         max_inflight: r.u64("max_inflight"),
         max_inflight_per_source: r.u64("max_inflight_per_source"),
+        max_inflight_per_peer: r.u64("max_inflight_per_peer"),
         max_connections: r.u64("max_connections"),
         max_conns_per_source: r.u64("max_conns_per_source"),
         body_read_timeout_ms: r.u64("body_read_timeout_ms"),

@@ -76,6 +76,7 @@ pub struct Gateway {
     pub rate_burst: u64,
     pub max_inflight: u64,
     pub max_inflight_per_source: u64,
+    pub max_inflight_per_peer: u64,
     pub max_connections: u64,
     pub max_conns_per_source: u64,
     pub body_read_timeout_ms: u64,

@@ -127,6 +127,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .u64("rate_burst", g.rate_burst)
             .u64("max_inflight", g.max_inflight)
             .u64("max_inflight_per_source", g.max_inflight_per_source)
+            .u64("max_inflight_per_peer", g.max_inflight_per_peer)
             .u64("max_connections", g.max_connections)
             .u64("max_conns_per_source", g.max_conns_per_source)
             .u64("body_read_timeout_ms", g.body_read_timeout_ms)

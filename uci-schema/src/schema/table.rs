@@ -164,6 +164,7 @@ const GATEWAY: &[OptionSpec] = &[
     uint("rate_burst", "400", 1, 1_000_000, "Token bucket size."),
     uint("max_inflight", "256", 1, 65535, "Most concurrent requests."),
     uint("max_inflight_per_source", "64", 1, 65535, "Most concurrent requests from one source (IPv4 address or IPv6 /64)."),
+    uint("max_inflight_per_peer", "128", 1, 65535, "Most concurrent calls one neighbour router may forward to this gateway (it carries many callers, whose own router applied max_inflight_per_source); beyond it its calls get 503 overloaded (reason peer_inflight) and the neighbour may move them elsewhere."),
     uint("max_connections", "1024", 1, 65535, "Most open client connections on the SDK listener; beyond it new ones are closed at accept."),
     uint("max_conns_per_source", "128", 1, 65535, "Most open connections from one source (IPv4 address or IPv6 /64), counting those that have not sent a complete request head; beyond it the source's new connections are closed at accept."),
     uint("body_read_timeout_ms", "10000", 100, 600_000, "Longest time to receive a request body once its head arrived (ms)."),

@@ -623,6 +623,14 @@ return baseclass.extend({
 	        "max": "65535",
 	        "min": "1"
 	      },
+	      "max_inflight_per_peer": {
+	        "default": "128",
+	        "doc": "Most concurrent calls one neighbour router may forward to this gateway (it carries many callers, whose own router applied max_inflight_per_source); beyond it its calls get 503 overloaded (reason peer_inflight) and the neighbour may move them elsewhere.",
+	        "kind": "uint",
+	        "list": false,
+	        "max": "65535",
+	        "min": "1"
+	      },
 	      "max_inflight_per_source": {
 	        "default": "64",
 	        "doc": "Most concurrent requests from one source (IPv4 address or IPv6 /64).",
@@ -819,6 +827,7 @@ return baseclass.extend({
 	      "rate_burst",
 	      "max_inflight",
 	      "max_inflight_per_source",
+	      "max_inflight_per_peer",
 	      "max_connections",
 	      "max_conns_per_source",
 	      "body_read_timeout_ms",
