@@ -170,6 +170,11 @@ fn main() -> ExitCode {
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        // Host-name lookups are the blocking pool's only regular work and
+        // hold at most MAX_LOOKUPS threads; a few more for peer dials by
+        // name. tokio's default (512) would let a silent resolver cost a
+        // thread per new connection.
+        .max_blocking_threads(agent_gw::forward::lookup::MAX_LOOKUPS + 4)
         .build()
     {
         Ok(rt) => rt,

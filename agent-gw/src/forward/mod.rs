@@ -8,6 +8,7 @@
 //! connection before anything else.
 
 pub mod deadline;
+pub mod lookup;
 pub mod pool;
 pub mod quickack;
 pub mod response;

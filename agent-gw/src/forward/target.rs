@@ -71,22 +71,10 @@ impl std::fmt::Display for ResolveError {
     }
 }
 
-/// Resolves `ep`'s host (names only; literals as they are) with a bound.
+/// Resolves `ep`'s host (names only; a literal address never reaches the
+/// resolver) with a bound in time and in lookups at once (`lookup`).
 pub async fn resolve(ep: &Endpoint) -> Result<Vec<IpAddr>, ResolveError> {
-    match &ep.host {
-        Host::Ip(ip) => Ok(vec![*ip]),
-        Host::Name(name) => {
-            let lookup = tokio::net::lookup_host((&**name, ep.port));
-            match tokio::time::timeout(RESOLVE_TIMEOUT, lookup).await {
-                Ok(Ok(addrs)) => Ok(addrs.map(|a| a.ip()).collect()),
-                Ok(Err(e)) => Err(ResolveError::Lookup(e.to_string())),
-                Err(_) => Err(ResolveError::Lookup(format!(
-                    "no answer within {} s",
-                    RESOLVE_TIMEOUT.as_secs()
-                ))),
-            }
-        }
-    }
+    crate::forward::lookup::resolve(ep, RESOLVE_TIMEOUT).await
 }
 
 /// Checks every address of `ep` with `guard` (and the interface
