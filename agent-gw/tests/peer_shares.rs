@@ -10,48 +10,19 @@
 
 mod common;
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::rc::Rc;
-
 use bytes::Bytes;
 use ed25519_dalek::SigningKey;
 use http::Request;
 use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use sha2::{Digest, Sha256};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use agent_gw::limits::{Rate, MAX_BUCKETS};
 use agent_gw::peer::assertion::{Assertion, Claims};
 use agent_gw::peer::outbound::unix_ms;
 use agent_gw::peer::{inbound, LocalExec, ASSERTION_HEADER};
-use agent_gw::state::AppState;
 use common::*;
-
-/// Serves `state`'s peer inbound path to `peer` on a plain TCP listener.
-async fn peer_plane(state: Rc<AppState>, peer: inbound::Peer) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let peer = Rc::new(peer);
-    tokio::task::spawn_local(async move {
-        loop {
-            let (s, _) = l.accept().await.unwrap();
-            s.set_nodelay(true).unwrap();
-            let (state, peer) = (state.clone(), peer.clone());
-            let svc = service_fn(move |req| {
-                let (state, peer) = (state.clone(), peer.clone());
-                async move { Ok::<_, Infallible>(inbound::serve(&state, &peer, req).await) }
-            });
-            tokio::task::spawn_local(
-                hyper::server::conn::http2::Builder::new(LocalExec)
-                    .serve_connection(TokioIo::new(s), svc),
-            );
-        }
-    });
-    addr
-}
 
 /// One forwarded call from router-c for `tenant`, pinned to `route`;
 /// the answer's status.

@@ -125,7 +125,7 @@ pub async fn task(
 /// (capped at [`MAX_EVENTS_WAIT_MS`]) — a caller following a task
 /// (another router's A2A front end, an SDK) learns of each step when it
 /// happens, one request per step, instead of asking again and again.
-async fn wait_for_events(
+pub(crate) async fn wait_for_events(
     cx: &Ctx,
     parts: &Parts,
     id: &TaskId,

@@ -283,13 +283,25 @@ async fn task(
     id: &str,
     op: TaskOp,
 ) -> Result<Response<Body>, ApiError> {
+    // A task operation may wait (`events?wait_ms`) or be sent on: it
+    // holds one of the neighbour's in-flight slots like a call does.
+    let _slot = state
+        .inflight
+        .try_acquire_peer(&peer.router_id)
+        .map_err(|full| crate::endpoints::inflight_refusal(state, full).rejected())?;
     let (a, route) = hop_headers(parts)?;
     // Task operations carry no body; the assertion signs the empty one.
     let claims = check(state, peer, &a, &a.claims.capability, b"")?;
     let (cx, hop) = context(state, peer, route.clone(), claims);
     let task_id = TaskId::parse(id);
-    let local = task_id.is_some_and(|t| state.tasks.borrow_mut().task(&t).is_some());
-    if local {
+    let local = task_id.filter(|t| state.tasks.borrow_mut().task(t).is_some());
+    if let Some(tid) = local {
+        if op == TaskOp::Events {
+            // As for a caller here: the router following the task (its
+            // A2A front end) learns of the next step when it happens,
+            // instead of asking again at once.
+            tasks::wait_for_events(&cx, parts, &tid, Some(&claims.tenant)).await?;
+        }
         return tasks::task_for(&cx, parts, id, op, Some(&claims.tenant));
     }
     let Some((capability, version)) = route_info(state, &route) else {

@@ -510,3 +510,33 @@ pub async fn raw_exchange_open(addr: SocketAddr, request: &[u8]) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Serves `state`'s peer inbound path to `peer` on a plain TCP listener.
+pub async fn peer_plane(
+    state: Rc<agent_gw::state::AppState>,
+    peer: agent_gw::peer::inbound::Peer,
+) -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let peer = Rc::new(peer);
+    tokio::task::spawn_local(async move {
+        loop {
+            let (s, _) = l.accept().await.unwrap();
+            s.set_nodelay(true).unwrap();
+            let (state, peer) = (state.clone(), peer.clone());
+            let svc = hyper::service::service_fn(move |req| {
+                let (state, peer) = (state.clone(), peer.clone());
+                async move {
+                    Ok::<_, std::convert::Infallible>(
+                        agent_gw::peer::inbound::serve(&state, &peer, req).await,
+                    )
+                }
+            });
+            tokio::task::spawn_local(
+                hyper::server::conn::http2::Builder::new(agent_gw::peer::LocalExec)
+                    .serve_connection(hyper_util::rt::TokioIo::new(s), svc),
+            );
+        }
+    });
+    addr
+}
