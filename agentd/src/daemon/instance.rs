@@ -287,6 +287,8 @@ impl Instance {
                                 self.monitor.endpoints_down() as u64,
                             ),
                             ("health.probes", self.monitor.probes_started()),
+                            ("health.probes_ok", self.monitor.probe_results().0),
+                            ("health.probes_failed", self.monitor.probe_results().1),
                         ] {
                             s.counters.insert(k.into(), v);
                         }

@@ -512,6 +512,19 @@ fn saved_leases_come_back_only_if_live_valid_and_local() {
 }
 
 #[test]
+fn stats_count_routes_by_source_with_every_source_listed() {
+    let mut s = started("");
+    register(&mut s, registration("agent://lab/a", 9001, Some(60)), 0).unwrap();
+    let c = s.stats_at(Millis(1)).counters;
+    let by = |src: &str| c.get(format!("routes.{src}").as_str()).copied();
+    assert_eq!(
+        (by("local"), by("static"), by("peer"), by("relay")),
+        (Some(1), Some(1), Some(0), Some(0))
+    );
+    assert_eq!(c.get("routes"), Some(&2));
+}
+
+#[test]
 fn restored_leases_are_cut_to_the_current_max_lease() {
     let mut old = started("");
     let (id, _) = register(&mut old, registration("agent://lab/a", 9001, Some(3600)), 0).unwrap();

@@ -50,6 +50,10 @@ pub struct Monitor {
     sched: ProbeScheduler<ProbeTarget>,
     on: HashMap<ProbeTarget, BTreeSet<RouteId>>,
     of: HashMap<RouteId, ProbeTarget>,
+    /// Probe results taken (answered / failed), for `agentctl stats` and
+    /// the metrics: a flapping endpoint shows here before its verdict
+    /// changes.
+    results: [u64; 2],
 }
 
 impl Monitor {
@@ -60,6 +64,7 @@ impl Monitor {
             sched: ProbeScheduler::new(cfg.pacing),
             on: HashMap::new(),
             of: HashMap::new(),
+            results: [0; 2],
         }
     }
 
@@ -175,6 +180,7 @@ impl Monitor {
         if !self.sched.complete(target) {
             return None;
         }
+        self.results[usize::from(!ok)] += 1;
         let routes = self.on.get(target)?;
         let healthy = match self.tracker.observe(target, ok)? {
             Transition::Down => false,
@@ -208,6 +214,12 @@ impl Monitor {
     /// Probes handed out so far.
     pub fn probes_started(&self) -> u64 {
         self.sched.started()
+    }
+
+    /// Probe results taken so far: (answered, failed). Results of probes
+    /// no longer scheduled (the endpoint went away) are not counted.
+    pub fn probe_results(&self) -> (u64, u64) {
+        (self.results[0], self.results[1])
     }
 }
 
@@ -316,6 +328,20 @@ mod tests {
         let up = probe_t(&mut m, &mut now, true).expect("second success");
         assert!(up.healthy);
         assert_eq!(up.routes.len(), 301);
+    }
+
+    #[test]
+    fn probe_results_count_answered_and_failed_probes_of_tracked_endpoints() {
+        let mut m = Monitor::new(cfg(1_000, 50));
+        m.track(&rid(1), "http://192.0.2.10:8080/a", true, Millis(0));
+        let t = m.poll(Millis(1)).expect("a probe");
+        m.complete(&t, false);
+        // A result for a probe that is not out is not counted.
+        m.complete(&t, true);
+        assert_eq!(m.probe_results(), (0, 1));
+        let t = m.poll(Millis(2_000)).expect("the next probe");
+        m.complete(&t, true);
+        assert_eq!(m.probe_results(), (1, 1));
     }
 
     #[test]

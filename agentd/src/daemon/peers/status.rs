@@ -26,6 +26,21 @@ fn cut(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
+/// The states a configured peer's row can show, in session order.
+pub const SESSION_STATES: [&str; 5] =
+    ["idle", "connecting", "open_sent", "snapshot", "established"];
+
+/// A configured peer's state as `agentctl peers` shows it: the session's,
+/// or `connecting` while a dial is out and no session is past idle.
+fn shown_state(session: Option<mesh::PeerState>, dial: Option<&super::Dialer>) -> &'static str {
+    let dialing = dial.is_some_and(|d| matches!(d.state, DialState::Dialing));
+    match session {
+        Some(mesh::PeerState::Idle) | None if dialing => "connecting",
+        Some(st) => st.as_str(),
+        None => "idle",
+    }
+}
+
 impl Peers {
     /// `agentctl peers`.
     pub fn view(&self, now: Millis) -> PeersView {
@@ -48,12 +63,7 @@ impl Peers {
             .map(|p| {
                 let s = status.get(&p.router_id);
                 let d = self.dialers.get(&p.router_id);
-                let dialing = d.is_some_and(|d| matches!(d.state, DialState::Dialing));
-                let state = match s.map(|s| s.state) {
-                    Some(mesh::PeerState::Idle) | None if dialing => "connecting",
-                    Some(st) => st.as_str(),
-                    None => "idle",
-                };
+                let state = shown_state(s.map(|s| s.state), d);
                 let established = s.is_some_and(|s| s.state == mesh::PeerState::Established);
                 PeerView {
                     router_id: p.router_id.as_str().into(),
@@ -119,6 +129,30 @@ impl Peers {
             ("arpx.links".into(), self.linked.len() as u64),
             ("arpx.links_invalid".into(), d.links_invalid),
         ];
+        // Configured peers by the state `agentctl peers` shows (all
+        // states, zeros too: the metric series stay put).
+        let sessions: HashMap<_, _> = match &self.mesh {
+            Ok(m) => m
+                .instance
+                .peers(0)
+                .into_iter()
+                .map(|s| (s.router_id.clone(), s.state))
+                .collect(),
+            Err(_) => HashMap::new(),
+        };
+        let mut by_state = [0u64; SESSION_STATES.len()];
+        for p in &self.settings.peers {
+            let st = shown_state(
+                sessions.get(&p.router_id).copied(),
+                self.dialers.get(&p.router_id),
+            );
+            if let Some(i) = SESSION_STATES.iter().position(|s| *s == st) {
+                by_state[i] += 1;
+            }
+        }
+        for (st, n) in SESSION_STATES.iter().zip(by_state) {
+            v.push((format!("arpx.sessions.{st}"), n));
+        }
         if let Ok(m) = &self.mesh {
             let up = m
                 .instance

@@ -104,6 +104,18 @@ impl State {
     pub fn stats_at(&self, now: Millis) -> StatsView {
         let mut counters = self.counters.clone();
         counters.insert("routes".into(), self.table.len() as u64);
+        let mut by = [0u64; 4];
+        for r in self.table.iter() {
+            by[r.source as usize] += 1;
+        }
+        for s in [
+            RouteSource::Local,
+            RouteSource::Static,
+            RouteSource::Peer,
+            RouteSource::Relay,
+        ] {
+            counters.insert(format!("routes.{}", s.as_str()).into(), by[s as usize]);
+        }
         counters.insert("generation".into(), self.table.generation());
         counters.insert("config_generation".into(), self.config_generation);
         let gateway = self.gateway.map(|(stats, at)| GatewayView {
