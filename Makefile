@@ -98,6 +98,13 @@ test-python: toolchain venv
 	  else \
 	    echo "error: the discovery tests need avahi: apt-get install avahi-daemon avahi-utils dbus" >&2; exit 1; \
 	  fi; }
+	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing prometheus (promtool and a real server scrape /metrics: tests/test_metrics.py)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
+	  else \
+	    echo "error: the metrics tests need Debian's prometheus (promtool, prometheus): apt-get install prometheus" >&2; exit 1; \
+	  fi; }
 	$(CARGO) build -p agentd -p agent-gw --bins
 	$(VENV)/bin/python -m pytest sdk-python-bindings/tests $(PYTEST_ARGS)
 	AGENTD_TEST_NO_BUILD=1 $(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)

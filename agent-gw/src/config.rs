@@ -26,6 +26,8 @@ pub struct GatewayConfig {
     pub peer_listen: Option<SocketAddr>,
     /// `gateway.public_listen`; `None`: no public HTTPS ingress.
     pub public_listen: Option<SocketAddr>,
+    /// `gateway.admin_listen`; `None`: no Prometheus endpoint.
+    pub admin_listen: Option<SocketAddr>,
     /// `gateway.public_cert` and `public_key`; `None`: the public
     /// listener presents the router's own certificate.
     pub public_cert: Option<(PathBuf, PathBuf)>,
@@ -247,6 +249,7 @@ impl GatewayConfig {
         });
         let peer_listen = optional_listener("peer_listen", &g.peer_listen, &mut problems);
         let public_listen = optional_listener("public_listen", &g.public_listen, &mut problems);
+        let admin_listen = optional_listener("admin_listen", &g.admin_listen, &mut problems);
         let public_cert = (!g.public_cert.is_empty() && !g.public_key.is_empty())
             .then(|| (PathBuf::from(&g.public_cert), PathBuf::from(&g.public_key)));
         let router_id = if c.agentd.router_id.is_empty() {
@@ -295,6 +298,7 @@ impl GatewayConfig {
             sdk_listen,
             peer_listen,
             public_listen,
+            admin_listen,
             public_cert,
             mesh: !c.agentd.router_id.is_empty(),
             assertion_ttl_ms: g.assertion_ttl.saturating_mul(1000),

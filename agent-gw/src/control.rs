@@ -170,6 +170,12 @@ impl Control {
         link.gateway_stats(stats).await.map_err(from_client)
     }
 
+    /// agentd's counters (`agentctl stats`), for `/metrics`.
+    pub async fn stats(&self) -> Result<ipc::StatsView, ApiError> {
+        let link = self.link()?;
+        link.stats().await.map_err(from_client)
+    }
+
     pub async fn unregister(
         &self,
         u: Unregistration,

@@ -9,7 +9,8 @@
 //! (per-source connection shares), `fib_sync`
 //! (replica + decision), `control` (registration IPC) and `forward`
 //! (pool, deadline, retry, typed outcomes); `peer` (the data plane between
-//! routers: forwarding assertions so far).
+//! routers: forwarding assertions so far); `metrics` (the Prometheus
+//! endpoint on `admin_listen`).
 
 pub mod a2a;
 pub mod api;
@@ -29,6 +30,7 @@ pub mod ingress;
 pub mod jsonrpc;
 pub mod limits;
 pub mod mcp;
+pub mod metrics;
 pub mod origin;
 pub mod peer;
 pub mod public;

@@ -229,8 +229,17 @@ fn note_cap(state: &AppState, cap: Cap, refused: &dyn std::fmt::Display) {
     }
 }
 
-/// Routes one request to its endpoint and renders errors.
+/// Routes one request to its endpoint and renders errors; counts the
+/// answer for `/metrics`.
 pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
+    let resp = route(cx, req).await;
+    cx.state
+        .requests
+        .note(cx.ingress, resp.status(), resp.headers());
+    resp
+}
+
+async fn route(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let ep = match router::resolve(&parts.method, parts.uri.path()) {
         Ok(ep) => ep,
@@ -293,6 +302,7 @@ pub async fn run(state: Rc<AppState>) -> io::Result<()> {
         tokio::task::spawn_local(crate::peer::follow::run(state.clone()));
     }
     crate::public::start(&state).await?;
+    crate::metrics::start(&state).await?;
     if let (true, Some(addr)) = (state.peer.enabled(), state.cfg.peer_listen) {
         let peer = bind(addr).await.map_err(|e| {
             io::Error::new(

@@ -55,6 +55,8 @@ pub struct AppState {
     pub a2a: RefCell<crate::a2a::handle::Contexts>,
     /// MCP sessions of the handshake revisions.
     pub mcp: RefCell<crate::mcp::session::Sessions>,
+    /// Requests answered, for `/metrics`.
+    pub requests: crate::metrics::requests::RequestCounts,
 }
 
 /// Counters of stream followers.
@@ -112,6 +114,7 @@ impl AppState {
                 cfg.mcp_max_sessions,
                 cfg.mcp_session_idle_ms,
             )),
+            requests: Default::default(),
             cfg,
         })
     }

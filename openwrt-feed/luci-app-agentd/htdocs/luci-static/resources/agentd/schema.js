@@ -464,7 +464,7 @@ return baseclass.extend({
 	    "options": {
 	      "admin_listen": {
 	        "default": "",
-	        "doc": "Admin listener (Prometheus metrics).",
+	        "doc": "Prometheus endpoint: GET /metrics (text format 0.0.4) with both daemons' counters (docs/metrics.md). No authentication: keep it on loopback, e.g. '127.0.0.1:9101' (9100 is prometheus-node-exporter-lua's).",
 	        "empty": "disabled",
 	        "kind": "socketaddr",
 	        "list": false
