@@ -51,6 +51,7 @@ config agentd 'main'
 config gateway 'gateway'
 \toption sdk_listen '127.0.0.1:{port}'
 \toption public_listen ''
+\toption admin_listen ''
 \toption peer_listen ''
 \toption auth 'none'
 # Unauthenticated MCP/A2A callers act for this tenant (the demo agent's).

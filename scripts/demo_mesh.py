@@ -61,6 +61,7 @@ config agentd 'main'
 config gateway 'gateway'
 \toption sdk_listen '127.0.0.1:{sdk}'
 \toption public_listen ''
+\toption admin_listen ''
 \toption peer_listen '127.0.0.1:{peer}'
 \toption auth 'none'
 

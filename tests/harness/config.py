@@ -122,6 +122,9 @@ def base_config(
         "sdk_listen": f"{sdk_host}:{port}",
         "public_listen": "",
         "peer_listen": "",
+        # Tests that scrape set their own port; the default would have
+        # every stack on this host try 127.0.0.1:9101.
+        "admin_listen": "",
         "auth": auth,
         "control_rate_per_source": 1_000_000,
         "control_burst_per_source": 1_000_000,

@@ -59,17 +59,23 @@ const AGENTD_WAIT: Duration = Duration::from_secs(2);
 /// The one path served.
 pub const PATH: &str = "/metrics";
 
-/// Binds `gateway.admin_listen` when it is set and serves it.
+/// Binds `gateway.admin_listen` when it is set and serves it. An
+/// address that cannot be bound (taken by another gateway on the same
+/// host, say) is logged and the data plane runs without metrics: they
+/// are not worth an outage.
 pub async fn start(state: &Rc<AppState>) -> io::Result<()> {
     let Some(addr) = state.cfg.admin_listen else {
         return Ok(());
     };
-    let listener = crate::server::bind(addr).await.map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("admin listener (gateway.admin_listen) {addr}: {e}"),
-        )
-    })?;
+    let listener = match crate::server::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            agentd::log_error!(
+                "admin listener (gateway.admin_listen) {addr}: {e}; serving without /metrics"
+            );
+            return Ok(());
+        }
+    };
     if !addr.ip().is_loopback() {
         agentd::log_warn!(
             "admin listener {addr} is not on loopback: /metrics has no authentication, anyone who reaches the address can read it"

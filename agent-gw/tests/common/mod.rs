@@ -33,6 +33,8 @@ pub fn lab_config() -> GatewayConfig {
         // A fixed name (the default is the host name): tokens name it.
         router_id: "router".into(),
         sdk_listen: "127.0.0.1:0".parse().unwrap(),
+        // Many test gateways run at once: none binds the default 9101.
+        admin_listen: None,
         auth: AuthMode::None,
         ipc_socket: "/nonexistent/agentd.sock".into(),
         // Test handlers listen on 127.0.0.1 (agentd.allow_loopback_endpoints).

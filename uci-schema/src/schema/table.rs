@@ -150,7 +150,7 @@ const GATEWAY: &[OptionSpec] = &[
     text("public_cert", Kind::Path, "", "PEM certificate chain the public listener presents (e.g. the one uhttpd or ACME uses).").or_empty("the router's certificate: agentd.router_cert, else the self-signed certificate of the identity key"),
     text("public_key", Kind::Path, "", "PEM private key of public_cert (PKCS#8, SEC1 or PKCS#1; Ed25519, ECDSA or RSA).").or_empty("none (required with public_cert)"),
     text("peer_listen", Kind::SocketAddr, "[::]:7447", "Peer/relay data plane (h2 over mTLS).").or_empty("disabled"),
-    text("admin_listen", Kind::SocketAddr, "", "Prometheus endpoint: GET /metrics (text format 0.0.4) with both daemons' counters (docs/metrics.md). No authentication: keep it on loopback, e.g. '127.0.0.1:9101' (9100 is prometheus-node-exporter-lua's).").or_empty("disabled"),
+    text("admin_listen", Kind::SocketAddr, "127.0.0.1:9101", "Prometheus endpoint: GET /metrics (text format 0.0.4) with both daemons' counters (docs/metrics.md). No authentication: it stays on loopback unless set otherwise (9100 is prometheus-node-exporter-lua's). An address that cannot be bound is logged and the gateway runs without it.").or_empty("disabled"),
     one_of("auth", Auth::NAMES, "jwt", "Caller authentication; 'none' is for labs only."),
     text("issuer_key", Kind::Path, "", "Key that signs trusted-LAN bootstrap tokens.").or_empty("the router identity key"),
     boolean("bootstrap", "1", "Serve POST /agent/v1/bootstrap (short-lived tokens for LAN agents)."),

@@ -463,8 +463,8 @@ return baseclass.extend({
 	    "name": "gateway",
 	    "options": {
 	      "admin_listen": {
-	        "default": "",
-	        "doc": "Prometheus endpoint: GET /metrics (text format 0.0.4) with both daemons' counters (docs/metrics.md). No authentication: keep it on loopback, e.g. '127.0.0.1:9101' (9100 is prometheus-node-exporter-lua's).",
+	        "default": "127.0.0.1:9101",
+	        "doc": "Prometheus endpoint: GET /metrics (text format 0.0.4) with both daemons' counters (docs/metrics.md). No authentication: it stays on loopback unless set otherwise (9100 is prometheus-node-exporter-lua's). An address that cannot be bound is logged and the gateway runs without it.",
 	        "empty": "disabled",
 	        "kind": "socketaddr",
 	        "list": false
