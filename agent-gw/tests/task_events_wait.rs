@@ -4,7 +4,53 @@
 
 mod common;
 
-use common::{backend, gateway_with, lab_config, route, run, send, task_handle, Mode};
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+use agent_gw::state::AppState;
+use common::{backend, gateway_with, lab_config, route, run, send, task_handle, Backend, Mode};
+
+/// A gateway with a held async task: (its handler, the gateway, its
+/// state, the task id and token).
+async fn held_task() -> (Backend, SocketAddr, Rc<AppState>, String, String) {
+    let hold = backend("hold", Mode::Hold).await;
+    let (gw, state) = gateway_with(
+        lab_config(),
+        vec![route("r-h", "demo.hold", &hold.endpoint(), 1, false)],
+    )
+    .await;
+    let r = common::post(
+        gw,
+        "/agent/v1/invoke",
+        &[("prefer", "respond-async")],
+        &common::envelope("demo.hold", "lab", "{}"),
+    )
+    .await;
+    let (id, token) = task_handle(&r);
+    hold.arrived.notified().await;
+    (hold, gw, state, id, token)
+}
+
+/// Whether task `id` got a watcher (a waiting events request) before
+/// `request` answered. Polls the table (bounded: 5 s).
+async fn watched<T>(state: &AppState, id: &str, request: &tokio::task::JoinHandle<T>) -> bool {
+    let tid = agent_gw::task::TaskId::parse(id).unwrap();
+    for _ in 0..5000 {
+        let n = state
+            .tasks
+            .borrow_mut()
+            .task(&tid)
+            .map_or(0, |t| t.watchers());
+        if n > 0 {
+            return true;
+        }
+        if request.is_finished() {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    false
+}
 
 /// Input: an async task whose handler holds the call; an events request
 /// after the task's first event with `wait_ms`, and the handler released
@@ -14,21 +60,7 @@ use common::{backend, gateway_with, lab_config, route, run, send, task_handle, M
 #[test]
 fn events_with_wait_ms_answer_at_the_next_step() {
     run(async {
-        let hold = backend("hold", Mode::Hold).await;
-        let (gw, state) = gateway_with(
-            lab_config(),
-            vec![route("r-h", "demo.hold", &hold.endpoint(), 1, false)],
-        )
-        .await;
-        let r = common::post(
-            gw,
-            "/agent/v1/invoke",
-            &[("prefer", "respond-async")],
-            &common::envelope("demo.hold", "lab", "{}"),
-        )
-        .await;
-        let (id, token) = task_handle(&r);
-        hold.arrived.notified().await;
+        let (hold, gw, state, id, token) = held_task().await;
         let path = |q: &str| format!("/agent/v1/tasks/{id}/events{q}");
         let tok = [("x-nexus-task-token", token.as_str())];
         let now = send(gw, "GET", &path("?after=1"), &tok, b"").await.json();
@@ -39,21 +71,10 @@ fn events_with_wait_ms_answer_at_the_next_step() {
         let waiting = tokio::task::spawn_local(async move {
             send(gw, "GET", &p, &[("x-nexus-task-token", &t)], b"").await
         });
-        let tid = agent_gw::task::TaskId::parse(&id).unwrap();
-        let mut waited = false;
-        for _ in 0..5000 {
-            let n = state
-                .tasks
-                .borrow_mut()
-                .task(&tid)
-                .map_or(0, |t| t.watchers());
-            if n > 0 {
-                waited = true;
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
-        assert!(waited, "the events request waits for the task's next step");
+        assert!(
+            watched(&state, &id, &waiting).await,
+            "the events request waits for the task's next step"
+        );
         hold.release.notify_one();
         let doc = waiting.await.unwrap().json();
         assert_eq!(doc["status"], "completed", "{doc}");
@@ -84,21 +105,7 @@ fn a_neighbour_asking_for_events_with_wait_ms_waits_too() {
     use agent_gw::peer::{inbound, LocalExec, ASSERTION_HEADER};
 
     run(async {
-        let hold = backend("hold", Mode::Hold).await;
-        let (gw, state) = gateway_with(
-            lab_config(),
-            vec![route("r-h", "demo.hold", &hold.endpoint(), 1, false)],
-        )
-        .await;
-        let r = common::post(
-            gw,
-            "/agent/v1/invoke",
-            &[("prefer", "respond-async")],
-            &common::envelope("demo.hold", "lab", "{}"),
-        )
-        .await;
-        let (id, token) = task_handle(&r);
-        hold.arrived.notified().await;
+        let (hold, _gw, state, id, token) = held_task().await;
 
         let key = SigningKey::from_bytes(&[9; 32]);
         let plane = common::peer_plane(
@@ -141,25 +148,8 @@ fn a_neighbour_asking_for_events_with_wait_ms_waits_too() {
             let body = resp.into_body().collect().await.unwrap().to_bytes();
             (status, body)
         });
-        let tid = agent_gw::task::TaskId::parse(&id).unwrap();
-        let mut waited = false;
-        for _ in 0..5000 {
-            let n = state
-                .tasks
-                .borrow_mut()
-                .task(&tid)
-                .map_or(0, |t| t.watchers());
-            if n > 0 {
-                waited = true;
-                break;
-            }
-            if waiting.is_finished() {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
         assert!(
-            waited,
+            watched(&state, &id, &waiting).await,
             "the neighbour's events request waits for the next step"
         );
         hold.release.notify_one();

@@ -63,9 +63,17 @@ fn instance() -> Instance {
 
 /// The configuration as the driver reads it (no identity: ARPX is off).
 fn read(extra: &str) -> Input {
+    read_file(
+        &format!("{BASE}{extra}"),
+        Err("agentd.router_id is not set".into()),
+    )
+}
+
+/// A whole file and its identity files as the driver reads them on SIGHUP.
+fn read_file(text: &str, identity: Result<Identity, String>) -> Input {
     Input::ConfigRead {
-        loaded: Box::new(Ok(runtime(extra))),
-        identity: Box::new(Err("agentd.router_id is not set".into())),
+        loaded: Box::new(load_str(text, CONFIG_PATH)),
+        identity: Box::new(identity),
         cause: ReloadCause::Signal,
     }
 }
@@ -408,15 +416,7 @@ fn the_arpx_driver_listens_and_dials_through_effects_and_hears_back_through_inpu
     // A reload without the peer while its dial runs: the dial is
     // abandoned and, with no peer left, the listener closed.
     let without_b = MESH.split("config peer 'b'").next().unwrap();
-    let effects = run(
-        &mut i,
-        Input::ConfigRead {
-            loaded: Box::new(load_str(without_b, CONFIG_PATH)),
-            identity: Box::new(Ok(identity)),
-            cause: ReloadCause::Signal,
-        },
-        again.0 + 1,
-    );
+    let effects = run(&mut i, read_file(without_b, Ok(identity)), again.0 + 1);
     let io: Vec<String> = effects
         .iter()
         .filter_map(|e| match e {
@@ -452,15 +452,7 @@ fn a_listener_that_cannot_bind_is_shown_and_a_new_key_restarts_the_mesh() {
     let old = view.fingerprint;
     // A reload reads another key (the file was replaced): the mesh
     // restarts on it and listens again.
-    let effects = run(
-        &mut i,
-        Input::ConfigRead {
-            loaded: Box::new(load_str(MESH, CONFIG_PATH)),
-            identity: Box::new(Ok(identity_a())),
-            cause: ReloadCause::Signal,
-        },
-        2_000,
-    );
+    let effects = run(&mut i, read_file(MESH, Ok(identity_a())), 2_000);
     assert!(
         matches!(&effects[..], [Effect::Peer(PeerIo::Listen { serial: s, .. })] if s > serial),
         "{effects:?}"
@@ -484,15 +476,7 @@ fn the_identity_is_read_with_the_configuration_and_a_fixed_file_starts_the_mesh(
         Some("identity key /etc/agentd/identity.key: permission denied")
     );
     // The operator fixed it and reloads: the driver read it with the file.
-    let effects = run(
-        &mut i,
-        Input::ConfigRead {
-            loaded: Box::new(load_str(MESH, CONFIG_PATH)),
-            identity: Box::new(Ok(identity_a())),
-            cause: ReloadCause::Signal,
-        },
-        2_000,
-    );
+    let effects = run(&mut i, read_file(MESH, Ok(identity_a())), 2_000);
     assert!(
         matches!(&effects[..], [Effect::Peer(PeerIo::Listen { .. })]),
         "{effects:?}"
@@ -518,11 +502,7 @@ fn mdns_is_started_by_the_driver_and_a_failed_start_is_shown_and_retried_on_relo
     let with_mdns = BASE.replace("config discovery 'discovery'\n\toption enabled '0'\n", MDNS);
     let effects = run(
         &mut i,
-        Input::ConfigRead {
-            loaded: Box::new(load_str(&with_mdns, CONFIG_PATH)),
-            identity: Box::new(Err("agentd.router_id is not set".into())),
-            cause: ReloadCause::Signal,
-        },
+        read_file(&with_mdns, Err("agentd.router_id is not set".into())),
         2_000,
     );
     let [Effect::StartMdns(start)] = &effects[..] else {
@@ -546,11 +526,7 @@ fn mdns_is_started_by_the_driver_and_a_failed_start_is_shown_and_retried_on_relo
     // A reload tries again; the old start's late report is ignored.
     let effects = run(
         &mut i,
-        Input::ConfigRead {
-            loaded: Box::new(load_str(&with_mdns, CONFIG_PATH)),
-            identity: Box::new(Err("agentd.router_id is not set".into())),
-            cause: ReloadCause::Signal,
-        },
+        read_file(&with_mdns, Err("agentd.router_id is not set".into())),
         3_000,
     );
     let [Effect::StartMdns(again)] = &effects[..] else {

@@ -25,6 +25,8 @@ pub mod options;
 #[cfg(test)]
 mod origin_claims_tests;
 pub mod origins;
+#[cfg(test)]
+mod ownership_tests;
 pub mod peer_addrs;
 pub mod peers;
 pub mod persist;
