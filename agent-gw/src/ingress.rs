@@ -8,26 +8,25 @@
 //! `agent://<tenant>/<protocol>-client`. Nothing in a JSON-RPC payload
 //! names a tenant or an identity.
 //!
-//! A protocol call is an envelope run through the same admission
-//! (in-flight caps, tenant rate), policy, selection, forwarding, retries,
-//! deadlines and peer paths as `/agent/v1/invoke` and `invoke-stream`:
-//! the internal functions behind those endpoints take the envelope built
-//! here and a synthetic request head carrying the caller's credentials.
+//! A protocol call is an [`Invocation`] run through the one pipeline
+//! (`pipeline::invoke`): the same admission, policy, selection,
+//! forwarding, retries, deadlines and peer paths as `/agent/v1/invoke`.
 
 use std::net::IpAddr;
 
-use bytes::Bytes;
 use http::request::Parts;
-use http::{header, HeaderValue, Method, Response};
-use serde_json::{json, Value};
+use http::{HeaderValue, Response};
+use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::api::envelope::{Envelope, DIRECT_TASK_CONTROL};
+use crate::api::envelope::{Envelope, NewCall, DIRECT_TASK_CONTROL};
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::task_request::TaskRequest;
 use crate::body::Body;
-use crate::endpoints::invoke::{self, Admitted};
 use crate::endpoints::{authenticate, inflight_slot, Ctx, Need};
 use crate::origin;
+use crate::pipeline::{Hints, Invocation, Mode, Principal};
+use crate::router::TaskOp;
 
 /// Who a protocol call acts for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -70,25 +69,6 @@ pub fn check_origin(cx: &Ctx, parts: &Parts) -> Result<(), origin::Refusal> {
             addrs: &addrs,
         },
     )
-}
-
-/// The request head an internal invocation runs with: the caller's
-/// credentials and trace headers, plus `extra`.
-pub fn synthetic_parts(parts: &Parts, path: &str, extra: &[(&'static str, HeaderValue)]) -> Parts {
-    let mut b = http::Request::builder().method(Method::POST).uri(path);
-    for name in [header::AUTHORIZATION.as_str(), "traceparent", "tracestate"] {
-        if let Some(v) = parts.headers.get(name) {
-            b = b.header(name, v.clone());
-        }
-    }
-    for (name, v) in extra {
-        b = b.header(*name, v.clone());
-    }
-    match b.body(()) {
-        Ok(r) => r.into_parts().0,
-        // Every name and value above is valid; unreachable in practice.
-        Err(_) => http::Request::new(()).into_parts().0,
-    }
 }
 
 /// A fresh random id (hex) from the gateway's token generator: 128 bits
@@ -143,67 +123,67 @@ pub fn entry_hop_limit(gateway_hop_limit: u8) -> u8 {
 /// The envelope of `call` for `who`, with a fresh random `task_id`.
 pub fn envelope(cx: &Ctx, who: &Identity, call: &Call<'_>) -> Result<Envelope, ApiError> {
     data_only(&call.payload)?;
-    let doc = json!({
-        "version": "1.0",
-        "intent": call.capability,
-        "intent_version": call.version,
-        "task_id": random_id(16)?,
-        "source_agent": &*who.subject,
-        "tenant": &*who.tenant,
-        "hop_limit": entry_hop_limit(cx.state.cfg.hop_limit),
-        "constraints": {},
-        "payload": call.payload,
-    });
-    let mut env = Envelope::decode(Bytes::from(doc.to_string()))?;
-    env.apply_identity(&who.tenant, &who.subject);
-    Ok(env)
+    Envelope::for_call(NewCall {
+        intent: call.capability,
+        intent_version: call.version,
+        task_id: &random_id(16)?,
+        tenant: &who.tenant,
+        source_agent: &who.subject,
+        hop_limit: entry_hop_limit(cx.state.cfg.hop_limit),
+        payload: call.payload.clone(),
+    })
 }
 
-fn admitted(cx: &Ctx, env: Envelope) -> Result<Admitted, ApiError> {
-    let guard = inflight_slot(cx)?;
-    invoke::tenant_rate(&cx.state, &env.tenant)?;
-    Ok(Admitted { env, guard })
-}
-
-/// Runs `env` as a synchronous `/agent/v1/invoke`: the handler's answer
-/// (status and body as the handler gave them) or the typed refusal.
-pub async fn invoke_sync(
+/// The invocation of a protocol call: `env` for the caller of `cx`,
+/// with the request's trace context and deadline, arrived at `started`.
+/// `slot`: the in-flight slot it holds (`None`: the front end holds one
+/// for the whole request).
+pub fn invocation(
     cx: &Ctx,
-    parts: &Parts,
-    env: Envelope,
-) -> Result<Response<Body>, ApiError> {
-    let start = Instant::now();
-    let a = admitted(cx, env)?;
-    let p = synthetic_parts(parts, "/agent/v1/invoke", &[]);
-    invoke::invoke_admitted(cx, &p, a, start).await
+    headers: &http::HeaderMap,
+    (envelope, started): (Envelope, Instant),
+    mode: Mode,
+    slot: Option<crate::limits::InflightGuard>,
+) -> Result<Invocation, ApiError> {
+    Ok(Invocation {
+        principal: Principal::Caller {
+            source: cx.peer.ip(),
+        },
+        envelope,
+        mode,
+        hints: Hints::of_protocol(headers)?,
+        started,
+        slot,
+        conn: cx.conn.clone(),
+    })
 }
 
-/// Runs `env` as `/agent/v1/invoke-stream`: an event stream (with the
-/// stream task's id and token headers) when the handler streams, else
-/// its plain answer.
-pub async fn invoke_stream(
+/// Runs `env` as `/agent/v1/invoke` (sync) or `invoke-stream` does: the
+/// handler's answer (status and body as the handler gave them), an event
+/// stream with the stream task's id and token headers, or the typed
+/// refusal.
+pub async fn invoke(
     cx: &Ctx,
-    parts: &Parts,
+    headers: &http::HeaderMap,
     env: Envelope,
+    stream: bool,
 ) -> Result<Response<Body>, ApiError> {
-    let start = Instant::now();
-    let a = admitted(cx, env)?;
-    let p = synthetic_parts(
-        parts,
-        "/agent/v1/invoke-stream",
-        &[("accept", HeaderValue::from_static("text/event-stream"))],
-    );
-    invoke::invoke_stream_admitted(cx, &p, a, start, None).await
+    let slot = inflight_slot(cx)?;
+    let mode = if stream {
+        Mode::Stream { cursor: None }
+    } else {
+        Mode::Sync
+    };
+    let inv = invocation(cx, headers, (env, Instant::now()), mode, Some(slot))?;
+    Ok(crate::pipeline::invoke(&cx.state, inv)
+        .await?
+        .into_response())
 }
 
-/// Cancels the stream task `id` (what `DELETE /agent/v1/tasks/{id}`
-/// does: the handler's connection closes, across routers too).
-pub async fn cancel_task(cx: &Ctx, parts: &Parts, id: &str, token: &HeaderValue) {
-    let mut p = synthetic_parts(
-        parts,
-        "/agent/v1/tasks",
-        &[(crate::task::TASK_TOKEN_HEADER, token.clone())],
-    );
-    p.method = Method::DELETE;
-    let _ = crate::endpoints::tasks::task(cx, &p, id, crate::router::TaskOp::Cancel).await;
+/// Cancels the stream task `id` of `tenant` (what `DELETE
+/// /agent/v1/tasks/{id}` does: the handler's connection closes, across
+/// routers too).
+pub async fn cancel_task(cx: &Ctx, tenant: &str, id: &str, token: &HeaderValue) {
+    let req = TaskRequest::new(id, TaskOp::Cancel, token.clone());
+    let _ = crate::pipeline::remote::task_op(&cx.state, &req, Some(tenant)).await;
 }

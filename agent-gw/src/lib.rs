@@ -33,6 +33,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod origin;
 pub mod peer;
+pub mod pipeline;
 pub mod public;
 pub mod router;
 pub mod server;

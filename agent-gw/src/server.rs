@@ -131,7 +131,6 @@ fn context(state: Rc<AppState>, peer: SocketAddr, ingress: Ingress) -> (Ctx, Rc<
         state,
         peer,
         conn: conn.clone(),
-        hop: None,
         ingress,
     };
     (cx, conn)

@@ -8,18 +8,19 @@
 //! answers when the task changes, not on a timer.
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Method, Request, Response};
+use http::{header, HeaderValue, Response};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::api::error::ErrorCode;
+use crate::api::task_request::TaskRequest;
 use crate::body::{guarded, Body};
-use crate::endpoints::tasks::MAX_EVENTS_WAIT_MS;
 use crate::endpoints::Ctx;
 use crate::jsonrpc::Id;
 use crate::limits::InflightGuard;
+use crate::pipeline::tasks::MAX_EVENTS_WAIT_MS;
 use crate::router::TaskOp;
-use crate::task::{TaskFailure, TaskId, TaskResult, TaskState, TASK_TOKEN_HEADER};
+use crate::task::{TaskFailure, TaskId, TaskResult, TaskState};
 
 use super::error::{A2aError, Kind};
 use super::handle::Meta;
@@ -52,26 +53,21 @@ pub(crate) struct Remote {
 impl Remote {
     /// Task operation `op` (`query`: the events cursor and wait) on the
     /// task's router; its JSON answer, or the A2A error for its refusal.
-    async fn ask(&self, cx: &Ctx, op: TaskOp, query: &str) -> Result<Value, A2aError> {
-        let tid = self.tid;
-        let (method, path) = match op {
-            TaskOp::Status => (Method::GET, format!("/agent/v1/tasks/{tid}")),
-            TaskOp::Cancel => (Method::DELETE, format!("/agent/v1/tasks/{tid}")),
-            TaskOp::Events => (Method::GET, format!("/agent/v1/tasks/{tid}/events{query}")),
-            TaskOp::Result => (Method::GET, format!("/agent/v1/tasks/{tid}/result")),
-        };
-        let parts = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(TASK_TOKEN_HEADER, &*self.token)
-            .body(())
-            .map_err(|e| A2aError::new(Kind::Internal, format!("task request: {e}")))?
-            .into_parts()
-            .0;
+    async fn ask(&self, cx: &Ctx, op: TaskOp, wait: Option<(u64, u64)>) -> Result<Value, A2aError> {
+        let token = HeaderValue::from_str(&self.token)
+            .map_err(|_| A2aError::task_not_found(&self.a2a_id))?;
+        let mut req = TaskRequest::new(&self.tid.to_string(), op, token);
+        if let Some((after, wait_ms)) = wait {
+            req.after = after;
+            req.wait_ms = wait_ms;
+        }
         let not_found = || A2aError::task_not_found(&self.a2a_id);
-        let answer =
-            crate::endpoints::remote::task_op(cx, &parts, &tid, op, Some(&self.tenant)).await;
-        let resp: Response<Body> = answer.ok_or_else(not_found)?.map_err(A2aError::from)?;
+        let answer = crate::pipeline::remote::task_op(&cx.state, &req, Some(&self.tenant)).await;
+        let resp: Response<Body> = match answer {
+            Ok(r) => r,
+            Err(e) if e.code == ErrorCode::NotFound => return Err(not_found()),
+            Err(e) => return Err(A2aError::from(e)),
+        };
         let status = resp.status();
         let (head, body) = resp.into_parts();
         let bytes = crate::body::read_limited(&head.headers, body, max_doc(cx))
@@ -99,13 +95,13 @@ impl Remote {
 
     /// The task as A2A shows it now.
     pub async fn view(&self, cx: &Ctx) -> Result<TaskView, A2aError> {
-        let doc = self.ask(cx, TaskOp::Status, "").await?;
+        let doc = self.ask(cx, TaskOp::Status, None).await?;
         Ok(self.view_of(&doc))
     }
 
     /// `CancelTask` on the task's router; the task as it ends up.
     pub async fn cancel(&self, cx: &Ctx) -> Result<TaskView, A2aError> {
-        let doc = self.ask(cx, TaskOp::Cancel, "").await?;
+        let doc = self.ask(cx, TaskOp::Cancel, None).await?;
         Ok(self.view_of(&doc))
     }
 
@@ -145,8 +141,8 @@ impl Remote {
         cx: &Ctx,
         cursor: u64,
     ) -> Result<(Vec<(u64, String)>, TaskState), A2aError> {
-        let query = format!("?after={cursor}&wait_ms={MAX_EVENTS_WAIT_MS}");
-        let doc = self.ask(cx, TaskOp::Events, &query).await?;
+        let wait = Some((cursor, MAX_EVENTS_WAIT_MS));
+        let doc = self.ask(cx, TaskOp::Events, wait).await?;
         let events = doc["events"]
             .as_array()
             .map(|a| {
@@ -211,7 +207,7 @@ async fn pump(cx: Ctx, task: Remote, fresh: bool, id: Id, tx: mpsc::Sender<Bytes
     let doc = if fresh {
         serde_json::json!({"status": "pending", "last_seq": 0})
     } else {
-        match task.ask(&cx, TaskOp::Status, "").await {
+        match task.ask(&cx, TaskOp::Status, None).await {
             Ok(d) => d,
             Err(e) => {
                 let _ = tx.send(fail(&e)).await;

@@ -11,22 +11,20 @@
 
 use std::rc::Rc;
 
-use agentd::select::Query;
 use agentd::time::Millis;
 use bytes::Bytes;
 use http::request::Parts;
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{header, HeaderValue, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 use uci_schema::Protocol;
 
-use crate::api::envelope::Envelope;
+use crate::api::envelope::{Envelope, NewCall};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::{full, guarded, Body};
 use crate::catalog::{Caller, Entry};
 use crate::endpoints::{inflight_slot, read_body, Ctx};
-use crate::forward::retry::CallKind;
 use crate::jsonrpc::{self, Id, Message};
 use crate::limits::InflightGuard;
 use crate::task::{TaskId, TaskState};
@@ -38,7 +36,7 @@ use super::remote::{self, Remote};
 use super::task_view::TaskView;
 use super::wire::{SendMessage, TaskQuery};
 use super::{check_version, part, select_skill, stream, Method, VERSION_HEADER};
-use crate::endpoints::remote::Placement;
+use crate::pipeline::{Answer, Mode, Placement};
 
 /// Which agent a request addresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -456,31 +454,34 @@ impl Call<'_> {
         };
         let cx = self.cx;
         let payload = part::payload(&send.message.parts);
-        let mut env = self.envelope(&skill, &send.message.message_id, payload)?;
-        crate::endpoints::invoke::tenant_rate(&cx.state, &env.tenant)?;
-        env.consume_hop(cx.state.cfg.hop_limit, &cx.state.cfg.router_id)?;
-        let synthetic = self.synthetic_parts();
-        let deadline = crate::endpoints::invoke::deadline_of(cx, &synthetic, &env, self.start)?;
-        let q = Query {
-            capability: &env.intent,
-            version: env.intent_version,
-            tenant: &env.tenant,
-            source: Some(&env.source_agent),
-            target_agent: None,
+        let env = self.envelope(&skill, &send.message.message_id, payload)?;
+        let capability = env.intent.clone();
+        // The JSON-RPC request holds its own in-flight slot (it may wait
+        // for the task): the invocation takes none of its own.
+        let inv = crate::ingress::invocation(
+            cx,
+            &self.parts.headers,
+            (env, self.start),
+            Mode::Async,
+            None,
+        )?;
+        let placed = match crate::pipeline::invoke(&cx.state, inv).await? {
+            Answer::Placed(p) => p,
+            Answer::Response(_) => {
+                return Err(A2aError::new(
+                    Kind::Internal,
+                    "the invocation was answered without a task",
+                ))
+            }
         };
-        let candidates = cx.state.fib.borrow().candidates(&q, Millis::now())?;
-        let kind = CallKind {
-            sync: false,
-            resumed_stream: false,
-            caller_idempotent: false,
-            has_key: false,
-        };
-        let placed =
-            crate::endpoints::remote::place_async(cx, &synthetic, &env, candidates, kind, deadline)
-                .await?;
         let (tid, token, remote) = match placed {
             Placement::Here(tid, token) => (tid, token.to_hex().into_boxed_str(), false),
-            Placement::There(tid, token) => (tid, token, true),
+            Placement::There { id, token, .. } => (id, token, true),
+            Placement::Relayed(route, resp) => {
+                return Err(crate::pipeline::placement::refusal_of(&route, resp)
+                    .await
+                    .into())
+            }
         };
         let context_id: Box<str> = match &send.message.context_id {
             Some(c) => c.clone(),
@@ -512,7 +513,7 @@ impl Call<'_> {
             tenant: self.who.tenant.clone(),
             a2a_id,
             meta,
-            capability: env.intent.clone(),
+            capability,
         }))
     }
 
@@ -564,35 +565,15 @@ impl Call<'_> {
         payload: Value,
     ) -> Result<Envelope, ApiError> {
         crate::ingress::data_only(&payload)?;
-        let doc = json!({
-            "version": "1.0",
-            "intent": skill.capability,
-            "intent_version": skill.version,
-            "task_id": message_id,
-            "source_agent": &*self.who.subject,
-            "tenant": &*self.who.tenant,
-            "hop_limit": crate::ingress::entry_hop_limit(self.cx.state.cfg.hop_limit),
-            "payload": payload,
-        });
-        let mut env = Envelope::decode(Bytes::from(doc.to_string())).map_err(ApiError::from)?;
-        env.apply_identity(&self.who.tenant, &self.who.subject);
-        Ok(env)
-    }
-
-    /// The request head the invocation is made with: only the headers a
-    /// call relays or reads (trace context, the caller's deadline).
-    fn synthetic_parts(&self) -> Parts {
-        let mut b = Request::builder()
-            .method(http::Method::POST)
-            .uri(crate::forward::INVOKE_PATH);
-        for name in ["traceparent", "tracestate", "x-agentd-deadline-ms"] {
-            if let Some(v) = self.parts.headers.get(name) {
-                b = b.header(name, v.clone());
-            }
-        }
-        b.body(())
-            .map(|r| r.into_parts().0)
-            .unwrap_or_else(|_| Request::new(()).into_parts().0)
+        Envelope::for_call(NewCall {
+            intent: &skill.capability,
+            intent_version: skill.version,
+            task_id: message_id,
+            tenant: &self.who.tenant,
+            source_agent: &self.who.subject,
+            hop_limit: crate::ingress::entry_hop_limit(self.cx.state.cfg.hop_limit),
+            payload,
+        })
     }
 
     /// The task behind an A2A task id, if it is this caller's: right

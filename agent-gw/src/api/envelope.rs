@@ -109,6 +109,19 @@ impl From<DecodeError> for ApiError {
     }
 }
 
+/// The fields of a call a protocol front end makes (`Envelope::for_call`).
+#[derive(Clone, Debug)]
+pub struct NewCall<'a> {
+    pub intent: &'a str,
+    pub intent_version: u32,
+    pub task_id: &'a str,
+    pub tenant: &'a str,
+    pub source_agent: &'a str,
+    pub hop_limit: u8,
+    /// What the handler receives: tool arguments, a message's parts.
+    pub payload: Value,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Envelope {
     pub intent: Box<str>,
@@ -142,6 +155,70 @@ impl Envelope {
             .cloned();
         env.original = Some(bytes);
         Ok(env)
+    }
+
+    /// The envelope of a call a protocol front end makes (MCP, A2A):
+    /// built from typed fields, checked by the same rules as a decoded
+    /// one, never a document decoded again.
+    pub fn for_call(c: NewCall<'_>) -> Result<Envelope, ApiError> {
+        let check = |ok: bool, field: &'static str, why: &'static str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ApiError::from(err(field, Problem::Invalid(why))))
+            }
+        };
+        check(
+            agentd::route::check_capability(c.intent).is_ok() && c.intent.len() <= MAX_INTENT,
+            "intent",
+            "not a capability name",
+        )?;
+        check(
+            c.intent_version >= 1,
+            "intent_version",
+            "must be at least 1",
+        )?;
+        check(
+            !c.task_id.is_empty() && c.task_id.len() <= MAX_TASK_ID,
+            "task_id",
+            "must be 1 to 127 bytes",
+        )?;
+        check(
+            agentd::route::check_tenant(c.tenant).is_ok() && c.tenant.len() <= MAX_TENANT,
+            "tenant",
+            "not a tenant name",
+        )?;
+        check(
+            !c.source_agent.is_empty() && c.source_agent.len() <= MAX_AGENT,
+            "source_agent",
+            "must be 1 to 255 bytes",
+        )?;
+        check(c.hop_limit >= 1, "hop_limit", "must be at least 1")?;
+        check(!c.payload.is_null(), "payload", "must not be null")?;
+        let mut doc = Map::new();
+        doc.insert("version".into(), "1.0".into());
+        doc.insert("intent".into(), c.intent.into());
+        doc.insert("intent_version".into(), c.intent_version.into());
+        doc.insert("task_id".into(), c.task_id.into());
+        doc.insert("source_agent".into(), c.source_agent.into());
+        doc.insert("tenant".into(), c.tenant.into());
+        doc.insert("hop_limit".into(), c.hop_limit.into());
+        doc.insert("payload".into(), c.payload);
+        let bytes = Bytes::from(Value::Object(doc.clone()).to_string());
+        Ok(Envelope {
+            intent: c.intent.into(),
+            intent_version: c.intent_version,
+            task_id: c.task_id.into(),
+            source_agent: c.source_agent.into(),
+            tenant: c.tenant.into(),
+            hop_limit: c.hop_limit,
+            target_agent: None,
+            resume_from: None,
+            timeout_ms: None,
+            direct_control: None,
+            doc: OnceCell::from(doc),
+            original: Some(bytes),
+        })
     }
 
     fn from_slots(slots: &json::Slots) -> Result<Envelope, FieldError> {
@@ -415,5 +492,49 @@ mod tests {
             )),
             ErrorCode::InvalidCursor
         );
+    }
+
+    #[test]
+    fn a_protocol_call_builds_the_envelope_a_handler_gets() {
+        let call = NewCall {
+            intent: "demo.echo",
+            intent_version: 2,
+            task_id: "m1",
+            tenant: "lab",
+            source_agent: "agent://lab/mcp-client",
+            hop_limit: 9,
+            payload: serde_json::json!({"x": [1, "é"]}),
+        };
+        let e = Envelope::for_call(call.clone()).unwrap();
+        assert_eq!(
+            (&*e.intent, e.intent_version, e.hop_limit),
+            ("demo.echo", 2, 9)
+        );
+        let sent: Value = serde_json::from_slice(&e.to_bytes()).unwrap();
+        assert_eq!(sent["payload"], serde_json::json!({"x": [1, "é"]}));
+        assert_eq!(sent["tenant"], "lab");
+        // What the handler gets decodes under the strict rules.
+        assert_eq!(Envelope::decode(e.to_bytes()).unwrap().intent, e.intent);
+        let long = "m".repeat(MAX_TASK_ID + 1);
+        for bad in [
+            NewCall {
+                intent: "not a cap",
+                ..call.clone()
+            },
+            NewCall {
+                task_id: &long,
+                ..call.clone()
+            },
+            NewCall {
+                tenant: "Bad Tenant",
+                ..call.clone()
+            },
+            NewCall {
+                payload: Value::Null,
+                ..call.clone()
+            },
+        ] {
+            assert!(Envelope::for_call(bad).is_err());
+        }
     }
 }

@@ -7,6 +7,7 @@ pub mod fields;
 pub mod handler_body;
 pub mod json;
 pub mod registration;
+pub mod task_request;
 
 pub use envelope::{DecodeError, Envelope};
 pub use error::{ApiError, ErrorCode, Outcome};

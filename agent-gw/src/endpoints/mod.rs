@@ -6,8 +6,6 @@ pub mod auth;
 pub mod health;
 pub mod invoke;
 pub mod lease;
-pub mod remote;
-pub mod streams;
 pub mod tasks;
 
 use std::future::Future;
@@ -25,8 +23,8 @@ use agentd::owner::{Caller, Proof};
 
 use crate::auth::{Caller as AuthCaller, Scope, UnixSeconds};
 use crate::body::{full, read_limited, Body};
-use crate::limits::{InflightFull, InflightGuard};
-use crate::sources::Cap;
+use crate::limits::InflightGuard;
+pub use crate::pipeline::ConnAbort;
 use crate::state::AppState;
 
 /// Per-request context.
@@ -37,9 +35,6 @@ pub struct Ctx {
     /// Closes this request's client connection (e.g. a stream follower
     /// that stopped reading), whatever hyper is doing on it.
     pub conn: Rc<ConnAbort>,
-    /// Set on a call a peer router forwarded (its pinned route and
-    /// identity); `None` for the LAN's callers.
-    pub hop: Option<Rc<crate::peer::inbound::InboundHop>>,
     /// The listener the request came in on.
     pub ingress: Ingress,
 }
@@ -56,25 +51,6 @@ pub enum Ingress {
     Public,
     /// A peer router's data connection.
     Peer,
-}
-
-/// A one-shot "close this connection now" for the server's connection
-/// task, which races the hyper connection against it.
-#[derive(Debug, Default)]
-pub struct ConnAbort(tokio::sync::Notify);
-
-impl ConnAbort {
-    /// Asks the server to drop the connection (its socket closes, its
-    /// response body is dropped).
-    pub fn abort(&self) {
-        // A stored permit: an abort before the server waits still counts.
-        self.0.notify_one();
-    }
-
-    /// Resolves once [`abort`](ConnAbort::abort) was called.
-    pub async fn aborted(&self) {
-        self.0.notified().await;
-    }
 }
 
 /// What an endpoint needs the caller to be allowed to do.
@@ -132,36 +108,11 @@ pub fn authenticate(cx: &Ctx, parts: &Parts, need: Need) -> Result<Option<Verifi
     }
 }
 
-/// A slot under the in-flight caps (in total and for the caller's
-/// source), or the typed refusal: 503 `overloaded` with reason `inflight`
-/// or `source_inflight` and `Retry-After: 1`, logged rate-limited. Every
-/// endpoint that holds work in flight takes its slot here.
+/// A slot under the in-flight caps for this request's source
+/// (`pipeline::admission`). Every endpoint that holds work in flight
+/// takes its slot here.
 pub fn inflight_slot(cx: &Ctx) -> Result<InflightGuard, ApiError> {
-    cx.state
-        .inflight
-        .try_acquire(cx.peer.ip())
-        .map_err(|full| inflight_refusal(&cx.state, full))
-}
-
-/// The 503 `overloaded` answer (and rate-limited log line) of a refused
-/// in-flight slot; its reason names the cap (`peer_inflight`: the
-/// neighbour's share of calls it forwards).
-pub(crate) fn inflight_refusal(state: &crate::state::AppState, full: InflightFull) -> ApiError {
-    let (cap, reason) = match full {
-        InflightFull::Total { .. } => (Cap::Inflight, "inflight"),
-        InflightFull::Source { .. } => (Cap::InflightPerSource, "source_inflight"),
-        InflightFull::Peer { .. } => (Cap::InflightPerPeer, "peer_inflight"),
-    };
-    let line = state
-        .cap_log
-        .borrow_mut()
-        .refused(cap, &full, agentd::time::Millis::now());
-    if let Some(line) = line {
-        agentd::log_warn!("{line}");
-    }
-    ApiError::new(ErrorCode::Overloaded, format!("{full}; retry shortly"))
-        .reason(reason)
-        .retry_after_ms(1000)
+    crate::pipeline::admission::enter(&cx.state, cx.peer.ip())
 }
 
 /// Reads the whole body within the configured request size limit.

@@ -74,13 +74,33 @@ pub fn budget_ms(
     envelope_timeout: Option<u64>,
     default_ms: u64,
 ) -> Result<u64, ApiError> {
+    Ok(fold_budget(
+        header_budget_ms(headers)?,
+        envelope_timeout,
+        default_ms,
+    ))
+}
+
+/// What the request's headers ask for: the smaller of the caller's
+/// timeout and an upstream hop's remaining deadline, if either is there.
+pub fn header_budget_ms(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
     let asked = [
         header_ms(headers, &TIMEOUT_NAME)?,
         header_ms(headers, &DEADLINE_NAME)?,
-        envelope_timeout,
     ];
-    let budget = asked.into_iter().flatten().min().unwrap_or(default_ms);
-    Ok(budget.min(MAX_TIMEOUT_MS))
+    Ok(asked.into_iter().flatten().min())
+}
+
+/// The budget of a call whose headers asked for `headers_ms` and whose
+/// envelope for `envelope_timeout`: the smallest, else `default_ms`;
+/// capped at 5 minutes.
+pub fn fold_budget(headers_ms: Option<u64>, envelope_timeout: Option<u64>, default_ms: u64) -> u64 {
+    let budget = [headers_ms, envelope_timeout]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(default_ms);
+    budget.min(MAX_TIMEOUT_MS)
 }
 
 #[cfg(test)]

@@ -493,7 +493,7 @@ fn reserve_stream(
     } else {
         Err(refusal)
     };
-    again.map_err(|r| crate::endpoints::tasks::task_error(crate::task::TaskError::Budget(r)))
+    again.map_err(|r| crate::pipeline::tasks::task_error(crate::task::TaskError::Budget(r)))
 }
 
 /// Answers a `tools/call` with an event stream and runs the call in a
@@ -554,10 +554,9 @@ fn start_call(
         state: cx.state.clone(),
         peer: cx.peer,
         conn: Rc::new(ConnAbort::default()),
-        hop: None,
         ingress: cx.ingress,
     };
-    let task_parts = ingress::synthetic_parts(parts, "/mcp", &[]);
+    let headers = parts.headers.clone();
     let owned_sid: Option<Box<str>> = sid.map(Into::into);
     let report = tools::Reporter {
         stream: stream.clone(),
@@ -568,7 +567,7 @@ fn start_call(
     tokio::task::spawn_local(async move {
         let task: tools::StreamTask = Default::default();
         let outcome = tokio::select! {
-            r = tools::call(&task_cx, &task_parts, &who, &req, &report, &task) => Some(r),
+            r = tools::call(&task_cx, &headers, &who, &req, &report, &task) => Some(r),
             () = run_cancel.notified() => None,
         };
         match outcome {
@@ -579,7 +578,7 @@ fn start_call(
                 // explicitly, wherever it runs.
                 let started = task.borrow_mut().take();
                 if let Some((tid, token)) = started {
-                    ingress::cancel_task(&task_cx, &task_parts, &tid, &token).await;
+                    ingress::cancel_task(&task_cx, &who.tenant, &tid, &token).await;
                 }
                 if !modern {
                     report.emit(&jsonrpc::error(

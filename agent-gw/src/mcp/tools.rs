@@ -18,7 +18,6 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use http::request::Parts;
 use http::{HeaderValue, Response};
 use http_body_util::BodyExt;
 use serde_json::{json, Map, Value};
@@ -215,7 +214,7 @@ pub type StreamTask = Rc<RefCell<Option<(String, HeaderValue)>>>;
 /// Runs `req` for `who` and returns the `tools/call` result.
 pub async fn call(
     cx: &Ctx,
-    parts: &Parts,
+    headers: &http::HeaderMap,
     who: &Identity,
     req: &CallRequest,
     report: &Reporter,
@@ -245,11 +244,8 @@ pub async fn call(
         Ok(env) => env,
         Err(e) => return api_error_result(&e),
     };
-    let answer = if req.progress.is_some() && visibility == Visibility::Usable {
-        ingress::invoke_stream(cx, parts, env).await
-    } else {
-        ingress::invoke_sync(cx, parts, env).await
-    };
+    let stream = req.progress.is_some() && visibility == Visibility::Usable;
+    let answer = ingress::invoke(cx, headers, env, stream).await;
     match answer {
         Err(e) => api_error_result(&e),
         Ok(resp) => relay(cx, resp, report, task).await,

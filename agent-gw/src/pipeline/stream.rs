@@ -1,4 +1,4 @@
-//! `POST /agent/v1/invoke-stream`: resumable SSE streams held as tasks.
+//! Streams: resumable SSE streams held as tasks.
 //!
 //! A stream is identified by (verified tenant, source agent, intent,
 //! envelope `task_id`). The first request dispatches the handler once and
@@ -9,28 +9,24 @@
 //! is never called again. A caller that disconnects leaves the producer
 //! running; `DELETE /agent/v1/tasks/{id}` (id and token in the
 //! `X-Nexus-Task-*` response headers) cancels it, which closes the
-//! connection to the handler.
+//! connection to the handler. A stream whose handler is on another
+//! router lives there (`remote`); this router relays it.
 
 use std::cell::RefCell;
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
 use agentd::route::RouteId;
 use agentd::time::Millis;
 use bytes::Bytes;
-use http::request::Parts;
 use http::{header, HeaderValue, Response};
 use tokio::sync::mpsc;
 
 use crate::api::envelope::Envelope;
 use crate::api::error::ApiError;
 use crate::body::{guarded, Body};
-use crate::endpoints::tasks::task_error;
-use crate::endpoints::{ConnAbort, Ctx};
-use crate::forward::deadline::Deadline;
-use crate::forward::retry::CallKind;
-use crate::forward::{relay_response, Candidate, ROUTE_ID_HEADER};
+use crate::forward::{relay_response, ROUTE_ID_HEADER};
 use crate::limits::InflightGuard;
 use crate::state::AppState;
 use crate::task::live::{produce_stream, SseLimits};
@@ -39,13 +35,48 @@ use crate::task::{
     TaskToken, TASK_ID_HEADER, TASK_TOKEN_HEADER,
 };
 
-/// Where and how a call is sent: one ordered FIB snapshot, the retry
-/// class, and the caller's one deadline.
-#[derive(Debug)]
-pub struct Dispatch {
-    pub candidates: Vec<Candidate>,
-    pub kind: CallKind,
-    pub deadline: Deadline,
+use super::decision::{self, goes_to_peer, Dispatch};
+use super::dispatch::{self, Relay};
+use super::invocation::{ConnAbort, Invocation, Principal};
+use super::remote;
+use super::tasks::{deadline_millis, task_error};
+
+/// Serves a stream invocation: passing through to the router that holds
+/// it, resuming a stream held here or elsewhere, or starting it.
+pub async fn serve(
+    core: &Rc<AppState>,
+    mut inv: Invocation,
+    header_cursor: Option<u64>,
+) -> Result<Response<Body>, ApiError> {
+    let cursor = header_cursor.max(inv.envelope.resume_from).unwrap_or(0);
+    let kind = decision::kind(&inv, false, cursor > 0);
+    match &inv.principal {
+        Principal::Neighbour(_) => {
+            let d = decision::decide(core, &inv, kind)?;
+            if goes_to_peer(&d.candidates) {
+                // Passing through: the stream lives further on.
+                return dispatch::forward(core, inv, d, Relay::Stream).await;
+            }
+        }
+        Principal::Caller { .. } => {
+            if let Some(answer) = remote::stream_elsewhere(core, &inv, kind).await {
+                return answer;
+            }
+        }
+    }
+    match plan(core, &inv.envelope, cursor)? {
+        Plan::Resume(id) => {
+            let slot = inv.slot.take();
+            follow(core, &inv, id, cursor, slot)
+        }
+        Plan::Start(key, digest) => {
+            let d = decision::decide(core, &inv, kind)?;
+            if goes_to_peer(&d.candidates) && inv.principal.neighbour().is_none() {
+                return remote::start_stream(core, inv, key, d).await;
+            }
+            start(core, inv, (key, digest), d).await
+        }
+    }
 }
 
 /// How a stream request is to be served.
@@ -59,10 +90,10 @@ pub enum Plan {
 
 /// Decides between resuming and starting, or refuses with a typed error
 /// (unknown/expired stream with a cursor, changed request, lost history).
-pub fn plan(cx: &Ctx, env: &Envelope, cursor: u64) -> Result<Plan, ApiError> {
+fn plan(core: &AppState, env: &Envelope, cursor: u64) -> Result<Plan, ApiError> {
     let key = StreamKey::new(&env.tenant, &env.source_agent, &env.intent, &env.task_id);
     let digest = object_digest(env.doc());
-    let mut t = cx.state.tasks.borrow_mut();
+    let mut t = core.tasks.borrow_mut();
     t.expire(Millis::now());
     match t.resume(&key, &digest, cursor) {
         Ok(id) => Ok(Plan::Resume(id)),
@@ -78,26 +109,28 @@ pub fn plan(cx: &Ctx, env: &Envelope, cursor: u64) -> Result<Plan, ApiError> {
 /// follower: released at once).
 type Slot = Rc<RefCell<Option<InflightGuard>>>;
 
-/// Serves a follower of `id` from `cursor` as the SSE response.
-pub fn follow(
-    cx: &Ctx,
+/// Serves a follower of `id` from `cursor` as the SSE response of
+/// `inv`, which holds `slot` while it lasts.
+fn follow(
+    core: &Rc<AppState>,
+    inv: &Invocation,
     id: TaskId,
     cursor: u64,
-    guard: InflightGuard,
+    slot: Option<InflightGuard>,
 ) -> Result<Response<Body>, ApiError> {
-    let follower = Follower::new(&cx.state.tasks, id, cursor).map_err(task_error)?;
+    let follower = Follower::new(&core.tasks, id, cursor).map_err(task_error)?;
     let (tx, rx) = mpsc::channel::<Bytes>(4);
-    let slot: Slot = Rc::new(RefCell::new(Some(guard)));
-    let drain = Duration::from_millis(cx.state.cfg.stream_drain_timeout_ms);
+    let slot: Slot = Rc::new(RefCell::new(slot));
+    let drain = Duration::from_millis(core.cfg.stream_drain_timeout_ms);
     tokio::task::spawn_local(pump(
         follower,
         tx,
         Stall {
             drain,
             slot: slot.clone(),
-            conn: cx.conn.clone(),
-            state: cx.state.clone(),
-            peer: cx.peer,
+            conn: inv.conn.clone(),
+            state: core.clone(),
+            peer: inv.principal.source(),
         },
     ));
     let mut r = Response::new(guarded(crate::body::channel(rx), slot));
@@ -107,7 +140,7 @@ pub fn follow(
         HeaderValue::from_static("text/event-stream"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    if let Some(task) = cx.state.tasks.borrow_mut().task(&id) {
+    if let Some(task) = core.tasks.borrow_mut().task(&id) {
         if let Some(route) = task
             .route_id
             .as_ref()
@@ -128,7 +161,7 @@ struct Stall {
     slot: Slot,
     conn: Rc<ConnAbort>,
     state: Rc<AppState>,
-    peer: SocketAddr,
+    peer: IpAddr,
 }
 
 /// Moves follower chunks to the response until the stream ends or the
@@ -174,19 +207,13 @@ async fn pump(mut follower: Follower, tx: mpsc::Sender<Bytes>, stall: Stall) {
 /// hands its body to a producer and answers as a follower from 0. A
 /// handler that answers anything else is relayed unchanged and the task is
 /// forgotten, as is a dispatch that failed, so the caller may retry.
-pub async fn start(
-    cx: &Ctx,
-    parts: &Parts,
-    env: &Envelope,
+async fn start(
+    core: &Rc<AppState>,
+    mut inv: Invocation,
     (key, digest): (StreamKey, [u8; 32]),
-    dispatch: Dispatch,
-    guard: InflightGuard,
+    d: Dispatch,
 ) -> Result<Response<Body>, ApiError> {
-    let Dispatch {
-        candidates,
-        kind,
-        deadline,
-    } = dispatch;
+    let env = &inv.envelope;
     let body = env.to_bytes();
     let new = NewTask {
         kind: TaskKind::Stream,
@@ -196,12 +223,11 @@ pub async fn start(
         route_id: None,
         request_digest: digest,
         stream_key: Some(key),
-        source: cx.peer.ip(),
-        deadline: Some(crate::endpoints::tasks::deadline_millis(deadline)),
+        source: inv.principal.source(),
+        deadline: Some(deadline_millis(d.deadline)),
         body_bytes: body.len(),
     };
-    let admitted = cx
-        .state
+    let admitted = core
         .tasks
         .borrow_mut()
         .try_insert(new, Millis::now())
@@ -209,23 +235,21 @@ pub async fn start(
     let id = admitted.id;
     // A peer path further down the list gets the stream request too (the
     // history is ours once a local candidate came first).
-    let mut out =
-        crate::endpoints::invoke::outgoing_body(cx, parts, env, body, &candidates).stream();
+    let mut out = dispatch::outgoing(core, &inv, body, &d.candidates).stream();
     out.relay.insert(
         header::ACCEPT,
         HeaderValue::from_static("text/event-stream"),
     );
     out.relay.remove("last-event-id");
-    let pin = |route: &RouteId| cx.state.tasks.borrow_mut().pin_route(&id, route.clone());
-    let fwd = match cx
-        .state
+    let pin = |route: &RouteId| core.tasks.borrow_mut().pin_route(&id, route.clone());
+    let fwd = match core
         .forwarder
-        .forward_observed(&env.intent, &candidates, &out, kind, deadline, &pin)
+        .forward_observed(&env.intent, &d.candidates, &out, d.kind, d.deadline, &pin)
         .await
     {
         Ok(f) => f,
         Err(e) => {
-            cx.state.tasks.borrow_mut().remove(&id);
+            core.tasks.borrow_mut().remove(&id);
             return Err(e);
         }
     };
@@ -241,24 +265,23 @@ pub async fn start(
                     .starts_with("text/event-stream")
             });
     if !is_sse {
-        cx.state.tasks.borrow_mut().remove(&id);
-        let resp = relay_response(fwd);
-        let (head, body) = resp.into_parts();
-        return Ok(Response::from_parts(head, guarded(body, guard)));
+        core.tasks.borrow_mut().remove(&id);
+        return Ok(dispatch::hold(relay_response(fwd), inv.slot));
     }
     // Dispatched: the body is no longer kept for a resend.
     drop(out);
-    cx.state.tasks.borrow_mut().dispatched(&id);
+    core.tasks.borrow_mut().dispatched(&id);
     let body = fwd.response.into_body();
     tokio::task::spawn_local(produce_stream(
-        cx.state.tasks.clone(),
+        core.tasks.clone(),
         id,
         admitted.cancel,
         async move { Ok::<_, TaskFailure>(body) },
         SseLimits::default(),
         Millis::now,
     ));
-    let mut r = follow(cx, id, 0, guard)?;
+    let slot = inv.slot.take();
+    let mut r = follow(core, &inv, id, 0, slot)?;
     insert_token(&mut r, &admitted.token);
     Ok(r)
 }
