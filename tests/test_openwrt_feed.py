@@ -89,6 +89,48 @@ def test_luci_package_uses_luci_mk() -> None:
     assert "+agentd" in v["LUCI_DEPENDS"].split() and v["LUCI_PKGARCH"] == "all"
 
 
+def scanned_packages(feed_dir: Path) -> Dict[str, Path]:
+    """What `scripts/feeds update` indexes in a feed directory: OpenWrt's
+    include/scan.mk runs `find -L $(SCAN_DIR) -mindepth 1 -maxdepth 5 -name
+    Makefile` (SCAN_DEPTH=5 from scripts/feeds), keeps the Makefiles that
+    match `call (Build/DefaultTargets|BuildPackage|KernelPackage)`, and
+    `feeds install` links the directory, which make enters with `-C` (so
+    CURDIR is its resolved path). Package directory name -> resolved dir."""
+    found = subprocess.run(["find", "-L", str(feed_dir), "-mindepth", "1", "-maxdepth", "5", "-name", "Makefile"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    out: Dict[str, Path] = {}
+    for mk in sorted(found):
+        text = Path(mk).read_text(errors="replace")
+        if re.search(r"call (Build/DefaultTargets|BuildPackage|KernelPackage)", text):
+            pkg_dir = Path(mk).parent
+            assert pkg_dir.name not in out, f"{pkg_dir.name} indexed twice: {out[pkg_dir.name]} and {pkg_dir}"
+            out[pkg_dir.name] = pkg_dir.resolve()
+    return out
+
+
+@pytest.mark.parametrize("feed_dir", [FEED, REPO], ids=["src-link openwrt-feed", "src-git whole repository"])
+def test_scripts_feeds_finds_the_three_packages_and_luci_mk_finds_the_app(feed_dir: Path) -> None:
+    """A `src-link` feed (the feed directory) and a `src-git` clone (the
+    whole repository) index exactly the three packages, and the LuCI
+    package's directory gives luci.mk everything it reads from the
+    top-level luci-app/: ./htdocs and ./root for Build/Prepare, ./po for
+    the translations, the package name from the directory's own name
+    (LUCI_NAME ?= $(notdir $(CURDIR)))."""
+    pkgs = scanned_packages(feed_dir)
+    assert sorted(pkgs) == sorted(PACKAGES), pkgs
+    luci = pkgs["luci-app-agentd"]
+    assert luci.name == "luci-app-agentd", luci
+    app = REPO / "luci-app"
+    for d in ("htdocs", "root", "po"):
+        assert (luci / d).resolve() == app / d, (d, (luci / d).resolve())
+    assert (luci / "htdocs" / "luci-static" / "resources" / "view" / "agentd" / "settings.js").is_file()
+    assert (luci / "root" / "usr" / "share" / "rpcd" / "acl.d" / "luci-app-agentd.json").is_file()
+    assert (luci / "po" / "templates" / "agentd.pot").is_file()
+    # The Rust packages build from the checkout two levels up.
+    for rust in ("agentd", "agent-gw"):
+        assert pkgs[rust].parents[1] == REPO.resolve(), pkgs[rust]
+
+
 def test_shipped_default_config_passes_check_config(bins) -> None:
     cfg = FEED / "agentd" / "files" / "agentd.config"
     p = subprocess.run([str(bins.agentd), "--check-config", str(cfg)], capture_output=True, timeout=30)

@@ -1,5 +1,5 @@
 """The LuCI harness web server (tests only): serves the luci-app-agentd
-views from openwrt-feed/luci-app-agentd/htdocs, the LuCI client runtime
+views from luci-app/htdocs, the LuCI client runtime
 stand-in from tests/luci-harness/standin, one page per menu.d entry
 (`/cgi-bin/luci/admin/services/agentd/<page>`, as LuCI's dispatcher
 serves a `"type": "view"` action), and the ubus JSON-RPC endpoint
@@ -18,7 +18,7 @@ from luci_rpcd import Rpcd
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-APP = REPO / "openwrt-feed" / "luci-app-agentd"
+APP = REPO / "luci-app"
 RESOURCES = APP / "htdocs" / "luci-static" / "resources"
 STANDIN = HERE / "standin"
 MENU = APP / "root" / "usr" / "share" / "luci" / "menu.d" / "luci-app-agentd.json"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes openwrt-feed/luci-app-agentd/po/templates/agentd.pot: every
+"""Writes luci-app/po/templates/agentd.pot: every
 string the app's JavaScript passes to `_()` or `N_()` and every menu.d
 title (what LuCI's build/i18n-scan.pl collects), with file:line references, sorted by
 first appearance. test_luci_static.py checks the committed template is
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 HERE = Path(__file__).resolve().parent
-FEED = HERE.parents[1] / "openwrt-feed"
-APP = FEED / "luci-app-agentd"
+REPO = HERE.parents[1]
+APP = REPO / "luci-app"
 POT = APP / "po" / "templates" / "agentd.pot"
 
 # _('...'), _("..."), N_(n, '...', '...') — plain literals, as i18n-scan.pl.
@@ -60,13 +60,13 @@ def generate() -> str:
     refs: Dict[str, List[str]] = {}
     files = sorted((APP / "htdocs").rglob("*.js"))
     for f in files:
-        rel = f.relative_to(FEED).as_posix()
+        rel = f.relative_to(REPO).as_posix()
         for line, s in strings(f.read_text(encoding="utf-8")):
             if s:
                 refs.setdefault(s, []).append(f"{rel}:{line}")
     # Menu titles are translated too (i18n-scan.pl reads menu.d JSON).
     for f in sorted((APP / "root" / "usr" / "share" / "luci" / "menu.d").glob("*.json")):
-        rel = f.relative_to(FEED).as_posix()
+        rel = f.relative_to(REPO).as_posix()
         for no, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
             m = re.search(r'"title"\s*:\s*"((?:[^"\\]|\\.)*)"', line)
             if m:

@@ -2,7 +2,7 @@
 //! Settings, Policy and Mappings pages validate exactly what
 //! `agentd --check-config` accepts (one source of truth):
 //!
-//! - `openwrt-feed/luci-app-agentd/htdocs/luci-static/resources/agentd/schema.js`
+//! - `luci-app/htdocs/luci-static/resources/agentd/schema.js`
 //!   (shipped): every section and option with kind, range, enum values,
 //!   default, what an empty value means, and its doc line;
 //! - `tests/luci-harness/validation-samples.json` (tests only): a corpus of
@@ -19,8 +19,7 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 use uci_schema::schema::{check_value, DefaultValue, Kind, OptionSpec, SECTIONS};
 
-const SCHEMA_JS: &str =
-    "../openwrt-feed/luci-app-agentd/htdocs/luci-static/resources/agentd/schema.js";
+const SCHEMA_JS: &str = "../luci-app/htdocs/luci-static/resources/agentd/schema.js";
 const SAMPLES: &str = "../tests/luci-harness/validation-samples.json";
 
 /// The kind as the JavaScript validator names it, and its parameters. An
