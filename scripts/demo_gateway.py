@@ -50,15 +50,15 @@ config agentd 'main'
 # !!! the default (and the only sane setting on a real LAN) is auth 'jwt'.
 config gateway 'gateway'
 \toption sdk_listen '127.0.0.1:{port}'
-\toption public_listen ''
-\toption admin_listen ''
-\toption peer_listen ''
+\toption public_listen 'off'
+\toption admin_listen 'off'
+\toption peer_listen 'off'
 \toption auth 'none'
 # Unauthenticated MCP/A2A callers act for this tenant (the demo agent's).
 \toption protocol_tenant 'lab'
 
 config arpx 'arpx'
-\toption listen ''
+\toption listen 'off'
 
 config discovery 'discovery'
 \toption enabled '0'

@@ -60,8 +60,8 @@ config agentd 'main'
 # !!! LAB MODE: auth 'none' (no bearer tokens), for this local demo only.
 config gateway 'gateway'
 \toption sdk_listen '127.0.0.1:{sdk}'
-\toption public_listen ''
-\toption admin_listen ''
+\toption public_listen 'off'
+\toption admin_listen 'off'
 \toption peer_listen '127.0.0.1:{peer}'
 \toption auth 'none'
 

@@ -270,10 +270,13 @@ def test_settings_policy_and_mapping_changes_land_in_the_file_and_the_daemon(bro
     assert "option rate_per_second '150'" in body
     # Only the changed option means something else now (options at their
     # default may have been dropped or written, as LuCI does); in
-    # particular `public_listen ''` (off) is still off.
+    # particular the listeners the file turns off with 'off' stay off (an
+    # empty value would have been dropped by the uci layer, turning them
+    # back on: issue 24).
     changed = {k: v for k, v in meanings(Package.parse(body)).items() if meanings(Package.parse(original)).get(k) != v}
     assert changed == {("gateway", "rate_per_second"): "150"}, changed
-    assert "option public_listen ''" in body
+    for sec, opt in (("gateway", "public_listen"), ("gateway", "admin_listen")):
+        assert Package.parse(body).get(sec).options.get(opt) == "off", (sec, opt, body)
     gen1 = wait_for("agentd reloaded the settings", lambda: (lambda s: s["config"]["generation"] > gen0 and s)(lab.status()),
                     timeout=10)
     assert gen1["config"]["ok"], gen1["config"]

@@ -165,7 +165,8 @@ fn control_rate(g: &uci_schema::Gateway) -> Rate {
     }
 }
 
-/// A listener option whose empty value disables the listener.
+/// A listener option: empty in the typed config (`'off'` in the file; an
+/// empty or absent option is the default address) disables the listener.
 fn optional_listener(option: &str, value: &str, problems: &mut Vec<String>) -> Option<SocketAddr> {
     if value.is_empty() {
         return None;

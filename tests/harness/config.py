@@ -120,11 +120,11 @@ def base_config(
     main.update(agentd or {})
     gw: Dict[str, Value] = {
         "sdk_listen": f"{sdk_host}:{port}",
-        "public_listen": "",
-        "peer_listen": "",
+        "public_listen": "off",
+        "peer_listen": "off",
         # Tests that scrape set their own port; the default would have
         # every stack on this host try 127.0.0.1:9101.
-        "admin_listen": "",
+        "admin_listen": "off",
         "auth": auth,
         "control_rate_per_source": 1_000_000,
         "control_burst_per_source": 1_000_000,
@@ -133,7 +133,7 @@ def base_config(
     cfg.sections = [
         Section("agentd", "main", main),
         Section("gateway", "gateway", gw),
-        Section("arpx", "arpx", {"listen": ""}),
+        Section("arpx", "arpx", {"listen": "off"}),
         Section("discovery", "discovery", {"enabled": 0}),
     ]
     for name, opts in tenants:

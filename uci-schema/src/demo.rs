@@ -25,7 +25,7 @@ config agentd 'main'
 
 config gateway 'gateway'
 	option sdk_listen '127.0.0.1:7446'
-	option public_listen ''           # no public ingress in the demo
+	option public_listen 'off'        # no public ingress in the demo
 	option peer_listen '127.0.0.1:7447'
 	# Lab mode: callers are not authenticated. Never use this on a real LAN.
 	option auth 'none'

@@ -18,6 +18,10 @@ pub fn defaults_doc() -> String {
          `agentd --check-config` refuses the file, and the daemons start on what is \
          valid in it (below) and list every problem in `agentctl status`.\n\
          - An absent option takes its default; `0` is a value like any other, never \"unset\".\n\
+         - An option set to `''` is absent: libuci does not store it when it reads the \
+         file (`uci`, rpcd and LuCI never see it, and the next `uci commit` or LuCI save \
+         writes the file without it), and the daemons read it the same way. A listener \
+         that is on by default is turned off with `'off'`.\n\
          - Durations are in the unit their name says (`_ms`, `_s`); plain durations are seconds.\n\
          - `unlimited` is 18446744073709551615 (2^64-1).\n\
          - Section names are unique across *all* section types of the file (libuci \
@@ -121,10 +125,13 @@ fn values_cell(o: &OptionSpec) -> String {
         kind => kind.to_string(),
     };
     if let Some(means) = o.empty {
-        if check_value(o.kind, crate::schema::OFF) {
-            let _ = write!(v, "; '' = {means}");
-        } else {
+        let off = !check_value(o.kind, crate::schema::OFF);
+        if o.needs_off() {
+            let _ = write!(v, "; 'off' = {means}");
+        } else if off {
             let _ = write!(v, "; '' or 'off' = {means}");
+        } else {
+            let _ = write!(v, "; '' = {means}");
         }
     }
     v

@@ -71,8 +71,10 @@ pub fn default_config() -> String {
          # Shipped by the agentd package; generated from uci-schema, so every\n\
          # value below is the built-in default. Every option, its range and\n\
          # meaning: docs/config.md. Check a change: agentd --check-config FILE.\n\
-         # Apply it: uci commit agentd (procd reloads both daemons) or\n\
-         # /etc/init.d/agentd reload.\n",
+         # Apply it: /etc/init.d/agentd reload, or reload_config after uci\n\
+         # commit agentd (uci commit alone reloads nothing); LuCI's Save & Apply\n\
+         # does both. An option set to '' is the same as an absent one (its\n\
+         # default); a listener is turned off with 'off'.\n",
     );
     for (ty, options) in SHOWN {
         let spec = section_spec(ty).expect("SHOWN names schema sections");
@@ -81,10 +83,9 @@ pub fn default_config() -> String {
         for name in *options {
             let opt = spec.option(name).expect("SHOWN names schema options");
             let doc = match opt.empty {
-                Some(means) if matches!(opt.default, DefaultValue::Text("")) => {
-                    format!("{} Empty: {means}.", opt.doc)
-                }
-                _ => opt.doc.to_string(),
+                Some(means) if opt.needs_off() => format!("{} 'off': {means}.", opt.doc),
+                Some(means) => format!("{} Empty: {means}.", opt.doc),
+                None => opt.doc.to_string(),
             };
             out.push_str(&format!("\t# {doc}\n"));
             match opt.default {

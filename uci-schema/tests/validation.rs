@@ -510,7 +510,6 @@ fn value_kinds_in_context() {
         ("config gateway 'g'\n\tlist bootstrap_networks '10.0.0.0/33'\n", "bootstrap_networks"),
         ("config gateway 'g'\n\tlist bootstrap_networks 'lan'\n", "bootstrap_networks"),
         ("config gateway 'g'\n\toption sdk_listen 'localhost:7446'\n", "sdk_listen"),
-        ("config gateway 'g'\n\toption sdk_listen ''\n", "sdk_listen"),
         ("config agentd 'main'\n\toption router_id 'router_a'\n", "router_id"),
         ("config agentd 'main'\n\toption identity 'relative/key'\n", "identity"),
         ("config agentd 'main'\n\toption enabled 'maybe'\n", "enabled"),
@@ -537,17 +536,31 @@ fn value_kinds_in_context() {
     }
 }
 
+/// libuci does not store `option x ''` (it drops it when it reads the
+/// file, so rpcd and LuCI never see it and their next commit writes the
+/// file without it): the daemons read it as absent too, i.e. as the
+/// default — a listener stays on, a required option is missing — and
+/// only `off` turns a listener off.
 #[test]
-fn empty_means_off_where_documented() {
-    let c = ok("config gateway 'g'\n\toption public_listen ''\n\toption peer_listen ''\nconfig arpx 'a'\n\toption listen ''\n");
-    assert_eq!(
-        (
-            c.gateway.public_listen.as_str(),
-            c.gateway.peer_listen.as_str(),
-            c.arpx.listen.as_str()
-        ),
-        ("", "", "")
-    );
+fn an_empty_value_reads_as_absent_as_libuci_reads_it() {
+    let c = ok(concat!(
+        "config gateway 'g'\n\toption public_listen ''\n\toption peer_listen ''\n",
+        "\toption admin_listen ''\n\toption sdk_listen ''\n",
+        "config arpx 'a'\n\toption listen ''\n",
+        "config agentd 'main'\n\toption domain_ca ''\n\toption max_routes ''\n",
+    ));
+    let d = ok("");
+    assert_eq!(c.gateway.public_listen, "[::]:7443");
+    assert_eq!(c.gateway.peer_listen, "[::]:7447");
+    assert_eq!(c.gateway.admin_listen, "127.0.0.1:9101");
+    assert_eq!(c.gateway.sdk_listen, d.gateway.sdk_listen);
+    assert_eq!(c.arpx.listen, "[::]:7444");
+    assert_eq!(c.agentd.domain_ca, "");
+    assert_eq!(c.agentd.max_routes, d.agentd.max_routes);
+    // A required option set to '' is missing, as for libuci.
+    let e = one_error("config agent 'a'\n\toption origin ''\n");
+    assert_eq!(e.option.as_deref(), Some("origin"));
+    assert!(matches!(e.kind, ConfigErrorKind::Missing), "{e}");
 }
 
 #[test]
@@ -794,9 +807,8 @@ fn protocol_ingress_options_have_their_defaults_and_are_read() {
     assert_eq!(e.option.as_deref(), Some("allowed_hosts"));
 }
 
-/// `uci set agentd.gateway.public_listen=''` (and LuCI's `uci.set` with
-/// an empty string) deletes the option, so the default listener comes
-/// back: `off` is the spelling that turns it off with those tools.
+/// `off` is the one spelling of an empty meaning that survives libuci
+/// (`''` is dropped, see above): it turns a listener off.
 #[test]
 fn off_turns_off_what_the_empty_value_turns_off() {
     let c = ok(concat!(

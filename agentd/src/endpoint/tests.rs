@@ -288,7 +288,7 @@ fn reason_codes_are_distinct_and_prefixed() {
 #[test]
 fn the_guard_takes_listener_ports_and_the_option_from_the_config() {
     let text = "config agentd 'main'\n\toption allow_loopback_endpoints '1'\n\
-        config gateway 'gateway'\n\toption sdk_listen '127.0.0.1:9446'\n\toption public_listen ''\n\
+        config gateway 'gateway'\n\toption sdk_listen '127.0.0.1:9446'\n\toption public_listen 'off'\n\
         \toption admin_listen '127.0.0.1:9100'\n\
         config arpx 'arpx'\n\toption listen '[::]:9444'\n";
     let c = uci_schema::Config::from_str(text, "test").unwrap();

@@ -5,6 +5,10 @@
 //! invalid option has already been reported; the fallback lets checking
 //! continue to collect errors).
 //!
+//! An option set to `''` reads as absent, as libuci reads it (libuci does
+//! not store it, see [`crate::schema::OFF`]): it takes its default, so
+//! the daemons, `uci`, rpcd and LuCI agree on what the file means.
+//!
 //! A partial load reads a singleton section again with the options found
 //! wrong *masked*: they read as absent (their default) but, unlike invalid
 //! ones, still take part in cross-option checks, so the defaults they fall
@@ -98,7 +102,7 @@ impl<'a> Reader<'a> {
     fn validate(&mut self) {
         let Some(section) = self.section else { return };
         for o in &section.options {
-            if self.masked.contains(&o.name.as_str()) {
+            if self.masked.contains(&o.name.as_str()) || stored(&o.value).is_none() {
                 continue;
             }
             let Some(os) = self.spec.option(&o.name) else {
@@ -125,7 +129,8 @@ impl<'a> Reader<'a> {
             }
         }
         for os in self.spec.options {
-            let missing = (section.get(os.name).is_none() || self.masked.contains(&os.name))
+            let missing = (section.get(os.name).and_then(stored).is_none()
+                || self.masked.contains(&os.name))
                 && match os.default {
                     DefaultValue::Required => true,
                     DefaultValue::SectionName => section.name.is_none(),
@@ -155,7 +160,7 @@ impl<'a> Reader<'a> {
 
     fn value(&self, name: &'static str) -> Option<&'a Value> {
         if self.ok(name) && !self.masked.contains(&name) {
-            self.section.and_then(|s| s.get(name))
+            self.section.and_then(|s| s.get(name)).and_then(stored)
         } else {
             None
         }
@@ -272,5 +277,14 @@ fn label_of(spec: &SectionSpec, s: &Section) -> Option<String> {
     match s.get(os.name) {
         Some(Value::Single(v)) if os.check(v) => Some(v.clone()),
         _ => s.name.clone(),
+    }
+}
+
+/// The value as libuci stores it: `option NAME ''` is not stored
+/// (libuci's `uci_set()` returns without storing an empty value).
+fn stored(v: &Value) -> Option<&Value> {
+    match v {
+        Value::Single(s) if s.is_empty() => None,
+        v => Some(v),
     }
 }

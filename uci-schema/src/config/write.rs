@@ -28,7 +28,14 @@ impl W {
     }
 
     fn text(&mut self, name: &'static str, v: &str) -> &mut W {
-        let is_default = match self.spec.option(name).map(|o| o.default) {
+        let spec = self.spec.option(name);
+        // `''` would read as absent (the default): an empty meaning that is
+        // not the default is written `off`.
+        if v.is_empty() && spec.is_some_and(|o| o.needs_off()) {
+            self.s.set(name, crate::schema::OFF);
+            return self;
+        }
+        let is_default = match spec.map(|o| o.default) {
             Some(DefaultValue::Text(d)) => d == v,
             Some(DefaultValue::SectionName) => self.s.name.as_deref() == Some(v),
             _ => false,

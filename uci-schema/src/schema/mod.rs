@@ -8,6 +8,7 @@
 //! reference page — so the three cannot drift apart.
 
 mod check;
+mod labels;
 mod table;
 
 use std::fmt;
@@ -163,12 +164,25 @@ impl SectionSpec {
     pub fn option(&self, name: &str) -> Option<&'static OptionSpec> {
         self.options.iter().find(|o| o.name == name)
     }
+
+    /// The short human label of option `name` (a form field's title); the
+    /// option's name if it has none (a test requires one for each).
+    pub fn label(&self, name: &'static str) -> &'static str {
+        labels::LABELS
+            .iter()
+            .find(|(t, o, _)| *t == self.ty && *o == name)
+            .map_or(name, |(_, _, l)| l)
+    }
 }
 
-/// Spells `''` for an option that accepts the empty value: `uci set
-/// pkg.sec.opt=''` and LuCI's `uci.set` delete an option set to the empty
-/// string (bringing its default back), so a listener that is on by
-/// default could not be turned off with them.
+/// The spelling of an option's empty meaning ("disabled", "none") where
+/// `''` cannot say it. libuci does not store an option set to `''`: it
+/// drops `option x ''` when it reads the file (so rpcd and LuCI never see
+/// it and the next `uci commit` writes the file without it), and `uci
+/// set`/LuCI's `uci.set` with `''` delete the option. An empty value is
+/// therefore the same as an absent one, its default, everywhere — in the
+/// daemons too (`config::read`) — and `off` is the only way to turn off a
+/// listener that is on by default.
 pub const OFF: &str = "off";
 
 impl OptionSpec {
@@ -178,9 +192,18 @@ impl OptionSpec {
         self.means_empty(value) || check_value(self.kind, value)
     }
 
-    /// `value` is the empty value of this option: `''`, or [`OFF`] where
-    /// `''` is accepted and `off` is not itself one of its values.
+    /// `value` is the empty value of this option: [`OFF`] where the option
+    /// has an empty meaning and `off` is not itself one of its values, or
+    /// `''` where that meaning is also the default (`''` reads as absent).
     pub fn means_empty(&self, value: &str) -> bool {
-        self.empty.is_some() && (value.is_empty() || (value == OFF && !check_value(self.kind, OFF)))
+        self.empty.is_some()
+            && ((value.is_empty() && self.default == DefaultValue::Text(""))
+                || (value == OFF && !check_value(self.kind, OFF)))
+    }
+
+    /// The empty meaning needs [`OFF`]: the default is something else, so
+    /// `''` (read as absent) cannot say it.
+    pub fn needs_off(&self) -> bool {
+        self.empty.is_some() && self.default != DefaultValue::Text("")
     }
 }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
-use uci_schema::schema::{check_value, DefaultValue, Kind, OptionSpec, SECTIONS};
+use uci_schema::schema::{check_value, DefaultValue, Kind, OptionSpec, SectionSpec, SECTIONS};
 
 const SCHEMA_JS: &str = "../luci-app/htdocs/luci-static/resources/agentd/schema.js";
 const SAMPLES: &str = "../tests/luci-harness/validation-samples.json";
@@ -64,9 +64,10 @@ fn kind_key(kind: Kind) -> String {
     }
 }
 
-fn option_json(o: &OptionSpec) -> Value {
+fn option_json(s: &SectionSpec, o: &OptionSpec) -> Value {
     let mut v = kind_json(o.kind);
     let m = v.as_object_mut().expect("kind_json gives an object");
+    m.insert("label".into(), json!(s.label(o.name)));
     m.insert("list".into(), json!(o.list));
     match o.default {
         DefaultValue::Required => {
@@ -94,7 +95,7 @@ fn schema_js() -> String {
     for s in SECTIONS {
         let mut options = serde_json::Map::new();
         for o in s.options {
-            options.insert(o.name.into(), option_json(o));
+            options.insert(o.name.into(), option_json(s, o));
         }
         let order: Vec<&str> = s.options.iter().map(|o| o.name).collect();
         sections.insert(
@@ -115,8 +116,8 @@ fn schema_js() -> String {
          // uci-schema/tests/support/luci.rs; do not edit. Regenerate with\n\
          // `UPDATE_DOCS=1 cargo test -p uci-schema --test docs`.\n\
          // Every section of /etc/config/agentd and every option with its kind,\n\
-         // range (u64 bounds as decimal strings), default, the meaning of an\n\
-         // empty value and its doc line; agentd/validate.js checks values\n\
+         // label, range (u64 bounds as decimal strings), default, the meaning\n\
+         // of an empty value and its doc line; agentd/validate.js checks values\n\
          // against it exactly as `agentd --check-config` does.\n\n\
          return baseclass.extend({{\n\tsections: {}\n}});\n",
         table.replace('\n', "\n\t")

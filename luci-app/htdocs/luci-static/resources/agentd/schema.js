@@ -5,8 +5,8 @@
 // uci-schema/tests/support/luci.rs; do not edit. Regenerate with
 // `UPDATE_DOCS=1 cargo test -p uci-schema --test docs`.
 // Every section of /etc/config/agentd and every option with its kind,
-// range (u64 bounds as decimal strings), default, the meaning of an
-// empty value and its doc line; agentd/validate.js checks values
+// label, range (u64 bounds as decimal strings), default, the meaning
+// of an empty value and its doc line; agentd/validate.js checks values
 // against it exactly as `agentd --check-config` does.
 
 return baseclass.extend({
@@ -20,6 +20,7 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "The origin may register loopback endpoints (an agent running on the router itself).",
 	        "kind": "bool",
+	        "label": "Loopback endpoints",
 	        "list": false
 	      },
 	      "key": {
@@ -27,11 +28,13 @@ return baseclass.extend({
 	        "doc": "Only tokens signed by this key act for the origin (no bootstrap, no auth 'none').",
 	        "empty": "any key of the tenant, or bootstrap",
 	        "kind": "jwtkey",
+	        "label": "Pinned JWT key",
 	        "list": false
 	      },
 	      "origin": {
 	        "doc": "The pinned origin 'agent://tenant/name'; unique.",
 	        "kind": "agenturi",
+	        "label": "Origin",
 	        "list": false,
 	        "required": true
 	      },
@@ -39,6 +42,7 @@ return baseclass.extend({
 	        "default": [],
 	        "doc": "Source networks the origin may register and bootstrap from (none: any source).",
 	        "kind": "ipnet",
+	        "label": "Source networks",
 	        "list": true
 	      }
 	    },
@@ -58,12 +62,14 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "Let registrations name loopback or the router's own addresses as endpoints (lab/dev only: it lets LAN agents make the gateway call the router's own services). The suite's own listener ports stay refused.",
 	        "kind": "bool",
+	        "label": "Loopback endpoints (lab only)",
 	        "list": false
 	      },
 	      "default_action": {
 	        "default": "allow",
 	        "doc": "Verdict when no rule matches.",
 	        "kind": "enum",
+	        "label": "Default action",
 	        "list": false,
 	        "values": [
 	          "allow",
@@ -74,6 +80,7 @@ return baseclass.extend({
 	        "default": "30",
 	        "doc": "Lease (s) granted when a registration asks for none.",
 	        "kind": "uint",
+	        "label": "Default lease (s)",
 	        "list": false,
 	        "max": "86400",
 	        "min": "1"
@@ -83,6 +90,7 @@ return baseclass.extend({
 	        "doc": "Domain this router belongs to.",
 	        "empty": "no domain",
 	        "kind": "domainname",
+	        "label": "Domain",
 	        "list": false
 	      },
 	      "domain_ca": {
@@ -90,24 +98,28 @@ return baseclass.extend({
 	        "doc": "Domain CA certificate (PEM).",
 	        "empty": "none: peers must be pinned",
 	        "kind": "path",
+	        "label": "Domain CA",
 	        "list": false
 	      },
 	      "enabled": {
 	        "default": "1",
 	        "doc": "Run the routing service.",
 	        "kind": "bool",
+	        "label": "Enabled",
 	        "list": false
 	      },
 	      "endpoint_allow_prefix": {
 	        "default": [],
 	        "doc": "Prefixes registrations may name as endpoints although they lie on a non-LAN link of the router or are a peer router's address (the LAN-scope check skips them; the loopback and listener checks still apply).",
 	        "kind": "ipnet",
+	        "label": "Allowed endpoint networks",
 	        "list": true
 	      },
 	      "health_check": {
 	        "default": "tcp",
 	        "doc": "Endpoint probe: TCP connect, HTTP GET /healthz, or none.",
 	        "kind": "enum",
+	        "label": "Endpoint health check",
 	        "list": false,
 	        "values": [
 	          "off",
@@ -119,6 +131,7 @@ return baseclass.extend({
 	        "default": "3",
 	        "doc": "Consecutive failed probes that mark an endpoint unhealthy.",
 	        "kind": "uint",
+	        "label": "Failures before unhealthy",
 	        "list": false,
 	        "max": "100",
 	        "min": "1"
@@ -127,6 +140,7 @@ return baseclass.extend({
 	        "default": "5",
 	        "doc": "Seconds between probes of one endpoint (host and port, however many routes use it).",
 	        "kind": "uint",
+	        "label": "Health check interval (s)",
 	        "list": false,
 	        "max": "3600",
 	        "min": "1"
@@ -135,6 +149,7 @@ return baseclass.extend({
 	        "default": "50",
 	        "doc": "Most health probes started per second over all endpoints (one probe per distinct endpoint per interval, spread evenly; more endpoints than this allows are probed less often).",
 	        "kind": "uint",
+	        "label": "Most health probes per second",
 	        "list": false,
 	        "max": "10000",
 	        "min": "1"
@@ -143,6 +158,7 @@ return baseclass.extend({
 	        "default": "2",
 	        "doc": "Consecutive good probes that mark it healthy again.",
 	        "kind": "uint",
+	        "label": "Successes before healthy",
 	        "list": false,
 	        "max": "100",
 	        "min": "1"
@@ -151,6 +167,7 @@ return baseclass.extend({
 	        "default": "1000",
 	        "doc": "Probe timeout (ms).",
 	        "kind": "uint",
+	        "label": "Health check timeout (ms)",
 	        "list": false,
 	        "max": "60000",
 	        "min": "1"
@@ -159,12 +176,14 @@ return baseclass.extend({
 	        "default": "/etc/agentd/identity.key",
 	        "doc": "Ed25519 identity key (created on first start, mode 0600; the OpenWrt feed creates it at first boot, 0640 group agent-gw so the gateway can read it).",
 	        "kind": "path",
+	        "label": "Identity key",
 	        "list": false
 	      },
 	      "ipc_socket": {
 	        "default": "/var/run/agentd/agentd.sock",
 	        "doc": "Unix socket for agent-gw and agentctl.",
 	        "kind": "path",
+	        "label": "Control socket",
 	        "list": false
 	      },
 	      "lan_interface": {
@@ -173,12 +192,14 @@ return baseclass.extend({
 	        ],
 	        "doc": "Interfaces whose subnets count as LAN for registration endpoints, besides the one the registration arrives on. An endpoint on any other link of the router (its address or subnet) is refused 'endpoint_not_lan' (docs/trust-model.md).",
 	        "kind": "ifname",
+	        "label": "LAN interfaces",
 	        "list": true
 	      },
 	      "log_level": {
 	        "default": "info",
 	        "doc": "Log verbosity.",
 	        "kind": "enum",
+	        "label": "Log level",
 	        "list": false,
 	        "values": [
 	          "error",
@@ -192,6 +213,7 @@ return baseclass.extend({
 	        "default": "3600",
 	        "doc": "Longest lease (s) granted; must be >= default_lease.",
 	        "kind": "uint",
+	        "label": "Longest lease (s)",
 	        "list": false,
 	        "max": "86400",
 	        "min": "1"
@@ -200,6 +222,7 @@ return baseclass.extend({
 	        "default": "10000",
 	        "doc": "Most routes in the RIB (all sources).",
 	        "kind": "uint",
+	        "label": "Most local routes",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "1"
@@ -208,6 +231,7 @@ return baseclass.extend({
 	        "default": "64",
 	        "doc": "Most local routes one origin (agent URI) may hold; registering more is refused 'quota_exceeded', renewals never are.",
 	        "kind": "uint",
+	        "label": "Most routes per origin",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "1"
@@ -216,6 +240,7 @@ return baseclass.extend({
 	        "default": "1024",
 	        "doc": "Most local routes registered from one source address (auth 'none' and bootstrap tokens); tenant-signed tokens count against tenant.max_routes instead.",
 	        "kind": "uint",
+	        "label": "Most routes per source address",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "1"
@@ -224,6 +249,7 @@ return baseclass.extend({
 	        "default": "5",
 	        "doc": "Shortest lease (s) granted; must be <= default_lease.",
 	        "kind": "uint",
+	        "label": "Shortest lease (s)",
 	        "list": false,
 	        "max": "86400",
 	        "min": "1"
@@ -233,6 +259,7 @@ return baseclass.extend({
 	        "doc": "This router's certificate signed by the domain CA (PEM).",
 	        "empty": "none",
 	        "kind": "path",
+	        "label": "Router certificate",
 	        "list": false
 	      },
 	      "router_id": {
@@ -240,12 +267,14 @@ return baseclass.extend({
 	        "doc": "This router's name in the mesh.",
 	        "empty": "the system host name",
 	        "kind": "dnslabel",
+	        "label": "Router ID",
 	        "list": false
 	      },
 	      "state_dir": {
 	        "default": "/var/run/agentd",
 	        "doc": "Directory for runtime state.",
 	        "kind": "path",
+	        "label": "State directory",
 	        "list": false
 	      }
 	    },
@@ -286,6 +315,7 @@ return baseclass.extend({
 	        "default": "10",
 	        "doc": "Seconds a lost peer's routes are retained (ineligible).",
 	        "kind": "uint",
+	        "label": "Routes kept after a loss (s)",
 	        "list": false,
 	        "max": "3600",
 	        "min": "0"
@@ -294,6 +324,7 @@ return baseclass.extend({
 	        "default": "1000",
 	        "doc": "Heartbeat interval (ms).",
 	        "kind": "uint",
+	        "label": "Heartbeat (ms)",
 	        "list": false,
 	        "max": "60000",
 	        "min": "50"
@@ -303,12 +334,14 @@ return baseclass.extend({
 	        "doc": "ARPX listener (TLS 1.3 mTLS).",
 	        "empty": "no inbound sessions",
 	        "kind": "socketaddr",
+	        "label": "Listener",
 	        "list": false
 	      },
 	      "max_frame": {
 	        "default": "65536",
 	        "doc": "Largest ARPX frame (bytes, length prefix excluded); a larger one closes the session, updates are batched to fit.",
 	        "kind": "uint",
+	        "label": "Largest message (bytes)",
 	        "list": false,
 	        "max": "16777216",
 	        "min": "1024"
@@ -317,6 +350,7 @@ return baseclass.extend({
 	        "default": "8",
 	        "doc": "Longest accepted path vector (routers, origin included); a longer advertisement is dropped and counted.",
 	        "kind": "uint",
+	        "label": "Longest path vector",
 	        "list": false,
 	        "max": "64",
 	        "min": "1"
@@ -325,6 +359,7 @@ return baseclass.extend({
 	        "default": "2500",
 	        "doc": "Most paths held from one neighbour for one origin router; more are dropped and counted, the session stays (one origin's flood cannot crowd out the others').",
 	        "kind": "uint",
+	        "label": "Most routes per origin",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "1"
@@ -333,6 +368,7 @@ return baseclass.extend({
 	        "default": "3",
 	        "doc": "Missed heartbeats that end a session.",
 	        "kind": "uint",
+	        "label": "Missed heartbeats before down",
 	        "list": false,
 	        "max": "100",
 	        "min": "1"
@@ -341,6 +377,7 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "Re-advertise routes learned from one peer to the others.",
 	        "kind": "bool",
+	        "label": "Route reflector",
 	        "list": false
 	      }
 	    },
@@ -364,6 +401,7 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "Run the cloud connector.",
 	        "kind": "bool",
+	        "label": "Enabled",
 	        "list": false
 	      },
 	      "pairing": {
@@ -371,6 +409,7 @@ return baseclass.extend({
 	        "doc": "Pairing code.",
 	        "empty": "none",
 	        "kind": "token",
+	        "label": "Pairing code",
 	        "list": false
 	      },
 	      "url": {
@@ -378,6 +417,7 @@ return baseclass.extend({
 	        "doc": "Cloud endpoint.",
 	        "empty": "none (required when enabled)",
 	        "kind": "url",
+	        "label": "Cloud URL",
 	        "list": false
 	      }
 	    },
@@ -396,6 +436,7 @@ return baseclass.extend({
 	        "default": "manual",
 	        "doc": "How discovered routers become peers.",
 	        "kind": "enum",
+	        "label": "Admission",
 	        "list": false,
 	        "values": [
 	          "off",
@@ -408,12 +449,14 @@ return baseclass.extend({
 	        "default": [],
 	        "doc": "Key fingerprints admitted in allowlist mode.",
 	        "kind": "fingerprint",
+	        "label": "Allowed key fingerprints",
 	        "list": true
 	      },
 	      "candidate_lifetime_s": {
 	        "default": "5",
 	        "doc": "Seconds a candidate lives after its last announcement.",
 	        "kind": "uint",
+	        "label": "Candidate lifetime (s)",
 	        "list": false,
 	        "max": "3600",
 	        "min": "1"
@@ -422,6 +465,7 @@ return baseclass.extend({
 	        "default": "1",
 	        "doc": "Announce and browse via mDNS/DNS-SD.",
 	        "kind": "bool",
+	        "label": "Enabled",
 	        "list": false
 	      },
 	      "interface": {
@@ -430,6 +474,7 @@ return baseclass.extend({
 	        ],
 	        "doc": "Interfaces to announce and browse on.",
 	        "kind": "ifname",
+	        "label": "Interfaces",
 	        "list": true
 	      },
 	      "resolver": {
@@ -437,6 +482,7 @@ return baseclass.extend({
 	        "doc": "Unicast DNS-SD resolver for cross-domain lookups.",
 	        "empty": "off",
 	        "kind": "resolver",
+	        "label": "Unicast DNS resolver",
 	        "list": false
 	      },
 	      "search_domain": {
@@ -444,6 +490,7 @@ return baseclass.extend({
 	        "doc": "Domain browsed with unicast DNS-SD.",
 	        "empty": "off",
 	        "kind": "domainname",
+	        "label": "Search domain",
 	        "list": false
 	      }
 	    },
@@ -467,18 +514,21 @@ return baseclass.extend({
 	        "doc": "Prometheus endpoint: GET /metrics (text format 0.0.4) with both daemons' counters (docs/metrics.md). No authentication: it stays on loopback unless set otherwise (9100 is prometheus-node-exporter-lua's). An address that cannot be bound is logged and the gateway runs without it.",
 	        "empty": "disabled",
 	        "kind": "socketaddr",
+	        "label": "Metrics listener",
 	        "list": false
 	      },
 	      "allowed_hosts": {
 	        "default": [],
 	        "doc": "Host names (or addresses) MCP and A2A clients may use in Host and Origin besides the listener addresses, localhost, 127.0.0.1, [::1] and the router's interface addresses (DNS-rebinding protection): another Host is refused 421, another Origin 403.",
 	        "kind": "host",
+	        "label": "Allowed Host headers",
 	        "list": true
 	      },
 	      "assertion_ttl": {
 	        "default": "30",
 	        "doc": "Lifetime (s) of forwarding assertions.",
 	        "kind": "uint",
+	        "label": "Forwarding assertion lifetime (s)",
 	        "list": false,
 	        "max": "300",
 	        "min": "1"
@@ -487,6 +537,7 @@ return baseclass.extend({
 	        "default": "jwt",
 	        "doc": "Caller authentication; 'none' is for labs only.",
 	        "kind": "enum",
+	        "label": "Caller authentication",
 	        "list": false,
 	        "values": [
 	          "jwt",
@@ -497,6 +548,7 @@ return baseclass.extend({
 	        "default": "10000",
 	        "doc": "Longest time to receive a request body once its head arrived (ms).",
 	        "kind": "uint",
+	        "label": "Request body timeout (ms)",
 	        "list": false,
 	        "max": "600000",
 	        "min": "100"
@@ -505,6 +557,7 @@ return baseclass.extend({
 	        "default": "1",
 	        "doc": "Serve POST /agent/v1/bootstrap (short-lived tokens for LAN agents).",
 	        "kind": "bool",
+	        "label": "Bootstrap tokens",
 	        "list": false
 	      },
 	      "bootstrap_networks": {
@@ -520,6 +573,7 @@ return baseclass.extend({
 	        ],
 	        "doc": "Source networks that may use bootstrap (others get 403). Any line set here replaces the default networks rather than adding to them (agentctl status says so); to turn bootstrap off set bootstrap '0'.",
 	        "kind": "ipnet",
+	        "label": "Bootstrap networks",
 	        "list": true
 	      },
 	      "bootstrap_tenant": {
@@ -528,12 +582,14 @@ return baseclass.extend({
 	        ],
 	        "doc": "Tenants trusted-LAN bootstrap issues tokens for; a request for another tenant gets 403 'tenant_not_bootstrappable'.",
 	        "kind": "name",
+	        "label": "Bootstrap tenants",
 	        "list": true
 	      },
 	      "bootstrap_ttl": {
 	        "default": "300",
 	        "doc": "Lifetime (s) of bootstrap tokens.",
 	        "kind": "uint",
+	        "label": "Bootstrap token lifetime (s)",
 	        "list": false,
 	        "max": "300",
 	        "min": "1"
@@ -542,6 +598,7 @@ return baseclass.extend({
 	        "default": "16777216",
 	        "doc": "Bytes agent-gw holds for callers at most, all together: async task results (max_result_bytes reserved per running task), stream histories (320 KiB reserved per stream or MCP call; MCP sessions also hold what they keep for resumption) and request bodies kept to resend. When reached, new async and stream work is refused (503 overloaded); accepted work is never evicted.",
 	        "kind": "uint",
+	        "label": "Buffer budget (bytes)",
 	        "list": false,
 	        "max": "4294967296",
 	        "min": "1048576"
@@ -550,6 +607,7 @@ return baseclass.extend({
 	        "default": "30",
 	        "doc": "Tolerated clock skew (s) when checking iat/exp.",
 	        "kind": "uint",
+	        "label": "Clock skew allowed (s)",
 	        "list": false,
 	        "max": "300",
 	        "min": "0"
@@ -558,6 +616,7 @@ return baseclass.extend({
 	        "default": "40",
 	        "doc": "Token bucket size of control_rate_per_source.",
 	        "kind": "uint",
+	        "label": "Registration burst per source",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "0"
@@ -566,6 +625,7 @@ return baseclass.extend({
 	        "default": "20",
 	        "doc": "register/renew/unregister/bootstrap requests per second one source address may make (token bucket refill; the tenant's rate applies too); beyond it 429 'rate_limited'.",
 	        "kind": "uint",
+	        "label": "Registrations per second per source",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "0"
@@ -574,6 +634,7 @@ return baseclass.extend({
 	        "default": "30000",
 	        "doc": "Deadline of a call that names none.",
 	        "kind": "uint",
+	        "label": "Default call timeout (ms)",
 	        "list": false,
 	        "max": "3600000",
 	        "min": "1"
@@ -582,12 +643,14 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "Also expose, as MCP tools, every registration whose contract carries an input schema (named after its capability; a mapping of the same name wins). Off: only mapping sections are exposed.",
 	        "kind": "bool",
+	        "label": "Expose input schemas",
 	        "list": false
 	      },
 	      "hop_limit": {
 	        "default": "8",
 	        "doc": "Most hops a forwarded call may still take: the gateway forwards with min(hop_limit - 1, this) and refuses a call arriving with hop_limit 1 (hop_limit_exceeded).",
 	        "kind": "uint",
+	        "label": "Hop limit",
 	        "list": false,
 	        "max": "64",
 	        "min": "1"
@@ -597,12 +660,14 @@ return baseclass.extend({
 	        "doc": "Key that signs trusted-LAN bootstrap tokens.",
 	        "empty": "the router identity key",
 	        "kind": "path",
+	        "label": "Bootstrap signing key",
 	        "list": false
 	      },
 	      "max_connections": {
 	        "default": "1024",
 	        "doc": "Most open client connections on the SDK listener; beyond it new ones are closed at accept.",
 	        "kind": "uint",
+	        "label": "Most connections",
 	        "list": false,
 	        "max": "65535",
 	        "min": "1"
@@ -611,6 +676,7 @@ return baseclass.extend({
 	        "default": "128",
 	        "doc": "Most open connections from one source (IPv4 address or IPv6 /64), counting those that have not sent a complete request head; beyond it the source's new connections are closed at accept.",
 	        "kind": "uint",
+	        "label": "Most connections per source",
 	        "list": false,
 	        "max": "65535",
 	        "min": "1"
@@ -619,6 +685,7 @@ return baseclass.extend({
 	        "default": "256",
 	        "doc": "Most concurrent requests.",
 	        "kind": "uint",
+	        "label": "Most calls in flight",
 	        "list": false,
 	        "max": "65535",
 	        "min": "1"
@@ -627,6 +694,7 @@ return baseclass.extend({
 	        "default": "128",
 	        "doc": "Most concurrent calls one neighbour router may forward to this gateway (it carries many callers, whose own router applied max_inflight_per_source); beyond it its calls get 503 overloaded (reason peer_inflight) and the neighbour may move them elsewhere.",
 	        "kind": "uint",
+	        "label": "Most calls in flight per peer",
 	        "list": false,
 	        "max": "65535",
 	        "min": "1"
@@ -635,6 +703,7 @@ return baseclass.extend({
 	        "default": "64",
 	        "doc": "Most concurrent requests from one source (IPv4 address or IPv6 /64).",
 	        "kind": "uint",
+	        "label": "Most calls in flight per source",
 	        "list": false,
 	        "max": "65535",
 	        "min": "1"
@@ -643,6 +712,7 @@ return baseclass.extend({
 	        "default": "65536",
 	        "doc": "Largest buffered request body.",
 	        "kind": "uint",
+	        "label": "Largest request (bytes)",
 	        "list": false,
 	        "max": "67108864",
 	        "min": "1024"
@@ -651,6 +721,7 @@ return baseclass.extend({
 	        "default": "1048576",
 	        "doc": "Largest handler answer one async task keeps as its result; a larger answer fails the task with upstream_error. It is also what every running async task reserves from buffer_budget, so lowering it lets more async tasks run at once.",
 	        "kind": "uint",
+	        "label": "Largest result (bytes)",
 	        "list": false,
 	        "max": "16777216",
 	        "min": "1024"
@@ -659,6 +730,7 @@ return baseclass.extend({
 	        "default": "3600",
 	        "doc": "Longest accepted JWT lifetime exp-iat (s).",
 	        "kind": "uint",
+	        "label": "Longest token lifetime (s)",
 	        "list": false,
 	        "max": "86400",
 	        "min": "1"
@@ -667,6 +739,7 @@ return baseclass.extend({
 	        "default": "256",
 	        "doc": "Most open MCP sessions (handshake revisions up to 2025-11-25; 2026-07-28 is sessionless); one caller identity holds at most a quarter. Beyond it initialize is refused (503).",
 	        "kind": "uint",
+	        "label": "Most MCP sessions",
 	        "list": false,
 	        "max": "65536",
 	        "min": "1"
@@ -675,6 +748,7 @@ return baseclass.extend({
 	        "default": "600",
 	        "doc": "Seconds an MCP session without a running call may stay unused before it ends (its id then answers 404).",
 	        "kind": "uint",
+	        "label": "MCP session idle timeout (s)",
 	        "list": false,
 	        "max": "86400",
 	        "min": "10"
@@ -684,12 +758,14 @@ return baseclass.extend({
 	        "doc": "Peer/relay data plane (h2 over mTLS).",
 	        "empty": "disabled",
 	        "kind": "socketaddr",
+	        "label": "Peer data plane listener",
 	        "list": false
 	      },
 	      "protocol_tenant": {
 	        "default": "default",
 	        "doc": "With auth 'none' (labs), the tenant MCP and A2A calls act for; their source agent is 'agent://<tenant>/mcp-client' or '.../a2a-client'. With JWT auth the token decides.",
 	        "kind": "name",
+	        "label": "MCP/A2A tenant",
 	        "list": false
 	      },
 	      "public_cert": {
@@ -697,6 +773,7 @@ return baseclass.extend({
 	        "doc": "PEM certificate chain the public listener presents (e.g. the one uhttpd or ACME uses).",
 	        "empty": "the router's certificate: agentd.router_cert, else the self-signed certificate of the identity key",
 	        "kind": "path",
+	        "label": "Public certificate",
 	        "list": false
 	      },
 	      "public_key": {
@@ -704,6 +781,7 @@ return baseclass.extend({
 	        "doc": "PEM private key of public_cert (PKCS#8, SEC1 or PKCS#1; Ed25519, ECDSA or RSA).",
 	        "empty": "none (required with public_cert)",
 	        "kind": "path",
+	        "label": "Public certificate key",
 	        "list": false
 	      },
 	      "public_listen": {
@@ -711,6 +789,7 @@ return baseclass.extend({
 	        "doc": "Public HTTPS ingress (TLS; HTTP/2 or HTTP/1.1): the invoke, task, MCP and A2A endpoints, never registration or bootstrap. Served only when auth is not 'none' (an unauthenticated public ingress would let anyone act for any tenant).",
 	        "empty": "disabled",
 	        "kind": "socketaddr",
+	        "label": "Public HTTPS listener",
 	        "list": false
 	      },
 	      "public_url": {
@@ -718,12 +797,14 @@ return baseclass.extend({
 	        "doc": "Base URL (scheme, host, optional port and path prefix) A2A clients reach this gateway at, written into agent cards (e.g. behind a port forward or a DNS name). Empty: the scheme of the listener and the request's Host.",
 	        "empty": "from the request",
 	        "kind": "url",
+	        "label": "Public URL",
 	        "list": false
 	      },
 	      "rate_burst": {
 	        "default": "400",
 	        "doc": "Token bucket size.",
 	        "kind": "uint",
+	        "label": "Request burst",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "1"
@@ -732,6 +813,7 @@ return baseclass.extend({
 	        "default": "200",
 	        "doc": "Request rate limit per caller (token bucket refill).",
 	        "kind": "uint",
+	        "label": "Requests per second",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "1"
@@ -740,6 +822,7 @@ return baseclass.extend({
 	        "default": "4096",
 	        "doc": "Replay windows of forwarding-assertion nonces kept (one per sending gateway process, whatever its rate; a sender drawing random nonces uses one per assertion, for its lifetime); when full, assertions needing a new one are refused (assertion_cache_full).",
 	        "kind": "uint",
+	        "label": "Replay cache (entries)",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "1"
@@ -748,12 +831,14 @@ return baseclass.extend({
 	        "default": "[::]:7446",
 	        "doc": "LAN SDK API listener (HTTP/1.1); an IPv6 address is dual-stack (IPv4 clients too); '[::]' falls back to 0.0.0.0 on a host without IPv6.",
 	        "kind": "socketaddr",
+	        "label": "LAN SDK listener",
 	        "list": false
 	      },
 	      "source_share_percent": {
 	        "default": "25",
 	        "doc": "Most of the task table and of buffer_budget one client address may hold (%); beyond it that address's new async/stream work gets 429 share_exceeded.",
 	        "kind": "uint",
+	        "label": "Source share of the budget (%)",
 	        "list": false,
 	        "max": "100",
 	        "min": "1"
@@ -762,6 +847,7 @@ return baseclass.extend({
 	        "default": "5000",
 	        "doc": "A stream follower that takes no bytes for this long is detached and its connection closed (the stream keeps running; resume with Last-Event-ID).",
 	        "kind": "uint",
+	        "label": "Stream drain timeout (ms)",
 	        "list": false,
 	        "max": "600000",
 	        "min": "100"
@@ -770,6 +856,7 @@ return baseclass.extend({
 	        "default": "1048576",
 	        "doc": "Stream bytes kept per task for resume.",
 	        "kind": "uint",
+	        "label": "Stream history (bytes)",
 	        "list": false,
 	        "max": "67108864",
 	        "min": "0"
@@ -778,6 +865,7 @@ return baseclass.extend({
 	        "default": "64",
 	        "doc": "Stream events kept per task for resume.",
 	        "kind": "uint",
+	        "label": "Stream history (events)",
 	        "list": false,
 	        "max": "65536",
 	        "min": "0"
@@ -786,6 +874,7 @@ return baseclass.extend({
 	        "default": "512",
 	        "doc": "Most async tasks; when full new async work is refused.",
 	        "kind": "uint",
+	        "label": "Most async tasks",
 	        "list": false,
 	        "max": "65536",
 	        "min": "1"
@@ -794,6 +883,7 @@ return baseclass.extend({
 	        "default": "300",
 	        "doc": "Seconds a finished task stays readable.",
 	        "kind": "uint",
+	        "label": "Task result lifetime (s)",
 	        "list": false,
 	        "max": "86400",
 	        "min": "1"
@@ -802,6 +892,7 @@ return baseclass.extend({
 	        "default": "50",
 	        "doc": "Most of the task table and of buffer_budget one tenant may hold (%); beyond it that tenant's new async/stream work gets 429 share_exceeded.",
 	        "kind": "uint",
+	        "label": "Tenant share of the budget (%)",
 	        "list": false,
 	        "max": "100",
 	        "min": "1"
@@ -863,12 +954,14 @@ return baseclass.extend({
 	        "default": "agent0",
 	        "doc": "Dummy interface holding the /128s.",
 	        "kind": "ifname",
+	        "label": "Address interface",
 	        "list": false
 	      },
 	      "max_addresses": {
 	        "default": "256",
 	        "doc": "Most /128s at once.",
 	        "kind": "uint",
+	        "label": "Most addresses",
 	        "list": false,
 	        "max": "65536",
 	        "min": "1"
@@ -877,6 +970,7 @@ return baseclass.extend({
 	        "default": "off",
 	        "doc": "Per-agent /128 addresses.",
 	        "kind": "enum",
+	        "label": "Mode",
 	        "list": false,
 	        "values": [
 	          "off",
@@ -889,12 +983,14 @@ return baseclass.extend({
 	        "doc": "Prefix /128s are taken from.",
 	        "empty": "none (required unless mode is off)",
 	        "kind": "ipv6prefix",
+	        "label": "Prefix",
 	        "list": false
 	      },
 	      "upstream_interface": {
 	        "default": "wan",
 	        "doc": "Interface for proxy NDP entries (ndp-proxy).",
 	        "kind": "ifname",
+	        "label": "Upstream interface",
 	        "list": false
 	      }
 	    },
@@ -914,6 +1010,7 @@ return baseclass.extend({
 	      "capability": {
 	        "doc": "Capability invoked.",
 	        "kind": "name",
+	        "label": "Capability",
 	        "list": false,
 	        "required": true
 	      },
@@ -922,12 +1019,14 @@ return baseclass.extend({
 	        "doc": "Shown to MCP/A2A clients.",
 	        "empty": "none",
 	        "kind": "text",
+	        "label": "Description",
 	        "list": false
 	      },
 	      "enabled": {
 	        "default": "1",
 	        "doc": "Expose this mapping.",
 	        "kind": "bool",
+	        "label": "Enabled",
 	        "list": false
 	      },
 	      "input_schema": {
@@ -935,6 +1034,7 @@ return baseclass.extend({
 	        "doc": "Input JSON Schema shown to clients; at most one of input_schema and input_schema_file.",
 	        "empty": "none: any object ({\"type\":\"object\"})",
 	        "kind": "jsonobject",
+	        "label": "Input schema",
 	        "list": false
 	      },
 	      "input_schema_file": {
@@ -942,11 +1042,13 @@ return baseclass.extend({
 	        "doc": "File holding the input JSON Schema (a JSON object of at most 64 KiB), read when the configuration is loaded; at most one of input_schema and input_schema_file.",
 	        "empty": "none",
 	        "kind": "path",
+	        "label": "Input schema file",
 	        "list": false
 	      },
 	      "name": {
 	        "doc": "Tool or skill name.",
 	        "kind": "name",
+	        "label": "Name",
 	        "list": false,
 	        "section_name": true
 	      },
@@ -954,6 +1056,7 @@ return baseclass.extend({
 	        "default": "mcp",
 	        "doc": "MCP tool or A2A skill.",
 	        "kind": "enum",
+	        "label": "Protocol",
 	        "list": false,
 	        "values": [
 	          "mcp",
@@ -965,12 +1068,14 @@ return baseclass.extend({
 	        "doc": "Human-readable name shown to MCP/A2A clients.",
 	        "empty": "none",
 	        "kind": "text",
+	        "label": "Title",
 	        "list": false
 	      },
 	      "version": {
 	        "default": "1",
 	        "doc": "Capability version invoked.",
 	        "kind": "uint",
+	        "label": "Version",
 	        "list": false,
 	        "max": "4294967295",
 	        "min": "1"
@@ -996,6 +1101,7 @@ return baseclass.extend({
 	      "address": {
 	        "doc": "The peer's host name or IP address.",
 	        "kind": "host",
+	        "label": "Address",
 	        "list": false,
 	        "required": true
 	      },
@@ -1003,6 +1109,7 @@ return baseclass.extend({
 	        "default": "7447",
 	        "doc": "The peer's data-plane port.",
 	        "kind": "uint",
+	        "label": "Data plane port",
 	        "list": false,
 	        "max": "65535",
 	        "min": "1"
@@ -1011,18 +1118,21 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "Written by 'agentctl approve': a router admitted from discovery ('agentctl revoke' removes the section).",
 	        "kind": "bool",
+	        "label": "Discovered",
 	        "list": false
 	      },
 	      "enabled": {
 	        "default": "1",
 	        "doc": "Keep a session with this peer.",
 	        "kind": "bool",
+	        "label": "Enabled",
 	        "list": false
 	      },
 	      "export_tenant": {
 	        "default": [],
 	        "doc": "Tenants whose routes are exported to this peer (none: every tenant).",
 	        "kind": "name",
+	        "label": "Exported tenants",
 	        "list": true
 	      },
 	      "key_fingerprint": {
@@ -1030,12 +1140,14 @@ return baseclass.extend({
 	        "doc": "Pinned key fingerprint (what `agentctl pki show` prints on the peer).",
 	        "empty": "rely on domain_ca",
 	        "kind": "fingerprint",
+	        "label": "Pinned key fingerprint",
 	        "list": false
 	      },
 	      "max_proof": {
 	        "default": "jwt",
 	        "doc": "Strongest origin proof a route learned from this peer may claim (none < bootstrap < static < jwt; a neighbour's proof is its own word; applied before reflection; docs/trust-model.md).",
 	        "kind": "enum",
+	        "label": "Strongest origin proof accepted",
 	        "list": false,
 	        "values": [
 	          "none",
@@ -1048,6 +1160,7 @@ return baseclass.extend({
 	        "default": "10000",
 	        "doc": "Most paths held from this peer; beyond it, paths of the origin router holding the most give way to smaller origins' and the rest are dropped and counted (the session stays).",
 	        "kind": "uint",
+	        "label": "Most routes accepted",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "1"
@@ -1056,6 +1169,7 @@ return baseclass.extend({
 	        "default": "50",
 	        "doc": "Highest trust granted to routes learned from this peer, whatever they advertise (applied before reflection; docs/trust-model.md).",
 	        "kind": "uint",
+	        "label": "Highest trust accepted",
 	        "list": false,
 	        "max": "100",
 	        "min": "0"
@@ -1064,6 +1178,7 @@ return baseclass.extend({
 	        "default": "7444",
 	        "doc": "The peer's ARPX port.",
 	        "kind": "uint",
+	        "label": "ARPX port",
 	        "list": false,
 	        "max": "65535",
 	        "min": "1"
@@ -1072,6 +1187,7 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "The discovery record version the approval binds to (0: none).",
 	        "kind": "uint",
+	        "label": "Approved record version",
 	        "list": false,
 	        "max": "4294967295",
 	        "min": "0"
@@ -1080,11 +1196,13 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "Reflect other peers' routes to this peer.",
 	        "kind": "bool",
+	        "label": "Reflector client",
 	        "list": false
 	      },
 	      "router_id": {
 	        "doc": "The peer's router_id.",
 	        "kind": "dnslabel",
+	        "label": "Router ID",
 	        "list": false,
 	        "required": true
 	      }
@@ -1114,6 +1232,7 @@ return baseclass.extend({
 	        "default": "off",
 	        "doc": "NAT relay role.",
 	        "kind": "enum",
+	        "label": "Mode",
 	        "list": false,
 	        "values": [
 	          "off",
@@ -1125,6 +1244,7 @@ return baseclass.extend({
 	        "default": "30000",
 	        "doc": "Largest reconnect backoff (ms); >= reconnect_min_ms.",
 	        "kind": "uint",
+	        "label": "Longest reconnect delay (ms)",
 	        "list": false,
 	        "max": "3600000",
 	        "min": "100"
@@ -1133,6 +1253,7 @@ return baseclass.extend({
 	        "default": "1000",
 	        "doc": "First reconnect backoff (ms).",
 	        "kind": "uint",
+	        "label": "Shortest reconnect delay (ms)",
 	        "list": false,
 	        "max": "600000",
 	        "min": "100"
@@ -1142,6 +1263,7 @@ return baseclass.extend({
 	        "doc": "Relay 'host:port' (client mode).",
 	        "empty": "none (required in client mode)",
 	        "kind": "hostport",
+	        "label": "Relay server",
 	        "list": false
 	      }
 	    },
@@ -1161,23 +1283,27 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "Let this route's endpoint be loopback or one of the router's own addresses (an operator's choice for handlers on the router). The suite's own listener ports stay refused.",
 	        "kind": "bool",
+	        "label": "Loopback endpoint",
 	        "list": false
 	      },
 	      "allowed_sources": {
 	        "default": [],
 	        "doc": "Source agent patterns that may call it (none: any).",
 	        "kind": "pattern",
+	        "label": "Allowed callers",
 	        "list": true
 	      },
 	      "allowed_tenants": {
 	        "default": [],
 	        "doc": "Other tenants that may call it (none: only its own).",
 	        "kind": "name",
+	        "label": "Allowed tenants",
 	        "list": true
 	      },
 	      "capability": {
 	        "doc": "Capability name, e.g. 'office.print'.",
 	        "kind": "name",
+	        "label": "Capability",
 	        "list": false,
 	        "required": true
 	      },
@@ -1185,6 +1311,7 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "Cost in millionths of a unit.",
 	        "kind": "uint",
+	        "label": "Cost (millionths)",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1194,6 +1321,7 @@ return baseclass.extend({
 	        "doc": "Contract description.",
 	        "empty": "none",
 	        "kind": "text",
+	        "label": "Description",
 	        "list": false
 	      },
 	      "effect": {
@@ -1201,6 +1329,7 @@ return baseclass.extend({
 	        "doc": "Contract effect class.",
 	        "empty": "no contract",
 	        "kind": "enum",
+	        "label": "Effect",
 	        "list": false,
 	        "values": [
 	          "read",
@@ -1212,17 +1341,20 @@ return baseclass.extend({
 	        "default": "1",
 	        "doc": "Install this route.",
 	        "kind": "bool",
+	        "label": "Enabled",
 	        "list": false
 	      },
 	      "endpoint": {
 	        "doc": "Handler URL 'http://host[:port]/path' (port 80 when absent; https is not supported).",
 	        "kind": "url",
+	        "label": "Endpoint",
 	        "list": false,
 	        "required": true
 	      },
 	      "id": {
 	        "doc": "Stable route_id.",
 	        "kind": "routeid",
+	        "label": "Route ID",
 	        "list": false,
 	        "section_name": true
 	      },
@@ -1230,6 +1362,7 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "Contract: safe to retry after possible delivery.",
 	        "kind": "bool",
+	        "label": "Idempotent",
 	        "list": false
 	      },
 	      "input_schema": {
@@ -1237,12 +1370,14 @@ return baseclass.extend({
 	        "doc": "Contract input JSON Schema.",
 	        "empty": "none",
 	        "kind": "jsonobject",
+	        "label": "Input schema",
 	        "list": false
 	      },
 	      "latency_ms": {
 	        "default": "0",
 	        "doc": "Advertised latency (ms).",
 	        "kind": "uint",
+	        "label": "Latency (ms)",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1251,6 +1386,7 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "Load (permille).",
 	        "kind": "uint",
+	        "label": "Load (permille)",
 	        "list": false,
 	        "max": "1000",
 	        "min": "0"
@@ -1258,6 +1394,7 @@ return baseclass.extend({
 	      "origin": {
 	        "doc": "Agent URI 'agent://tenant/name'.",
 	        "kind": "agenturi",
+	        "label": "Origin",
 	        "list": false,
 	        "required": true
 	      },
@@ -1266,6 +1403,7 @@ return baseclass.extend({
 	        "doc": "Region label.",
 	        "empty": "none",
 	        "kind": "name",
+	        "label": "Region",
 	        "list": false
 	      },
 	      "tenant": {
@@ -1273,12 +1411,14 @@ return baseclass.extend({
 	        "doc": "Owning tenant; must match origin.",
 	        "empty": "the tenant of origin",
 	        "kind": "name",
+	        "label": "Tenant",
 	        "list": false
 	      },
 	      "trust": {
 	        "default": "50",
 	        "doc": "Trust 0-100.",
 	        "kind": "uint",
+	        "label": "Trust",
 	        "list": false,
 	        "max": "100",
 	        "min": "0"
@@ -1286,6 +1426,7 @@ return baseclass.extend({
 	      "version": {
 	        "doc": "Interface version (>= 1).",
 	        "kind": "uint",
+	        "label": "Version",
 	        "list": false,
 	        "max": "4294967295",
 	        "min": "1",
@@ -1323,6 +1464,7 @@ return baseclass.extend({
 	        "default": "allow",
 	        "doc": "Verdict; a selected deny is final.",
 	        "kind": "enum",
+	        "label": "Action",
 	        "list": false,
 	        "values": [
 	          "allow",
@@ -1333,12 +1475,14 @@ return baseclass.extend({
 	        "default": "*",
 	        "doc": "Capability pattern ('prefix.*' or exact).",
 	        "kind": "pattern",
+	        "label": "Capability",
 	        "list": false
 	      },
 	      "d_cost": {
 	        "default": "100",
 	        "doc": "Cost divisor of the score.",
 	        "kind": "uint",
+	        "label": "Cost divisor",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "1"
@@ -1348,12 +1492,14 @@ return baseclass.extend({
 	        "doc": "Never routes via this peer.",
 	        "empty": "none",
 	        "kind": "dnslabel",
+	        "label": "Denied peer",
 	        "list": false
 	      },
 	      "enabled": {
 	        "default": "1",
 	        "doc": "Apply this rule.",
 	        "kind": "bool",
+	        "label": "Enabled",
 	        "list": false
 	      },
 	      "endpoint_prefix": {
@@ -1361,11 +1507,13 @@ return baseclass.extend({
 	        "doc": "Only endpoints starting with this.",
 	        "empty": "any endpoint",
 	        "kind": "text",
+	        "label": "Endpoint prefix",
 	        "list": false
 	      },
 	      "id": {
 	        "doc": "Rule id; ties of priority go to the smaller id.",
 	        "kind": "routeid",
+	        "label": "Rule ID",
 	        "list": false,
 	        "section_name": true
 	      },
@@ -1373,6 +1521,7 @@ return baseclass.extend({
 	        "default": "18446744073709551615",
 	        "doc": "Only routes with cost (millionths) <= this.",
 	        "kind": "uint",
+	        "label": "Highest cost (millionths)",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1381,6 +1530,7 @@ return baseclass.extend({
 	        "default": "18446744073709551615",
 	        "doc": "Only routes at most this many routers away.",
 	        "kind": "uint",
+	        "label": "Most hops",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1389,6 +1539,7 @@ return baseclass.extend({
 	        "default": "18446744073709551615",
 	        "doc": "Only routes with latency_ms <= this.",
 	        "kind": "uint",
+	        "label": "Highest latency (ms)",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1397,6 +1548,7 @@ return baseclass.extend({
 	        "default": "18446744073709551615",
 	        "doc": "Only routes with load (permille) <= this.",
 	        "kind": "uint",
+	        "label": "Highest load (permille)",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1405,6 +1557,7 @@ return baseclass.extend({
 	        "default": "none",
 	        "doc": "Only routes whose origin was proven at least this way (none < bootstrap < static < jwt).",
 	        "kind": "enum",
+	        "label": "Weakest origin proof",
 	        "list": false,
 	        "values": [
 	          "none",
@@ -1417,6 +1570,7 @@ return baseclass.extend({
 	        "default": "0",
 	        "doc": "Only routes with trust >= this.",
 	        "kind": "uint",
+	        "label": "Lowest trust",
 	        "list": false,
 	        "max": "100",
 	        "min": "0"
@@ -1425,6 +1579,7 @@ return baseclass.extend({
 	        "default": "50000",
 	        "doc": "Score added to routes not via preferred_peer (when set).",
 	        "kind": "uint",
+	        "label": "Penalty off the preferred peer",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1434,12 +1589,14 @@ return baseclass.extend({
 	        "doc": "Peer whose routes avoid the penalty.",
 	        "empty": "none",
 	        "kind": "dnslabel",
+	        "label": "Preferred peer",
 	        "list": false
 	      },
 	      "priority": {
 	        "default": "0",
 	        "doc": "Highest matching priority wins.",
 	        "kind": "uint",
+	        "label": "Priority",
 	        "list": false,
 	        "max": "65535",
 	        "min": "0"
@@ -1449,6 +1606,7 @@ return baseclass.extend({
 	        "doc": "Only routes in this region.",
 	        "empty": "any region",
 	        "kind": "name",
+	        "label": "Region",
 	        "list": false
 	      },
 	      "required_peer": {
@@ -1456,12 +1614,14 @@ return baseclass.extend({
 	        "doc": "Only routes via this peer.",
 	        "empty": "any peer",
 	        "kind": "dnslabel",
+	        "label": "Required peer",
 	        "list": false
 	      },
 	      "source": {
 	        "default": "*",
 	        "doc": "Source agent URI pattern.",
 	        "kind": "pattern",
+	        "label": "Source",
 	        "list": false
 	      },
 	      "sources": {
@@ -1473,6 +1633,7 @@ return baseclass.extend({
 	        ],
 	        "doc": "Permitted route sources.",
 	        "kind": "enum",
+	        "label": "Route sources",
 	        "list": true,
 	        "values": [
 	          "local",
@@ -1485,12 +1646,14 @@ return baseclass.extend({
 	        "default": "*",
 	        "doc": "Caller tenant pattern.",
 	        "kind": "pattern",
+	        "label": "Tenant",
 	        "list": false
 	      },
 	      "w_hops": {
 	        "default": "10000",
 	        "doc": "Score weight of hop count.",
 	        "kind": "uint",
+	        "label": "Hop weight",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1499,6 +1662,7 @@ return baseclass.extend({
 	        "default": "1000",
 	        "doc": "Score weight of latency (ms).",
 	        "kind": "uint",
+	        "label": "Latency weight",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1507,6 +1671,7 @@ return baseclass.extend({
 	        "default": "100",
 	        "doc": "Score weight of load (permille).",
 	        "kind": "uint",
+	        "label": "Load weight",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1515,6 +1680,7 @@ return baseclass.extend({
 	        "default": "5000",
 	        "doc": "Score weight of distrust (100 - trust).",
 	        "kind": "uint",
+	        "label": "Distrust weight",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1557,12 +1723,14 @@ return baseclass.extend({
 	        "default": [],
 	        "doc": "Public keys that sign this tenant's tokens.",
 	        "kind": "jwtkey",
+	        "label": "JWT public keys",
 	        "list": true
 	      },
 	      "max_routes": {
 	        "default": "18446744073709551615",
 	        "doc": "Most local routes the tenant's agents may hold together (default: only agentd.max_routes bounds them).",
 	        "kind": "uint",
+	        "label": "Most routes",
 	        "list": false,
 	        "max": "18446744073709551615",
 	        "min": "0"
@@ -1571,6 +1739,7 @@ return baseclass.extend({
 	        "default": "50",
 	        "doc": "Highest trust a LAN registration of this tenant is granted, whatever it claims (tenants without a section get the default; docs/trust-model.md).",
 	        "kind": "uint",
+	        "label": "Highest trust",
 	        "list": false,
 	        "max": "100",
 	        "min": "0"
@@ -1578,6 +1747,7 @@ return baseclass.extend({
 	      "name": {
 	        "doc": "Tenant name (JWT claim 'tenant').",
 	        "kind": "name",
+	        "label": "Name",
 	        "list": false,
 	        "section_name": true
 	      },
@@ -1585,6 +1755,7 @@ return baseclass.extend({
 	        "default": "200",
 	        "doc": "Token bucket size of the tenant.",
 	        "kind": "uint",
+	        "label": "Request burst",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "0"
@@ -1593,6 +1764,7 @@ return baseclass.extend({
 	        "default": "100",
 	        "doc": "Request rate limit of the tenant (0 blocks it).",
 	        "kind": "uint",
+	        "label": "Requests per second",
 	        "list": false,
 	        "max": "1000000",
 	        "min": "0"

@@ -353,13 +353,21 @@ return baseclass.extend({
 		return fn ? fn(kind, String(value)) : false;
 	},
 
-	/* OptionSpec::means_empty: '' where the option gives '' a meaning, or
-	 * 'off' for it where 'off' is not itself one of its values (uci
-	 * cannot store an empty value). */
+	/* OptionSpec::means_empty: 'off' where the option has an empty
+	 * meaning and 'off' is not itself one of its values, or '' where that
+	 * meaning is the default. libuci does not store an option set to ''
+	 * (rpcd never returns it, a save drops it), so '' is the default
+	 * everywhere, in the daemons too; 'off' is how a listener goes off. */
 	meansEmpty: function(spec, value) {
 		value = String(value);
 		return spec.empty != null &&
-			(value === '' || (value === 'off' && !this.checkKind(spec, 'off')));
+			((value === '' && spec.default === '') || (value === 'off' && !this.checkKind(spec, 'off')));
+	},
+
+	/* OptionSpec::needs_off: the empty meaning is not the default, so only
+	 * 'off' says it (a listener on by default). */
+	needsOff: function(spec) {
+		return spec.empty != null && spec.default !== '' && !spec.required && !spec.section_name;
 	},
 
 	/* OptionSpec::check: the kind, or the option's empty value. */
@@ -442,18 +450,11 @@ return baseclass.extend({
 			if (Array.isArray(spec.default) && spec.default.length)
 				o.placeholder = spec.default.join(' ');
 		}
-		else if (typeof(spec.default) == 'string' && spec.default !== '' && spec.empty != null) {
-			/* '' has its own meaning here (e.g. a listener off), but uci
-			 * removes an option set to '' (uci.set, libuci), which would
-			 * bring the default back: an explicit '' in the file is left
-			 * as it is when the field stays empty. */
+		else if (this.needsOff(spec)) {
+			/* An empty field is the default (uci stores no '' and neither
+			 * do the daemons read one); 'off' turns it off. */
 			o.placeholder = spec.default;
-			o.description = '%s %s'.format(spec.doc, _("'off' (or an empty value in the file) means: %s.").format(spec.empty));
-			o.remove = function(section_id) {
-				if (this.cfgvalue(section_id) === '')
-					return;
-				return cls.prototype.remove.call(this, section_id);
-			};
+			o.description = '%s %s'.format(spec.doc, _("Empty: the default; 'off': %s.").format(spec.empty));
 		}
 		else if (typeof(spec.default) == 'string' && spec.default !== '') {
 			o.placeholder = spec.default;
