@@ -80,3 +80,45 @@ def test_staged_edits_commit_once_with_a_reload(tmp_path: Path) -> None:
     r = read_only.handle({"jsonrpc": "2.0", "id": 3, "method": "call",
                           "params": ["s", "uci", "set", {"config": "agentd", "section": "main", "values": {"x": "1"}}]})
     assert r["error"]["code"] == -32002
+
+
+def test_an_empty_option_is_not_stored_and_a_commit_drops_it(tmp_path: Path) -> None:
+    """As libuci: `option x ''` is not stored when the file is read (so
+    rpcd never returns it) and the next commit writes the file without
+    it; `uci set` with '' deletes the option. `off` survives both."""
+    conf = tmp_path / "agentd"
+    conf.write_text("config gateway 'gateway'\n\toption public_listen ''\n\toption peer_listen 'off'\n"
+                    "\toption admin_listen '127.0.0.1:9101'\n", encoding="utf-8")
+    store = UciStore({"agentd": conf}, lambda configs: None)
+    rpcd = Rpcd(Acl([ACL], ["luci-app-agentd"]), {}, store, session="s")
+
+    def call(method: str, args: dict) -> Any:
+        return rpcd.handle({"jsonrpc": "2.0", "id": 1, "method": "call", "params": ["s", "uci", method, args]})
+
+    gw = call("get", {"config": "agentd", "section": "gateway"})["result"][1]["values"]
+    assert "public_listen" not in gw and gw["peer_listen"] == "off", gw
+    assert call("set", {"config": "agentd", "section": "gateway", "values": {"admin_listen": ""}})["result"] == [0]
+    assert call("apply", {})["result"] == [0]
+    assert Package.parse(conf.read_text(encoding="utf-8")).get("gateway").options == {"peer_listen": "off"}
+    assert "public_listen" not in conf.read_text(encoding="utf-8")
+
+
+def test_session_access_answers_for_the_sessions_own_acl(tmp_path: Path) -> None:
+    """rpcd's `session access` (every session may ask): uci write and the
+    write-scoped ubus methods are granted to the write scope only."""
+    conf = tmp_path / "agentd"
+    conf.write_text("config agentd 'main'\n", encoding="utf-8")
+    store = UciStore({"agentd": conf}, lambda configs: None)
+
+    def access(rpcd: Rpcd, scope: str, obj: str, function: str) -> bool:
+        r = rpcd.handle({"jsonrpc": "2.0", "id": 1, "method": "call", "params": [
+            "s", "session", "access", {"scope": scope, "object": obj, "function": function}]})
+        return r["result"][1]["access"]
+
+    rw = Rpcd(Acl([ACL], ["luci-app-agentd"]), {}, store, session="s")
+    ro = Rpcd(Acl([ACL], ["luci-app-agentd"], scopes=("read",)), {}, store, session="s")
+    assert access(rw, "uci", "agentd", "write") and access(rw, "ubus", "agentd", "reload")
+    assert access(ro, "uci", "agentd", "read") and access(ro, "ubus", "agentd", "status")
+    assert not access(ro, "uci", "agentd", "write") and not access(ro, "ubus", "agentd", "reload")
+    assert access(ro, "access-group", "luci-app-agentd", "read")
+    assert not access(ro, "access-group", "luci-app-agentd", "write")

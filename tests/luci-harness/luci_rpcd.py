@@ -4,6 +4,9 @@ tests only. It does what rpcd documents for what the agentd views use:
 - sessions hold the ACL groups of `/usr/share/rpcd/acl.d/*.json` files
   (`read` and `write` scopes, `ubus` object → methods, `uci` packages);
   a call outside them is JSON-RPC error -32002 "Access denied";
+- `session access` {scope, object, function} answers `{"access": bool}`
+  for the session's own ACL (LuCI's form.Map asks it for `uci`/config/
+  `write` and goes read-only on false);
 - exec plugins (`/usr/libexec/rpcd/NAME`): `NAME list` once for the
   signatures, `NAME call METHOD` with the arguments as JSON on stdin and
   one JSON object on stdout (anything else: ubus status 5, no data);
@@ -44,12 +47,15 @@ class Acl:
         self.ubus: Dict[str, set] = {}
         self.uci_read: set = set()
         self.uci_write: set = set()
+        #: ACL groups granted per scope (`access-group` in rpcd's session).
+        self.groups: Dict[str, set] = {scope: set() for scope in scopes}
         for f in files:
             doc = json.loads(f.read_text(encoding="utf-8"))
             for g in groups:
                 if g not in doc:
                     continue
                 for scope in scopes:
+                    self.groups[scope].add(g)
                     part = doc[g].get(scope) or {}
                     for obj, methods in (part.get("ubus") or {}).items():
                         self.ubus.setdefault(obj, set()).update(methods)
@@ -61,6 +67,18 @@ class Acl:
     def ubus_ok(self, obj: str, method: str) -> bool:
         allowed = self.ubus.get(obj, set())
         return method in allowed or "*" in allowed
+
+    def access(self, scope: str, obj: str, function: str) -> bool:
+        """rpcd's `session access`: may this session call `function` of
+        `obj` in `scope` (`ubus` object/method, `uci` package/read|write,
+        `access-group` group/read|write)."""
+        if scope == "ubus":
+            return self.ubus_ok(obj, function)
+        if scope == "uci":
+            return obj in (self.uci_write if function == "write" else self.uci_read if function == "read" else ())
+        if scope == "access-group":
+            return obj in self.groups.get(function, set())
+        return False
 
 
 class ExecPlugin:
@@ -145,7 +163,14 @@ class UciStore:
         if s is None:
             return [UBUS_NOT_FOUND]
         for k, v in (a.get("values") or {}).items():
-            s.options[k] = self._value(v)
+            value = self._value(v)
+            if value == "":
+                # rpcd hands the value to libuci's uci_set(), which deletes
+                # an option set to the empty string.
+                s.options.pop(k, None)
+                self.changes.setdefault(a["config"], []).append(["remove", s.name, k])
+                continue
+            s.options[k] = value
             self.changes.setdefault(a["config"], []).append(["set", s.name, k, s.options[k]])
         return [UBUS_OK]
 
@@ -233,6 +258,11 @@ class Rpcd:
         args = args or {}
         with self.lock:
             self.calls.append({"object": obj, "method": method, "args": args})
+            if obj == "session" and method == "access":
+                # Every session may ask (rpcd's `unauthenticated` ACL group
+                # grants ubus session/access); the answer is its own ACL.
+                return [UBUS_OK, {"access": self.acl.access(str(args.get("scope", "ubus")), str(args.get("object", "")),
+                                                           str(args.get("function", "")))}]
             if obj == "uci":
                 return self._uci(method, args)
             if obj in self.plugins:

@@ -5,7 +5,12 @@ It reads what libuci writes and what the tests write — `config TYPE
 ['NAME']`, `option NAME VALUE`, `list NAME VALUE`, `#` comments, values
 quoted with '...' or "..." or bare, `'\\''` for a quote — and writes the
 file back the way `uci commit` does (one tab of indent, every value in
-single quotes). Anonymous sections get libuci-style names (`cfgXXYYYY`)
+single quotes). Like libuci it does not store `option NAME ''`: upstream
+uci's file.c parses an option line into `uci_set()`, and list.c's
+`uci_set()` returns without storing anything when the value is empty and
+the option does not exist yet (`if (!ptr->value[0]) ... return 0`), so
+rpcd never returns such an option and the next commit writes the file
+without it. Anonymous sections get libuci-style names (`cfgXXYYYY`)
 in memory and are written without a name. test_luci_uci.py checks that
 what it writes is what uci-schema (`agentd --check-config`) reads.
 """
@@ -68,6 +73,8 @@ class Package:
                     raise UciSyntaxError(no, raw, f"{kw} takes a name and one value")
                 name, value = words[1], words[2]
                 if kw == "option":
+                    if value == "":
+                        continue  # libuci: uci_set() with an empty value stores nothing
                     current.options[name] = value
                 else:
                     prev = current.options.get(name)

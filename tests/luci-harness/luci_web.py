@@ -137,6 +137,7 @@ class LuciServer:
                 "ubuspath": "/ubus/",
                 "pollinterval": 5,
                 "view": action["path"],
+                "nodespec": self.nodespec(path, entry),
             }
             links = " | ".join(
                 f'<a href="/cgi-bin/luci/{k}">{v.get("title", k)}</a>'
@@ -145,6 +146,23 @@ class LuciServer:
             )
             return PAGE.format(title=entry.get("title", path), env=json.dumps(env), menu=links)
         return None
+
+    def nodespec(self, path: str, entry: Dict[str, Any]) -> Dict[str, Any]:
+        """`L.env.nodespec` as LuCI's dispatcher sets it: the ACL groups of
+        `depends.acl` on every node of the path, `satisfied` when the
+        session holds any of them, `readonly` unless one is granted with
+        write access (dispatcher.uc check_acl_depends). luci.js's
+        hasViewPermission() returns `!nodespec.readonly`."""
+        parts = path.split("/")
+        groups = []
+        for i in range(1, len(parts) + 1):
+            node = self.menu.get("/".join(parts[:i])) or {}
+            groups += ((node.get("depends") or {}).get("acl") or [])
+        acl = self.rpcd.acl
+        read = any(acl.access("access-group", g, "read") for g in groups)
+        write = any(acl.access("access-group", g, "write") for g in groups)
+        return {"satisfied": read or write, "readonly": not write, "title": entry.get("title"),
+                "depends": entry.get("depends")}
 
     def close(self) -> None:
         self.httpd.shutdown()

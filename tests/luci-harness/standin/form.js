@@ -1,6 +1,7 @@
 'use strict';
 'require baseclass';
 'require dom';
+'require rpc';
 'require uci';
 'require ui';
 
@@ -15,7 +16,23 @@
  * remove, parse). Widgets are plain HTML controls with upstream's ids
  * (`cbid.<config>.<section>.<option>`); parse/write/remove follow
  * upstream's rules (what a save writes is what real LuCI would write).
+ *
+ * Where the agentd app once met upstream behaviour the stand-in lacked,
+ * the stand-in now does what upstream's form.js / ui.js do (each place
+ * says which): a Flag's validator sees the checkbox's `value` attribute
+ * ('1'), textvalue falls back to `default` and a grid cell without either
+ * shows "none", and a Map goes read-only when rpcd says the session may
+ * not write the package.
  */
+
+/* Upstream form.js: rpc.declare({ object: 'session', method: 'access',
+ * params: [ 'scope', 'object', 'function' ], expect: { access: false } }). */
+var callSessionAccess = rpc.declare({
+	object: 'session',
+	method: 'access',
+	params: [ 'scope', 'object', 'function' ],
+	expect: { 'access': false }
+});
 
 function cbid(config, sid, option) {
 	return 'cbid.%s.%s.%s'.format(config, sid, option);
@@ -61,11 +78,15 @@ var AbstractValue = baseclass.extend({
 	},
 
 	cfgvalue: function(sid) { return uci.get(this.config, sid, this.option); },
+	/* Upstream AbstractValue.textvalue: the stored value, else `default`,
+	 * else null (a grid cell then shows "none"). */
 	textvalue: function(sid) {
 		var v = this.cfgvalue(sid);
 		if (v == null)
 			v = this.default;
-		return Array.isArray(v) ? v.join(' ') : (v == null ? '' : String(v));
+		if (Array.isArray(v))
+			v = v.join(' ');
+		return (v != null) ? String(v) : null;
 	},
 	/* What the widget shows before the user touches it. */
 	shownvalue: function(sid) {
@@ -121,10 +142,17 @@ var AbstractValue = baseclass.extend({
 		return Promise.resolve();
 	},
 
+	/* Upstream renders every widget with `disabled: this.readonly ??
+	 * this.map.readonly`. */
+	isReadonly: function() {
+		return (this.readonly != null) ? !!this.readonly : !!this.map.readonly;
+	},
+
 	widget: function(sid) {
 		var v = this.shownvalue(sid);
 		return E('input', { 'type': 'text', 'class': 'cbi-input-text', 'id': cbid(this.config, sid, this.option),
-			'value': v == null ? '' : String(v), 'placeholder': this.placeholder });
+			'value': v == null ? '' : String(v), 'placeholder': this.placeholder,
+			'disabled': this.isReadonly() ? '' : null });
 	},
 
 	/* Marks the widget invalid while its value does not validate. */
@@ -158,7 +186,7 @@ var TextValue = AbstractValue.extend({
 	widget: function(sid) {
 		var v = this.shownvalue(sid);
 		return E('textarea', { 'class': 'cbi-input-textarea', 'id': cbid(this.config, sid, this.option),
-			'rows': this.rows || 4, 'placeholder': this.placeholder,
+			'rows': this.rows || 4, 'placeholder': this.placeholder, 'disabled': this.isReadonly() ? '' : null,
 			'style': this.monospace ? 'font-family:monospace' : null }, [ v == null ? '' : String(v) ]);
 	}
 });
@@ -171,9 +199,19 @@ var Flag = AbstractValue.extend({
 		this.default = this.disabled;
 	},
 	widget: function(sid) {
-		var w = E('input', { 'type': 'checkbox', 'class': 'cbi-input-checkbox', 'id': cbid(this.config, sid, this.option) });
+		var w = E('input', { 'type': 'checkbox', 'class': 'cbi-input-checkbox', 'id': cbid(this.config, sid, this.option),
+			'value': this.enabled, 'disabled': this.isReadonly() ? '' : null });
 		w.checked = truthy(this.shownvalue(sid));
 		return w;
+	},
+	/* Upstream ui.Checkbox renders `<input type="checkbox"
+	 * value="<value_enabled>">` and binds its validator to that input
+	 * (setUpdateEvents → addValidator); validation.js's Validator.validate
+	 * reads `this.field.value`, the value attribute, so the option's
+	 * validate(section_id, value) always gets value_enabled ('1'),
+	 * checked or not. The real state is this.formvalue(section_id). */
+	check: function(sid, value) {
+		return AbstractValue.prototype.check.call(this, sid, this.enabled);
 	},
 	formvalue: function(sid, root) {
 		var w = this.findWidget(sid, root);
@@ -200,14 +238,15 @@ var Flag = AbstractValue.extend({
 var ListValue = AbstractValue.extend({
 	widget: function(sid) {
 		var v = this.shownvalue(sid), self = this;
-		return E('select', { 'class': 'cbi-input-select', 'id': cbid(this.config, sid, this.option) },
+		return E('select', { 'class': 'cbi-input-select', 'id': cbid(this.config, sid, this.option),
+			'disabled': this.isReadonly() ? '' : null },
 			this.keylist.map(function(k, i) {
 				return E('option', { 'value': k, 'selected': (String(v == null ? '' : v) == k) ? '' : null }, [ String(self.vallist[i]) ]);
 			}));
 	},
 	textvalue: function(sid) {
 		var v = this.shownvalue(sid), i = this.keylist.indexOf(String(v == null ? '' : v));
-		return i >= 0 ? String(this.vallist[i]) : (v == null ? '' : String(v));
+		return i >= 0 ? String(this.vallist[i]) : (v == null ? null : String(v));
 	}
 });
 
@@ -216,14 +255,17 @@ var DynamicList = AbstractValue.extend({
 	widget: function(sid) {
 		var v = L.toArray(this.cfgvalue(sid));
 		return E('textarea', { 'class': 'cbi-dynlist', 'id': cbid(this.config, sid, this.option), 'rows': Math.max(2, v.length + 1),
-			'placeholder': this.placeholder }, [ v.join('\n') ]);
+			'placeholder': this.placeholder, 'disabled': this.isReadonly() ? '' : null }, [ v.join('\n') ]);
 	},
 	shownvalue: function(sid) { return L.toArray(this.cfgvalue(sid)); },
 	formvalue: function(sid, root) {
 		var w = this.findWidget(sid, root);
 		return w ? w.value.split('\n').map(function(s) { return s.trim(); }).filter(function(s) { return s !== ''; }) : null;
 	},
-	textvalue: function(sid) { return L.toArray(this.cfgvalue(sid)).join(', '); },
+	textvalue: function(sid) {
+		var v = L.toArray(this.cfgvalue(sid));
+		return v.length ? v.join(', ') : null;
+	},
 	check: function(sid, value) {
 		for (var i = 0; i < (value || []).length; i++) {
 			var r = this.validate(sid, value[i]);
@@ -301,13 +343,14 @@ var NamedSection = AbstractSection.extend({
 		if (exists) {
 			node.appendChild(this.renderOptions(this.section));
 			if (this.addremove)
-				node.appendChild(E('button', { 'class': 'cbi-button cbi-button-remove', 'click': function() {
+				node.appendChild(E('button', { 'class': 'cbi-button cbi-button-remove', 'disabled': this.map.readonly ? '' : null, 'click': function() {
 					uci.remove(self.config, self.section);
 					return self.map.rerender();
 				} }, [ _('Delete') ]));
 		}
 		else if (this.addremove) {
-			node.appendChild(E('button', { 'class': 'cbi-button cbi-button-add', 'id': 'cbi-add-%s'.format(this.section), 'click': function() {
+			node.appendChild(E('button', { 'class': 'cbi-button cbi-button-add', 'id': 'cbi-add-%s'.format(this.section),
+				'disabled': this.map.readonly ? '' : null, 'click': function() {
 				uci.add(self.config, self.sectiontype, self.section);
 				return self.map.rerender();
 			} }, [ _('Add') ]));
@@ -333,10 +376,11 @@ var TypedSection = AbstractSection.extend({
 	},
 	renderAddControls: function() {
 		var self = this;
-		var name = this.anonymous ? null : E('input', { 'type': 'text', 'class': 'cbi-section-create-name', 'placeholder': _('New name') });
+		var name = this.anonymous ? null : E('input', { 'type': 'text', 'class': 'cbi-section-create-name', 'placeholder': _('New name'),
+			'disabled': this.map.readonly ? '' : null });
 		return E('div', { 'class': 'cbi-section-create' }, [
 			name || '',
-			E('button', { 'class': 'cbi-button cbi-button-add', 'click': function(ev) {
+			E('button', { 'class': 'cbi-button cbi-button-add', 'disabled': this.map.readonly ? '' : null, 'click': function(ev) {
 				var n = name ? name.value.trim() : null;
 				if (name && n === '')
 					return;
@@ -405,10 +449,14 @@ var GridSection = TypedSection.extend({
 			table.appendChild(E('tr', { 'class': 'tr cbi-section-table-row', 'data-sid': sid }, [
 				E('td', { 'class': 'td' }, [ self.anonymous ? '' : sid ])
 			].concat(cols.map(function(o) {
-				return E('td', { 'class': 'td', 'data-name': o.option }, [ o.editable ? o.widget(sid) : o.textvalue(sid) ]);
+				/* Upstream GridSection.renderTextValue: `(value != null) ?
+				 * value : E('em', _('none'))`. */
+				var v = o.editable ? null : o.textvalue(sid);
+				return E('td', { 'class': 'td', 'data-name': o.option },
+					[ o.editable ? o.widget(sid) : (v != null ? v : E('em', [ _('none') ])) ]);
 			})).concat([ E('td', { 'class': 'td cbi-section-actions' }, [
 				E('button', { 'class': 'cbi-button cbi-button-edit', 'click': function() { self.renderMoreOptionsModal(sid); } }, [ _('Edit') ]), ' ',
-				self.addremove ? E('button', { 'class': 'cbi-button cbi-button-remove', 'click': function() {
+				self.addremove ? E('button', { 'class': 'cbi-button cbi-button-remove', 'disabled': self.map.readonly ? '' : null, 'click': function() {
 					uci.remove(self.config, sid);
 					return self.map.rerender();
 				} }, [ _('Delete') ]) : ''
@@ -428,7 +476,7 @@ var CBIMap = baseclass.extend({
 		this.title = title;
 		this.description = description;
 		this.children = [];
-		this.readonly = false;
+		this.readonly = null;
 		this.data = uci;
 	},
 	section: function(cls) {
@@ -436,8 +484,18 @@ var CBIMap = baseclass.extend({
 		this.children.push(s);
 		return s;
 	},
+	/* Upstream Map.load: unless `readonly` was set by the view, asks
+	 * rpcd `session access` for ('uci', config, 'write') along with the
+	 * load and goes read-only on false. */
 	load: function() {
-		return uci.get(this.config) ? Promise.resolve() : uci.load(this.config);
+		var doCheckACL = (this.readonly == null);
+		return Promise.all([
+			doCheckACL ? callSessionAccess('uci', this.config, 'write') : true,
+			uci.get(this.config) ? null : uci.load(this.config)
+		]).then(L.bind(function(res) {
+			if (res[0] === false)
+				this.readonly = true;
+		}, this));
 	},
 	renderContents: function() {
 		var node = this.root || (this.root = E('div', { 'class': 'cbi-map', 'id': 'cbi-' + this.config }));

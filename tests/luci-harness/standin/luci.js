@@ -7,7 +7,7 @@
  * instantiate, isSubclass), the class loader (`L.require`: the leading
  * `'require name [as alias]'` strings of a module, its factory evaluated
  * with (window, document, L, deps...) and the returned class
- * instantiated), `L.bind`, `L.resolveDefault`, `L.isObject`, `L.toArray`,
+ * instantiated), `L.bind`, `L.hasViewPermission`, `L.resolveDefault`, `L.isObject`, `L.toArray`,
  * `L.url`, `L.resource`, `L.env`, `L.error`/`L.raise`, `E()`/`dom`
  * (create, append, content, attr, parent, data, bindClassInstance,
  * findClassInstance, callClassMethod), `poll` (add, remove, start, stop,
@@ -344,10 +344,23 @@
 			var footer = E([]);
 			if (!(this.handleSaveApply || this.handleSave || this.handleReset))
 				return footer;
-			var self = this;
+			/* Upstream view.addFooter: the buttons are disabled when every
+			 * form.Map of the view is read-only, or, in a view without a
+			 * map, when L.hasViewPermission() is false. */
+			var self = this, hasmap = false, readonly = true;
+			document.getElementById('view').querySelectorAll('.cbi-map').forEach(function(map) {
+				var m = dom.findClassInstance(map);
+				if (m) {
+					hasmap = true;
+					if (!m.readonly)
+						readonly = false;
+				}
+			});
+			if (!hasmap)
+				readonly = !L.hasViewPermission();
 			var btn = function(cls, label, fn) {
 				/* A refused save (invalid values) is shown by the form. */
-				return fn ? E('button', { 'class': 'cbi-button ' + cls, 'click': function(ev) {
+				return fn ? E('button', { 'class': 'cbi-button ' + cls, 'disabled': readonly ? '' : null, 'click': function(ev) {
 					return Promise.resolve(fn.call(self, ev)).catch(function(e) {
 						if (!(e && e.validation))
 							try { L.error(e); } catch (x) { }
@@ -387,6 +400,14 @@
 			if (typeof(v) == 'object') return [ v ];
 			var s = String(v).trim();
 			return s == '' ? [] : s.split(/\s+/);
+		},
+		/* Upstream luci.js: null without any ACL group of the page,
+		 * false with read access only, true with write access
+		 * (L.env.nodespec comes from the dispatcher, luci_web.py). */
+		hasViewPermission: function() {
+			if (!this.isObject(this.env.nodespec) || !this.env.nodespec.satisfied)
+				return null;
+			return !this.env.nodespec.readonly;
 		},
 		resolveDefault: function(value, defvalue) {
 			return Promise.resolve(value).catch(function() { return defvalue; });

@@ -14,6 +14,7 @@
  */
 
 var U16 = BigInt(65535);
+var U64_MAX = '18446744073709551615';
 
 function digits(s) {
 	return s.length > 0 && /^[0-9]+$/.test(s);
@@ -413,32 +414,66 @@ return baseclass.extend({
 		return true;
 	},
 
+	/* The default as the page shows it: 'unlimited' for the largest u64
+	 * (uci-schema's "no bound"), the meaning of the empty value where the
+	 * default is empty, else the default itself; null without one. */
+	shownDefault: function(spec) {
+		var d = spec.default;
+		if (Array.isArray(d))
+			return d.length ? d.join(' ') : null;
+		if (d == null)
+			return null;
+		if (spec.kind == 'uint' && d === U64_MAX)
+			return _('unlimited');
+		if (d === '')
+			return (spec.empty != null) ? spec.empty : null;
+		return d;
+	},
+
 	/*
 	 * A form option for `type.option` of /etc/config/agentd with the
-	 * table's validation, default (as placeholder) and doc line. `widget`
-	 * overrides the form class; `tab` puts it on a section tab.
+	 * table's label (unless `title` is given), validation, default (as
+	 * placeholder, and in grid cells of unset options, as upstream's
+	 * textvalue does with `default`) and doc line. `widget` overrides the
+	 * form class; `tab` puts it on a section tab.
 	 */
 	option: function(section, type, name, title, widget, tab) {
 		var spec = this.spec(type, name), self = this;
 		if (spec == null)
 			throw new Error('agentd: no option %s.%s in the schema'.format(type, name));
+		title = title || spec.label || name;
 
 		var cls = widget || (spec.kind == 'bool' ? form.Flag
 			: (spec.list ? form.DynamicList
 			: (spec.kind == 'enum' ? form.ListValue
 			: (spec.kind == 'jsonobject' ? form.TextValue : form.Value))));
-		var o = tab ? section.taboption(tab, cls, name, title || name, spec.doc)
-			: section.option(cls, name, title || name, spec.doc);
+		var o = tab ? section.taboption(tab, cls, name, title, spec.doc)
+			: section.option(cls, name, title, spec.doc);
 
 		/* As LuCI saves: a Flag or ListValue at its default is removed
 		 * (absent means the default), an emptied Value is removed. */
 		if (cls === form.Flag) {
 			o.default = spec.default;
+			/* Upstream ui.Checkbox validates the input's `value`
+			 * attribute, which is always value_enabled: `value` is '1'
+			 * whether ticked or not. The state is the form value. */
 			o.validate = function(section_id, value) {
-				return self.cross(section, section_id, type, name, value);
+				return self.cross(section, section_id, type, name, this.formvalue(section_id));
 			};
 			return o;
 		}
+
+		/* A grid cell of an unset option shows what it means (upstream's
+		 * textvalue falls back to `default`, which a Value here leaves
+		 * unset: it would be written into the file on every save). */
+		o.textvalue = function(section_id) {
+			var v = this.cfgvalue(section_id);
+			if (Array.isArray(v))
+				v = v.length ? v.join(' ') : null;
+			if (v == null || v === '')
+				return self.shownDefault(spec);
+			return (spec.kind == 'uint' && v === U64_MAX) ? _('unlimited') : String(v);
+		};
 
 		if (cls === form.ListValue) {
 			if (spec.empty != null)
@@ -453,11 +488,11 @@ return baseclass.extend({
 		else if (this.needsOff(spec)) {
 			/* An empty field is the default (uci stores no '' and neither
 			 * do the daemons read one); 'off' turns it off. */
-			o.placeholder = spec.default;
+			o.placeholder = this.shownDefault(spec);
 			o.description = '%s %s'.format(spec.doc, _("Empty: the default; 'off': %s.").format(spec.empty));
 		}
 		else if (typeof(spec.default) == 'string' && spec.default !== '') {
-			o.placeholder = spec.default;
+			o.placeholder = this.shownDefault(spec);
 		}
 		else if (spec.empty != null) {
 			o.placeholder = spec.empty;

@@ -33,7 +33,7 @@ return view.extend({
 
 		validate.order('mapping').forEach(function(name) {
 			var widget = (name == 'description') ? form.TextValue : null;
-			o = validate.option(s, 'mapping', name, name, widget);
+			o = validate.option(s, 'mapping', name, null, widget);
 			if (COLUMNS.indexOf(name) < 0)
 				o.modalonly = true;
 			if (name == 'input_schema') {

@@ -161,7 +161,11 @@ return view.extend({
 					row(_('Gateway'), 'agentd-gateway')
 				]),
 				E('div', { 'class': 'right' }, [
+					/* Write-scoped (ubus agentd.reload): disabled for a
+					 * read-only user, as upstream's form footer is
+					 * (L.hasViewPermission() is false with read access). */
 					E('button', { 'class': 'btn cbi-button-action', 'id': 'agentd-reload',
+						'disabled': L.hasViewPermission() ? null : '',
 						'click': ui.createHandlerFn(this, 'handleReload') }, [ _('Reload configuration') ])
 				])
 			]),

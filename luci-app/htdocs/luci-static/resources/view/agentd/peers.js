@@ -98,6 +98,10 @@ return view.extend({
 
 	update: function(root, data) {
 		var peers = data[0], cands = data[1], self = this;
+		/* Approve and Revoke are write-scoped (ubus agentd.approve/revoke):
+		 * disabled for a read-only user (L.hasViewPermission() false), as
+		 * upstream's form footer is. */
+		var writable = !!L.hasViewPermission();
 		var perr = common.errorOf(peers);
 		common.setText(root.querySelector('#agentd-self'), perr ? perr
 			: _('%s, key %s, sessions %s, listening on %s').format(common.dash(peers.router_id),
@@ -131,12 +135,12 @@ return view.extend({
 				E('div', {}, [
 					E('button', {
 						'class': 'btn cbi-button-positive agentd-approve', 'data-id': id, 'data-version': String(version),
-						'disabled': mayApprove(cands.admission, c) ? null : '',
+						'disabled': (writable && mayApprove(cands.admission, c)) ? null : '',
 						'click': ui.createHandlerFn(self, 'handleDecision', callApprove, id, version)
 					}, [ _('Approve') ]), ' ',
 					E('button', {
 						'class': 'btn cbi-button-negative agentd-revoke', 'data-id': id, 'data-version': String(version),
-						'disabled': mayRevoke(cands.admission, c) ? null : '',
+						'disabled': (writable && mayRevoke(cands.admission, c)) ? null : '',
 						'click': ui.createHandlerFn(self, 'handleDecision', callRevoke, id, version)
 					}, [ _('Revoke') ])
 				]) ];
@@ -146,6 +150,7 @@ return view.extend({
 			return [ a.id, a.version, common.dash(a.fingerprint), a.section, announcedNow(list, a),
 				E('button', {
 					'class': 'btn cbi-button-negative agentd-revoke-approval', 'data-id': a.id, 'data-version': a.version,
+					'disabled': writable ? null : '',
 					'click': ui.createHandlerFn(self, 'handleDecision', callRevoke, a.id, +a.version)
 				}, [ _('Revoke') ]) ];
 		}), _('No discovered router is approved.'));

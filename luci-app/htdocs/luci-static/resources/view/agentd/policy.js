@@ -38,7 +38,7 @@ return view.extend({
 		s.handleAdd = validate.addNamed('rule');
 
 		validate.order('rule').forEach(function(name) {
-			o = validate.option(s, 'rule', name, name);
+			o = validate.option(s, 'rule', name);
 			if (COLUMNS.indexOf(name) < 0)
 				o.modalonly = true;
 			else
