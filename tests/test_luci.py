@@ -754,6 +754,47 @@ def test_settings_saves_and_deletes_on_the_shipped_config(browser: Browser, bins
         h.close()
 
 
+def test_a_flags_cross_option_check_reads_the_box_not_the_validators_value(browser: Browser, make_stack: Any,
+                                                                         bins: Any, workdir: Path) -> None:
+    """agentd/validate.js on a Flag with a rule between options (uci-schema:
+    cloud.url is required when cloud.enabled is '1'), in a form.Map of the
+    stand-in, which validates a Flag as upstream does (with the checkbox's
+    value attribute, '1', ticked or not): unticked, the section parses;
+    ticked without a url, it is refused naming url. The check must read
+    the box (this.formvalue), not the validator's argument."""
+    stack = make_stack()
+    with stack.cfg.path.open("a", encoding="utf-8") as f:
+        f.write("\nconfig cloud 'cloud'\n\toption enabled '0'\n")
+    h = Harness(workdir / "luci", bins.agentctl, stack.cfg.path, lambda: [stack.agentd.pid, stack.gw.pid])
+    p = open_view(browser, Lab(None, None, h, bins), "settings")
+    try:
+        js = """Promise.all([ L.require('form'), L.require('agentd.validate') ]).then(function(r) {
+            var form = r[0], v = r[1];
+            var m = new form.Map('agentd');
+            var s = m.section(form.NamedSection, 'cloud', 'cloud');
+            v.option(s, 'cloud', 'enabled');
+            return m.render().then(function(node) {
+                document.body.appendChild(node);
+                var box = node.querySelector('[id="cbid.agentd.cloud.enabled"]');
+                var parse = function(ticked) {
+                    box.checked = ticked;
+                    return m.parse().then(function() { return 'ok'; }, function(e) { return 'refused: ' + e.message; });
+                };
+                return parse(false).then(function(off) {
+                    return parse(true).then(function(on) { return [ off, on ]; });
+                });
+            });
+        })"""
+        off, on = p.eval(js)
+        assert off == "ok", off
+        assert on.startswith("refused: ") and "url" in on, on
+        assert h.uci.commits == []
+        no_errors(p, "settings")
+    finally:
+        p.close()
+        h.close()
+
+
 def test_grid_cells_and_fields_show_labels_and_what_unset_options_mean(browser: Browser, make_stack: Any, bins: Any,
                                                                        workdir: Path) -> None:
     """Policy and Mappings rows of sections that leave options unset show
