@@ -670,7 +670,7 @@ def test_a_read_only_session_sees_everything_and_is_offered_no_change(browser: B
     (L.hasViewPermission() is false), so no raw -32002 error reaches the
     page. rpcd itself still refuses the writes; the file and the daemon's
     config generation stay as they were."""
-    stack = make_stack()
+    stack = make_stack(rules=[("r1", {"action": "deny", "capability": "demo.x"})])
     h = Harness(workdir / "luci", bins.agentctl, stack.cfg.path, lambda: [stack.agentd.pid, stack.gw.pid],
                 scopes=("read",))
     original = stack.cfg.path.read_text(encoding="utf-8")
@@ -694,6 +694,14 @@ def test_a_read_only_session_sees_everything_and_is_offered_no_change(browser: B
                                  " #view .cbi-button:not(.cbi-button-edit)')).filter(function(w) { return !w.disabled; })"
                                  ".map(function(w) { return w.id || w.className; })")
                 assert enabled == [], (page, enabled)
+                if page == "policy":
+                    # A rule's dialog opens to be read; nothing in it can be saved.
+                    click(p, "tr[data-sid=r1] .cbi-button-edit")
+                    wait_for("policy: r1's dialog", lambda: p.eval("!!document.getElementById('cbi-modal-save')"), timeout=5)
+                    enabled = p.eval("Array.from(document.querySelectorAll('#modal_overlay input, #modal_overlay select,"
+                                     " #modal_overlay textarea, #cbi-modal-save')).filter(function(w) { return !w.disabled; })"
+                                     ".map(function(w) { return w.id; })")
+                    assert enabled == [], enabled
                 no_errors(p, page)
             finally:
                 p.close()

@@ -425,7 +425,8 @@ var GridSection = TypedSection.extend({
 					ui.hideModal();
 					return self.map.rerender();
 				} }, [ _('Dismiss') ]), ' ',
-				E('button', { 'class': 'cbi-button cbi-button-positive important', 'id': 'cbi-modal-save', 'click': function() {
+				E('button', { 'class': 'cbi-button cbi-button-positive important', 'id': 'cbi-modal-save',
+					'disabled': self.map.readonly ? '' : null, 'click': function() {
 					return Promise.all(self.children.map(function(o) { return o.parse(sid, body); })).then(function() {
 						self.addedSection = null;
 						ui.hideModal();
