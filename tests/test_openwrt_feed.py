@@ -98,6 +98,11 @@ def scanned_packages(feed_dir: Path) -> Dict[str, Path]:
     CURDIR is its resolved path). Package directory name -> resolved dir."""
     found = subprocess.run(["find", "-L", str(feed_dir), "-mindepth", "1", "-maxdepth", "5", "-name", "Makefile"],
                            capture_output=True, text=True, check=True).stdout.split()
+    # A clone holds only what git tracks (not this checkout's target/ or .venv/).
+    ls = subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True)
+    if ls.returncode == 0:
+        tracked = set(ls.stdout.split())
+        found = [mk for mk in found if Path(mk).relative_to(REPO).as_posix() in tracked]
     out: Dict[str, Path] = {}
     for mk in sorted(found):
         text = Path(mk).read_text(errors="replace")
