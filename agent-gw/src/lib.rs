@@ -12,7 +12,6 @@
 //! routers: forwarding assertions so far); `metrics` (the Prometheus
 //! endpoint on `admin_listen`).
 
-pub mod a2a;
 pub mod api;
 pub mod auth;
 pub mod body;
@@ -20,24 +19,20 @@ pub mod budget;
 pub mod catalog;
 pub mod config;
 pub mod control;
-pub mod endpoints;
+pub mod core;
 pub mod fib_sync;
 pub mod forward;
+pub mod front;
 pub mod handshake;
-pub mod http_guard;
 pub mod http_head;
-pub mod ingress;
 pub mod jsonrpc;
 pub mod limits;
-pub mod mcp;
 pub mod metrics;
 pub mod origin;
 pub mod peer;
 pub mod pipeline;
-pub mod public;
 pub mod router;
-pub mod server;
+pub mod serve;
 pub mod sources;
-pub mod state;
 pub mod stats;
 pub mod task;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agentd::ipc::message::GatewayStats;
 
-use crate::state::AppState;
+use crate::core::Core;
 
 /// Shortest time between two reports.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
@@ -18,7 +18,7 @@ pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 pub const MAX_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The counters now.
-pub fn snapshot(state: &AppState) -> GatewayStats {
+pub fn snapshot(state: &Core) -> GatewayStats {
     let (tasks, capacity, t) = {
         let table = state.tasks.borrow_mut();
         (table.len(), table.config().capacity, table.stats())
@@ -71,7 +71,7 @@ pub fn due(last: Option<&GatewayStats>, now: &GatewayStats, since_last: Duration
 
 /// Reports to agentd for as long as the gateway runs. A failed report is
 /// retried at the next tick (agentd may be restarting).
-pub async fn report(state: Rc<AppState>) {
+pub async fn report(state: Rc<Core>) {
     let mut last: Option<GatewayStats> = None;
     let mut sent_at = tokio::time::Instant::now();
     loop {

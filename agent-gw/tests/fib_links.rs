@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use agent_gw::config::GatewayConfig;
-use agent_gw::state::AppState;
+use agent_gw::core::Core;
 use common::daemon::{wait_for, Daemon, TempDir};
 use common::*;
 use ed25519_dalek::SigningKey;
@@ -79,7 +79,7 @@ impl Router {
 }
 
 /// Whether `links_changed` holds a permit now (polled once, no waiting).
-async fn permit(state: &AppState) -> bool {
+async fn permit(state: &Core) -> bool {
     tokio::time::timeout(Duration::ZERO, state.links_changed.notified())
         .await
         .is_ok()
@@ -97,8 +97,8 @@ fn the_gateway_learns_the_peer_link_and_is_notified_when_it_changes() {
         wait_for("agentd A's socket", 10, || a.socket().exists()).await;
 
         let uci = uci_schema::Config::load(&config_a).unwrap();
-        let state: Rc<AppState> = AppState::new(GatewayConfig::from_uci(&uci).unwrap());
-        tokio::task::spawn_local(agent_gw::fib_sync::run(state.clone()));
+        let state: Rc<Core> = Core::new(GatewayConfig::from_uci(&uci).unwrap());
+        tokio::task::spawn_local(agent_gw::core::fib_follow::run(state.clone()));
         wait_for("A's FIB snapshot", 10, || {
             state.fib.borrow().generation().is_some()
         })

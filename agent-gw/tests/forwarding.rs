@@ -326,7 +326,7 @@ fn leases_expire_at_their_deadline_while_agentd_is_unreachable() {
         let (gw, state) = start_gateway(lab_config()).await;
         // The sync loop runs with no agentd to talk to (the socket does
         // not exist): expiry must still happen on the replica's own timer.
-        tokio::task::spawn_local(agent_gw::fib_sync::run(state.clone()));
+        tokio::task::spawn_local(agent_gw::core::fib_follow::run(state.clone()));
         let mut short = route("r-short", "demo.echo", &b.endpoint(), 1, false);
         let deadline = agentd::time::Millis::now().saturating_add_ms(300);
         short.lease = agentd::route::Lease::Until(deadline);

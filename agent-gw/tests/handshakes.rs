@@ -26,7 +26,7 @@ use tokio::sync::Notify;
 use tokio_rustls::rustls::ClientConnection;
 
 use agent_gw::config::{AuthMode, GatewayConfig};
-use agent_gw::state::AppState;
+use agent_gw::core::Core;
 use common::daemon::TempDir;
 use common::*;
 
@@ -129,7 +129,7 @@ fn one_host_holds_only_its_share_of_public_handshakes() {
             auth: AuthMode::Jwt,
             ..lab_config()
         };
-        let state = AppState::new(cfg);
+        let state = Core::new(cfg);
         let identity =
             RouterIdentity::new(SigningKey::from_bytes(&[3; 32]), None, "router").unwrap();
         let tls = router_pki::tls::public::public_server_config(
@@ -137,17 +137,21 @@ fn one_host_holds_only_its_share_of_public_handshakes() {
             &[b"h2", b"http/1.1"],
         )
         .unwrap();
-        let listener = agent_gw::server::bind("127.0.0.1:0".parse().unwrap())
+        let listener = agent_gw::serve::http::bind("127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::task::spawn_local(agent_gw::public::serve(
+        tokio::task::spawn_local(agent_gw::serve::public::serve(
             listener,
             tokio_rustls::TlsAcceptor::from(tls),
-            state,
+            agent_gw::serve::Gateway::new(state),
         ));
         let burst = burst_from(ip("127.0.0.2"), addr, BURST);
-        await_closed(burst, BURST - agent_gw::public::MAX_HANDSHAKES_PER_SOURCE).await;
+        await_closed(
+            burst,
+            BURST - agent_gw::serve::public::MAX_HANDSHAKES_PER_SOURCE,
+        )
+        .await;
         assert_eq!(hello_from(ip("127.0.0.3"), addr).await, HANDSHAKE_RECORD);
     });
 }
@@ -164,7 +168,7 @@ fn one_host_holds_only_its_share_of_peer_handshakes() {
             identity: key_path,
             ..lab_config()
         };
-        let state = AppState::new(cfg);
+        let state = Core::new(cfg);
         // One linked router: the data plane loads its TLS identity.
         let linked = SigningKey::from_bytes(&[4; 32]).verifying_key();
         state.peer.sync(vec![agent_gw::peer::Link {
@@ -173,15 +177,18 @@ fn one_host_holds_only_its_share_of_peer_handshakes() {
             data: closed_port().await.to_string().into(),
         }]);
         assert!(state.peer.tls().is_some());
-        let listener = agent_gw::server::bind("127.0.0.1:0".parse().unwrap())
+        let listener = agent_gw::serve::http::bind("127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::task::spawn_local(agent_gw::peer::listener::serve(listener, state));
+        tokio::task::spawn_local(agent_gw::serve::peer::serve(
+            listener,
+            agent_gw::serve::Gateway::new(state),
+        ));
         let burst = burst_from(ip("127.0.0.2"), addr, BURST);
         await_closed(
             burst,
-            BURST - agent_gw::peer::listener::MAX_HANDSHAKES_PER_SOURCE,
+            BURST - agent_gw::serve::peer::MAX_HANDSHAKES_PER_SOURCE,
         )
         .await;
         assert_eq!(hello_from(ip("127.0.0.3"), addr).await, HANDSHAKE_RECORD);

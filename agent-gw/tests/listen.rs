@@ -52,7 +52,7 @@ fn ipv4_and_ipv6_clients_reach_a_wildcard_ipv6_listener() {
 
 #[test]
 fn only_errors_that_mean_no_ipv6_fall_back_to_ipv4() {
-    use agent_gw::server::means_no_ipv6;
+    use agent_gw::serve::http::means_no_ipv6;
     let e = |n| std::io::Error::from_raw_os_error(n);
     assert!(means_no_ipv6(&e(libc::EAFNOSUPPORT)));
     assert!(means_no_ipv6(&e(libc::EADDRNOTAVAIL)));

@@ -110,7 +110,7 @@ fn peer_up_flips_only_that_peers_paths_in_the_replica() {
             ],
         )
         .await;
-        let ids = |state: &agent_gw::state::AppState| -> Vec<String> {
+        let ids = |state: &agent_gw::core::Core| -> Vec<String> {
             let q = agentd::select::Query {
                 capability: "demo.echo",
                 version: 1,

@@ -18,10 +18,11 @@ use hyper_util::rt::TokioIo;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpStream;
 
+use agent_gw::front::neighbour as inbound;
 use agent_gw::limits::{Rate, MAX_BUCKETS};
 use agent_gw::peer::assertion::{Assertion, Claims};
 use agent_gw::peer::outbound::unix_ms;
-use agent_gw::peer::{inbound, LocalExec, ASSERTION_HEADER};
+use agent_gw::peer::{LocalExec, ASSERTION_HEADER};
 use common::*;
 
 /// One forwarded call from router-c for `tenant`, pinned to `route`;

@@ -20,7 +20,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use agent_gw::state::AppState;
+use agent_gw::core::Core;
 use common::*;
 
 /// A route that came from agentd without loopback leave.
@@ -30,7 +30,7 @@ fn strict(mut r: agentd::route::Route) -> agentd::route::Route {
 }
 
 /// Polls (bounded: 200 × 5 ms) until no request is in flight.
-async fn inflight_drains(state: &AppState) {
+async fn inflight_drains(state: &Core) {
     for _ in 0..200 {
         if state.inflight.current() == 0 {
             return;

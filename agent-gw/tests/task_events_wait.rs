@@ -7,12 +7,12 @@ mod common;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
-use agent_gw::state::AppState;
+use agent_gw::core::Core;
 use common::{backend, gateway_with, lab_config, route, run, send, task_handle, Backend, Mode};
 
 /// A gateway with a held async task: (its handler, the gateway, its
 /// state, the task id and token).
-async fn held_task() -> (Backend, SocketAddr, Rc<AppState>, String, String) {
+async fn held_task() -> (Backend, SocketAddr, Rc<Core>, String, String) {
     let hold = backend("hold", Mode::Hold).await;
     let (gw, state) = gateway_with(
         lab_config(),
@@ -33,7 +33,7 @@ async fn held_task() -> (Backend, SocketAddr, Rc<AppState>, String, String) {
 
 /// Whether task `id` got a watcher (a waiting events request) before
 /// `request` answered. Polls the table (bounded: 5 s).
-async fn watched<T>(state: &AppState, id: &str, request: &tokio::task::JoinHandle<T>) -> bool {
+async fn watched<T>(state: &Core, id: &str, request: &tokio::task::JoinHandle<T>) -> bool {
     let tid = agent_gw::task::TaskId::parse(id).unwrap();
     for _ in 0..5000 {
         let n = state
@@ -100,9 +100,10 @@ fn a_neighbour_asking_for_events_with_wait_ms_waits_too() {
     use http_body_util::{BodyExt, Full};
     use sha2::{Digest, Sha256};
 
+    use agent_gw::front::neighbour as inbound;
     use agent_gw::peer::assertion::{Assertion, Claims};
     use agent_gw::peer::outbound::unix_ms;
-    use agent_gw::peer::{inbound, LocalExec, ASSERTION_HEADER};
+    use agent_gw::peer::{LocalExec, ASSERTION_HEADER};
 
     run(async {
         let (hold, _gw, state, id, token) = held_task().await;

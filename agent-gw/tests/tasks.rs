@@ -520,12 +520,17 @@ fn an_abandoned_stream_is_cancelled_after_task_ttl_without_any_request() {
             task_ttl_s: 1,
             ..lab_config()
         };
-        let state = agent_gw::state::AppState::new(cfg);
-        let listener = agent_gw::server::bind(state.cfg.sdk_listen).await.unwrap();
+        let state = agent_gw::core::Core::new(cfg);
+        let listener = agent_gw::serve::http::bind(state.cfg.sdk_listen)
+            .await
+            .unwrap();
         let gw = listener.local_addr().unwrap();
         // server::run's timer driver, without its FIB follower.
         tokio::task::spawn_local(agent_gw::task::live::expiry_driver(state.tasks.clone()));
-        tokio::task::spawn_local(agent_gw::server::serve(listener, state.clone()));
+        tokio::task::spawn_local(agent_gw::serve::http::serve(
+            listener,
+            agent_gw::serve::Gateway::new(state.clone()),
+        ));
         load_fib(
             &state,
             1,

@@ -14,7 +14,7 @@ mod common;
 use std::rc::Rc;
 
 use agent_gw::config::GatewayConfig;
-use agent_gw::state::AppState;
+use agent_gw::core::Core;
 use common::daemon::{wait_for, Daemon, TempDir};
 use common::*;
 
@@ -55,11 +55,16 @@ fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
         let mut agentd = Daemon::start(&config, &socket);
         wait_for("agentd socket", 10, || socket.exists()).await;
 
-        let state: Rc<AppState> = AppState::new(cfg);
-        let listener = agent_gw::server::bind(state.cfg.sdk_listen).await.unwrap();
+        let state: Rc<Core> = Core::new(cfg);
+        let listener = agent_gw::serve::http::bind(state.cfg.sdk_listen)
+            .await
+            .unwrap();
         let gw = listener.local_addr().unwrap();
-        tokio::task::spawn_local(agent_gw::server::serve(listener, state.clone()));
-        tokio::task::spawn_local(agent_gw::fib_sync::run(state.clone()));
+        tokio::task::spawn_local(agent_gw::serve::http::serve(
+            listener,
+            agent_gw::serve::Gateway::new(state.clone()),
+        ));
+        tokio::task::spawn_local(agent_gw::core::fib_follow::run(state.clone()));
         wait_for("FIB snapshot", 10, || {
             state.fib.borrow().generation().is_some()
         })

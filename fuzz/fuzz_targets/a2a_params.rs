@@ -4,7 +4,7 @@
 //! typed errors, never panic, and keep their bounds.
 #![no_main]
 
-use agent_gw::a2a::{check_version, handle, part, wire, Method};
+use agent_gw::front::a2a::{check_version, handle, part, wire, Method};
 use agent_gw::api::json;
 use agent_gw::task::TaskResult;
 use libfuzzer_sys::fuzz_target;

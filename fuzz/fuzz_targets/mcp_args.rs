@@ -3,7 +3,7 @@
 //! whatever the schema nests or names, and its message must be bounded.
 #![no_main]
 
-use agent_gw::mcp::args;
+use agent_gw::front::mcp::args;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -7,7 +7,7 @@
 
 use agent_gw::catalog::{decode_cursor, encode_cursor};
 use agent_gw::jsonrpc::{self, Message};
-use agent_gw::mcp::{parse_event_id, tools, wire};
+use agent_gw::front::mcp::{parse_event_id, tools, wire};
 use agent_gw::origin;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use agent_gw::config::{AuthMode, GatewayConfig};
-use agent_gw::state::AppState;
+use agent_gw::serve::Gateway;
 use agentd::log::{self, Level, Sink};
 use agentd::{log_error, log_info, log_notice, log_warn};
 
@@ -184,9 +184,9 @@ fn main() -> ExitCode {
         }
     };
     let local = tokio::task::LocalSet::new();
-    let state = AppState::new(cfg);
+    let gw = Gateway::of(cfg);
     local.spawn_local(on_hangup());
-    match local.block_on(&rt, agent_gw::server::run(state)) {
+    match local.block_on(&rt, agent_gw::serve::run(gw)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             fatal(e.to_string());

@@ -43,7 +43,7 @@ use tokio::net::TcpListener;
 use agentd::ipc::message::{GatewayStats, StatsView};
 
 use crate::body::{full, Body};
-use crate::state::AppState;
+use crate::serve::Gateway;
 use text::{EncodeError, Exposition, Kind};
 
 /// Scrapes served at once; further connections are closed at accept.
@@ -63,11 +63,11 @@ pub const PATH: &str = "/metrics";
 /// address that cannot be bound (taken by another gateway on the same
 /// host, say) is logged and the data plane runs without metrics: they
 /// are not worth an outage.
-pub async fn start(state: &Rc<AppState>) -> io::Result<()> {
-    let Some(addr) = state.cfg.admin_listen else {
+pub async fn start(gw: &Rc<Gateway>) -> io::Result<()> {
+    let Some(addr) = gw.core.cfg.admin_listen else {
         return Ok(());
     };
-    let listener = match crate::server::bind(addr).await {
+    let listener = match crate::serve::http::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
             agentd::log_error!(
@@ -82,12 +82,12 @@ pub async fn start(state: &Rc<AppState>) -> io::Result<()> {
         );
     }
     agentd::log_notice!("listening admin={}", listener.local_addr()?);
-    tokio::task::spawn_local(serve(listener, state.clone()));
+    tokio::task::spawn_local(serve(listener, gw.clone()));
     Ok(())
 }
 
 /// Serves scrapes from `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
+pub async fn serve(listener: TcpListener, gw: Rc<Gateway>) {
     let mut pacer = agentd::accept::Pacer::new("admin listener");
     let open = Rc::new(Cell::new(0u32));
     loop {
@@ -99,11 +99,11 @@ pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
             continue;
         }
         open.set(open.get() + 1);
-        let (state, open) = (state.clone(), open.clone());
+        let (gw, open) = (gw.clone(), open.clone());
         tokio::task::spawn_local(async move {
             let svc = service_fn(|req| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(answer(&state, &req).await) }
+                let gw = gw.clone();
+                async move { Ok::<_, Infallible>(answer(&gw, &req).await) }
             });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -118,7 +118,8 @@ pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
 
 /// `GET`/`HEAD /metrics` → the exposition; another method there → 405;
 /// any other path → 404. A request body is never read.
-async fn answer(state: &AppState, req: &Request<Incoming>) -> Response<Body> {
+async fn answer(gateway: &Gateway, req: &Request<Incoming>) -> Response<Body> {
+    let state = &gateway.core;
     if req.uri().path() != PATH {
         return plain(
             StatusCode::NOT_FOUND,
@@ -139,7 +140,7 @@ async fn answer(state: &AppState, req: &Request<Incoming>) -> Response<Body> {
         _ => None,
     };
     let gw = crate::stats::snapshot(state);
-    match render(&gw, &state.requests.rows(), agentd.as_ref()) {
+    match render(&gw, &gateway.requests.rows(), agentd.as_ref()) {
         Ok(body) => {
             let mut r = Response::new(if req.method() == Method::HEAD {
                 crate::body::empty()

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use http::{HeaderMap, StatusCode};
 
-use crate::endpoints::Ingress;
+use crate::front::Ingress;
 use crate::peer::OUTCOME_HEADER;
 
 /// How a request ended, as `x-agentd-outcome` marks it; `answered` when

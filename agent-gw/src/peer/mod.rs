@@ -21,10 +21,7 @@
 pub mod assertion;
 pub mod coalesce;
 pub mod conns;
-pub mod follow;
-pub mod inbound;
 pub mod link;
-pub mod listener;
 pub mod merkle;
 pub mod outbound;
 pub mod plane;
@@ -92,7 +89,7 @@ pub mod h2_settings {
     pub const STREAM_WINDOW: u32 = 256 * 1024;
     pub const CONN_WINDOW: u32 = 2 * 1024 * 1024;
     pub const MAX_FRAME: u32 = 64 * 1024;
-    pub const MAX_HEADERS: u32 = crate::server::MAX_HEAD_BYTES as u32;
+    pub const MAX_HEADERS: u32 = crate::serve::http::MAX_HEAD_BYTES as u32;
 
     pub fn client(b: &mut hyper::client::conn::http2::Builder<LocalExec>) {
         b.initial_stream_window_size(STREAM_WINDOW)

@@ -10,16 +10,16 @@ use http::HeaderMap;
 use agentd::time::Millis;
 
 use crate::api::error::{ApiError, ErrorCode};
+use crate::core::Core;
 use crate::limits::{InflightFull, InflightGuard};
 use crate::sources::Cap;
-use crate::state::AppState;
 
 use super::invocation::Principal;
 
 /// A slot under the in-flight caps (in total and for the caller's
 /// source), or the typed refusal: 503 `overloaded` with reason `inflight`
 /// or `source_inflight` and `Retry-After: 1`, logged rate-limited.
-pub fn enter(core: &AppState, source: IpAddr) -> Result<InflightGuard, ApiError> {
+pub fn enter(core: &Core, source: IpAddr) -> Result<InflightGuard, ApiError> {
     core.inflight
         .try_acquire(source)
         .map_err(|full| refusal(core, full))
@@ -29,7 +29,7 @@ pub fn enter(core: &AppState, source: IpAddr) -> Result<InflightGuard, ApiError>
 /// (`gateway.max_inflight_per_peer`); its refusal is marked rejected so
 /// the neighbour may move the call elsewhere.
 pub fn enter_neighbour(
-    core: &AppState,
+    core: &Core,
     router_id: &std::rc::Rc<str>,
 ) -> Result<InflightGuard, ApiError> {
     core.inflight
@@ -40,7 +40,7 @@ pub fn enter_neighbour(
 /// The 503 `overloaded` answer (and rate-limited log line) of a refused
 /// in-flight slot; its reason names the cap (`peer_inflight`: the
 /// neighbour's share of calls it forwards).
-fn refusal(core: &AppState, full: InflightFull) -> ApiError {
+fn refusal(core: &Core, full: InflightFull) -> ApiError {
     let (cap, reason) = match full {
         InflightFull::Total { .. } => (Cap::Inflight, "inflight"),
         InflightFull::Source { .. } => (Cap::InflightPerSource, "source_inflight"),
@@ -59,7 +59,7 @@ fn refusal(core: &AppState, full: InflightFull) -> ApiError {
 /// a neighbour forwarded takes the tenant's own when a `tenant` section
 /// configures it, else one of that neighbour's (`limits`), so its tenant
 /// names cannot fill ours.
-pub fn rate(core: &AppState, principal: &Principal, tenant: &str) -> Result<(), ApiError> {
+pub fn rate(core: &Core, principal: &Principal, tenant: &str) -> Result<(), ApiError> {
     let now = Millis::now();
     let mut limiter = core.limiter.borrow_mut();
     let (checked, whose) = match principal {
@@ -81,7 +81,7 @@ pub fn rate(core: &AppState, principal: &Principal, tenant: &str) -> Result<(), 
 
 /// A call this gateway forwarded has come back to it (an endpoint that
 /// leads to one of its own listeners): refused before anything else.
-pub fn refuse_own_forward(core: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+pub fn refuse_own_forward(core: &Core, headers: &HeaderMap) -> Result<(), ApiError> {
     if core.forwarder.forwarded_by_us(headers) {
         return Err(ApiError::new(
             ErrorCode::ForwardingLoop,

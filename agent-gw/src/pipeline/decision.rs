@@ -9,11 +9,11 @@ use agentd::time::Millis;
 
 use crate::api::envelope::Envelope;
 use crate::api::error::{ApiError, ErrorCode};
+use crate::core::Core;
 use crate::fib_sync::Ranked;
 use crate::forward::deadline::{fold_budget, Deadline};
 use crate::forward::retry::CallKind;
 use crate::forward::{Candidate, Dest};
-use crate::state::AppState;
 
 use super::invocation::{Invocation, Neighbour, Principal};
 
@@ -37,7 +37,7 @@ pub fn query(env: &Envelope) -> Query<'_> {
 }
 
 /// The ranked routes of a call with their scores (`/route`).
-pub fn rank(core: &AppState, env: &Envelope) -> Result<Vec<Ranked>, ApiError> {
+pub fn rank(core: &Core, env: &Envelope) -> Result<Vec<Ranked>, ApiError> {
     core.fib.borrow().decide(&query(env), Millis::now())
 }
 
@@ -46,7 +46,7 @@ pub fn rank(core: &AppState, env: &Envelope) -> Result<Vec<Ranked>, ApiError> {
 /// ours, else our paths to it (never back through the router it came
 /// from).
 pub fn candidates(
-    core: &AppState,
+    core: &Core,
     principal: &Principal,
     env: &Envelope,
 ) -> Result<Vec<Candidate>, ApiError> {
@@ -87,7 +87,7 @@ pub fn pinned(
 
 /// The call's one deadline: the smallest budget its headers and
 /// envelope ask for, else the gateway's default, from when it arrived.
-pub fn deadline(core: &AppState, inv: &Invocation) -> Deadline {
+pub fn deadline(core: &Core, inv: &Invocation) -> Deadline {
     let budget = fold_budget(
         inv.hints.timeout_ms,
         inv.envelope.timeout_ms,
@@ -107,7 +107,7 @@ pub fn kind(inv: &Invocation, sync: bool, resumed_stream: bool) -> CallKind {
 }
 
 /// Deadline and ordered candidates of a call, fixed once.
-pub fn decide(core: &AppState, inv: &Invocation, kind: CallKind) -> Result<Dispatch, ApiError> {
+pub fn decide(core: &Core, inv: &Invocation, kind: CallKind) -> Result<Dispatch, ApiError> {
     Ok(Dispatch {
         deadline: deadline(core, inv),
         candidates: candidates(core, &inv.principal, &inv.envelope)?,

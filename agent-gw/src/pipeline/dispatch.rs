@@ -13,10 +13,10 @@ use crate::api::envelope::Envelope;
 use crate::api::error::ApiError;
 use crate::body::{guarded, with_deadline, Body};
 use crate::budget::Holder;
+use crate::core::Core;
 use crate::forward::{relay_response, Candidate, Dest, Outgoing};
 use crate::limits::InflightGuard;
 use crate::peer::outbound::CallIdentity;
-use crate::state::AppState;
 
 use super::decision::Dispatch;
 use super::invocation::{Invocation, Principal};
@@ -34,12 +34,7 @@ pub enum Relay {
 /// The request a call sends: `body` (the envelope as handlers get it),
 /// the relayed headers, and — when a candidate is a peer path — whom
 /// the call acts for.
-pub fn outgoing(
-    core: &AppState,
-    inv: &Invocation,
-    body: Bytes,
-    candidates: &[Candidate],
-) -> Outgoing {
+pub fn outgoing(core: &Core, inv: &Invocation, body: Bytes, candidates: &[Candidate]) -> Outgoing {
     let out = Outgoing::relaying(body, inv.hints.relay.clone());
     if !candidates
         .iter()
@@ -52,7 +47,7 @@ pub fn outgoing(
 
 /// Whom a call acts for on the next hop: carried over from the link of
 /// a call a neighbour sent, else this router's caller.
-pub fn call_identity(core: &AppState, principal: &Principal, env: &Envelope) -> Rc<CallIdentity> {
+pub fn call_identity(core: &Core, principal: &Principal, env: &Envelope) -> Rc<CallIdentity> {
     match principal {
         Principal::Neighbour(n) => n.who.clone(),
         Principal::Caller { .. } => Rc::new(CallIdentity {
@@ -68,7 +63,7 @@ pub fn call_identity(core: &AppState, principal: &Principal, env: &Envelope) -> 
 /// the route that gave it. `out` is the request ([`outgoing`], adjusted
 /// by the caller of this function).
 pub async fn send(
-    core: &AppState,
+    core: &Core,
     inv: &Invocation,
     d: &Dispatch,
     mut out: Outgoing,
@@ -113,7 +108,7 @@ pub async fn send(
 /// [`send`] of the call's own envelope, the answer holding `slot` until
 /// its body is finished.
 pub async fn forward(
-    core: &AppState,
+    core: &Core,
     inv: Invocation,
     d: Dispatch,
     relay: Relay,

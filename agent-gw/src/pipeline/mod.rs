@@ -28,7 +28,7 @@ use http::Response;
 
 use crate::api::error::ApiError;
 use crate::body::Body;
-use crate::state::AppState;
+use crate::core::Core;
 
 pub use invocation::{ConnAbort, Hints, Invocation, Mode, Neighbour, Principal};
 pub use placement::Placement;
@@ -55,7 +55,7 @@ impl Answer {
 
 /// Runs `inv` through admission, decision, placement and dispatch: the
 /// entry point of every front end.
-pub async fn invoke(core: &Rc<AppState>, mut inv: Invocation) -> Result<Answer, ApiError> {
+pub async fn invoke(core: &Rc<Core>, mut inv: Invocation) -> Result<Answer, ApiError> {
     admission::rate(core, &inv.principal, &inv.envelope.tenant)?;
     let header_cursor = match inv.mode {
         Mode::Stream { cursor } => cursor,

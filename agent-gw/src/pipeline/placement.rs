@@ -13,8 +13,8 @@ use agentd::route::RouteId;
 
 use crate::api::error::{ApiError, Outcome};
 use crate::body::Body;
+use crate::core::Core;
 use crate::forward::Dest;
-use crate::state::AppState;
 use crate::task::{TaskId, TaskToken, TASK_ID_HEADER, TASK_TOKEN_HEADER};
 
 use super::decision::{self, goes_to_peer, Dispatch};
@@ -71,7 +71,7 @@ fn accepted(id: &TaskId, token: &TaskToken) -> Response<Body> {
 }
 
 /// Places the async invocation `inv`.
-pub async fn place(core: &Rc<AppState>, inv: Invocation) -> Result<Placement, ApiError> {
+pub async fn place(core: &Rc<Core>, inv: Invocation) -> Result<Placement, ApiError> {
     let kind = decision::kind(&inv, false, false);
     let mut d = decision::decide(core, &inv, kind)?;
     if !goes_to_peer(&d.candidates) {

@@ -21,13 +21,13 @@ use agentd::time::Millis;
 use crate::api::error::{ApiError, ErrorCode, Outcome};
 use crate::api::task_request::TaskRequest;
 use crate::body::Body;
+use crate::core::Core;
 use crate::forward::deadline::Deadline;
 use crate::forward::retry::CallKind;
 use crate::forward::{relay_response, Candidate, Dest, Forwarded};
 use crate::peer::outbound::{self, CallIdentity, HopError, HopRequest};
 use crate::peer::remote::RemoteTask;
 use crate::router::TaskOp;
-use crate::state::AppState;
 use crate::task::{StreamKey, TaskError, TaskId, TASK_ID_HEADER};
 
 use super::decision::{self, Dispatch};
@@ -40,7 +40,7 @@ const TASK_OP_TIMEOUT_MS: u64 = 10_000;
 
 /// Room for one more remote task handle of the call's tenant from its
 /// caller's address, checked before dispatch.
-pub fn room(core: &AppState, inv: &Invocation) -> Result<(), ApiError> {
+pub fn room(core: &Core, inv: &Invocation) -> Result<(), ApiError> {
     core.peer
         .remote
         .borrow_mut()
@@ -58,7 +58,7 @@ fn refused(e: TaskError) -> ApiError {
 
 /// Records the task a peer answered with (`X-Nexus-Task-Id`), if any.
 pub fn remember(
-    core: &AppState,
+    core: &Core,
     resp: &Response<Body>,
     route: &RouteId,
     inv: &Invocation,
@@ -102,7 +102,7 @@ pub fn remember(
 /// A new stream whose best candidate is a peer path: the stream and its
 /// history live on the router that calls the handler.
 pub async fn start_stream(
-    core: &Rc<AppState>,
+    core: &Rc<Core>,
     inv: Invocation,
     key: StreamKey,
     d: Dispatch,
@@ -118,7 +118,7 @@ pub async fn start_stream(
 /// its route (resume, or a repeat of the same request); `None` when the
 /// stream is not one of those.
 pub async fn stream_elsewhere(
-    core: &Rc<AppState>,
+    core: &Rc<Core>,
     inv: &Invocation,
     kind: CallKind,
 ) -> Option<Result<Response<Body>, ApiError>> {
@@ -129,7 +129,7 @@ pub async fn stream_elsewhere(
 }
 
 async fn resume_remote(
-    core: &Rc<AppState>,
+    core: &Rc<Core>,
     inv: &Invocation,
     kind: CallKind,
     task: &RemoteTask,
@@ -150,7 +150,7 @@ async fn resume_remote(
 }
 
 /// The live peer paths to a remote task's route, best first.
-fn paths_to(core: &AppState, task: &RemoteTask) -> Result<Vec<Candidate>, ApiError> {
+fn paths_to(core: &Core, task: &RemoteTask) -> Result<Vec<Candidate>, ApiError> {
     let q = Query {
         capability: &task.capability,
         version: task.version,
@@ -188,7 +188,7 @@ fn paths_to(core: &AppState, task: &RemoteTask) -> Result<Vec<Candidate>, ApiErr
 /// routers) — sent to its route with the caller's token. `tenant`: the
 /// caller's (`None`: lab mode, no tenant check).
 pub async fn task_op(
-    core: &Rc<AppState>,
+    core: &Rc<Core>,
     req: &TaskRequest,
     tenant: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
@@ -204,7 +204,7 @@ pub async fn task_op(
 
 /// [`task_op`] for a task this gateway keeps a handle of, if `id` is one.
 async fn elsewhere(
-    core: &Rc<AppState>,
+    core: &Rc<Core>,
     id: &TaskId,
     req: &TaskRequest,
     tenant: Option<&str>,
@@ -237,7 +237,7 @@ async fn elsewhere(
 /// A task operation neighbour `n` sent: served here when the task is
 /// ours, else sent on toward the route it is pinned to.
 pub async fn neighbour_task_op(
-    core: &Rc<AppState>,
+    core: &Rc<Core>,
     n: &Neighbour,
     req: &TaskRequest,
 ) -> Result<Response<Body>, ApiError> {
@@ -285,7 +285,7 @@ pub async fn neighbour_task_op(
 
 /// The capability and version of route `route` as this router knows it:
 /// the route itself, or any path to it.
-fn route_info(core: &AppState, route: &RouteId) -> Option<(String, u32)> {
+fn route_info(core: &Core, route: &RouteId) -> Option<(String, u32)> {
     let fib = core.fib.borrow();
     let table = fib.replica().table();
     if let Some(r) = table.get(route) {
@@ -306,7 +306,7 @@ fn route_info(core: &AppState, route: &RouteId) -> Option<(String, u32)> {
 
 /// Sends a task operation down `candidates` (peer paths to `route`).
 async fn forward_task_op(
-    core: &AppState,
+    core: &Core,
     req: &TaskRequest,
     route: &RouteId,
     candidates: &[Candidate],

@@ -26,9 +26,9 @@ use tokio::sync::mpsc;
 use crate::api::envelope::Envelope;
 use crate::api::error::ApiError;
 use crate::body::{guarded, Body};
+use crate::core::Core;
 use crate::forward::{relay_response, ROUTE_ID_HEADER};
 use crate::limits::InflightGuard;
-use crate::state::AppState;
 use crate::task::live::{produce_stream, SseLimits};
 use crate::task::{
     object_digest, Follower, NewTask, StreamKey, TaskError, TaskFailure, TaskId, TaskKind,
@@ -44,7 +44,7 @@ use super::tasks::{deadline_millis, task_error};
 /// Serves a stream invocation: passing through to the router that holds
 /// it, resuming a stream held here or elsewhere, or starting it.
 pub async fn serve(
-    core: &Rc<AppState>,
+    core: &Rc<Core>,
     mut inv: Invocation,
     header_cursor: Option<u64>,
 ) -> Result<Response<Body>, ApiError> {
@@ -90,7 +90,7 @@ pub enum Plan {
 
 /// Decides between resuming and starting, or refuses with a typed error
 /// (unknown/expired stream with a cursor, changed request, lost history).
-fn plan(core: &AppState, env: &Envelope, cursor: u64) -> Result<Plan, ApiError> {
+fn plan(core: &Core, env: &Envelope, cursor: u64) -> Result<Plan, ApiError> {
     let key = StreamKey::new(&env.tenant, &env.source_agent, &env.intent, &env.task_id);
     let digest = object_digest(env.doc());
     let mut t = core.tasks.borrow_mut();
@@ -112,7 +112,7 @@ type Slot = Rc<RefCell<Option<InflightGuard>>>;
 /// Serves a follower of `id` from `cursor` as the SSE response of
 /// `inv`, which holds `slot` while it lasts.
 fn follow(
-    core: &Rc<AppState>,
+    core: &Rc<Core>,
     inv: &Invocation,
     id: TaskId,
     cursor: u64,
@@ -160,7 +160,7 @@ struct Stall {
     drain: Duration,
     slot: Slot,
     conn: Rc<ConnAbort>,
-    state: Rc<AppState>,
+    state: Rc<Core>,
     peer: IpAddr,
 }
 
@@ -208,7 +208,7 @@ async fn pump(mut follower: Follower, tx: mpsc::Sender<Bytes>, stall: Stall) {
 /// handler that answers anything else is relayed unchanged and the task is
 /// forgotten, as is a dispatch that failed, so the caller may retry.
 async fn start(
-    core: &Rc<AppState>,
+    core: &Rc<Core>,
     mut inv: Invocation,
     (key, digest): (StreamKey, [u8; 32]),
     d: Dispatch,

@@ -13,9 +13,9 @@ use crate::api::error::{ApiError, ErrorCode};
 use crate::api::task_request::TaskRequest;
 use crate::body::{full, read_limited, Body};
 use crate::budget::Scope;
+use crate::core::Core;
 use crate::forward::deadline::Deadline;
 use crate::router::TaskOp;
-use crate::state::AppState;
 use crate::task::live::run_async;
 use crate::task::{
     object_digest, Batch, NewTask, TaskError, TaskFailure, TaskId, TaskKind, TaskResult, TaskState,
@@ -110,7 +110,7 @@ pub fn json_answer(status: StatusCode, value: &Value) -> Response<Body> {
 }
 
 /// Is task `id` in this gateway's table?
-pub fn is_here(core: &AppState, id: &TaskId) -> bool {
+pub fn is_here(core: &Core, id: &TaskId) -> bool {
     core.tasks.borrow_mut().task(id).is_some()
 }
 
@@ -119,12 +119,7 @@ pub fn is_here(core: &AppState, id: &TaskId) -> bool {
 /// (capped at [`MAX_EVENTS_WAIT_MS`]) — a caller following a task
 /// (another router's A2A front end, an SDK) learns of each step when it
 /// happens, one request per step, instead of asking again and again.
-pub async fn wait_for_events(
-    core: &AppState,
-    id: &TaskId,
-    req: &TaskRequest,
-    tenant: Option<&str>,
-) {
+pub async fn wait_for_events(core: &Core, id: &TaskId, req: &TaskRequest, tenant: Option<&str>) {
     let wait = req.wait_ms.min(MAX_EVENTS_WAIT_MS);
     if wait == 0 || req.op != TaskOp::Events {
         return;
@@ -153,7 +148,7 @@ pub async fn wait_for_events(
 /// A task operation on this gateway's table for `tenant` (`None`: lab
 /// mode, no tenant check).
 pub fn local(
-    core: &AppState,
+    core: &Core,
     req: &TaskRequest,
     tenant: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
@@ -219,7 +214,7 @@ fn events_doc(id: &TaskId, state: TaskState, batch: &Batch) -> Value {
 /// when the table is full), dispatched in the background, pinned to
 /// whichever route accepts it; its id and token returned.
 pub fn start_async(
-    core: &std::rc::Rc<AppState>,
+    core: &std::rc::Rc<Core>,
     inv: &Invocation,
     d: Dispatch,
 ) -> Result<(TaskId, TaskToken), ApiError> {
@@ -332,7 +327,7 @@ fn unreadable_result(e: &ApiError, max_result: usize) -> TaskFailure {
 /// with `payload.nexus_direct_task_control`. When the named task is one of
 /// ours, answer it here in nexilume's shapes; otherwise `None` and the call
 /// is forwarded like any other.
-pub fn direct_control(core: &AppState, env: &Envelope) -> Result<Option<Response<Body>>, ApiError> {
+pub fn direct_control(core: &Core, env: &Envelope) -> Result<Option<Response<Body>>, ApiError> {
     let Some(ctl) = env.direct_task_control() else {
         return Ok(None);
     };

@@ -22,7 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
 use agent_gw::config::{AuthMode, GatewayConfig};
-use agent_gw::state::AppState;
+use agent_gw::core::Core;
 use agentd::fib::FibEvent;
 use agentd::policy::Policy;
 use agentd::route::{Access, Attributes, Contract, Effect, Lease, Route, RouteId, RouteSource};
@@ -47,11 +47,16 @@ pub fn lab_config() -> GatewayConfig {
 }
 
 /// Starts a gateway (no agentd) and returns its address.
-pub async fn start_gateway(cfg: GatewayConfig) -> (SocketAddr, Rc<AppState>) {
-    let state = AppState::new(cfg);
-    let listener = agent_gw::server::bind(state.cfg.sdk_listen).await.unwrap();
+pub async fn start_gateway(cfg: GatewayConfig) -> (SocketAddr, Rc<Core>) {
+    let state = Core::new(cfg);
+    let listener = agent_gw::serve::http::bind(state.cfg.sdk_listen)
+        .await
+        .unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::task::spawn_local(agent_gw::server::serve(listener, state.clone()));
+    tokio::task::spawn_local(agent_gw::serve::http::serve(
+        listener,
+        agent_gw::serve::Gateway::new(state.clone()),
+    ));
     (addr, state)
 }
 
@@ -101,7 +106,7 @@ pub fn route(
 }
 
 /// Starts a gateway (no agentd) whose FIB holds `routes` (generation 1).
-pub async fn gateway_with(cfg: GatewayConfig, routes: Vec<Route>) -> (SocketAddr, Rc<AppState>) {
+pub async fn gateway_with(cfg: GatewayConfig, routes: Vec<Route>) -> (SocketAddr, Rc<Core>) {
     let (gw, state) = start_gateway(cfg).await;
     load_fib(&state, 1, routes);
     (gw, state)
@@ -109,7 +114,7 @@ pub async fn gateway_with(cfg: GatewayConfig, routes: Vec<Route>) -> (SocketAddr
 
 /// An echo backend `"a"` and a gateway whose FIB holds its one route
 /// `r-a` for `demo.echo` (tenant `lab`, open to tenant `other`).
-pub async fn echo_gateway(cfg: GatewayConfig) -> (Backend, SocketAddr, Rc<AppState>) {
+pub async fn echo_gateway(cfg: GatewayConfig) -> (Backend, SocketAddr, Rc<Core>) {
     let b = backend("a", Mode::Echo).await;
     let (gw, state) = gateway_with(
         cfg,
@@ -126,7 +131,7 @@ pub fn endpoint_of(addr: SocketAddr) -> String {
 
 /// Replaces the gateway's FIB with `routes` (default allow policy) the way
 /// agentd's stream does: a complete snapshot.
-pub fn load_fib(state: &AppState, generation: u64, routes: Vec<Route>) {
+pub fn load_fib(state: &Core, generation: u64, routes: Vec<Route>) {
     let mut fib = state.fib.borrow_mut();
     let now = Millis::now();
     fib.apply(FibEvent::SnapshotBegin { generation }, now)
@@ -515,8 +520,8 @@ pub async fn raw_exchange_open(addr: SocketAddr, request: &[u8]) -> String {
 
 /// Serves `state`'s peer inbound path to `peer` on a plain TCP listener.
 pub async fn peer_plane(
-    state: Rc<agent_gw::state::AppState>,
-    peer: agent_gw::peer::inbound::Peer,
+    state: Rc<agent_gw::core::Core>,
+    peer: agent_gw::front::neighbour::Peer,
 ) -> std::net::SocketAddr {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -530,7 +535,7 @@ pub async fn peer_plane(
                 let (state, peer) = (state.clone(), peer.clone());
                 async move {
                     Ok::<_, std::convert::Infallible>(
-                        agent_gw::peer::inbound::serve(&state, &peer, req).await,
+                        agent_gw::front::neighbour::serve(&state, &peer, req).await,
                     )
                 }
             });

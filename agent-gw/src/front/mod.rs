@@ -1,12 +1,19 @@
-//! One function per SDK endpoint. Each takes the request context, the
-//! request head and its (unread) body, and answers a response or a typed
-//! `ApiError`; `server` turns errors into `{"error":{...}}` answers.
+//! The front ends: each turns its own wire format into the pipeline's
+//! typed `Invocation` (`pipeline::invoke`), and none imports another.
+//!
+//! * [`sdk`] — the SDK API (`/agent/v1/...`, `docs/sdk-api.md`);
+//! * [`mcp`], [`a2a`] — the standard protocols, sharing [`protocol`]
+//!   (identity, the Host/Origin guard, envelopes of protocol calls);
+//! * [`neighbour`] — calls neighbour routers send over their links.
+//!
+//! What every front end's request has — its context, authentication,
+//! the bounded body read — is here.
 
-pub mod auth;
-pub mod health;
-pub mod invoke;
-pub mod lease;
-pub mod tasks;
+pub mod a2a;
+pub mod mcp;
+pub mod neighbour;
+pub mod protocol;
+pub mod sdk;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -23,14 +30,14 @@ use agentd::owner::{Caller, Proof};
 
 use crate::auth::{Caller as AuthCaller, Scope, UnixSeconds};
 use crate::body::{full, read_limited, Body};
+use crate::core::Core;
 use crate::limits::InflightGuard;
 pub use crate::pipeline::ConnAbort;
-use crate::state::AppState;
 
 /// Per-request context.
 #[derive(Debug, Clone)]
 pub struct Ctx {
-    pub state: Rc<AppState>,
+    pub state: Rc<Core>,
     pub peer: SocketAddr,
     /// Closes this request's client connection (e.g. a stream follower
     /// that stopped reading), whatever hyper is doing on it.

@@ -24,7 +24,7 @@ use crate::api::envelope::{Envelope, NewCall};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::{full, guarded, Body};
 use crate::catalog::{Caller, Entry};
-use crate::endpoints::{inflight_slot, read_body, Ctx};
+use crate::front::{inflight_slot, read_body, Ctx};
 use crate::jsonrpc::{self, Id, Message};
 use crate::limits::InflightGuard;
 use crate::task::{TaskId, TaskState};
@@ -57,10 +57,10 @@ impl<'p> From<Option<&'p str>> for Agent<'p> {
 /// or in auth `none` `gateway.protocol_tenant` as its `a2a-client`.
 /// Nothing in the JSON-RPC payload (its `tenant` field included) changes
 /// this.
-pub use crate::ingress::Identity;
+pub use crate::front::protocol::Identity;
 
 fn identity(cx: &Ctx, parts: &Parts) -> Result<Identity, ApiError> {
-    crate::ingress::identity(cx, parts, "a2a")
+    crate::front::protocol::identity(cx, parts, "a2a")
 }
 
 fn caller(who: &Identity) -> Caller<'_> {
@@ -165,7 +165,7 @@ pub fn agent_card(cx: &Ctx, parts: &Parts, agent: Agent<'_>) -> Result<Response<
         skills: &skills,
     }
     .to_value();
-    Ok(crate::endpoints::json(StatusCode::OK, &doc))
+    Ok(crate::front::json(StatusCode::OK, &doc))
 }
 
 /// The scheme of the listener that took the request (the public
@@ -173,7 +173,7 @@ pub fn agent_card(cx: &Ctx, parts: &Parts, agent: Agent<'_>) -> Result<Response<
 /// names its own.
 fn scheme(cx: &Ctx, parts: &Parts) -> &'static str {
     match (cx.ingress, parts.uri.scheme_str()) {
-        (crate::endpoints::Ingress::Public, _) | (_, Some("https")) => "https",
+        (crate::front::Ingress::Public, _) | (_, Some("https")) => "https",
         _ => "http",
     }
 }
@@ -181,7 +181,7 @@ fn scheme(cx: &Ctx, parts: &Parts) -> &'static str {
 /// The DNS-rebinding protection shared with `/mcp`: a Host that is not
 /// the router's is 421, a foreign Origin 403, before anything else.
 fn guard_host(cx: &Ctx, parts: &Parts) -> Result<(), ApiError> {
-    crate::ingress::check_origin(cx, parts).map_err(|r| {
+    crate::front::protocol::check_origin(cx, parts).map_err(|r| {
         let status = r.status().as_u16();
         let code = match status {
             403 => ErrorCode::OriginMismatch,
@@ -195,6 +195,10 @@ fn guard_host(cx: &Ctx, parts: &Parts) -> Result<(), ApiError> {
 }
 
 /// A JSON-RPC answer body (HTTP 200).
+/// What A2A remembers per task (context id, skill), bounded by the task
+/// table: this front end's own state, shared by its connections.
+pub type Tasks = Rc<std::cell::RefCell<super::handle::Contexts>>;
+
 pub(crate) fn answer(bytes: Bytes) -> Response<Body> {
     let mut r = Response::new(full(bytes));
     let h = r.headers_mut();
@@ -220,6 +224,7 @@ pub(crate) fn result_bytes(id: &Id, result: Value) -> Bytes {
 /// `POST /a2a` and `POST /a2a/<name>`.
 pub async fn rpc(
     cx: &Ctx,
+    tasks: &Tasks,
     parts: &Parts,
     body: Incoming,
     agent: Agent<'_>,
@@ -263,6 +268,7 @@ pub async fn rpc(
     };
     let call = Call {
         cx,
+        tasks,
         parts,
         who,
         id,
@@ -291,6 +297,8 @@ pub(crate) enum Found {
 /// One decoded request, with who sent it.
 pub(crate) struct Call<'a> {
     pub cx: &'a Ctx,
+    /// What A2A remembers of its tasks.
+    pub tasks: &'a Tasks,
     pub parts: &'a Parts,
     pub who: Identity,
     pub id: Id,
@@ -458,7 +466,7 @@ impl Call<'_> {
         let capability = env.intent.clone();
         // The JSON-RPC request holds its own in-flight slot (it may wait
         // for the task): the invocation takes none of its own.
-        let inv = crate::ingress::invocation(
+        let inv = crate::front::protocol::invocation(
             cx,
             &self.parts.headers,
             (env, self.start),
@@ -497,12 +505,9 @@ impl Call<'_> {
             skill: skill.id.as_str().into(),
             remote,
         };
-        cx.state
-            .a2a
-            .borrow_mut()
-            .insert(tid, meta.clone(), cap, |k| {
-                tasks.borrow_mut().task(k).is_some() || cx.state.peer.remote.borrow().contains(k)
-            });
+        self.tasks.borrow_mut().insert(tid, meta.clone(), cap, |k| {
+            tasks.borrow_mut().task(k).is_some() || cx.state.peer.remote.borrow().contains(k)
+        });
         let a2a_id = format!("{tid}{token}");
         if !remote {
             return Ok(Found::Here(tid, a2a_id));
@@ -525,9 +530,7 @@ impl Call<'_> {
         let not_found = || A2aError::task_not_found(a2a_id);
         let (tid, token) = handle::parse(a2a_id).ok_or_else(not_found)?;
         let meta = self
-            .cx
-            .state
-            .a2a
+            .tasks
             .borrow()
             .get(&tid)
             .cloned()
@@ -564,14 +567,14 @@ impl Call<'_> {
         message_id: &str,
         payload: Value,
     ) -> Result<Envelope, ApiError> {
-        crate::ingress::data_only(&payload)?;
+        crate::front::protocol::data_only(&payload)?;
         Envelope::for_call(NewCall {
             intent: &skill.capability,
             intent_version: skill.version,
             task_id: message_id,
             tenant: &self.who.tenant,
             source_agent: &self.who.subject,
-            hop_limit: crate::ingress::entry_hop_limit(self.cx.state.cfg.hop_limit),
+            hop_limit: crate::front::protocol::entry_hop_limit(self.cx.state.cfg.hop_limit),
             payload,
         })
     }
@@ -582,7 +585,7 @@ impl Call<'_> {
     pub(crate) fn resolve(&self, a2a_id: &str) -> Result<(TaskId, TaskState), A2aError> {
         let not_found = || A2aError::task_not_found(a2a_id);
         let (tid, token) = handle::parse(a2a_id).ok_or_else(not_found)?;
-        if self.cx.state.a2a.borrow().get(&tid).is_none() {
+        if self.tasks.borrow().get(&tid).is_none() {
             return Err(not_found());
         }
         let mut t = self.cx.state.tasks.borrow_mut();
@@ -598,7 +601,8 @@ impl Call<'_> {
 
     /// A snapshot of the task as A2A shows it.
     pub(crate) fn view(&self, tid: &TaskId, a2a_id: &str) -> Result<TaskView, A2aError> {
-        view_of(&self.cx.state, tid, a2a_id).ok_or_else(|| A2aError::task_not_found(a2a_id))
+        view_of(&self.cx.state, self.tasks, tid, a2a_id)
+            .ok_or_else(|| A2aError::task_not_found(a2a_id))
     }
 
     /// Waits until the task has ended (a blocking `SendMessage`). The
@@ -622,11 +626,12 @@ impl Call<'_> {
 
 /// A snapshot of task `tid` as A2A shows it, `None` once it is gone.
 pub(crate) fn view_of(
-    state: &Rc<crate::state::AppState>,
+    state: &Rc<crate::core::Core>,
+    contexts: &Tasks,
     tid: &TaskId,
     a2a_id: &str,
 ) -> Option<TaskView> {
-    let meta = state.a2a.borrow().get(tid).cloned()?;
+    let meta = contexts.borrow().get(tid).cloned()?;
     let t = state.tasks.borrow_mut();
     let task = t.task(tid)?;
     Some(TaskView {

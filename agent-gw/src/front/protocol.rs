@@ -23,7 +23,7 @@ use crate::api::envelope::{Envelope, NewCall, DIRECT_TASK_CONTROL};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::task_request::TaskRequest;
 use crate::body::Body;
-use crate::endpoints::{authenticate, inflight_slot, Ctx, Need};
+use crate::front::{authenticate, inflight_slot, Ctx, Need};
 use crate::origin;
 use crate::pipeline::{Hints, Invocation, Mode, Principal};
 use crate::router::TaskOp;

@@ -21,14 +21,16 @@ use std::time::Duration;
 
 use router_pki::tls::public::{public_server_config, PublicCert};
 use router_pki::RouterIdentity;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::AuthMode;
-use crate::endpoints::Ingress;
-use crate::handshake::Handshakes;
-use crate::state::AppState;
+use crate::core::Core;
+use crate::front::Ingress;
+
+use super::Gateway;
 
 /// Longest TLS handshake of a public client.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,7 +44,7 @@ const ALPN_H2: &[u8] = b"h2";
 const ALPN_HTTP1: &[u8] = b"http/1.1";
 
 /// The TLS config the public listener serves with.
-pub fn tls_config(state: &AppState) -> Result<Arc<ServerConfig>, String> {
+pub fn tls_config(state: &Core) -> Result<Arc<ServerConfig>, String> {
     let cfg = &state.cfg;
     let alpn: &[&[u8]] = &[ALPN_H2, ALPN_HTTP1];
     match &cfg.public_cert {
@@ -59,7 +61,8 @@ pub fn tls_config(state: &AppState) -> Result<Arc<ServerConfig>, String> {
 
 /// Binds and serves the public listener when it is configured and
 /// authentication is on.
-pub async fn start(state: &Rc<AppState>) -> io::Result<()> {
+pub async fn start(gw: &Rc<Gateway>) -> io::Result<()> {
+    let state = &gw.core;
     let Some(addr) = state.cfg.public_listen else {
         return Ok(());
     };
@@ -74,73 +77,50 @@ pub async fn start(state: &Rc<AppState>) -> io::Result<()> {
             "public listener (gateway.public_listen) {addr}: {e}"
         ))
     })?;
-    let listener = crate::server::bind(addr).await.map_err(|e| {
+    let listener = crate::serve::http::bind(addr).await.map_err(|e| {
         io::Error::new(
             e.kind(),
             format!("public listener (gateway.public_listen) {addr}: {e}"),
         )
     })?;
     agentd::log_notice!("listening public={}", listener.local_addr()?);
-    tokio::task::spawn_local(serve(listener, TlsAcceptor::from(tls), state.clone()));
+    tokio::task::spawn_local(serve(listener, TlsAcceptor::from(tls), gw.clone()));
     Ok(())
 }
 
 /// Serves connections from `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, state: Rc<AppState>) {
-    let mut pacer = agentd::accept::Pacer::new("public listener");
-    let handshakes = Handshakes::new("public listener", MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE);
-    loop {
-        let (stream, peer) = match pacer.accept(&listener).await {
-            Ok(x) => x,
-            Err(e) => {
-                // Already paced (EMFILE and friends pause, doubling up
-                // to a second) and logged by the pacer.
-                agentd::log_debug!("public listener: accept failed: {e}");
-                continue;
-            }
-        };
-        let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
-        // Both slots are taken here, not in the task: a burst accepted in
-        // one turn of this loop counts before any of its tasks runs.
-        let handshake = match handshakes.take(peer.ip()) {
-            Ok(h) => h,
-            Err(refused) => {
-                crate::server::note_handshake_refusal(&state, refused);
-                continue;
-            }
-        };
-        let slot = match state.conns.admit(peer.ip()) {
-            Ok(slot) => slot,
-            Err(refused) => {
-                crate::server::note_refusal(&state, refused);
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let (state, acceptor) = (state.clone(), acceptor.clone());
-        tokio::task::spawn_local(async move {
-            let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
-            drop(handshake);
-            let tls = match tls {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    agentd::log_info!("public connection from {peer}: TLS handshake failed: {e}");
-                    return;
-                }
-                Err(_) => {
-                    agentd::log_info!(
-                        "public connection from {peer}: no TLS handshake within {} s",
-                        HANDSHAKE_TIMEOUT.as_secs()
-                    );
-                    return;
-                }
-            };
-            if tls.get_ref().1.alpn_protocol() == Some(ALPN_H2) {
-                crate::server::h2_connection(tls, peer, state, Ingress::Public).await;
-            } else {
-                crate::server::http1_connection(tls, peer, state, Ingress::Public).await;
-            }
-            drop(slot);
-        });
+pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, gw: Rc<Gateway>) {
+    super::accept::serve(listener, super::accept::Listener::Public(acceptor), gw).await;
+}
+
+/// The TLS handshake of a public client, bounded in time; `None` (logged)
+/// when it fails.
+pub(super) async fn handshake(
+    acceptor: &TlsAcceptor,
+    stream: TcpStream,
+    peer: SocketAddr,
+) -> Option<TlsStream<TcpStream>> {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => Some(s),
+        Ok(Err(e)) => {
+            agentd::log_info!("public connection from {peer}: TLS handshake failed: {e}");
+            None
+        }
+        Err(_) => {
+            agentd::log_info!(
+                "public connection from {peer}: no TLS handshake within {} s",
+                HANDSHAKE_TIMEOUT.as_secs()
+            );
+            None
+        }
+    }
+}
+
+/// Serves one public connection: h2 when ALPN chose it, else HTTP/1.1.
+pub(super) async fn connection(tls: TlsStream<TcpStream>, peer: SocketAddr, gw: Rc<Gateway>) {
+    if tls.get_ref().1.alpn_protocol() == Some(ALPN_H2) {
+        crate::serve::http::h2_connection(tls, peer, gw, Ingress::Public).await;
+    } else {
+        crate::serve::http::http1_connection(tls, peer, gw, Ingress::Public).await;
     }
 }

@@ -1,4 +1,5 @@
-//! The HTTP/1.1 listener of the SDK API.
+//! HTTP connections of the LAN and public listeners, and the dispatch
+//! of each request to its front end.
 //!
 //! ```text
 //!  accept loop ──spawn_local──▶ connection (hyper http1, keep-alive)
@@ -26,17 +27,15 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-use agentd::time::Millis;
-
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
-use crate::endpoints::{self, auth, health, invoke, lease, tasks, ConnAbort, Ctx, Ingress};
-use crate::handshake::HandshakeRefusal;
-use crate::http_guard::{ConnGuard, GuardedIo, Stream};
+use crate::front::sdk::{auth, health, invoke, lease, tasks};
+use crate::front::{ConnAbort, Ctx, Ingress};
 use crate::http_head::HeadFault;
 use crate::router::{self, Endpoint, NoEndpoint};
-use crate::sources::{Cap, ConnRefusal};
-use crate::state::AppState;
+use crate::serve::http_guard::{ConnGuard, GuardedIo, Stream};
+
+use super::Gateway;
 
 /// A client must finish its request head within this time.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -87,48 +86,17 @@ fn bind_dual_stack(addr: SocketAddr) -> io::Result<TcpListener> {
     TcpListener::from_std(s.into())
 }
 
-/// Serves connections from `listener` until the task is dropped. Must run
-/// inside a `tokio::task::LocalSet`.
-pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
-    let mut pacer = agentd::accept::Pacer::new("LAN listener");
-    loop {
-        let (stream, peer) = match pacer.accept(&listener).await {
-            Ok(x) => x,
-            Err(e) => {
-                // Already paced (EMFILE and friends pause, doubling up
-                // to a second) and logged by the pacer.
-                agentd::log_debug!("LAN listener: accept failed: {e}");
-                continue;
-            }
-        };
-        // On the dual-stack listener an IPv4 client arrives as
-        // `::ffff:a.b.c.d`: every per-source rule sees its IPv4 address.
-        let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
-        // Caps first, before anything is allocated for the connection: a
-        // capped source's excess connections are closed here and nobody
-        // else's are touched (`sources`).
-        let slot = match state.conns.admit(peer.ip()) {
-            Ok(slot) => slot,
-            Err(refused) => {
-                drop(stream);
-                note_refusal(&state, refused);
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let state = state.clone();
-        tokio::task::spawn_local(async move {
-            http1_connection(stream, peer, state, Ingress::Lan).await;
-            drop(slot);
-        });
-    }
+/// Serves the LAN listener until the task is dropped. Must run inside a
+/// `tokio::task::LocalSet`.
+pub async fn serve(listener: TcpListener, gw: Rc<Gateway>) {
+    super::accept::serve(listener, super::accept::Listener::Lan, gw).await;
 }
 
 /// A new request context for a client connection.
-fn context(state: Rc<AppState>, peer: SocketAddr, ingress: Ingress) -> (Ctx, Rc<ConnAbort>) {
+fn context(gw: &Gateway, peer: SocketAddr, ingress: Ingress) -> (Ctx, Rc<ConnAbort>) {
     let conn = Rc::new(ConnAbort::default());
     let cx = Ctx {
-        state,
+        state: gw.core.clone(),
         peer,
         conn: conn.clone(),
         ingress,
@@ -141,20 +109,21 @@ fn context(state: Rc<AppState>, peer: SocketAddr, ingress: Ingress) -> (Ctx, Rc<
 pub(crate) async fn http1_connection<S: Stream + 'static>(
     stream: S,
     peer: SocketAddr,
-    state: Rc<AppState>,
+    gw: Rc<Gateway>,
     ingress: Ingress,
 ) {
-    let (cx, conn) = context(state, peer, ingress);
+    let (cx, conn) = context(&gw, peer, ingress);
     // JSON errors also for heads hyper refuses itself (http_guard).
     let guard = ConnGuard::new();
     let g = guard.clone();
     let svc = service_fn(move |req| {
         let cx = cx.clone();
+        let gw = gw.clone();
         let served = g.begin();
         async move {
             // hyper takes any number of Host lines; RFC 9112 §3.2 does not.
             let resp = match crate::http_head::check_host(req.version(), req.headers()) {
-                Ok(()) => dispatch(&cx, req).await,
+                Ok(()) => dispatch(&gw, &cx, req).await,
                 Err(fault) => HeadFault::Host(fault).into_error().into_response(),
             };
             Ok::<_, Infallible>(served.finish(resp))
@@ -180,13 +149,14 @@ pub(crate) async fn http1_connection<S: Stream + 'static>(
 pub(crate) async fn h2_connection<S: Stream + 'static>(
     stream: S,
     peer: SocketAddr,
-    state: Rc<AppState>,
+    gw: Rc<Gateway>,
     ingress: Ingress,
 ) {
-    let (cx, conn) = context(state, peer, ingress);
+    let (cx, conn) = context(&gw, peer, ingress);
     let svc = service_fn(move |req| {
         let cx = cx.clone();
-        async move { Ok::<_, Infallible>(dispatch(&cx, req).await) }
+        let gw = gw.clone();
+        async move { Ok::<_, Infallible>(dispatch(&gw, &cx, req).await) }
     });
     let mut b = hyper::server::conn::http2::Builder::new(crate::peer::LocalExec);
     b.timer(TokioTimer::new())
@@ -203,42 +173,15 @@ pub(crate) async fn h2_connection<S: Stream + 'static>(
 /// in-flight caps bound them all together as well).
 pub const MAX_H2_STREAMS: u32 = 64;
 
-/// Logs a connection refused at accept (rate-limited: a flood of refused
-/// connections is a few lines, each counting the refusals it stands for).
-pub(crate) fn note_refusal(state: &AppState, refused: ConnRefusal) {
-    let cap = match refused {
-        ConnRefusal::Full { .. } => Cap::Connections,
-        ConnRefusal::SourceFull { .. } => Cap::ConnsPerSource,
-    };
-    note_cap(state, cap, &refused);
-}
-
-/// Logs a connection refused at accept for want of a handshake slot.
-pub(crate) fn note_handshake_refusal(state: &AppState, refused: HandshakeRefusal) {
-    note_cap(state, Cap::Handshakes, &refused);
-}
-
-fn note_cap(state: &AppState, cap: Cap, refused: &dyn std::fmt::Display) {
-    let line = state
-        .cap_log
-        .borrow_mut()
-        .refused(cap, refused, Millis::now());
-    if let Some(line) = line {
-        agentd::log_warn!("connection {line}");
-    }
-}
-
 /// Routes one request to its endpoint and renders errors; counts the
 /// answer for `/metrics`.
-pub async fn dispatch(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
-    let resp = route(cx, req).await;
-    cx.state
-        .requests
-        .note(cx.ingress, resp.status(), resp.headers());
+pub async fn dispatch(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
+    let resp = route(gw, cx, req).await;
+    gw.requests.note(cx.ingress, resp.status(), resp.headers());
     resp
 }
 
-async fn route(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
+async fn route(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let ep = match router::resolve(&parts.method, parts.uri.path()) {
         Ok(ep) => ep,
@@ -285,39 +228,14 @@ async fn route(cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
             .await
             .map_err(ApiError::rejected),
         Endpoint::Task { id, op } => tasks::task(cx, &parts, id, op).await,
-        Endpoint::A2aCard { agent } => crate::a2a::rpc::agent_card(cx, &parts, agent.into()),
-        Endpoint::A2aRpc { agent } => crate::a2a::rpc::rpc(cx, &parts, body, agent.into()).await,
-        Endpoint::Mcp => Ok(crate::mcp::handle(cx, parts, body).await),
+        Endpoint::A2aCard { agent } => crate::front::a2a::rpc::agent_card(cx, &parts, agent.into()),
+        Endpoint::A2aRpc { agent } => {
+            crate::front::a2a::rpc::rpc(cx, &gw.a2a, &parts, body, agent.into()).await
+        }
+        Endpoint::Mcp => Ok(crate::front::mcp::handle(cx, &gw.mcp, parts, body).await),
     };
     result.unwrap_or_else(ApiError::into_response)
 }
 
-/// The whole gateway: bind, log the address, follow agentd's FIB and
-/// serve. Must run inside a `LocalSet`.
-pub async fn run(state: Rc<AppState>) -> io::Result<()> {
-    let listener = bind(state.cfg.sdk_listen).await?;
-    agentd::log_notice!("listening sdk={}", listener.local_addr()?);
-    if state.peer.enabled() {
-        tokio::task::spawn_local(crate::peer::follow::run(state.clone()));
-    }
-    crate::public::start(&state).await?;
-    crate::metrics::start(&state).await?;
-    if let (true, Some(addr)) = (state.peer.enabled(), state.cfg.peer_listen) {
-        let peer = bind(addr).await.map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("peer listener (gateway.peer_listen) {addr}: {e}"),
-            )
-        })?;
-        agentd::log_notice!("listening peer={}", peer.local_addr()?);
-        tokio::task::spawn_local(crate::peer::listener::serve(peer, state.clone()));
-    }
-    tokio::task::spawn_local(crate::fib_sync::run(state.clone()));
-    tokio::task::spawn_local(crate::task::live::expiry_driver(state.tasks.clone()));
-    tokio::task::spawn_local(crate::stats::report(state.clone()));
-    serve(listener, state).await;
-    Ok(())
-}
-
 #[doc(hidden)]
-pub use endpoints::Ctx as RequestContext;
+pub use crate::front::Ctx as RequestContext;

@@ -28,6 +28,7 @@ pub mod stream;
 pub mod tools;
 pub mod wire;
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -41,13 +42,17 @@ use agentd::time::Millis;
 
 use crate::api::error::ApiError;
 use crate::body::{empty, full, Body};
-use crate::endpoints::{inflight_slot, read_body, ConnAbort, Ctx};
-use crate::ingress::{self, Identity};
+use crate::front::protocol::{self, Identity};
+use crate::front::{inflight_slot, read_body, ConnAbort, Ctx};
 use crate::jsonrpc::{self, Id, Message};
 use stream::Stream;
 use wire::Refusal;
 
 /// `serverInfo` of both eras.
+/// The MCP sessions of the handshake revisions: this front end's own
+/// state, shared by its connections.
+pub type Sessions = Rc<RefCell<session::Sessions>>;
+
 fn server_info() -> Value {
     json!({"name": "agent-gw", "version": env!("CARGO_PKG_VERSION")})
 }
@@ -55,8 +60,8 @@ fn server_info() -> Value {
 const INSTRUCTIONS: &str = "Tools of this router's agent mesh: each tool invokes a capability routed by agentd (possibly on another router).";
 
 /// The whole `/mcp` endpoint.
-pub async fn handle(cx: &Ctx, parts: Parts, body: Incoming) -> Response<Body> {
-    if let Err(r) = ingress::check_origin(cx, &parts) {
+pub async fn handle(cx: &Ctx, mcp: &Sessions, parts: Parts, body: Incoming) -> Response<Body> {
+    if let Err(r) = protocol::check_origin(cx, &parts) {
         return error_answer(
             r.status(),
             None,
@@ -73,9 +78,9 @@ pub async fn handle(cx: &Ctx, parts: Parts, body: Incoming) -> Response<Body> {
                 .any(|h| v.as_bytes() == h.as_bytes())
         });
     match (parts.method.clone(), modern) {
-        (Method::POST, _) => post(cx, parts, body, modern).await,
-        (Method::GET, false) => get(cx, &parts),
-        (Method::DELETE, false) => delete(cx, &parts),
+        (Method::POST, _) => post(cx, mcp, parts, body, modern).await,
+        (Method::GET, false) => get(cx, mcp, &parts),
+        (Method::DELETE, false) => delete(cx, mcp, &parts),
         (_, true) => not_allowed("POST"),
         _ => not_allowed("GET, POST, DELETE"),
     }
@@ -165,8 +170,14 @@ fn accepted(session: Option<&str>) -> Response<Body> {
     with_session(r, session)
 }
 
-async fn post(cx: &Ctx, parts: Parts, body: Incoming, modern: bool) -> Response<Body> {
-    let who = match ingress::identity(cx, &parts, "mcp") {
+async fn post(
+    cx: &Ctx,
+    mcp: &Sessions,
+    parts: Parts,
+    body: Incoming,
+    modern: bool,
+) -> Response<Body> {
+    let who = match protocol::identity(cx, &parts, "mcp") {
         Ok(w) => w,
         Err(e) => return api_error(e, None),
     };
@@ -207,13 +218,19 @@ async fn post(cx: &Ctx, parts: Parts, body: Incoming, modern: bool) -> Response<
         Err(e) => return json_answer(StatusCode::BAD_REQUEST, e.to_answer(), None),
     };
     if modern {
-        modern_post(cx, &parts, who, msg)
+        modern_post(cx, mcp, &parts, who, msg)
     } else {
-        legacy_post(cx, &parts, who, msg)
+        legacy_post(cx, mcp, &parts, who, msg)
     }
 }
 
-fn modern_post(cx: &Ctx, parts: &Parts, who: Identity, msg: Message) -> Response<Body> {
+fn modern_post(
+    cx: &Ctx,
+    mcp: &Sessions,
+    parts: &Parts,
+    who: Identity,
+    msg: Message,
+) -> Response<Body> {
     let (id, method, params) = match msg {
         Message::Notification { .. } => {
             // No client-to-server notification means anything on this
@@ -260,7 +277,7 @@ fn modern_post(cx: &Ctx, parts: &Parts, who: Identity, msg: Message) -> Response
             Ok(r) => r,
             Err(r) => return rpc_error(Some(&id), &r, None),
         },
-        "tools/call" => return start_call(cx, parts, who, id, params.as_ref(), None),
+        "tools/call" => return start_call(cx, mcp, parts, who, id, params.as_ref(), None),
         "ping" => json!({"resultType": "complete"}),
         other => {
             return rpc_error(
@@ -292,7 +309,7 @@ fn session_id(parts: &Parts) -> Option<&str> {
 /// Checks the session of a handshake-era request (other than
 /// `initialize`): its revision header, the session's existence and owner.
 fn legacy_session(
-    cx: &Ctx,
+    mcp: &Sessions,
     parts: &Parts,
     who: &Identity,
 ) -> Result<(Box<str>, &'static str), Box<Response<Body>>> {
@@ -311,7 +328,7 @@ fn legacy_session(
         .headers
         .get(wire::PROTOCOL_VERSION_HEADER)
         .map(|v| v.to_str().unwrap_or(""));
-    let mut sessions = cx.state.mcp.borrow_mut();
+    let mut sessions = mcp.borrow_mut();
     let Some(s) = sessions.get(sid, who, Millis::now()) else {
         return Err(Box::new(error_answer(
             StatusCode::NOT_FOUND,
@@ -344,13 +361,19 @@ fn legacy_session(
     Ok((sid.into(), s.version))
 }
 
-fn legacy_post(cx: &Ctx, parts: &Parts, who: Identity, msg: Message) -> Response<Body> {
+fn legacy_post(
+    cx: &Ctx,
+    mcp: &Sessions,
+    parts: &Parts,
+    who: Identity,
+    msg: Message,
+) -> Response<Body> {
     if let Message::Request { id, method, params } = &msg {
         if &**method == "initialize" {
-            return initialize(cx, parts, who, id, params.as_ref());
+            return initialize(mcp, parts, who, id, params.as_ref());
         }
     }
-    let (sid_box, version) = match legacy_session(cx, parts, &who) {
+    let (sid_box, version) = match legacy_session(mcp, parts, &who) {
         Ok(s) => s,
         Err(r) => return *r,
     };
@@ -363,7 +386,7 @@ fn legacy_post(cx: &Ctx, parts: &Parts, who: Identity, msg: Message) -> Response
                     .and_then(|p| p.get("requestId"))
                     .and_then(Id::from_value)
                 {
-                    if let Some(s) = cx.state.mcp.borrow_mut().get(&sid_box, &who, Millis::now()) {
+                    if let Some(s) = mcp.borrow_mut().get(&sid_box, &who, Millis::now()) {
                         s.cancel_call(&rid);
                     }
                 }
@@ -381,6 +404,7 @@ fn legacy_post(cx: &Ctx, parts: &Parts, who: Identity, msg: Message) -> Response
                 "tools/call" => {
                     return start_call(
                         cx,
+                        mcp,
                         parts,
                         who,
                         id,
@@ -405,7 +429,7 @@ fn legacy_post(cx: &Ctx, parts: &Parts, who: Identity, msg: Message) -> Response
 }
 
 fn initialize(
-    cx: &Ctx,
+    mcp: &Sessions,
     parts: &Parts,
     who: Identity,
     id: &Id,
@@ -437,15 +461,13 @@ fn initialize(
     // The client's revision when we serve it, else our newest (the
     // client decides whether it can speak that).
     let version = wire::handshake_revision(asked).unwrap_or(wire::HANDSHAKE[0]);
-    let sid = match ingress::random_id(24) {
+    let sid = match protocol::random_id(24) {
         Ok(s) => s,
         Err(e) => return api_error(e, Some(id)),
     };
-    if let Err(full) =
-        cx.state
-            .mcp
-            .borrow_mut()
-            .open(sid.as_str().into(), who, version, Millis::now())
+    if let Err(full) = mcp
+        .borrow_mut()
+        .open(sid.as_str().into(), who, version, Millis::now())
     {
         return error_answer(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -470,6 +492,7 @@ fn initialize(
 /// new call comes first, and those are forgotten to make room.
 fn reserve_stream(
     cx: &Ctx,
+    mcp: &Sessions,
     who: &Identity,
     session: Option<&str>,
     max_bytes: usize,
@@ -482,9 +505,7 @@ fn reserve_stream(
         Err(r) => r,
     };
     let freed = session.is_some_and(|s| {
-        cx.state
-            .mcp
-            .borrow_mut()
+        mcp.borrow_mut()
             .get(s, who, Millis::now())
             .is_some_and(|sess| sess.forget_finished() > 0)
     });
@@ -500,6 +521,7 @@ fn reserve_stream(
 /// task of its own. `session`: the handshake-era session and revision.
 fn start_call(
     cx: &Ctx,
+    mcp: &Sessions,
     parts: &Parts,
     who: Identity,
     id: Id,
@@ -513,7 +535,7 @@ fn start_call(
     };
     let cfg = &cx.state.cfg;
     let max_bytes = cfg.stream_history_bytes.max(64 * 1024);
-    let bytes = match reserve_stream(cx, &who, sid, max_bytes) {
+    let bytes = match reserve_stream(cx, mcp, &who, sid, max_bytes) {
         Ok(b) => b,
         Err(e) => return api_error(e, Some(&id)),
     };
@@ -521,7 +543,7 @@ fn start_call(
     let cancel = Rc::new(Notify::new());
     let mut id_prefix = None;
     if let Some((s, version)) = session {
-        let mut sessions = cx.state.mcp.borrow_mut();
+        let mut sessions = mcp.borrow_mut();
         let Some(sess) = sessions.get(s, &who, Millis::now()) else {
             return rpc_error(
                 Some(&id),
@@ -557,6 +579,7 @@ fn start_call(
         ingress: cx.ingress,
     };
     let headers = parts.headers.clone();
+    let task_mcp = mcp.clone();
     let owned_sid: Option<Box<str>> = sid.map(Into::into);
     let report = tools::Reporter {
         stream: stream.clone(),
@@ -578,7 +601,7 @@ fn start_call(
                 // explicitly, wherever it runs.
                 let started = task.borrow_mut().take();
                 if let Some((tid, token)) = started {
-                    ingress::cancel_task(&task_cx, &who.tenant, &tid, &token).await;
+                    protocol::cancel_task(&task_cx, &who.tenant, &tid, &token).await;
                 }
                 if !modern {
                     report.emit(&jsonrpc::error(
@@ -592,7 +615,7 @@ fn start_call(
         }
         report.stream.finish();
         if let Some(s) = owned_sid {
-            if let Some(sess) = task_cx.state.mcp.borrow_mut().get(&s, &who, Millis::now()) {
+            if let Some(sess) = task_mcp.borrow_mut().get(&s, &who, Millis::now()) {
                 sess.end_call(&id);
             }
         }
@@ -621,8 +644,8 @@ pub fn parse_event_id(v: &str) -> Option<(u64, u64)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
-fn get(cx: &Ctx, parts: &Parts) -> Response<Body> {
-    let who = match ingress::identity(cx, parts, "mcp") {
+fn get(cx: &Ctx, mcp: &Sessions, parts: &Parts) -> Response<Body> {
+    let who = match protocol::identity(cx, parts, "mcp") {
         Ok(w) => w,
         Err(e) => return api_error(e, None),
     };
@@ -637,11 +660,11 @@ fn get(cx: &Ctx, parts: &Parts) -> Response<Body> {
             None,
         );
     }
-    let (sid, _) = match legacy_session(cx, parts, &who) {
+    let (sid, _) = match legacy_session(mcp, parts, &who) {
         Ok(s) => s,
         Err(r) => return *r,
     };
-    let mut sessions = cx.state.mcp.borrow_mut();
+    let mut sessions = mcp.borrow_mut();
     let Some(sess) = sessions.get(&sid, &who, Millis::now()) else {
         return error_answer(
             StatusCode::NOT_FOUND,
@@ -691,13 +714,13 @@ fn get(cx: &Ctx, parts: &Parts) -> Response<Body> {
             Some(&sid),
         );
     };
-    let state = cx.state.clone();
+    let sessions = mcp.clone();
     let owner = who.clone();
     let s = sid.clone();
     let body = stream::idle(
         until,
         Box::new(move || {
-            if let Some(sess) = state.mcp.borrow_mut().get(&s, &owner, Millis::now()) {
+            if let Some(sess) = sessions.borrow_mut().get(&s, &owner, Millis::now()) {
                 sess.get_closed();
             }
         }),
@@ -705,8 +728,8 @@ fn get(cx: &Ctx, parts: &Parts) -> Response<Body> {
     sse_answer(body, Some(&sid))
 }
 
-fn delete(cx: &Ctx, parts: &Parts) -> Response<Body> {
-    let who = match ingress::identity(cx, parts, "mcp") {
+fn delete(cx: &Ctx, mcp: &Sessions, parts: &Parts) -> Response<Body> {
+    let who = match protocol::identity(cx, parts, "mcp") {
         Ok(w) => w,
         Err(e) => return api_error(e, None),
     };
@@ -721,7 +744,7 @@ fn delete(cx: &Ctx, parts: &Parts) -> Response<Body> {
             None,
         );
     };
-    if cx.state.mcp.borrow_mut().close(sid, &who) {
+    if mcp.borrow_mut().close(sid, &who) {
         let mut r = Response::new(empty());
         *r.status_mut() = StatusCode::OK;
         r

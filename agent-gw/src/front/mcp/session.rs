@@ -19,7 +19,7 @@ use agentd::time::Millis;
 use tokio::sync::Notify;
 
 use super::stream::Stream;
-use crate::ingress::Identity;
+use crate::front::protocol::Identity;
 use crate::jsonrpc::Id;
 
 /// Finished request streams a session keeps for resumption.

@@ -19,11 +19,13 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use crate::handshake::Handshakes;
+use crate::core::Core;
+use crate::front::neighbour as inbound;
 use crate::peer::coalesce::Coalesce;
 use crate::peer::tls::error_text;
-use crate::peer::{h2_settings, inbound, LocalExec, PeerStats};
-use crate::state::AppState;
+use crate::peer::{h2_settings, LocalExec, PeerStats};
+
+use super::Gateway;
 
 /// Longest TLS handshake of an inbound data connection.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,46 +36,16 @@ pub const MAX_HANDSHAKES: usize = 32;
 pub const MAX_HANDSHAKES_PER_SOURCE: usize = 4;
 
 /// Serves the peer listener until the task is dropped.
-pub async fn serve(listener: TcpListener, state: Rc<AppState>) {
-    let mut pacer = agentd::accept::Pacer::new("peer listener");
-    let handshakes = Handshakes::new("peer listener", MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE);
-    loop {
-        let (stream, from) = match pacer.accept(&listener).await {
-            Ok(x) => x,
-            Err(e) => {
-                // Already paced (EMFILE and friends pause, doubling up
-                // to a second) and logged by the pacer.
-                agentd::log_debug!("peer listener: accept failed: {e}");
-                continue;
-            }
-        };
-        let from = SocketAddr::new(from.ip().to_canonical(), from.port());
-        // Taken here, not in the task: a burst accepted in one turn of
-        // this loop counts before any of its tasks runs.
-        let handshake = match handshakes.take(from.ip()) {
-            Ok(h) => h,
-            Err(refused) => {
-                drop(stream);
-                crate::server::note_handshake_refusal(&state, refused);
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let state = state.clone();
-        tokio::task::spawn_local(async move {
-            let accepted = accept(&state, stream, from).await;
-            drop(handshake);
-            if let Some((tls, link)) = accepted {
-                connection(state, tls, link, from).await;
-            }
-        });
-    }
+pub async fn serve(listener: TcpListener, gw: Rc<Gateway>) {
+    super::accept::serve(listener, super::accept::Listener::Peer, gw).await;
 }
 
-type Tls = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+pub(super) type Tls = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 
-async fn accept(
-    state: &AppState,
+/// The mutual TLS handshake of a router, bounded in time, and the link
+/// it proves; `None` (logged) when either fails.
+pub(super) async fn accept(
+    state: &Core,
     stream: tokio::net::TcpStream,
     from: SocketAddr,
 ) -> Option<(Tls, crate::peer::Link)> {
@@ -121,7 +93,15 @@ fn assertion_key(bytes: &[u8; 32]) -> Option<ed25519_dalek::VerifyingKey> {
         .filter(|k| !k.is_weak())
 }
 
-async fn connection(state: Rc<AppState>, tls: Tls, link: crate::peer::Link, from: SocketAddr) {
+/// Serves one linked router's h2 connection until it ends or its ARPX
+/// session does.
+pub(super) async fn connection(
+    gw: Rc<Gateway>,
+    tls: Tls,
+    link: crate::peer::Link,
+    from: SocketAddr,
+) {
+    let state = gw.core.clone();
     let close = state.peer.accepted(link.clone());
     let stats = state.peer.stats.clone();
     PeerStats::add(&stats.conns, 1);

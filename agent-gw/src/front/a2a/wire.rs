@@ -278,7 +278,7 @@ impl TaskQuery {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::error::Kind;
+    use crate::front::a2a::error::Kind;
     use serde_json::json;
 
     fn send(v: Value) -> Result<SendMessage, A2aError> {

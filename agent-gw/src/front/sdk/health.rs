@@ -4,7 +4,7 @@ use http::{Response, StatusCode};
 use serde_json::json;
 
 use crate::body::Body;
-use crate::endpoints::{json, Ctx};
+use crate::front::{json, Ctx};
 
 pub fn healthz(cx: &Ctx) -> Response<Body> {
     let s = &cx.state;

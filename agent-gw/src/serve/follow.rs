@@ -5,10 +5,10 @@
 
 use std::rc::Rc;
 
+use crate::core::Core;
 use crate::peer::Link;
-use crate::state::AppState;
 
-pub async fn run(state: Rc<AppState>) {
+pub async fn run(state: Rc<Core>) {
     loop {
         let links: Vec<Link> = state
             .fib

@@ -28,9 +28,9 @@ use agentd::time::Millis;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::registration::{Registration, Renewal, Unregistration};
 use crate::body::Body;
-use crate::endpoints::{authenticate, caller, json, read_body, Ctx, Need, Verified};
-use crate::fib_sync::wait_fib;
+use crate::core::fib_follow::wait_fib;
 use crate::forward::target::{resolve_checked_from, LanCaller, ResolveError};
+use crate::front::{authenticate, caller, json, read_body, Ctx, Need, Verified};
 use crate::limits::InflightGuard;
 use agentd::endpoint::{Endpoint, Host, Refusal};
 
@@ -80,7 +80,7 @@ const MAX_RETRY_MS: u64 = 60_000;
 /// leaves the body unread, so it says `Connection: close` (the client
 /// reconnects instead of writing into a connection being closed).
 pub fn admit_control(cx: &Ctx) -> Result<InflightGuard, ApiError> {
-    let guard = super::inflight_slot(cx).map_err(ApiError::close)?;
+    let guard = crate::front::inflight_slot(cx).map_err(ApiError::close)?;
     // Counted like every per-source cap: an IPv6 /64 is one source.
     let source = crate::sources::SourceKey::of(cx.peer.ip());
     cx.state

@@ -7,7 +7,7 @@ use http::Response;
 use crate::api::error::ApiError;
 use crate::api::task_request::TaskRequest;
 use crate::body::Body;
-use crate::endpoints::{authenticate, Ctx, Need};
+use crate::front::{authenticate, Ctx, Need};
 use crate::router::TaskOp;
 
 /// Needs `agent.invoke` and the task token; a wrong token, an unknown id

@@ -30,8 +30,8 @@ use super::wire::{self, Refusal};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
 use crate::catalog::{Caller, Entry, Visibility};
-use crate::endpoints::Ctx;
-use crate::ingress::{self, Call, Identity};
+use crate::front::protocol::{self, Call, Identity};
+use crate::front::Ctx;
 use crate::jsonrpc::{self, Id};
 use crate::task::sse::{SseItem, SseParser};
 
@@ -232,7 +232,7 @@ pub async fn call(
     if let Some(refusal) = invalid_arguments(&entry, &req.arguments) {
         return refusal;
     }
-    let env = match ingress::envelope(
+    let env = match protocol::envelope(
         cx,
         who,
         &Call {
@@ -245,7 +245,7 @@ pub async fn call(
         Err(e) => return api_error_result(&e),
     };
     let stream = req.progress.is_some() && visibility == Visibility::Usable;
-    let answer = ingress::invoke(cx, headers, env, stream).await;
+    let answer = protocol::invoke(cx, headers, env, stream).await;
     match answer {
         Err(e) => api_error_result(&e),
         Ok(resp) => relay(cx, resp, report, task).await,

@@ -31,13 +31,13 @@ use crate::api::envelope::Envelope;
 use crate::api::error::{ApiError, ErrorCode, Outcome};
 use crate::api::task_request::TaskRequest;
 use crate::body::{read_limited, Body};
+use crate::core::Core;
 use crate::forward::ROUTE_ID_HEADER;
 use crate::peer::assertion::{self, Assertion, AssertionError, Claims, Expect};
 use crate::peer::outbound::{unix_ms, CallIdentity};
 use crate::peer::{PeerStats, ASSERTION_HEADER};
 use crate::pipeline::{self, admission, ConnAbort, Hints, Invocation, Mode, Neighbour, Principal};
 use crate::router::{self, Endpoint, NoEndpoint, TaskOp};
-use crate::state::AppState;
 
 /// The linked router a data connection is with.
 #[derive(Debug)]
@@ -51,7 +51,7 @@ pub struct Peer {
 }
 
 /// Serves one request from `peer`.
-pub async fn serve(state: &Rc<AppState>, peer: &Peer, req: Request<Incoming>) -> Response<Body> {
+pub async fn serve(state: &Rc<Core>, peer: &Peer, req: Request<Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let result = match router::resolve(&parts.method, parts.uri.path()) {
         Ok(Endpoint::Invoke) => call(state, peer, &parts, body, false).await,
@@ -122,7 +122,7 @@ fn hop_headers(parts: &Parts) -> Result<(Assertion, RouteId), ApiError> {
 
 /// Checks `a` against the TLS identity, this router and the request.
 fn check<'a>(
-    state: &AppState,
+    state: &Core,
     peer: &Peer,
     a: &'a Assertion,
     capability: &str,
@@ -166,7 +166,7 @@ fn neighbour(peer: &Peer, route: RouteId, claims: &Claims) -> Rc<Neighbour> {
 
 /// `invoke` / `invoke-stream` from a peer.
 async fn call(
-    state: &Rc<AppState>,
+    state: &Rc<Core>,
     peer: &Peer,
     parts: &Parts,
     body: Incoming,
@@ -210,7 +210,7 @@ async fn call(
 /// A task operation from a peer: served here when the task is ours,
 /// else sent on toward the route it is pinned to.
 async fn task(
-    state: &Rc<AppState>,
+    state: &Rc<Core>,
     peer: &Peer,
     parts: &Parts,
     id: &str,

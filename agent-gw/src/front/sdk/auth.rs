@@ -15,8 +15,8 @@ use crate::api::json::parse_object;
 use crate::auth::bootstrap::{BootstrapRequest, MAX_BODY};
 use crate::auth::UnixSeconds;
 use crate::body::{read_limited, Body};
-use crate::endpoints::lease::admit_control;
-use crate::endpoints::{json, Ctx};
+use crate::front::sdk::lease::admit_control;
+use crate::front::{json, Ctx};
 
 /// Advertises bootstrap only to a source that may use it.
 pub fn authentication(cx: &Ctx) -> Response<Body> {

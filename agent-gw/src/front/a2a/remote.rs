@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use crate::api::error::ErrorCode;
 use crate::api::task_request::TaskRequest;
 use crate::body::{guarded, Body};
-use crate::endpoints::Ctx;
+use crate::front::Ctx;
 use crate::jsonrpc::Id;
 use crate::limits::InflightGuard;
 use crate::pipeline::tasks::MAX_EVENTS_WAIT_MS;

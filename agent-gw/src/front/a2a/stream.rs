@@ -18,13 +18,13 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::body::{guarded, Body};
+use crate::core::Core;
 use crate::jsonrpc::Id;
 use crate::limits::InflightGuard;
-use crate::state::AppState;
 use crate::task::TaskId;
 
 use super::error::A2aError;
-use super::rpc::{error_bytes, result_bytes, view_of, Call};
+use super::rpc::{error_bytes, result_bytes, view_of, Call, Tasks};
 use super::task_view::TaskView;
 
 /// Idle time after which a comment line is sent.
@@ -66,8 +66,9 @@ pub(crate) fn respond(
         .borrow_mut()
         .task(&tid)
         .map(|task| task.history().last_id());
-    let first = cursor.zip(view_of(&state, &tid, &a2a_id));
-    tokio::task::spawn_local(pump(state, tid, a2a_id, call.id.clone(), first, tx));
+    let first = cursor.zip(view_of(&state, call.tasks, &tid, &a2a_id));
+    let held = (state, call.tasks.clone());
+    tokio::task::spawn_local(pump(held, tid, a2a_id, call.id.clone(), first, tx));
     let mut r = Response::new(guarded(crate::body::channel(rx), guard));
     let h = r.headers_mut();
     h.insert(
@@ -79,7 +80,7 @@ pub(crate) fn respond(
 }
 
 async fn pump(
-    state: Rc<AppState>,
+    (state, contexts): (Rc<Core>, Tasks),
     tid: TaskId,
     a2a_id: String,
     id: Id,
@@ -109,7 +110,7 @@ async fn pump(
             return;
         };
         if !batch.events.is_empty() {
-            let Some(view) = view_of(&state, &tid, &a2a_id) else {
+            let Some(view) = view_of(&state, &contexts, &tid, &a2a_id) else {
                 return;
             };
             for e in &batch.events {

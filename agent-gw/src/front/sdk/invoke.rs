@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::api::envelope::Envelope;
 use crate::api::error::ApiError;
 use crate::body::Body;
-use crate::endpoints::{authenticate, json, read_body, Ctx, Need};
+use crate::front::{authenticate, json, read_body, Ctx, Need};
 use crate::limits::InflightGuard;
 use crate::pipeline::{self, admission, decision, Hints, Invocation, Mode, Principal};
 

@@ -1,6 +1,9 @@
-//! Everything a request handler can reach. One per gateway, shared by `Rc`
-//! (the runtime is single-threaded, so no locks: `RefCell`s are borrowed
-//! only between awaits).
+//! The gateway core: what the pipeline and every front end share — the
+//! config, the FIB replica, the forwarder and peer plane, the limits,
+//! authentication, the task table and the budget. One per gateway,
+//! shared by `Rc` (the runtime is single-threaded, so no locks:
+//! `RefCell`s are borrowed only between awaits). Each front end's own
+//! state (MCP sessions, A2A task contexts) is its own, held by `serve`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -17,10 +20,12 @@ use crate::forward::Forwarder;
 use crate::limits::{Inflight, RateLimiter};
 use crate::peer::PeerPlane;
 use crate::sources::{CapLog, ConnCaps, ConnLimits};
+
+pub mod fib_follow;
 use crate::task::{SharedTasks, TaskConfig, TaskTable};
 
 #[derive(Debug)]
-pub struct AppState {
+pub struct Core {
     pub cfg: GatewayConfig,
     pub fib: RefCell<Fib>,
     /// Woken after every FIB event applied (read-your-writes waits).
@@ -50,13 +55,6 @@ pub struct AppState {
     pub stream_stats: std::cell::Cell<StreamStats>,
     /// MCP tools and A2A skills (mappings, exposed schemas).
     pub catalog: crate::catalog::Catalog,
-    /// What A2A remembers per task (context id, skill), bounded by the
-    /// task table.
-    pub a2a: RefCell<crate::a2a::handle::Contexts>,
-    /// MCP sessions of the handshake revisions.
-    pub mcp: RefCell<crate::mcp::session::Sessions>,
-    /// Requests answered, for `/metrics`.
-    pub requests: crate::metrics::requests::RequestCounts,
 }
 
 /// Counters of stream followers.
@@ -67,8 +65,8 @@ pub struct StreamStats {
     pub stalled_detached: u64,
 }
 
-impl AppState {
-    pub fn new(cfg: GatewayConfig) -> Rc<AppState> {
+impl Core {
+    pub fn new(cfg: GatewayConfig) -> Rc<Core> {
         let limiter = RateLimiter::new(cfg.rate, cfg.tenant_rates.clone());
         let auth = authenticator(&cfg);
         let budget = Budget::new(BudgetConfig {
@@ -78,7 +76,7 @@ impl AppState {
         });
         let peer = Rc::new(PeerPlane::new(&cfg));
         let tasks = SharedTasks::new(TaskTable::with_budget(TaskConfig::of(&cfg), budget.clone()));
-        Rc::new(AppState {
+        Rc::new(Core {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
             fib_applied: tokio::sync::Notify::new(),
             links_changed: tokio::sync::Notify::new(),
@@ -109,12 +107,6 @@ impl AppState {
             budget,
             stream_stats: Default::default(),
             catalog: crate::catalog::Catalog::new(cfg.mappings.clone(), cfg.expose_schemas),
-            a2a: RefCell::default(),
-            mcp: RefCell::new(crate::mcp::session::Sessions::new(
-                cfg.mcp_max_sessions,
-                cfg.mcp_session_idle_ms,
-            )),
-            requests: Default::default(),
             cfg,
         })
     }

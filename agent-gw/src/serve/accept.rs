@@ -1,0 +1,168 @@
+//! The one acceptor of the LAN, public and peer listeners.
+//!
+//! Admission happens here, before anything is allocated for a
+//! connection and before its task is spawned: a TLS listener's handshake
+//! slot (in total and per source, `handshake`), then the connection caps
+//! shared by every listener (in total and per source, `sources`). A burst
+//! accepted in one turn of the loop counts before any of its tasks runs,
+//! and a capped source's excess connections are closed here without
+//! touching anybody else's.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+
+use agentd::time::Millis;
+
+use crate::front::Ingress;
+use crate::handshake::{HandshakeRefusal, HandshakeSlot, Handshakes};
+use crate::sources::{Cap, ConnRefusal, ConnSlot};
+
+use super::Gateway;
+
+/// Which listener, with what it needs to serve a connection.
+#[derive(Clone)]
+pub enum Listener {
+    /// The LAN SDK listener: plain HTTP/1.1.
+    Lan,
+    /// The public listener: TLS, then h2 or HTTP/1.1 by ALPN.
+    Public(TlsAcceptor),
+    /// The peer listener: mutual TLS with linked routers, h2.
+    Peer,
+}
+
+impl std::fmt::Debug for Listener {
+    // The TLS acceptor has no `Debug` of its own.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Listener {
+    fn name(&self) -> &'static str {
+        match self {
+            Listener::Lan => "LAN listener",
+            Listener::Public(_) => "public listener",
+            Listener::Peer => "peer listener",
+        }
+    }
+
+    /// The handshake slots of a TLS listener.
+    fn handshakes(&self) -> Option<Handshakes> {
+        let (total, per_source) = match self {
+            Listener::Lan => return None,
+            Listener::Public(_) => (
+                super::public::MAX_HANDSHAKES,
+                super::public::MAX_HANDSHAKES_PER_SOURCE,
+            ),
+            Listener::Peer => (
+                super::peer::MAX_HANDSHAKES,
+                super::peer::MAX_HANDSHAKES_PER_SOURCE,
+            ),
+        };
+        Some(Handshakes::new(self.name(), total, per_source))
+    }
+}
+
+/// Serves connections from `listener` until the task is dropped. Must
+/// run inside a `LocalSet`.
+pub async fn serve(listener: TcpListener, kind: Listener, gw: Rc<Gateway>) {
+    let name = kind.name();
+    let mut pacer = agentd::accept::Pacer::new(name);
+    let handshakes = kind.handshakes();
+    loop {
+        let (stream, from) = match pacer.accept(&listener).await {
+            Ok(x) => x,
+            Err(e) => {
+                // Already paced (EMFILE and friends pause, doubling up
+                // to a second) and logged by the pacer.
+                agentd::log_debug!("{name}: accept failed: {e}");
+                continue;
+            }
+        };
+        // On a dual-stack listener an IPv4 client arrives as
+        // `::ffff:a.b.c.d`: every per-source rule sees its IPv4 address.
+        let from = SocketAddr::new(from.ip().to_canonical(), from.port());
+        let handshake = match handshakes.as_ref().map(|h| h.take(from.ip())) {
+            None => None,
+            Some(Ok(h)) => Some(h),
+            Some(Err(refused)) => {
+                drop(stream);
+                note_handshake_refusal(&gw, refused);
+                continue;
+            }
+        };
+        let slot = match gw.core.conns.admit(from.ip()) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                drop(stream);
+                note_refusal(&gw, refused);
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::task::spawn_local(connection(
+            stream,
+            from,
+            kind.clone(),
+            gw.clone(),
+            (handshake, slot),
+        ));
+    }
+}
+
+/// One accepted connection, holding its handshake slot until its
+/// handshake ends and its connection slot until it closes.
+async fn connection(
+    stream: TcpStream,
+    from: SocketAddr,
+    kind: Listener,
+    gw: Rc<Gateway>,
+    (handshake, _slot): (Option<HandshakeSlot>, ConnSlot),
+) {
+    match kind {
+        Listener::Lan => super::http::http1_connection(stream, from, gw, Ingress::Lan).await,
+        Listener::Public(acceptor) => {
+            let tls = super::public::handshake(&acceptor, stream, from).await;
+            drop(handshake);
+            if let Some(tls) = tls {
+                super::public::connection(tls, from, gw).await;
+            }
+        }
+        Listener::Peer => {
+            let accepted = super::peer::accept(&gw.core, stream, from).await;
+            drop(handshake);
+            if let Some((tls, link)) = accepted {
+                super::peer::connection(gw, tls, link, from).await;
+            }
+        }
+    }
+}
+
+/// Logs a connection refused at accept (rate-limited: a flood of refused
+/// connections is a few lines, each counting the refusals it stands for).
+pub(crate) fn note_refusal(gw: &Gateway, refused: ConnRefusal) {
+    let cap = match refused {
+        ConnRefusal::Full { .. } => Cap::Connections,
+        ConnRefusal::SourceFull { .. } => Cap::ConnsPerSource,
+    };
+    note_cap(gw, cap, &refused);
+}
+
+/// Logs a connection refused at accept for want of a handshake slot.
+fn note_handshake_refusal(gw: &Gateway, refused: HandshakeRefusal) {
+    note_cap(gw, Cap::Handshakes, &refused);
+}
+
+fn note_cap(gw: &Gateway, cap: Cap, refused: &dyn std::fmt::Display) {
+    let line = gw
+        .core
+        .cap_log
+        .borrow_mut()
+        .refused(cap, refused, Millis::now());
+    if let Some(line) = line {
+        agentd::log_warn!("connection {line}");
+    }
+}
