@@ -187,6 +187,24 @@ fn usize_of(v: u64) -> usize {
 /// The enabled mappings as catalog entries. A schema file that cannot be
 /// used leaves its mapping out (a tool without its declared schema would
 /// accept what the operator meant to refuse), with a message.
+impl GatewayConfig {
+    /// The task table's bounds these options set, with the reserves the
+    /// gateway's own limits imply.
+    pub fn task_config(&self) -> crate::task::TaskConfig {
+        let sse = crate::task::live::SseLimits::default();
+        crate::task::TaskConfig {
+            capacity: self.task_capacity,
+            ttl_ms: self.task_ttl_s.saturating_mul(1000),
+            history_events: self.stream_history_events,
+            history_bytes: self.stream_history_bytes,
+            tenant_share_percent: self.tenant_share_percent,
+            source_share_percent: self.source_share_percent,
+            result_reserve: self.max_result_bytes,
+            stream_reserve: sse.max_event + sse.max_line + crate::task::history::EVENT_OVERHEAD,
+        }
+    }
+}
+
 fn mappings_of(c: &uci_schema::Config, problems: &mut Vec<String>) -> Vec<crate::catalog::Entry> {
     let text = |s: &str| (!s.is_empty()).then(|| Box::<str>::from(s));
     let mut out = Vec::new();
@@ -478,7 +496,7 @@ mod tests {
         let a = crate::auth::AuthConfig::new("r", "");
         assert_eq!((a.clock_skew_s, a.max_lifetime_s), (30, 3600));
         assert_eq!((a.bootstrap, a.bootstrap_ttl_s), (true, 300));
-        let t = crate::task::TaskConfig::default();
+        let t = g.task_config();
         assert_eq!((t.capacity, t.ttl_ms, t.history_events), (512, 300_000, 64));
         assert_eq!(t.history_bytes, 1 << 20);
     }

@@ -20,6 +20,10 @@
 
 use std::fmt;
 
+/// Largest request head (and read buffer) per connection, on every
+/// listener and on the peer links' h2 header lists.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+
 use http::{HeaderMap, Version};
 
 use crate::api::error::{ApiError, ErrorCode, Outcome};

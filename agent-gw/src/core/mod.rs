@@ -22,7 +22,7 @@ use crate::peer::PeerPlane;
 use crate::sources::{CapLog, ConnCaps, ConnLimits};
 
 pub mod fib_follow;
-use crate::task::{SharedTasks, TaskConfig, TaskTable};
+use crate::task::{SharedTasks, TaskTable};
 
 #[derive(Debug)]
 pub struct Core {
@@ -75,7 +75,7 @@ impl Core {
             source_share_percent: cfg.source_share_percent,
         });
         let peer = Rc::new(PeerPlane::new(&cfg));
-        let tasks = SharedTasks::new(TaskTable::with_budget(TaskConfig::of(&cfg), budget.clone()));
+        let tasks = SharedTasks::new(TaskTable::with_budget(cfg.task_config(), budget.clone()));
         Rc::new(Core {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
             fib_applied: tokio::sync::Notify::new(),
@@ -87,7 +87,10 @@ impl Core {
                 &cfg.router_id,
                 via_nonce(),
             )
-            .with_peer(peer.clone(), cfg.assertion_ttl_ms)
+            .with_peer(Rc::new(crate::peer::outbound::Hop {
+                plane: peer.clone(),
+                ttl_ms: cfg.assertion_ttl_ms,
+            }))
             .with_peer_addrs(&cfg.peer_addrs),
             peer,
             limiter: RefCell::new(limiter),

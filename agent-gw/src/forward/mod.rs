@@ -8,6 +8,7 @@
 //! connection before anything else.
 
 pub mod deadline;
+pub mod hop;
 pub mod lookup;
 pub mod pool;
 pub mod quickack;
@@ -28,11 +29,10 @@ use agentd::route::RouteId;
 
 use crate::api::error::{ApiError, ErrorCode, Outcome};
 use crate::forward::deadline::{Deadline, DEADLINE_NAME};
+use crate::forward::hop::{CallIdentity, HopError, HopRequest, PeerHop};
 use crate::forward::pool::{Pool, Sender};
 use crate::forward::retry::{may_move, CallKind, Failure};
 use crate::forward::target::{resolve_checked_from, LanCaller, ResolveError, Target};
-use crate::peer::outbound::{self, CallIdentity, HopError, HopRequest};
-use crate::peer::PeerPlane;
 use agentd::endpoint::{Guard, Refusal};
 
 pub const ROUTE_ID_HEADER: &str = "x-agentd-route-id";
@@ -169,8 +169,8 @@ pub struct Forwarder {
     /// This process's `X-Agentd-Via` value and the nonce inside it.
     via: HeaderValue,
     nonce: Box<str>,
-    /// The peer data plane, for `Dest::Peer` candidates.
-    peer: Option<(Rc<PeerPlane>, u64)>,
+    /// The hop to the next router, for `Dest::Peer` candidates.
+    peer: Option<Rc<dyn PeerHop>>,
     /// Configured peer router addresses (LAN scope at connect time).
     peer_addrs: Rc<[std::net::IpAddr]>,
 }
@@ -211,10 +211,9 @@ impl Forwarder {
         self
     }
 
-    /// Sends `Dest::Peer` candidates over `plane`, signing assertions that
-    /// live `assertion_ttl_ms`.
-    pub fn with_peer(mut self, plane: Rc<PeerPlane>, assertion_ttl_ms: u64) -> Forwarder {
-        self.peer = Some((plane, assertion_ttl_ms));
+    /// Sends `Dest::Peer` candidates over `hop`.
+    pub fn with_peer(mut self, hop: Rc<dyn PeerHop>) -> Forwarder {
+        self.peer = Some(hop);
         self
     }
 
@@ -228,8 +227,8 @@ impl Forwarder {
             .any(|(_, n)| n == &*self.nonce)
     }
 
-    /// The peer data plane and the assertion lifetime, when enabled.
-    pub fn peer_plane(&self) -> Option<(Rc<PeerPlane>, u64)> {
+    /// The hop to the next router, when the peer data plane is on.
+    pub fn peer_hop(&self) -> Option<Rc<dyn PeerHop>> {
         self.peer.clone()
     }
 
@@ -499,7 +498,7 @@ impl Forwarder {
         deadline: Deadline,
         sent: &Cell<bool>,
     ) -> Result<Response<Incoming>, AttemptError> {
-        let (Some((plane, ttl_ms)), Some(who)) = (&self.peer, &out.who) else {
+        let (Some(hop), Some(who)) = (&self.peer, &out.who) else {
             return Err(AttemptError::Failed(
                 Failure::NotDelivered,
                 format!("route via router {next_hop}: this gateway has no peer data plane"),
@@ -521,7 +520,7 @@ impl Forwarder {
             deadline,
             sent,
         };
-        match outbound::send(plane, *ttl_ms, req).await {
+        match hop.send(req).await {
             Ok(resp) => Ok(resp),
             Err(HopError::NotDelivered(why, Some(resp))) => {
                 Err(AttemptError::PeerRefused(why, resp))

@@ -108,7 +108,7 @@ pub fn filter_peer_headers(headers: &mut HeaderMap) {
     }
 }
 
-const OUTCOME_NAME: HeaderName = HeaderName::from_static(crate::peer::OUTCOME_HEADER);
+const OUTCOME_NAME: HeaderName = HeaderName::from_static(crate::forward::hop::OUTCOME_HEADER);
 
 /// The typed error for a handler that answered a redirect.
 pub fn redirect_error(

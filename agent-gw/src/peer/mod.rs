@@ -39,9 +39,7 @@ pub use plane::PeerPlane;
 
 /// Request header: the forwarding assertion of this hop.
 pub const ASSERTION_HEADER: &str = "x-agentd-assertion";
-/// Response header of a refusal made before dispatch (`rejected`,
-/// `not_delivered`): the sender may move the call to another candidate.
-pub const OUTCOME_HEADER: &str = "x-agentd-outcome";
+pub use crate::forward::hop::OUTCOME_HEADER;
 
 /// Runs hyper's h2 connection and stream tasks on the current thread's
 /// `LocalSet` (the gateway is single-threaded; its bodies are `!Send`).
@@ -89,7 +87,7 @@ pub mod h2_settings {
     pub const STREAM_WINDOW: u32 = 256 * 1024;
     pub const CONN_WINDOW: u32 = 2 * 1024 * 1024;
     pub const MAX_FRAME: u32 = 64 * 1024;
-    pub const MAX_HEADERS: u32 = crate::serve::http::MAX_HEAD_BYTES as u32;
+    pub const MAX_HEADERS: u32 = crate::http_head::MAX_HEAD_BYTES as u32;
 
     pub fn client(b: &mut hyper::client::conn::http2::Builder<LocalExec>) {
         b.initial_stream_window_size(STREAM_WINDOW)

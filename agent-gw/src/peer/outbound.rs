@@ -11,61 +11,36 @@
 use std::error::Error as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
-use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri};
+use http::{header, HeaderName, HeaderValue, Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
-use crate::forward::deadline::{Deadline, DEADLINE_NAME};
+use crate::forward::deadline::DEADLINE_NAME;
+use crate::forward::hop::{HopFuture, PeerHop, OUTCOME_HEADER};
 use crate::forward::ROUTE_ID_HEADER;
 use crate::peer::assertion::Claims;
-use crate::peer::{PeerPlane, ASSERTION_HEADER, OUTCOME_HEADER};
+use crate::peer::{PeerPlane, ASSERTION_HEADER};
 
 const ASSERTION_NAME: HeaderName = HeaderName::from_static(ASSERTION_HEADER);
 const ROUTE_ID_NAME: HeaderName = HeaderName::from_static(ROUTE_ID_HEADER);
 const OUTCOME_NAME: HeaderName = HeaderName::from_static(OUTCOME_HEADER);
 
-/// Who a forwarded call acts for: from the caller's verified identity at
-/// the ingress router, from the verified assertion at a transit router.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CallIdentity {
-    pub tenant: Box<str>,
-    pub caller: Box<str>,
-    pub capability: Box<str>,
-    /// The router where the call entered the mesh.
-    pub origin: Box<str>,
+pub use crate::forward::hop::{CallIdentity, HopError, HopRequest};
+
+/// The peer hop of a forwarder: requests sent over `plane`, signed with
+/// assertions that live `ttl_ms`.
+#[derive(Debug)]
+pub struct Hop {
+    pub plane: std::rc::Rc<PeerPlane>,
+    pub ttl_ms: u64,
 }
 
-/// One request to send over a hop.
-#[derive(Debug)]
-pub struct HopRequest<'a> {
-    pub next_hop: &'a str,
-    /// The base route id the call is pinned to.
-    pub route: &'a str,
-    pub method: Method,
-    /// `/agent/v1/...` on the next hop.
-    pub path: &'a str,
-    pub body: Bytes,
-    /// Caller headers relayed as they are.
-    pub relay: &'a HeaderMap,
-    pub who: &'a CallIdentity,
-    pub deadline: Deadline,
-    /// Set once the request is handed to the connection (it may have
-    /// been delivered from then on).
-    pub sent: &'a std::cell::Cell<bool>,
-}
-
-/// How a hop failed.
-#[derive(Debug)]
-pub enum HopError {
-    /// Provably not processed by the next hop: no connection, the request
-    /// never left, the stream was refused, or the next hop refused it
-    /// before dispatch (its typed answer kept for the caller).
-    NotDelivered(String, Option<Response<Incoming>>),
-    /// The request may have reached a handler.
-    MaybeDelivered(String),
+impl PeerHop for Hop {
+    fn send<'a>(&'a self, req: HopRequest<'a>) -> HopFuture<'a> {
+        Box::pin(send(&self.plane, self.ttl_ms, req))
+    }
 }
 
 /// Sends `req` to its next hop and returns the next hop's answer.

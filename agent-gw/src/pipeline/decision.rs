@@ -130,8 +130,8 @@ pub fn neighbour(inv: &Invocation) -> Option<Rc<Neighbour>> {
 mod tests {
     use super::*;
     use crate::api::error::Outcome;
+    use crate::forward::hop::CallIdentity;
     use crate::forward::target::Target;
-    use crate::peer::outbound::CallIdentity;
     use agentd::route::RouteId;
 
     fn cand(id: &str, dest: Dest) -> Candidate {

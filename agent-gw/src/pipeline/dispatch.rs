@@ -14,9 +14,9 @@ use crate::api::error::ApiError;
 use crate::body::{guarded, with_deadline, Body};
 use crate::budget::Holder;
 use crate::core::Core;
+use crate::forward::hop::CallIdentity;
 use crate::forward::{relay_response, Candidate, Dest, Outgoing};
 use crate::limits::InflightGuard;
-use crate::peer::outbound::CallIdentity;
 
 use super::decision::Dispatch;
 use super::invocation::{Invocation, Principal};

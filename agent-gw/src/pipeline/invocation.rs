@@ -16,9 +16,9 @@ use agentd::route::RouteId;
 use crate::api::envelope::{Envelope, MAX_CURSOR};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::forward::deadline::header_budget_ms;
+use crate::forward::hop::CallIdentity;
 use crate::forward::relayed_headers;
 use crate::limits::InflightGuard;
-use crate::peer::outbound::CallIdentity;
 
 /// One call, decoded and admitted up to its tenant's rate.
 #[derive(Debug)]

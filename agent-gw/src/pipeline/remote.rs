@@ -23,9 +23,9 @@ use crate::api::task_request::TaskRequest;
 use crate::body::Body;
 use crate::core::Core;
 use crate::forward::deadline::Deadline;
+use crate::forward::hop::{CallIdentity, HopError, HopRequest};
 use crate::forward::retry::CallKind;
 use crate::forward::{relay_response, Candidate, Dest, Forwarded};
-use crate::peer::outbound::{self, CallIdentity, HopError, HopRequest};
 use crate::peer::remote::RemoteTask;
 use crate::router::TaskOp;
 use crate::task::{StreamKey, TaskError, TaskId, TASK_ID_HEADER};
@@ -312,7 +312,7 @@ async fn forward_task_op(
     candidates: &[Candidate],
     who: &CallIdentity,
 ) -> Result<Response<Body>, ApiError> {
-    let Some((plane, ttl)) = core.forwarder.peer_plane() else {
+    let Some(hop) = core.forwarder.peer_hop() else {
         return Err(ApiError::new(
             ErrorCode::NotDelivered,
             "this gateway has no peer data plane",
@@ -328,7 +328,7 @@ async fn forward_task_op(
             continue;
         };
         let sent = std::cell::Cell::new(false);
-        let hop = HopRequest {
+        let request = HopRequest {
             next_hop,
             route: route.as_str(),
             method: method.clone(),
@@ -339,7 +339,7 @@ async fn forward_task_op(
             deadline,
             sent: &sent,
         };
-        match outbound::send(&plane, ttl, hop).await {
+        match hop.send(request).await {
             Ok(resp) | Err(HopError::NotDelivered(_, Some(resp))) => {
                 return Ok(relay_response(Forwarded {
                     route_id: c.route_id.clone(),

@@ -39,8 +39,7 @@ use super::Gateway;
 
 /// A client must finish its request head within this time.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Largest request head (and read buffer) per connection.
-pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+pub use crate::http_head::MAX_HEAD_BYTES;
 
 /// Binds the SDK listener. An IPv6 address is bound with `IPV6_V6ONLY`
 /// off, so the default `[::]:7446` is dual-stack: IPv4 clients reach it

@@ -60,31 +60,6 @@ pub struct TaskConfig {
 /// Accounting cost of a task itself (ids, names, its few status events).
 pub const TASK_OVERHEAD: usize = 1024;
 
-impl TaskConfig {
-    /// The bounds `cfg` sets (`gateway` options), with the reserves the
-    /// gateway's own limits imply.
-    pub fn of(cfg: &crate::config::GatewayConfig) -> TaskConfig {
-        let sse = crate::task::live::SseLimits::default();
-        TaskConfig {
-            capacity: cfg.task_capacity,
-            ttl_ms: cfg.task_ttl_s.saturating_mul(1000),
-            history_events: cfg.stream_history_events,
-            history_bytes: cfg.stream_history_bytes,
-            tenant_share_percent: cfg.tenant_share_percent,
-            source_share_percent: cfg.source_share_percent,
-            result_reserve: cfg.max_result_bytes,
-            stream_reserve: sse.max_event + sse.max_line + super::history::EVENT_OVERHEAD,
-        }
-    }
-}
-
-impl Default for TaskConfig {
-    /// The schema defaults (what an empty file gives).
-    fn default() -> Self {
-        TaskConfig::of(&crate::config::GatewayConfig::default())
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskKind {
     /// `Prefer: respond-async` invoke: result fetched later.

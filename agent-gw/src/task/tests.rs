@@ -18,7 +18,7 @@ fn cfg(capacity: usize) -> TaskConfig {
         // Shares are tested on their own; here one client may use it all.
         tenant_share_percent: 100,
         source_share_percent: 100,
-        ..TaskConfig::default()
+        ..crate::config::GatewayConfig::default().task_config()
     }
 }
 
