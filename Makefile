@@ -98,6 +98,16 @@ test-python: toolchain venv
 	  else \
 	    echo "error: the discovery tests need avahi: apt-get install avahi-daemon avahi-utils dbus" >&2; exit 1; \
 	  fi; }
+	@dpkg -s libnss-mdns >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing libnss-mdns (a LAN host resolves nexus-router.local through avahi: tests/test_router_finding.py)"; \
+	    echo "  (its postinst edits /etc/nsswitch.conf; the file is put back: the test's hosts use their own)"; \
+	    cp -p /etc/nsswitch.conf /etc/nsswitch.conf.agentd-keep && \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libnss-mdns >/dev/null; \
+	    mv /etc/nsswitch.conf.agentd-keep /etc/nsswitch.conf; \
+	  else \
+	    echo "error: the router-finding tests need libnss-mdns: apt-get install libnss-mdns" >&2; exit 1; \
+	  fi; }
 	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing prometheus (promtool and a real server scrape /metrics: tests/test_metrics.py)"; \

@@ -114,6 +114,9 @@ def expect_shape(method: str, v: Dict[str, Any]) -> None:
     if method == "status":
         assert v["router_id"] == "systest" and isinstance(v["generation"], int), v
         assert isinstance(v["routes"]["total"], int) and isinstance(v["config"]["ok"], bool), v
+        # docs/discovery.md: where the claim on nexus-router.local stands.
+        assert v["nexus_alias"] == {"name": "nexus-router.local", "state": "off",
+                                    "detail": "discovery.enabled is 0"}, v
     elif method == "routes":
         assert [r["capability"] for r in v["routes"]] == ["demo.echo"], v
     elif method == "agents":

@@ -12,6 +12,7 @@
 //! workspace never needs libpython.
 
 pub mod auth;
+pub mod browse;
 pub mod call;
 pub mod endpoint;
 pub mod envelope;

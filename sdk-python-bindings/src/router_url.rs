@@ -4,8 +4,8 @@
 //! URL is `http://host[:port][/prefix]` and nothing else: credentials,
 //! queries and fragments in a base URL are almost always a paste mistake,
 //! and silently dropping them would hide it. Discovery order is an explicit
-//! URL, `AGENTD_ROUTER_URL`, then the IPv4 default gateway on port 7446
-//! (DNS-SD arrives with the discovery issue).
+//! URL, `AGENTD_ROUTER_URL`, a bounded `_agentd._tcp` DNS-SD browse
+//! (`browse`), then the IPv4 default gateway on port 7446.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
@@ -188,13 +188,15 @@ pub fn default_gateway(proc_net_route: &str) -> Option<Ipv4Addr> {
 pub enum Source {
     Explicit,
     Environment,
+    DnsSd,
     DefaultGateway,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DiscoveryError {
     Url(Source, UrlError),
-    /// Neither `AGENTD_ROUTER_URL` nor a default gateway was found.
+    /// No `AGENTD_ROUTER_URL`, no router announced `_agentd._tcp`, no
+    /// default gateway.
     NotFound,
 }
 
@@ -205,7 +207,7 @@ impl fmt::Display for DiscoveryError {
             DiscoveryError::NotFound => write!(
                 f,
                 "router discovery failed: set AGENTD_ROUTER_URL or pass router='http://<router>:{LAN_SDK_PORT}' \
-                 (no IPv4 default gateway found)"
+                 (no router announced _agentd._tcp over mDNS and no IPv4 default gateway was found)"
             ),
         }
     }
@@ -213,12 +215,14 @@ impl fmt::Display for DiscoveryError {
 
 impl std::error::Error for DiscoveryError {}
 
-/// Resolves `router` (`"auto"` or a URL) with the environment value and
-/// the `/proc/net/route` text passed in, so the order is testable.
+/// Resolves `router` (`"auto"` or a URL) with the environment value, the
+/// `/proc/net/route` text and the DNS-SD browse passed in (called only
+/// when no environment value decides), so the order is testable.
 pub fn resolve_router(
     router: &str,
     env_url: Option<&str>,
     proc_net_route: Option<&str>,
+    browse: impl FnOnce() -> Option<std::net::SocketAddr>,
 ) -> Result<(HttpUrl, Source), DiscoveryError> {
     if router != "auto" {
         return HttpUrl::parse(router)
@@ -229,6 +233,16 @@ pub fn resolve_router(
         return HttpUrl::parse(env)
             .map(|u| (u, Source::Environment))
             .map_err(|e| DiscoveryError::Url(Source::Environment, e));
+    }
+    if let Some(found) = browse() {
+        return Ok((
+            HttpUrl {
+                host: found.ip().to_string(),
+                port: found.port(),
+                path: String::new(),
+            },
+            Source::DnsSd,
+        ));
     }
     let gw = proc_net_route
         .and_then(default_gateway)
@@ -387,27 +401,36 @@ mod tests {
     }
 
     #[test]
-    fn discovery_order_is_explicit_then_env_then_gateway() {
+    fn discovery_order_is_explicit_then_env_then_dns_sd_then_gateway() {
+        let announced = || Some("[2001:db8::7]:17446".parse().unwrap());
+        let unreached = || -> Option<std::net::SocketAddr> { panic!("browsed") };
         let (u, s) = resolve_router(
             "http://198.51.100.7:9",
             Some("http://192.0.2.9:1"),
             Some(ROUTE),
+            unreached,
         )
         .unwrap();
         assert_eq!((u.host.as_str(), s), ("198.51.100.7", Source::Explicit));
-        let (u, s) = resolve_router("auto", Some(" http://192.0.2.9:1 "), Some(ROUTE)).unwrap();
+        let (u, s) =
+            resolve_router("auto", Some(" http://192.0.2.9:1 "), Some(ROUTE), unreached).unwrap();
         assert_eq!((u.host.as_str(), s), ("192.0.2.9", Source::Environment));
-        let (u, s) = resolve_router("auto", Some(""), Some(ROUTE)).unwrap();
+        let (u, s) = resolve_router("auto", Some(""), Some(ROUTE), announced).unwrap();
+        assert_eq!(
+            (u.to_string(), s),
+            ("http://[2001:db8::7]:17446".to_string(), Source::DnsSd)
+        );
+        let (u, s) = resolve_router("auto", Some(""), Some(ROUTE), || None).unwrap();
         assert_eq!(
             (u.to_string(), s),
             ("http://192.0.2.1:7446".to_string(), Source::DefaultGateway)
         );
         assert_eq!(
-            resolve_router("auto", None, None),
+            resolve_router("auto", None, None, || None),
             Err(DiscoveryError::NotFound)
         );
         assert!(matches!(
-            resolve_router("auto", Some("ftp://x"), Some(ROUTE)),
+            resolve_router("auto", Some("ftp://x"), Some(ROUTE), unreached),
             Err(DiscoveryError::Url(
                 Source::Environment,
                 UrlError::Scheme(_)

@@ -1,7 +1,9 @@
 """An echo agent written with our Python SDK (`agentd_sdk`).
 
 usage: sdk_agent.py ROUTER_URL TENANT AGENT_ID LEASE_SECONDS
-Prints `{"ready": true, ...}` once registered, runs until stdin closes,
+ROUTER_URL may be "auto" (the SDK finds its router).
+Prints `{"ready": true, "router": URL, "source": HOW, "endpoint": URL}`
+once registered, runs until stdin closes,
 then stops (withdrawing its routes) and prints `{"closed": true}`.
 """
 
@@ -24,7 +26,8 @@ def echo(payload):
 
 
 handle = agent.start()
-print(json.dumps({"ready": True}), flush=True)
+print(json.dumps({"ready": True, "router": agent.client.router_url, "source": agent.client.router_source,
+                  "endpoint": handle.endpoint}), flush=True)
 sys.stdin.read()
 handle.close()
 print(json.dumps({"closed": True}), flush=True)

@@ -45,6 +45,11 @@ pub fn status_json(s: &StatusView) -> Value {
             "error": s.policy_error.as_deref(),
         },
         "warnings": s.warnings.iter().map(|w| &**w).collect::<Vec<_>>(),
+        "nexus_alias": {
+            "name": &*s.nexus_alias.name,
+            "state": &*s.nexus_alias.state,
+            "detail": s.nexus_alias.detail.as_deref(),
+        },
     })
 }
 
@@ -101,6 +106,14 @@ pub fn status_text(s: &StatusView) -> String {
     for w in &s.warnings {
         kv("warning", w.to_string());
     }
+    let a = &s.nexus_alias;
+    kv(
+        "mdns_alias",
+        match &a.detail {
+            None => format!("{} {}", a.name, a.state),
+            Some(d) => format!("{} {}: {d}", a.name, a.state),
+        },
+    );
     // Without the header: status is a key/value list.
     t.render()
         .split_once('\n')

@@ -273,7 +273,10 @@ impl Instance {
                 }
                 let mut handled = self.state.handle(body, now);
                 match &mut handled.reply {
-                    Ok(ResponseBody::Status(s)) => s.fib_subscribers = self.exporter.len() as u64,
+                    Ok(ResponseBody::Status(s)) => {
+                        s.fib_subscribers = self.exporter.len() as u64;
+                        s.nexus_alias = self.discovery.alias_view();
+                    }
                     Ok(ResponseBody::Stats(s)) => {
                         let e = self.exporter.stats();
                         for (k, v) in [

@@ -442,6 +442,21 @@ pub struct StatusView {
     /// Valid options that cannot do what they say, or do more than their
     /// line shows (what `agentd --check-config` warns about).
     pub warnings: Vec<Box<str>>,
+    /// Our claim on the mDNS name `nexus-router.local`
+    /// (`discovery.nexus_alias`).
+    pub nexus_alias: AliasView,
+}
+
+/// Where a host name we may answer over mDNS stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AliasView {
+    /// The name, without the root dot.
+    pub name: Box<str>,
+    /// `off`, `claiming` (looked up, then probed), `answering` or
+    /// `deferred` (another device holds it; we do not answer it).
+    pub state: Box<str>,
+    /// Why it is off or deferred.
+    pub detail: Option<Box<str>>,
 }
 
 /// Most config problems one `status` reply lists (it must fit one frame).

@@ -12,9 +12,11 @@ class CallError(Exception):
 
 class StreamError(Exception): ...
 
-def resolve_router(router: str) -> str:
-    """"auto" or a URL -> the router base URL (explicit, AGENTD_ROUTER_URL,
-    default gateway :7446). Raises ValueError."""
+def resolve_router(router: str) -> Tuple[str, str]:
+    """"auto" or a URL -> (the router base URL, where it came from:
+    "explicit", "environment", "dns-sd" or "default-gateway"); in that
+    order: a URL, AGENTD_ROUTER_URL, a bounded _agentd._tcp browse, the
+    IPv4 default gateway :7446. Raises ValueError."""
 
 def check_advertise(host: str, allow_loopback: bool) -> str:
     """Canonical advertise host; ValueError for loopback (unless allowed),

@@ -406,8 +406,9 @@ class AgentHandle:
 class Agent:
     """An agent that serves capabilities and calls others.
 
-    ``router``: ``"auto"`` (``AGENTD_ROUTER_URL``, then the IPv4 default
-    gateway on :7446) or ``http://host:port``. ``tenant`` and ``agent_id``
+    ``router``: ``"auto"`` (``AGENTD_ROUTER_URL``, then a router that
+    announces ``_agentd._tcp`` over mDNS, then the IPv4 default gateway on
+    :7446; see the README) or ``http://host:port``. ``tenant`` and ``agent_id``
     form the origin ``agent://tenant/agent_id``. ``token`` (or
     ``AGENTD_TOKEN``) is the bearer token; without one the SDK uses the
     router's trusted-LAN bootstrap when offered.

@@ -67,8 +67,9 @@ class StreamEvent:
 class Client:
     """A caller of capabilities through one router.
 
-    ``router`` is ``"auto"`` (``AGENTD_ROUTER_URL``, then the default
-    gateway on :7446) or ``http://host:port``. ``token`` (or the
+    ``router`` is ``"auto"`` (``AGENTD_ROUTER_URL``, then a router that
+    announces ``_agentd._tcp`` over mDNS, then the IPv4 default gateway on
+    :7446; see the README) or ``http://host:port``. ``token`` (or the
     ``AGENTD_TOKEN`` environment variable) is sent as a bearer token;
     without one the SDK uses the router's trusted-LAN bootstrap if offered.
     The connection is set up lazily on first use.
@@ -91,6 +92,7 @@ class Client:
         self.timeout = float(timeout)
         self._native: Optional[_native.RouterClient] = None
         self._url: Optional[str] = None
+        self._source: Optional[str] = None
         self._lock = threading.Lock()
 
     # ----- plumbing -----
@@ -99,8 +101,16 @@ class Client:
     def router_url(self) -> str:
         """The resolved router URL (discovery only; no connection)."""
         if self._url is None:
-            self._url = _native.resolve_router(self.router)
+            self._url, self._source = _native.resolve_router(self.router)
         return self._url
+
+    @property
+    def router_source(self) -> str:
+        """How the router was found: ``explicit``, ``environment``,
+        ``dns-sd`` or ``default-gateway``."""
+        _ = self.router_url
+        assert self._source is not None
+        return self._source
 
     @property
     def native(self) -> "_native.RouterClient":

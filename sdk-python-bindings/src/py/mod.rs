@@ -76,14 +76,33 @@ pub(crate) fn call_err(e: RustCallError) -> PyErr {
 }
 
 /// Resolves `"auto"` or a URL to the router's base URL: an explicit URL,
-/// then `AGENTD_ROUTER_URL`, then the IPv4 default gateway on :7446.
+/// then `AGENTD_ROUTER_URL`, then a bounded `_agentd._tcp` browse, then
+/// the IPv4 default gateway on :7446. Returns the URL and where it came
+/// from (`explicit`, `environment`, `dns-sd`, `default-gateway`). The
+/// browse runs without the GIL.
 #[pyfunction]
-fn resolve_router(router: &str) -> PyResult<String> {
+fn resolve_router(py: Python<'_>, router: &str) -> PyResult<(String, &'static str)> {
     let env = std::env::var("AGENTD_ROUTER_URL").ok();
-    let routes = std::fs::read_to_string("/proc/net/route").ok();
-    router_url::resolve_router(router, env.as_deref(), routes.as_deref())
-        .map(|(url, _)| url.to_string())
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+    let text = std::fs::read_to_string("/proc/net/route").ok();
+    py.detach(|| {
+        let routes = crate::browse::Routes::parse(text.as_deref().unwrap_or(""));
+        let browse = || {
+            // An mDNS socket that cannot be opened is a skipped step.
+            let found = crate::browse::browse(crate::browse::WINDOW, &routes).ok()?;
+            crate::browse::choose(&found, &routes)
+        };
+        router_url::resolve_router(router, env.as_deref(), text.as_deref(), browse)
+    })
+    .map(|(url, source)| {
+        let source = match source {
+            router_url::Source::Explicit => "explicit",
+            router_url::Source::Environment => "environment",
+            router_url::Source::DnsSd => "dns-sd",
+            router_url::Source::DefaultGateway => "default-gateway",
+        };
+        (url.to_string(), source)
+    })
+    .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Returns the canonical advertise host or raises ValueError (loopback is

@@ -466,6 +466,7 @@ fn discovery(r: &mut Reader) -> Discovery {
         interface: r.list("interface"),
         admission: r.choice("admission"),
         candidate_lifetime_s: r.u64("candidate_lifetime_s"),
+        nexus_alias: r.bool("nexus_alias"),
         allow_fingerprint: r.list("allow_fingerprint"),
         resolver: r.text("resolver"),
         search_domain: r.text("search_domain"),

@@ -128,6 +128,8 @@ pub struct Discovery {
     pub interface: Vec<String>,
     pub admission: Admission,
     pub candidate_lifetime_s: u64,
+    /// Answer `nexus-router.local` (mDNS) for Nexus SDK agents.
+    pub nexus_alias: bool,
     pub allow_fingerprint: Vec<String>,
     /// Empty: cross-domain lookups off.
     pub resolver: String,

@@ -181,6 +181,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .list("interface", &d.interface)
             .choice("admission", d.admission)
             .u64("candidate_lifetime_s", d.candidate_lifetime_s)
+            .bool("nexus_alias", d.nexus_alias)
             .list("allow_fingerprint", &d.allow_fingerprint)
             .text("resolver", &d.resolver)
             .text("search_domain", &d.search_domain)

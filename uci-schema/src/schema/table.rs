@@ -209,6 +209,7 @@ const DISCOVERY: &[OptionSpec] = &[
     list("interface", Kind::Ifname, &["br-lan"], "Interfaces to announce and browse on."),
     one_of("admission", Admission::NAMES, "manual", "How discovered routers become peers."),
     uint("candidate_lifetime_s", "5", 1, 3600, "Seconds a candidate lives after its last announcement."),
+    boolean("nexus_alias", "1", "Also answer the mDNS host name nexus-router.local with this router's addresses on the discovery interfaces, so agents written for the Nexus SDK find the SDK API unchanged; when another device already holds that name, agentd leaves it to that device (agentctl status says so)."),
     list("allow_fingerprint", Kind::Fingerprint, &[], "Key fingerprints admitted in allowlist mode."),
     text("resolver", Kind::Resolver, "", "Unicast DNS-SD resolver for cross-domain lookups.").or_empty("off"),
     text("search_domain", Kind::DomainName, "", "Domain browsed with unicast DNS-SD.").or_empty("off"),

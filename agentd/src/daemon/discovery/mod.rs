@@ -24,7 +24,7 @@ use crate::discovery::table::{AdmittedPeer, Candidate, Policy, Refusal, Seen, Si
 use crate::ipc::discovery::{AdmissionRefusal, CandidateRow, CandidatesView};
 use crate::time::Millis;
 use crate::{log_debug, log_info, log_notice, log_warn};
-use mdns::{Announcement, Mdns, MdnsEvent, MdnsStart};
+use mdns::{AliasState, Announcement, Mdns, MdnsEvent, MdnsStart};
 use settings::DiscoverySettings;
 
 /// Longest mDNS instance label accepted (a DNS label is at most 63
@@ -47,8 +47,11 @@ pub struct Discovery {
     own: Own,
     table: Table,
     mdns: Option<Mdns>,
-    /// Why mDNS does not run, or why we do not announce.
+    /// Why mDNS does not run, or why we do not announce `_arpx._tcp`.
     off_reason: Option<String>,
+    /// Our claim on `nexus-router.local` (`None`: not asked for, or
+    /// mDNS does not run).
+    alias: Option<AliasState>,
     announced: Option<Announcement>,
     /// The mDNS start asked for and not yet taken by the daemon
     /// ([`Discovery::take_start`]).
@@ -135,6 +138,7 @@ impl Discovery {
             own,
             mdns: None,
             off_reason: Some("not started".into()),
+            alias: None,
             announced: None,
             start: None,
             starts: 0,
@@ -182,59 +186,126 @@ impl Discovery {
         self.admitted_changed()
     }
 
-    fn wanted(&self) -> Result<Announcement, String> {
+    /// What to announce, and why `_arpx._tcp` is not announced. The
+    /// SDK API and the alias need only a router_id: an agent finds a
+    /// router that runs no mesh.
+    fn wanted(&self) -> (Option<Announcement>, Option<String>) {
         let s = &self.settings;
-        let rid = self
-            .own
-            .router_id
-            .clone()
-            .ok_or("not announcing: agentd.router_id is not set")?;
-        let fp = self
-            .own
-            .fingerprint
-            .ok_or("not announcing: ARPX sessions are off (no identity key)")?;
-        let arpx_port = s.arpx_port.ok_or("not announcing: arpx.listen is off")?;
-        let data_port = s
-            .data_port
-            .ok_or("not announcing: gateway.peer_listen is off")?;
-        Ok(Announcement {
-            record: Record::ours(&rid, &self.own.domain, fp, arpx_port, data_port),
-            arpx_port,
+        let Some(rid) = self.own.router_id.clone() else {
+            return (
+                None,
+                Some("not announcing: agentd.router_id is not set".into()),
+            );
+        };
+        let arpx = (|| {
+            let fp = self
+                .own
+                .fingerprint
+                .ok_or("not announcing: ARPX sessions are off (no identity key)")?;
+            let arpx_port = s.arpx_port.ok_or("not announcing: arpx.listen is off")?;
+            let data_port = s
+                .data_port
+                .ok_or("not announcing: gateway.peer_listen is off")?;
+            let record = Record::ours(&rid, &self.own.domain, fp, arpx_port, data_port);
+            Ok::<_, &str>((record, arpx_port))
+        })();
+        let why = arpx.as_ref().err().map(|e| e.to_string());
+        let a = Announcement {
+            router_id: rid,
+            arpx: arpx.ok(),
             sdk_port: s.sdk_port,
-        })
+            alias: s.nexus_alias,
+        };
+        (Some(a), why)
     }
 
     fn reannounce(&mut self) {
-        let wanted = self.wanted();
+        let (wanted, why) = self.wanted();
         let Some(m) = &mut self.mdns else {
             self.announced = None;
+            self.alias = None;
             return;
         };
-        if wanted.as_ref().ok() == self.announced.as_ref() {
-            if let Err(why) = &wanted {
-                self.off_reason = Some(why.clone());
-            }
+        let alias_wanted = wanted
+            .as_ref()
+            .is_some_and(|a| a.alias && a.sdk_port.is_some());
+        if !alias_wanted {
+            self.alias = None;
+        }
+        if wanted == self.announced {
+            self.off_reason = why;
             return;
         }
-        let result = m.announce(wanted.as_ref().ok());
-        self.announced = wanted.as_ref().ok().cloned();
-        self.off_reason = match (wanted, result) {
-            (Ok(a), Ok(())) => {
-                log_notice!(
-                    "discovery: announcing {} record version {} on {}",
-                    a.record.router_id,
-                    a.record.version,
-                    m.interfaces().join(", ")
-                );
-                None
+        let result = m.announce(wanted.as_ref());
+        self.announced = wanted.clone();
+        if alias_wanted && self.alias.is_none() && result.is_ok() {
+            self.alias = Some(AliasState::Claiming);
+        }
+        self.off_reason = match result {
+            Ok(()) => {
+                if let Some(a) = wanted.as_ref().filter(|a| a.arpx.is_some()) {
+                    let version = a.arpx.as_ref().map_or(0, |(r, _)| r.version);
+                    log_notice!(
+                        "discovery: announcing {} record version {version} on {}",
+                        a.router_id,
+                        m.interfaces().join(", ")
+                    );
+                }
+                why
             }
-            (_, Err(e)) => {
+            Err(e) => {
                 log_warn!("discovery: cannot announce: {e}");
                 self.announced = None;
                 Some(format!("mDNS: {e}"))
             }
-            (Err(why), Ok(())) => Some(why),
         };
+    }
+
+    /// Our claim on `nexus-router.local` moved on.
+    fn alias_event(&mut self, state: AliasState) {
+        let Some(m) = &mut self.mdns else { return };
+        if self.alias == Some(state.clone()) {
+            return;
+        }
+        match &state {
+            AliasState::Claiming => {
+                log_info!("discovery: claiming {}", mdns::alias_name())
+            }
+            AliasState::Answering => {
+                log_notice!("discovery: answering {}", mdns::alias_name())
+            }
+            AliasState::Deferred(why) => {
+                log_notice!(
+                    "discovery: leaving {} to another device: {why}",
+                    mdns::alias_name()
+                );
+                m.defer_alias();
+            }
+        }
+        // A late report of a claim given up does not revive it.
+        if !matches!(self.alias, Some(AliasState::Deferred(_))) {
+            self.alias = Some(state);
+        }
+    }
+
+    /// Our claim on `nexus-router.local`, for `agentctl status`.
+    pub fn alias_view(&self) -> crate::ipc::message::AliasView {
+        let (state, detail) = match (&self.alias, self.settings.nexus_alias) {
+            (_, false) => ("off", Some("discovery.nexus_alias is 0".to_string())),
+            (None, true) if !self.settings.enabled => {
+                ("off", Some("discovery.enabled is 0".to_string()))
+            }
+            (None, true) if self.mdns.is_none() => ("off", self.off_reason.clone()),
+            (None, true) => ("off", Some("not announcing the SDK API".to_string())),
+            (Some(AliasState::Claiming), _) => ("claiming", None),
+            (Some(AliasState::Answering), _) => ("answering", None),
+            (Some(AliasState::Deferred(why)), _) => ("deferred", Some(why.clone())),
+        };
+        crate::ipc::message::AliasView {
+            name: mdns::alias_name().into(),
+            state: state.into(),
+            detail: detail.map(Into::into),
+        }
     }
 
     /// One mDNS event. Returns whether the admitted set changed.
@@ -299,6 +370,10 @@ impl Discovery {
                 {
                     log_warn!("discovery: conflict: {conflict}");
                 }
+            }
+            MdnsEvent::Alias(state) => {
+                self.alias_event(state);
+                return false;
             }
             MdnsEvent::Removed { fullname } => {
                 let id = mdns::instance_of(&fullname).to_string();
@@ -469,6 +544,7 @@ impl Discovery {
         // nowhere).
         self.start = None;
         self.announced = None;
+        self.alias = None;
         stopped
     }
 
@@ -488,6 +564,7 @@ impl Discovery {
         log_warn!("discovery: cannot start mDNS: {error}");
         self.mdns = None;
         self.announced = None;
+        self.alias = None;
         self.off_reason = Some(format!("mDNS: {error}"));
     }
 }
@@ -513,6 +590,49 @@ mod tests {
             Some(a("2001:db8::2"))
         );
         assert_eq!(pick_address(&[a("fe80::1"), a("127.0.0.1")]), None);
+    }
+
+    fn alias_state(d: &Discovery) -> (String, Option<String>) {
+        let v = d.alias_view();
+        assert_eq!(&*v.name, "nexus-router.local");
+        (v.state.to_string(), v.detail.map(|d| d.to_string()))
+    }
+
+    #[test]
+    fn a_deferred_alias_stays_deferred_and_says_why() {
+        let mut d = Discovery::new(DiscoverySettings::default());
+        let own = Own {
+            router_id: Some("router-a".into()),
+            ..Own::default()
+        };
+        // No I/O: the handle's commands wait for a start never run.
+        d.configure(DiscoverySettings::default(), own);
+        assert_eq!(alias_state(&d).0, "claiming");
+        let why = "192.0.2.99 answers nexus-router.local.".to_string();
+        d.event(
+            MdnsEvent::Alias(AliasState::Deferred(why.clone())),
+            Millis::ZERO,
+        );
+        assert_eq!(alias_state(&d), ("deferred".into(), Some(why.clone())));
+        // A late announcement report does not revive a name given up.
+        d.event(MdnsEvent::Alias(AliasState::Answering), Millis::ZERO);
+        assert_eq!(alias_state(&d), ("deferred".into(), Some(why)));
+    }
+
+    #[test]
+    fn the_alias_is_off_when_the_option_is() {
+        let s = DiscoverySettings {
+            nexus_alias: false,
+            ..DiscoverySettings::default()
+        };
+        let mut d = Discovery::new(s.clone());
+        let own = Own {
+            router_id: Some("router-a".into()),
+            ..Own::default()
+        };
+        d.configure(s, own);
+        d.event(MdnsEvent::Alias(AliasState::Answering), Millis::ZERO);
+        assert_eq!(alias_state(&d).0, "off");
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub struct DiscoverySettings {
     pub interfaces: Vec<String>,
     pub mode: Admission,
     pub lifetime_ms: u64,
+    /// `nexus_alias`: answer `nexus-router.local`.
+    pub nexus_alias: bool,
     /// `allow_fingerprint`, parsed.
     pub allow: Vec<Fingerprint>,
     /// `allow_fingerprint` entries that are not fingerprints (logged).
@@ -70,6 +72,7 @@ impl DiscoverySettings {
             interfaces: d.interface.clone(),
             mode: d.admission,
             lifetime_ms: d.candidate_lifetime_s.saturating_mul(1000),
+            nexus_alias: d.nexus_alias,
             allow,
             allow_invalid,
             approved,
@@ -118,6 +121,7 @@ config peer 'c'
         assert!(s.enabled, "schema default");
         assert_eq!(s.mode, Admission::Manual, "schema default");
         assert_eq!(s.lifetime_ms, 5000, "schema default");
+        assert!(s.nexus_alias, "schema default");
         assert_eq!(s.interfaces, vec!["veth0".to_string()]);
         assert_eq!(s.allow, vec![Fingerprint([0; 32])]);
         assert!(

@@ -32,6 +32,8 @@ impl State {
             config_generation: self.config_generation,
             policy_error: self.runtime.policy.invalid.clone(),
             warnings: self.runtime.advice().into_iter().map(Into::into).collect(),
+            // Discovery's, filled in by the daemon.
+            nexus_alias: Default::default(),
         }
     }
 

@@ -477,6 +477,12 @@ return baseclass.extend({
 	        "label": "Interfaces",
 	        "list": true
 	      },
+	      "nexus_alias": {
+	        "default": "1",
+	        "doc": "Also answer the mDNS host name nexus-router.local with this router's addresses on the discovery interfaces, so agents written for the Nexus SDK find the SDK API unchanged; when another device already holds that name, agentd leaves it to that device (agentctl status says so).",
+	        "kind": "bool",
+	        "list": false
+	      },
 	      "resolver": {
 	        "default": "",
 	        "doc": "Unicast DNS-SD resolver for cross-domain lookups.",
@@ -499,6 +505,7 @@ return baseclass.extend({
 	      "interface",
 	      "admission",
 	      "candidate_lifetime_s",
+	      "nexus_alias",
 	      "allow_fingerprint",
 	      "resolver",
 	      "search_domain"
