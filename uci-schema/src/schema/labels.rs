@@ -58,6 +58,7 @@ pub(super) const LABELS: &[(&str, &str, &str)] = &[
     ("discovery", "allow_fingerprint", "Allowed key fingerprints"),
     ("discovery", "resolver", "Unicast DNS resolver"),
     ("discovery", "search_domain", "Search domain"),
+    ("discovery", "nexus_alias", "Answer nexus-router.local"),
 
     ("gateway", "sdk_listen", "LAN SDK listener"),
     ("gateway", "public_listen", "Public HTTPS listener"),

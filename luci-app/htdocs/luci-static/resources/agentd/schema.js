@@ -481,6 +481,7 @@ return baseclass.extend({
 	        "default": "1",
 	        "doc": "Also answer the mDNS host name nexus-router.local with this router's addresses on the discovery interfaces, so agents written for the Nexus SDK find the SDK API unchanged; when another device already holds that name, agentd leaves it to that device (agentctl status says so).",
 	        "kind": "bool",
+	        "label": "Answer nexus-router.local",
 	        "list": false
 	      },
 	      "resolver": {
