@@ -7,8 +7,13 @@
 //! * [`approval`] — `agentctl approve` / `revoke` as edits of the
 //!   configuration file (a `peer` section with `discovered '1'`).
 //!
-//! The mDNS announce/browse driver is `daemon::discovery`.
+//! * [`unicast`] — unicast DNS-SD across domains: questions, answers,
+//!   lookup rounds, and the zone lines that publish us.
+//!
+//! The mDNS announce/browse driver and the DNS exchange are
+//! `daemon::discovery`.
 
 pub mod approval;
 pub mod record;
 pub mod table;
+pub mod unicast;

@@ -461,7 +461,7 @@ fn arpx(r: &mut Reader) -> Arpx {
 }
 
 fn discovery(r: &mut Reader) -> Discovery {
-    Discovery {
+    let d = Discovery {
         enabled: r.bool("enabled"),
         interface: r.list("interface"),
         admission: r.choice("admission"),
@@ -469,8 +469,19 @@ fn discovery(r: &mut Reader) -> Discovery {
         nexus_alias: r.bool("nexus_alias"),
         allow_fingerprint: r.list("allow_fingerprint"),
         resolver: r.text("resolver"),
-        search_domain: r.text("search_domain"),
-    }
+        search_domain: r.list("search_domain"),
+        require_dnssec: r.bool("require_dnssec"),
+        refresh_min_s: r.u64("refresh_min_s"),
+        refresh_max_s: r.u64("refresh_max_s"),
+        query_timeout_ms: r.u64("query_timeout_ms"),
+    };
+    r.order(
+        "refresh_min_s",
+        d.refresh_min_s,
+        "refresh_max_s",
+        d.refresh_max_s,
+    );
+    d
 }
 
 /// `own_id`: this router's `agentd.router_id` (empty: the host name, known

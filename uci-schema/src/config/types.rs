@@ -133,7 +133,11 @@ pub struct Discovery {
     pub allow_fingerprint: Vec<String>,
     /// Empty: cross-domain lookups off.
     pub resolver: String,
-    pub search_domain: String,
+    pub search_domain: Vec<String>,
+    pub require_dnssec: bool,
+    pub refresh_min_s: u64,
+    pub refresh_max_s: u64,
+    pub query_timeout_ms: u64,
 }
 
 /// `config peer`: a static peer router.

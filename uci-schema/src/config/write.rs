@@ -184,7 +184,11 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .bool("nexus_alias", d.nexus_alias)
             .list("allow_fingerprint", &d.allow_fingerprint)
             .text("resolver", &d.resolver)
-            .text("search_domain", &d.search_domain)
+            .list("search_domain", &d.search_domain)
+            .bool("require_dnssec", d.require_dnssec)
+            .u64("refresh_min_s", d.refresh_min_s)
+            .u64("refresh_max_s", d.refresh_max_s)
+            .u64("query_timeout_ms", d.query_timeout_ms)
             .done(),
     );
     for p in &c.peers {

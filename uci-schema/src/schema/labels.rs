@@ -57,7 +57,11 @@ pub(super) const LABELS: &[(&str, &str, &str)] = &[
     ("discovery", "candidate_lifetime_s", "Candidate lifetime (s)"),
     ("discovery", "allow_fingerprint", "Allowed key fingerprints"),
     ("discovery", "resolver", "Unicast DNS resolver"),
-    ("discovery", "search_domain", "Search domain"),
+    ("discovery", "search_domain", "Search domains"),
+    ("discovery", "require_dnssec", "Require DNSSEC (AD bit)"),
+    ("discovery", "refresh_min_s", "Shortest lookup interval (s)"),
+    ("discovery", "refresh_max_s", "Longest lookup interval (s)"),
+    ("discovery", "query_timeout_ms", "DNS query timeout (ms)"),
     ("discovery", "nexus_alias", "Answer nexus-router.local"),
 
     ("gateway", "sdk_listen", "LAN SDK listener"),

@@ -211,8 +211,12 @@ const DISCOVERY: &[OptionSpec] = &[
     uint("candidate_lifetime_s", "5", 1, 3600, "Seconds a candidate lives after its last announcement."),
     boolean("nexus_alias", "1", "Also answer the mDNS host name nexus-router.local with this router's addresses on the discovery interfaces, so agents written for the Nexus SDK find the SDK API unchanged; when another device already holds that name, agentd leaves it to that device (agentctl status says so)."),
     list("allow_fingerprint", Kind::Fingerprint, &[], "Key fingerprints admitted in allowlist mode."),
-    text("resolver", Kind::Resolver, "", "Unicast DNS-SD resolver for cross-domain lookups.").or_empty("off"),
-    text("search_domain", Kind::DomainName, "", "Domain browsed with unicast DNS-SD.").or_empty("off"),
+    text("resolver", Kind::Resolver, "", "DNS resolver asked for unicast DNS-SD (port 53 unless given): routers of other domains are found through it (docs/discovery.md). With require_dnssec it must be a validating resolver on a path you trust (the router itself or your own network): agentd believes its AD bit.").or_empty("unicast DNS-SD off"),
+    list("search_domain", Kind::DomainName, &[], "Domains browsed with unicast DNS-SD: for each, the PTR records of _arpx._tcp in it, then each instance's SRV and TXT, then the target's AAAA and A (RFC 6763). Found routers are candidates like mDNS ones."),
+    boolean("require_dnssec", "0", "Accept unicast DNS-SD answers only when the resolver sets the AD bit (it validated them with DNSSEC); others count as errors in 'agentctl candidates'."),
+    uint("refresh_min_s", "5", 1, 3600, "Unicast DNS-SD: the shortest time between two lookups of a domain, whatever the records' TTL (also the retry time after an error)."),
+    uint("refresh_max_s", "900", 1, 86400, "Unicast DNS-SD: the longest time between two lookups of a domain, whatever the records' TTL."),
+    uint("query_timeout_ms", "2000", 100, 30000, "Unicast DNS-SD: how long one query waits for its answer (sent twice over UDP, then once over TCP when the answer is truncated)."),
 ];
 
 #[rustfmt::skip]

@@ -484,21 +484,54 @@ return baseclass.extend({
 	        "label": "Answer nexus-router.local",
 	        "list": false
 	      },
+	      "query_timeout_ms": {
+	        "default": "2000",
+	        "doc": "Unicast DNS-SD: how long one query waits for its answer (sent twice over UDP, then once over TCP when the answer is truncated).",
+	        "kind": "uint",
+	        "label": "DNS query timeout (ms)",
+	        "list": false,
+	        "max": "30000",
+	        "min": "100"
+	      },
+	      "refresh_max_s": {
+	        "default": "900",
+	        "doc": "Unicast DNS-SD: the longest time between two lookups of a domain, whatever the records' TTL.",
+	        "kind": "uint",
+	        "label": "Longest lookup interval (s)",
+	        "list": false,
+	        "max": "86400",
+	        "min": "1"
+	      },
+	      "refresh_min_s": {
+	        "default": "5",
+	        "doc": "Unicast DNS-SD: the shortest time between two lookups of a domain, whatever the records' TTL (also the retry time after an error).",
+	        "kind": "uint",
+	        "label": "Shortest lookup interval (s)",
+	        "list": false,
+	        "max": "3600",
+	        "min": "1"
+	      },
+	      "require_dnssec": {
+	        "default": "0",
+	        "doc": "Accept unicast DNS-SD answers only when the resolver sets the AD bit (it validated them with DNSSEC); others count as errors in 'agentctl candidates'.",
+	        "kind": "bool",
+	        "label": "Require DNSSEC (AD bit)",
+	        "list": false
+	      },
 	      "resolver": {
 	        "default": "",
-	        "doc": "Unicast DNS-SD resolver for cross-domain lookups.",
-	        "empty": "off",
+	        "doc": "DNS resolver asked for unicast DNS-SD (port 53 unless given): routers of other domains are found through it (docs/discovery.md). With require_dnssec it must be a validating resolver on a path you trust (the router itself or your own network): agentd believes its AD bit.",
+	        "empty": "unicast DNS-SD off",
 	        "kind": "resolver",
 	        "label": "Unicast DNS resolver",
 	        "list": false
 	      },
 	      "search_domain": {
-	        "default": "",
-	        "doc": "Domain browsed with unicast DNS-SD.",
-	        "empty": "off",
+	        "default": [],
+	        "doc": "Domains browsed with unicast DNS-SD: for each, the PTR records of _arpx._tcp in it, then each instance's SRV and TXT, then the target's AAAA and A (RFC 6763). Found routers are candidates like mDNS ones.",
 	        "kind": "domainname",
-	        "label": "Search domain",
-	        "list": false
+	        "label": "Search domains",
+	        "list": true
 	      }
 	    },
 	    "order": [
@@ -509,7 +542,11 @@ return baseclass.extend({
 	      "nexus_alias",
 	      "allow_fingerprint",
 	      "resolver",
-	      "search_domain"
+	      "search_domain",
+	      "require_dnssec",
+	      "refresh_min_s",
+	      "refresh_max_s",
+	      "query_timeout_ms"
 	    ]
 	  },
 	  "gateway": {
