@@ -17,7 +17,11 @@ commands:
   lookup CAPABILITY [--version N] [--tenant T] [--source S] [--explain]
                                  the route a call would take (and why)
   peers                          ARPX sessions: state, uptime, routes, errors
-  candidates                     routers discovered by mDNS, their record version and state
+  candidates                     routers discovered by mDNS and unicast DNS-SD, their record
+                                 version and state; each search domain's last success and error
+  discovery records [ZONE] [--address IP]...
+                                 the zone lines (PTR, SRV, TXT, AAAA/A) that publish this
+                                 router for unicast DNS-SD (ZONE: default agentd.domain)
   approve ROUTER_ID VERSION      admit a candidate at that record version (writes a
                                  discovered peer section into the config file, reloads)
   revoke ROUTER_ID VERSION       remove that approval (the session ends)
@@ -99,6 +103,11 @@ pub enum Command {
     RpcdCall(String),
     /// Local certificate and key files (no daemon).
     Pki(PkiCommand),
+    /// The zone lines that publish this router (no daemon).
+    DiscoveryRecords {
+        zone: Option<String>,
+        addresses: Vec<std::net::IpAddr>,
+    },
     Help,
 }
 
@@ -121,6 +130,7 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
     let mut lookup_opts = false;
     let mut origin: Option<String> = None;
     let mut pki = PkiOptions::default();
+    let mut addresses = Vec::new();
     while let Some(arg) = p.next_arg()? {
         match arg {
             Arg::Long(l) if pki.take(&l, &mut p)? => {}
@@ -156,6 +166,15 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
                 lookup_opts = true;
             }
             Arg::Long(l) if l == "origin" => origin = Some(p.value()?),
+            Arg::Long(l) if l == "address" => {
+                let v = p.value()?;
+                let ip = v.parse().map_err(|_| UsageError::BadValue {
+                    option: "--address".into(),
+                    value: v.clone(),
+                    reason: "not an IP address",
+                })?;
+                addresses.push(ip);
+            }
             Arg::Long(l) if l == "explain" => {
                 lookup.explain = true;
                 lookup_opts = true;
@@ -174,6 +193,14 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
         Some("stats") => Command::Stats,
         Some("peers") => Command::Peers,
         Some("candidates") => Command::Candidates,
+        Some("discovery") => match words.next().as_deref() {
+            Some("records") => Command::DiscoveryRecords {
+                zone: words.next(),
+                addresses: std::mem::take(&mut addresses),
+            },
+            Some(other) => return Err(UsageError::UnexpectedArgument(other.to_string())),
+            None => return Err(UsageError::Missing("discovery verb (records)")),
+        },
         Some(verb @ ("approve" | "revoke")) => {
             let approve = verb == "approve";
             let router_id = words.next().ok_or(UsageError::Missing(if approve {
@@ -235,6 +262,12 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
     }
     if let Some(flag) = pki.first_given() {
         return Err(UsageError::Conflict(flag, "a command other than pki"));
+    }
+    if !addresses.is_empty() {
+        return Err(UsageError::Conflict(
+            "--address",
+            "a command other than discovery records",
+        ));
     }
     if origin.is_some() {
         return Err(UsageError::Conflict(
@@ -302,6 +335,46 @@ mod tests {
         assert!(matches!(
             parse_args(&["status", "--explain"]),
             Err(UsageError::Conflict(..))
+        ));
+    }
+
+    #[test]
+    fn discovery_records_takes_a_zone_and_addresses() {
+        assert_eq!(
+            parse_args(&["discovery", "records"]).unwrap().command,
+            Command::DiscoveryRecords {
+                zone: None,
+                addresses: vec![]
+            }
+        );
+        assert_eq!(
+            parse_args(&[
+                "discovery",
+                "records",
+                "lab.example",
+                "--address",
+                "192.0.2.1",
+                "--address",
+                "2001:db8::1"
+            ])
+            .unwrap()
+            .command,
+            Command::DiscoveryRecords {
+                zone: Some("lab.example".into()),
+                addresses: vec!["192.0.2.1".parse().unwrap(), "2001:db8::1".parse().unwrap()]
+            }
+        );
+        assert!(matches!(
+            parse_args(&["discovery", "records", "--address", "x"]),
+            Err(UsageError::BadValue { .. })
+        ));
+        assert!(matches!(
+            parse_args(&["status", "--address", "192.0.2.1"]),
+            Err(UsageError::Conflict(..))
+        ));
+        assert!(matches!(
+            parse_args(&["discovery"]),
+            Err(UsageError::Missing(_))
         ));
     }
 

@@ -8,6 +8,7 @@
 pub mod args;
 pub mod command;
 pub mod discovery;
+mod discovery_records;
 pub mod peers;
 pub mod pki;
 pub mod pki_identity;

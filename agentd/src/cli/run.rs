@@ -222,13 +222,15 @@ async fn execute(socket: &Path, command: &Command) -> Result<Output, Failure> {
                 json: render::flushed_json(origin, removed, &ids, generation),
             })
         }
-        Command::RpcdList | Command::RpcdCall(_) | Command::Pki(_) | Command::Help => {
-            Err(Failure {
-                code: exit::USAGE,
-                kind: "invalid_argument",
-                message: "not a daemon command".into(),
-            })
-        }
+        Command::RpcdList
+        | Command::RpcdCall(_)
+        | Command::Pki(_)
+        | Command::DiscoveryRecords { .. }
+        | Command::Help => Err(Failure {
+            code: exit::USAGE,
+            kind: "invalid_argument",
+            message: "not a daemon command".into(),
+        }),
     }
 }
 
@@ -308,6 +310,14 @@ pub fn run(opts: CtlOptions) -> u8 {
         }
         Command::Pki(p) => {
             let result = super::pki::run(p, opts.config.as_deref(), std::time::SystemTime::now());
+            report(opts.json, result)
+        }
+        Command::DiscoveryRecords { zone, addresses } => {
+            let result = super::discovery_records::records(
+                opts.config.as_deref(),
+                zone.as_deref(),
+                addresses,
+            );
             report(opts.json, result)
         }
         command => {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::discovery::dns::{self, DnsQuery};
 use super::discovery::mdns::MdnsStart;
 use super::input::{Admission, ConfigEdit, Input, ReloadCause};
 use super::options::ConfigSource;
@@ -55,6 +56,9 @@ pub enum Effect {
     /// Start mDNS (its sockets and threads); a failure comes back as
     /// `Input::MdnsFailed`.
     StartMdns(MdnsStart),
+    /// One unicast DNS-SD question; the answer comes back as
+    /// `Input::DnsAnswered`.
+    Dns(DnsQuery),
 }
 
 /// Carries out effects, next to the loop: owns what outlives one effect
@@ -155,6 +159,18 @@ impl Effect {
                 });
             }
             Effect::Peer(io) => driver.peers.perform(io, &inputs),
+            Effect::Dns(q) => {
+                // Bounded in time by the exchange itself.
+                tokio::spawn(async move {
+                    let result = dns::exchange(&q).await;
+                    let _ = inputs
+                        .send(Input::DnsAnswered {
+                            ask: q.ask,
+                            result: Box::new(result),
+                        })
+                        .await;
+                });
+            }
             Effect::StartMdns(start) => {
                 // mdns-sd opens its sockets and thread: the blocking
                 // pool's work, not the loop's.

@@ -10,6 +10,8 @@ use super::probe::ProbeTarget;
 use crate::config::{LoadError, Runtime};
 use crate::discovery::approval::EditError;
 use crate::discovery::table::Candidate;
+use crate::discovery::unicast::answer::{Answer, DnsError};
+use crate::discovery::unicast::browse::Ask;
 use crate::ipc::server::{Replier, ServerEvent};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +52,14 @@ pub enum Input {
         serial: u64,
         error: String,
     },
-    /// The earliest candidate lifetime has ended.
+    /// The earliest candidate lifetime has ended, or a unicast DNS-SD
+    /// lookup is due.
     DiscoveryTimer,
+    /// `Effect::Dns`'s answer (or why there is none).
+    DnsAnswered {
+        ask: Ask,
+        result: Box<Result<Answer, DnsError>>,
+    },
     /// `Effect::ReadConfig`'s result: the configuration, and the
     /// identity files it names (read with it, so a renewed certificate
     /// or a fixed key file applies on reload).

@@ -135,6 +135,7 @@ impl Instance {
         if let Some(start) = self.discovery.take_start() {
             effects.push(Effect::StartMdns(start));
         }
+        effects.extend(self.discovery.take_dns().into_iter().map(Effect::Dns));
     }
 
     fn step(&mut self, input: Input, now: Millis) -> Control {
@@ -208,6 +209,11 @@ impl Instance {
             Input::MdnsFailed { serial, error } => self.discovery.start_failed(serial, &error),
             Input::Discovered(ev) => {
                 if self.discovery.event(ev, now) {
+                    self.apply_admitted(now);
+                }
+            }
+            Input::DnsAnswered { ask, result } => {
+                if self.discovery.dns_answered(&ask, *result, now) {
                     self.apply_admitted(now);
                 }
             }
@@ -395,14 +401,14 @@ impl Instance {
                 // then discovery again with the identity the mesh runs.
                 let own = self.own();
                 let settings = self.state.runtime().discovery.clone();
-                self.discovery.configure(settings.clone(), own);
+                self.discovery.configure(settings.clone(), own, now);
                 let mesh = self.discovery.mesh(&self.state.runtime().mesh);
                 self.state.set_admitted(self.discovery.admitted_ids());
                 let changes = self
                     .peers
                     .reconfigure(mesh, Some(identity), now, &mut self.state);
                 self.publish(changes, now);
-                if self.discovery.configure(settings, self.own()) {
+                if self.discovery.configure(settings, self.own(), now) {
                     self.apply_admitted(now);
                 }
                 // Check kind, pacing or thresholds may have changed.
@@ -462,7 +468,7 @@ impl Instance {
     /// Starts discovery (after the mesh: it announces the mesh's key).
     pub fn start_discovery(&mut self, now: Millis) {
         let settings = self.state.runtime().discovery.clone();
-        if self.discovery.configure(settings, self.own()) {
+        if self.discovery.configure(settings, self.own(), now) {
             self.apply_admitted(now);
         }
     }

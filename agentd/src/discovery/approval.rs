@@ -240,6 +240,7 @@ mod tests {
     fn candidate(key: u8) -> Candidate {
         Candidate {
             seen: Sighting {
+                source: crate::discovery::table::Source::Mdns,
                 instance: "router-b".into(),
                 record: Record::ours("router-b", "", Fingerprint([key; 32]), 7444, 7447),
                 address: "192.0.2.2".parse().unwrap(),

@@ -81,12 +81,32 @@ pub struct Approval {
     pub pin: Option<Fingerprint>,
 }
 
-/// One announcement as the mDNS browser resolved it.
+/// How a candidate was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    /// mDNS on a LAN interface.
+    Mdns,
+    /// Unicast DNS-SD in a search domain.
+    Unicast,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Mdns => "mdns",
+            Source::Unicast => "unicast",
+        }
+    }
+}
+
+/// One announcement as the mDNS browser or a unicast lookup resolved it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sighting {
-    /// The mDNS instance label: the router_id, unless mDNS conflict
+    pub source: Source,
+    /// mDNS: the instance label, the router_id unless mDNS conflict
     /// resolution renamed it (`router-b (2)`) because another host
-    /// announces that name.
+    /// announces that name. Unicast: the full instance name
+    /// (`router-b._arpx._tcp.lab.example`).
     pub instance: String,
     pub record: Record,
     /// Where to reach it (chosen from the announced addresses).
@@ -255,7 +275,9 @@ pub struct Counters {
 #[derive(Debug)]
 pub struct Table {
     policy: Policy,
-    candidates: BTreeMap<String, Candidate>,
+    /// By source and instance: the two never share a name space (an mDNS
+    /// label cannot stand in for a unicast instance).
+    candidates: BTreeMap<(Source, String), Candidate>,
     counters: Counters,
 }
 
@@ -276,7 +298,7 @@ impl Table {
     /// identity now matches one, are dropped.
     pub fn set_policy(&mut self, policy: Policy) {
         self.policy = policy;
-        let own: Vec<String> = self
+        let own: Vec<(Source, String)> = self
             .candidates
             .iter()
             .filter(|(_, c)| self.is_own(&c.seen.record))
@@ -303,7 +325,7 @@ impl Table {
             return Seen::Own;
         }
         self.counters.announcements += 1;
-        let id = seen.instance.clone();
+        let id = (seen.source, seen.instance.clone());
         let full = self.candidates.len() >= MAX_CANDIDATES;
         match self.candidates.get_mut(&id) {
             Some(c) => {
@@ -336,11 +358,11 @@ impl Table {
         }
     }
 
-    /// The announcement of mDNS instance `instance` ended (goodbye or
-    /// mDNS expiry): the candidate lives `lifetime` from now. Returns
-    /// whether it was known.
-    pub fn withdrawn(&mut self, instance: &str, now: Millis) -> bool {
-        match self.candidates.get_mut(instance) {
+    /// The announcement of `instance` ended (mDNS goodbye or expiry, no
+    /// longer in the zone): the candidate lives `lifetime` from now.
+    /// Returns whether it was known.
+    pub fn withdrawn(&mut self, source: Source, instance: &str, now: Millis) -> bool {
+        match self.candidates.get_mut(&(source, instance.to_string())) {
             Some(c) => {
                 if c.announced {
                     c.announced = false;
@@ -357,9 +379,9 @@ impl Table {
     }
 
     /// Removes the candidates whose lifetime ended; returns their
-    /// instance names.
-    pub fn expire(&mut self, now: Millis) -> Vec<String> {
-        let gone: Vec<String> = self
+    /// sources and instance names.
+    pub fn expire(&mut self, now: Millis) -> Vec<(Source, String)> {
+        let gone: Vec<(Source, String)> = self
             .candidates
             .iter()
             .filter(|(_, c)| self.expires_at(c).is_some_and(|t| t <= now))
@@ -389,9 +411,9 @@ impl Table {
         }
     }
 
-    /// The candidate of mDNS instance `instance`.
-    pub fn get(&self, instance: &str) -> Option<&Candidate> {
-        self.candidates.get(instance)
+    /// The candidate of `instance` found by `source`.
+    pub fn get(&self, source: Source, instance: &str) -> Option<&Candidate> {
+        self.candidates.get(&(source, instance.to_string()))
     }
 
     /// The candidates announcing `router_id`, by instance name.

@@ -20,14 +20,43 @@ pub struct CandidatesView {
     /// router_id, the mDNS daemon failed); `None` while it runs.
     pub off_reason: Option<Box<str>>,
     pub candidates: Vec<CandidateRow>,
+    /// Why unicast DNS-SD does not run although search domains are set
+    /// (no `discovery.resolver`); `None` when it runs or none is set.
+    pub unicast_off_reason: Option<Box<str>>,
+    /// One row per `discovery.search_domain` while unicast DNS-SD runs.
+    pub unicast: Vec<DomainRow>,
+}
+
+/// Most search-domain rows in one reply.
+pub const MAX_DOMAIN_ROWS: usize = 64;
+
+/// The unicast DNS-SD lookups of one search domain.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DomainRow {
+    pub domain: Box<str>,
+    /// `discovery.resolver` asked (with its port).
+    pub resolver: Box<str>,
+    /// How long ago the last lookup whose PTR answer came back.
+    pub last_success_ago_ms: Option<u64>,
+    /// The last error: the PTR lookup's, or the first instance that
+    /// could not be resolved.
+    pub last_error: Option<Box<str>>,
+    pub last_error_ago_ms: Option<u64>,
+    /// Routers found complete in the last lookup.
+    pub instances: u32,
+    /// When the next lookup starts; `None` while one runs.
+    pub next_lookup_in_ms: Option<u64>,
 }
 
 /// One discovered router.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CandidateRow {
     pub router_id: Box<str>,
-    /// The mDNS instance name: the router_id, unless mDNS renamed it
+    /// How it was found: `mdns` or `unicast`.
+    pub source: Box<str>,
+    /// mDNS: the instance label, the router_id unless mDNS renamed it
     /// because another host announces the same name (`router-b (2)`).
+    /// Unicast: the full instance name (`router-b._arpx._tcp.lab.example`).
     pub instance: Box<str>,
     /// The record version an approval must name.
     pub version: u32,

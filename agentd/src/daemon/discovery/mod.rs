@@ -4,15 +4,25 @@
 //!
 //! * [`settings`] — what it runs on, from the configuration.
 //! * [`mdns`] — announce and browse with `mdns-sd` (its own thread).
+//! * [`unicast`] — unicast DNS-SD lookups in the search domains, and
+//!   [`dns`], the exchange each of their questions is.
+//!
+//! Candidates of both sources share one table and one admission: a
+//! router found in a zone is approved, admitted or rejected exactly as
+//! one announced on the LAN, and a changed record needs a new approval
+//! either way.
 //!
 //! The event loop calls [`Discovery::configure`] at start and after each
 //! reload (settings, our identity), [`Discovery::event`] for each mDNS
-//! event and [`Discovery::expire`] when [`Discovery::next_deadline`]
-//! passes; each returns whether the set of automatically admitted peers
-//! changed, which the loop then hands to the ARPX driver as extra peers.
+//! event, [`Discovery::dns_answered`] for each DNS answer and
+//! [`Discovery::expire`] when [`Discovery::next_deadline`] passes; each
+//! returns whether the set of automatically admitted peers changed,
+//! which the loop then hands to the ARPX driver as extra peers.
 
+pub mod dns;
 pub mod mdns;
 pub mod settings;
+pub mod unicast;
 
 use std::net::IpAddr;
 
@@ -20,12 +30,17 @@ use router_pki::Fingerprint;
 
 use super::peers::settings::{MeshSettings, PeerSettings};
 use crate::discovery::record::Record;
-use crate::discovery::table::{AdmittedPeer, Candidate, Policy, Refusal, Seen, Sighting, Table};
+use crate::discovery::table::{
+    AdmittedPeer, Candidate, Policy, Refusal, Seen, Sighting, Source, Table,
+};
+use crate::discovery::unicast::answer::{Answer, DnsError};
+use crate::discovery::unicast::browse::{Ask, Event, Found};
 use crate::ipc::discovery::{AdmissionRefusal, CandidateRow, CandidatesView};
 use crate::time::Millis;
 use crate::{log_debug, log_info, log_notice, log_warn};
 use mdns::{AliasState, Announcement, Mdns, MdnsEvent, MdnsStart};
 use settings::DiscoverySettings;
+use unicast::{Plan, Unicast};
 
 /// Longest mDNS instance label accepted (a DNS label is at most 63
 /// bytes; mDNS conflict renaming adds a few).
@@ -64,6 +79,12 @@ pub struct Discovery {
     verifies: u64,
     /// The admitted set last reported, to tell changes.
     admitted: Vec<AdmittedPeer>,
+    /// Unicast DNS-SD, while search domains and a resolver are set.
+    unicast: Option<Unicast>,
+    /// Why unicast DNS-SD is off although search domains are set.
+    unicast_off: Option<String>,
+    /// Found instances without a usable address (counted).
+    unicast_unusable: u64,
 }
 
 fn policy(s: &DiscoverySettings, own: &Own) -> Policy {
@@ -81,13 +102,15 @@ fn policy(s: &DiscoverySettings, own: &Own) -> Policy {
 }
 
 /// The address to dial: IPv4 first, then a routable IPv6 address
-/// (a link-local one would need its interface), lowest first.
-fn pick_address(addrs: &[IpAddr]) -> Option<IpAddr> {
+/// (a link-local one would need its interface), lowest first. Loopback
+/// only with `loopback` (a lab's zone for routers on one host): a zone
+/// must not point our dials at the router's own services.
+fn pick_address(addrs: &[IpAddr], loopback: bool) -> Option<IpAddr> {
     let usable = |a: &&IpAddr| match a {
-        IpAddr::V4(v) => !v.is_unspecified() && !v.is_loopback() && !v.is_multicast(),
+        IpAddr::V4(v) => !v.is_unspecified() && (loopback || !v.is_loopback()) && !v.is_multicast(),
         IpAddr::V6(v) => {
             !v.is_unspecified()
-                && !v.is_loopback()
+                && (loopback || !v.is_loopback())
                 && !v.is_multicast()
                 && (v.segments()[0] & 0xffc0) != 0xfe80
         }
@@ -145,13 +168,16 @@ impl Discovery {
             records_invalid: 0,
             verifies: 0,
             admitted: Vec::new(),
+            unicast: None,
+            unicast_off: None,
+            unicast_unusable: 0,
         }
     }
 
     /// Applies settings and identity: starts, restarts or stops mDNS,
     /// re-announces when what we announce changed. Returns whether the
     /// admitted set changed.
-    pub fn configure(&mut self, settings: DiscoverySettings, own: Own) -> bool {
+    pub fn configure(&mut self, settings: DiscoverySettings, own: Own, now: Millis) -> bool {
         for bad in &settings.allow_invalid {
             log_warn!("discovery.allow_fingerprint {bad:?} is not sha256:<64 hex>; ignored");
         }
@@ -183,7 +209,144 @@ impl Discovery {
             }
         }
         self.reannounce();
+        self.configure_unicast(now);
         self.admitted_changed()
+    }
+
+    /// Starts, restarts or stops unicast DNS-SD. A new plan starts
+    /// afresh: what the old one found is withdrawn (its candidates live
+    /// their lifetime), and the first lookups go out now.
+    fn configure_unicast(&mut self, now: Millis) {
+        let plan = Plan::of(&self.settings);
+        let wanted = plan.as_ref().ok().cloned().flatten();
+        self.unicast_off = plan.err();
+        if let Some(why) = &self.unicast_off {
+            log_warn!("discovery: {why}");
+        }
+        if self.unicast.as_ref().map(Unicast::plan) == wanted.as_ref() {
+            return;
+        }
+        if let Some(old) = self.unicast.take() {
+            for instance in old.known() {
+                self.table.withdrawn(Source::Unicast, &instance, now);
+            }
+        }
+        if let Some(plan) = wanted {
+            log_info!(
+                "discovery: unicast DNS-SD in {} through {}{}",
+                plan.browse.domains.join(", "),
+                plan.resolver,
+                if plan.browse.require_dnssec {
+                    " (answers must be DNSSEC-validated: AD bit)"
+                } else {
+                    ""
+                }
+            );
+            self.unicast = Some(Unicast::new(plan, now));
+            self.tick_unicast(now);
+        }
+    }
+
+    /// Due lookups start, overdue ones end, lapsed instances are lost.
+    fn tick_unicast(&mut self, now: Millis) {
+        let Some(u) = &mut self.unicast else { return };
+        let events = u.tick(now);
+        self.unicast_events(events, now);
+    }
+
+    /// The answer (or failure) of one unicast question. Returns whether
+    /// the admitted set changed.
+    pub fn dns_answered(
+        &mut self,
+        ask: &Ask,
+        result: Result<Answer, DnsError>,
+        now: Millis,
+    ) -> bool {
+        let Some(u) = &mut self.unicast else {
+            return false;
+        };
+        let before = u.errors();
+        let events = u.answered(ask, result, now);
+        for (domain, error) in u.errors() {
+            let was = before
+                .iter()
+                .find(|(d, _)| *d == domain)
+                .and_then(|(_, e)| e.as_ref());
+            if let Some(e) = error.as_ref().filter(|e| Some(*e) != was) {
+                log_warn!("discovery: unicast DNS-SD in {domain}: {e}");
+            }
+        }
+        self.unicast_events(events, now);
+        self.admitted_changed()
+    }
+
+    /// The questions to send (effects).
+    pub fn take_dns(&mut self) -> Vec<dns::DnsQuery> {
+        self.unicast
+            .as_mut()
+            .map(Unicast::take_queries)
+            .unwrap_or_default()
+    }
+
+    fn unicast_events(&mut self, events: Vec<Event>, now: Millis) {
+        for e in events {
+            match e {
+                Event::Found(f) => self.unicast_found(f, now),
+                Event::Lost { instance } => {
+                    if self.table.withdrawn(Source::Unicast, &instance, now) {
+                        log_info!("discovery: candidate {instance} is no longer published");
+                    }
+                }
+                Event::Ask(_) => {}
+            }
+        }
+    }
+
+    fn unicast_found(&mut self, f: Found, now: Millis) {
+        let Some(address) = pick_address(&f.addresses, self.settings.allow_loopback) else {
+            self.unicast_unusable += 1;
+            log_debug!("discovery: {} ignored: no usable address", f.instance);
+            return;
+        };
+        let id = f.record.router_id.clone();
+        let version = f.record.version;
+        let seen = Sighting {
+            source: Source::Unicast,
+            instance: f.instance.clone(),
+            record: f.record,
+            address,
+            port: f.port,
+        };
+        let outcome = self.table.announced(seen, now);
+        self.log_seen(
+            outcome,
+            &format!("{id} ({})", f.instance),
+            address,
+            f.port,
+            version,
+        );
+        if matches!(outcome, Seen::New | Seen::NewVersion { .. }) {
+            if let Some(conflict) = self
+                .table
+                .get(Source::Unicast, &f.instance)
+                .and_then(|c| self.table.conflict(c))
+            {
+                log_warn!("discovery: conflict: {conflict}");
+            }
+        }
+    }
+
+    fn log_seen(&self, outcome: Seen, shown: &str, address: IpAddr, port: u16, version: u32) {
+        match outcome {
+            Seen::New => log_notice!(
+                "discovery: candidate {shown} at {address}:{port} record version {version}"
+            ),
+            Seen::NewVersion { old } => log_notice!(
+                "discovery: candidate {shown} now announces record version {version} (was {old}; an approval of {old} no longer applies)"
+            ),
+            Seen::Refused => log_debug!("discovery: candidate {shown} refused: table full"),
+            Seen::Refreshed | Seen::Own => {}
+        }
     }
 
     /// What to announce, and why `_arpx._tcp` is not announced. The
@@ -331,7 +494,7 @@ impl Discovery {
                     log_debug!("discovery: {} ignored: no usable instance name", r.fullname);
                     return false;
                 }
-                let Some(address) = pick_address(&r.addresses) else {
+                let Some(address) = pick_address(&r.addresses, false) else {
                     self.records_invalid += 1;
                     log_debug!("discovery: {} ignored: no usable address", r.fullname);
                     return false;
@@ -339,6 +502,7 @@ impl Discovery {
                 let id = record.router_id.clone();
                 let version = record.version;
                 let seen = Sighting {
+                    source: Source::Mdns,
                     instance: instance.to_string(),
                     record,
                     address,
@@ -350,21 +514,11 @@ impl Discovery {
                     format!("{id} (mDNS instance '{instance}')")
                 };
                 let outcome = self.table.announced(seen, now);
-                match outcome {
-                    Seen::New => log_notice!(
-                        "discovery: candidate {shown} at {address}:{} record version {version}",
-                        r.port
-                    ),
-                    Seen::NewVersion { old } => log_notice!(
-                        "discovery: candidate {shown} now announces record version {version} (was {old}; an approval of {old} no longer applies)"
-                    ),
-                    Seen::Refused => log_debug!("discovery: candidate {shown} refused: table full"),
-                    Seen::Refreshed | Seen::Own => {}
-                }
+                self.log_seen(outcome, &shown, address, r.port, version);
                 let changed = matches!(outcome, Seen::New | Seen::NewVersion { .. });
                 if let Some(conflict) = self
                     .table
-                    .get(instance)
+                    .get(Source::Mdns, instance)
                     .filter(|_| changed)
                     .and_then(|c| self.table.conflict(c))
                 {
@@ -377,7 +531,7 @@ impl Discovery {
             }
             MdnsEvent::Removed { fullname } => {
                 let id = mdns::instance_of(&fullname).to_string();
-                if self.table.withdrawn(&id, now) {
+                if self.table.withdrawn(Source::Mdns, &id, now) {
                     log_info!("discovery: candidate {id} withdrew its announcement");
                 }
             }
@@ -415,14 +569,20 @@ impl Discovery {
     /// Drops the candidates whose lifetime ended. Returns whether the
     /// admitted set changed.
     pub fn expire(&mut self, now: Millis) -> bool {
-        for id in self.table.expire(now) {
+        self.tick_unicast(now);
+        for (_, id) in self.table.expire(now) {
             log_info!("discovery: candidate {id} expired");
         }
         self.admitted_changed()
     }
 
+    /// The earliest of: a candidate's lifetime end, a unicast lookup due.
     pub fn next_deadline(&self) -> Option<Millis> {
-        self.table.next_deadline()
+        let unicast = self.unicast.as_ref().and_then(Unicast::next_deadline);
+        [self.table.next_deadline(), unicast]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn admitted_changed(&mut self) -> bool {
@@ -503,6 +663,7 @@ impl Discovery {
                     let r = &c.seen.record;
                     CandidateRow {
                         router_id: r.router_id.as_str().into(),
+                        source: c.seen.source.as_str().into(),
                         instance: c.seen.instance.as_str().into(),
                         reason: self.table.conflict(c).map(|x| x.to_string().into()),
                         version: r.version,
@@ -517,6 +678,12 @@ impl Discovery {
                     }
                 })
                 .collect(),
+            unicast_off_reason: self.unicast_off.as_deref().map(Into::into),
+            unicast: self
+                .unicast
+                .as_ref()
+                .map(|u| u.rows(now))
+                .unwrap_or_default(),
         }
     }
 
@@ -533,6 +700,7 @@ impl Discovery {
             ("discovery.version_changes", c.version_changes),
             ("discovery.records_invalid", self.records_invalid),
             ("discovery.verifies", self.verifies),
+            ("discovery.unicast_unusable", self.unicast_unusable),
         ]
     }
 
@@ -577,19 +745,131 @@ mod tests {
     fn the_dial_address_prefers_ipv4_then_routable_ipv6() {
         let a = |s: &str| s.parse::<IpAddr>().unwrap();
         assert_eq!(
-            pick_address(&[
-                a("fe80::1"),
-                a("2001:db8::2"),
-                a("192.0.2.9"),
-                a("192.0.2.3")
-            ]),
+            pick_address(
+                &[
+                    a("fe80::1"),
+                    a("2001:db8::2"),
+                    a("192.0.2.9"),
+                    a("192.0.2.3")
+                ],
+                false
+            ),
             Some(a("192.0.2.3"))
         );
         assert_eq!(
-            pick_address(&[a("fe80::1"), a("2001:db8::2")]),
+            pick_address(&[a("fe80::1"), a("2001:db8::2")], false),
             Some(a("2001:db8::2"))
         );
-        assert_eq!(pick_address(&[a("fe80::1"), a("127.0.0.1")]), None);
+        assert_eq!(pick_address(&[a("fe80::1"), a("127.0.0.1")], false), None);
+        // Lab: a zone for routers on one host.
+        assert_eq!(
+            pick_address(&[a("fe80::1"), a("127.0.0.1")], true),
+            Some(a("127.0.0.1"))
+        );
+    }
+
+    /// Input: discovery configured with a resolver and a search domain,
+    /// then the resolver's answers to the questions it asks (PTR with
+    /// every record in the additional section). Output: the first
+    /// question goes out at configure, the router becomes a `pending`
+    /// candidate of source `unicast` (manual admission, nothing
+    /// admitted), and the domain's row shows the success; then a lookup
+    /// that times out leaves the candidate and shows the error.
+    #[test]
+    fn unicast_answers_make_candidates_of_the_same_table() {
+        use crate::discovery::unicast::answer::{Data, Rr};
+        let mut s = DiscoverySettings::default();
+        s.interfaces.clear();
+        s.resolver = Some("192.0.2.53:53".parse().unwrap());
+        s.search_domains = vec!["lab.example".into()];
+        let own = Own {
+            router_id: Some("router-a".into()),
+            fingerprint: Some(Fingerprint([1; 32])),
+            domain: "lab.example".into(),
+            domain_ca: false,
+        };
+        let mut d = Discovery::new(s.clone());
+        assert!(!d.configure(s, own, Millis(0)));
+        let qs = d.take_dns();
+        assert_eq!(qs.len(), 1);
+        assert_eq!(qs[0].ask.question.to_string(), "PTR _arpx._tcp.lab.example");
+        assert_eq!(qs[0].resolver, "192.0.2.53:53".parse().unwrap());
+
+        let rec = Record::ours(
+            "router-b",
+            "other.example",
+            Fingerprint([2; 32]),
+            7444,
+            7447,
+        );
+        let inst = "router-b._arpx._tcp.lab.example";
+        let rr = |name: &str, data: Data| Rr {
+            name: name.into(),
+            ttl: 30,
+            data,
+        };
+        let answer = Answer {
+            records: vec![
+                rr("_arpx._tcp.lab.example", Data::Ptr(inst.into())),
+                rr(
+                    inst,
+                    Data::Srv {
+                        port: 7444,
+                        target: "router-b.lab.example".into(),
+                    },
+                ),
+                rr(inst, Data::Txt(rec.to_rdata())),
+                rr(
+                    "router-b.lab.example",
+                    Data::A("192.0.2.2".parse().unwrap()),
+                ),
+            ],
+            ..Answer::default()
+        };
+        assert!(!d.dns_answered(&qs[0].ask, Ok(answer), Millis(5)));
+        let v = d.view(Millis(5));
+        assert_eq!(v.candidates.len(), 1);
+        let c = &v.candidates[0];
+        assert_eq!(
+            (&*c.router_id, &*c.source, &*c.state, &*c.address, c.version),
+            ("router-b", "unicast", "pending", "192.0.2.2", rec.version)
+        );
+        assert_eq!(&*c.instance, inst);
+        assert_eq!(v.unicast.len(), 1);
+        assert_eq!(v.unicast[0].last_success_ago_ms, Some(0));
+        assert_eq!(v.unicast[0].instances, 1);
+        assert_eq!(v.unicast[0].next_lookup_in_ms, Some(30_000));
+        assert_eq!(d.next_deadline(), Some(Millis(30_005)));
+
+        assert!(!d.expire(Millis(30_005)));
+        let qs = d.take_dns();
+        assert_eq!(qs.len(), 1);
+        d.dns_answered(
+            &qs[0].ask,
+            Err(DnsError::Timeout { tries: 2 }),
+            Millis(34_005),
+        );
+        let v = d.view(Millis(34_005));
+        assert!(v.candidates[0].announced, "kept until its time runs out");
+        assert_eq!(
+            v.unicast[0].last_error.as_deref(),
+            Some("PTR _arpx._tcp.lab.example: no answer after 2 tries")
+        );
+    }
+
+    #[test]
+    fn search_domains_without_a_resolver_say_so() {
+        let mut s = DiscoverySettings::default();
+        s.interfaces.clear();
+        s.search_domains = vec!["lab.example".into()];
+        let mut d = Discovery::new(s.clone());
+        d.configure(s, Own::default(), Millis(0));
+        assert!(d.take_dns().is_empty());
+        let v = d.view(Millis(0));
+        assert!(v
+            .unicast_off_reason
+            .unwrap()
+            .contains("discovery.resolver is not"));
     }
 
     fn alias_state(d: &Discovery) -> (String, Option<String>) {
@@ -606,7 +886,7 @@ mod tests {
             ..Own::default()
         };
         // No I/O: the handle's commands wait for a start never run.
-        d.configure(DiscoverySettings::default(), own);
+        d.configure(DiscoverySettings::default(), own, Millis(0));
         assert_eq!(alias_state(&d).0, "claiming");
         let why = "192.0.2.99 answers nexus-router.local.".to_string();
         d.event(
@@ -630,7 +910,7 @@ mod tests {
             router_id: Some("router-a".into()),
             ..Own::default()
         };
-        d.configure(s, own);
+        d.configure(s, own, Millis(0));
         d.event(MdnsEvent::Alias(AliasState::Answering), Millis::ZERO);
         assert_eq!(alias_state(&d).0, "off");
     }

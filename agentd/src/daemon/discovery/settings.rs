@@ -2,6 +2,7 @@
 //! holds every default and range).
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 
 use router_pki::Fingerprint;
 use uci_schema::Admission;
@@ -34,6 +35,24 @@ pub struct DiscoverySettings {
     pub arpx_port: Option<u16>,
     pub data_port: Option<u16>,
     pub sdk_port: Option<u16>,
+    /// `discovery.resolver` with its port (53 unless given); `None`: unset.
+    pub resolver: Option<SocketAddr>,
+    /// `discovery.search_domain`, lower case, without a trailing dot.
+    pub search_domains: Vec<String>,
+    pub require_dnssec: bool,
+    pub refresh_min_ms: u64,
+    pub refresh_max_ms: u64,
+    pub query_timeout_ms: u64,
+    /// `agentd.allow_loopback_endpoints` (lab): a unicast candidate may
+    /// have a loopback address (a zone served for routers on one host).
+    pub allow_loopback: bool,
+}
+
+/// The resolver option: an address, or an address and port.
+fn resolver_of(s: &str) -> Option<SocketAddr> {
+    s.parse::<SocketAddr>()
+        .ok()
+        .or_else(|| s.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53)))
 }
 
 fn port_of(listen: &str) -> Option<u16> {
@@ -80,6 +99,18 @@ impl DiscoverySettings {
             arpx_port: port_of(&c.arpx.listen),
             data_port: port_of(&c.gateway.peer_listen),
             sdk_port: port_of(&c.gateway.sdk_listen),
+            resolver: resolver_of(&d.resolver),
+            search_domains: d
+                .search_domain
+                .iter()
+                .map(|s| s.trim_end_matches('.').to_ascii_lowercase())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            require_dnssec: d.require_dnssec,
+            refresh_min_ms: d.refresh_min_s.saturating_mul(1000),
+            refresh_max_ms: d.refresh_max_s.saturating_mul(1000),
+            query_timeout_ms: d.query_timeout_ms,
+            allow_loopback: c.agentd.allow_loopback_endpoints,
         }
     }
 }
@@ -138,5 +169,42 @@ config peer 'c'
         assert_eq!(s.configured.get("router-c"), Some(&None));
         assert_eq!((s.arpx_port, s.data_port), (Some(17444), Some(17447)));
         assert_eq!(s.sdk_port, Some(7446), "schema default");
+        assert_eq!(
+            (s.resolver, s.search_domains.len()),
+            (None, 0),
+            "schema default: off"
+        );
+    }
+
+    #[test]
+    fn unicast_settings_take_a_resolver_port_and_several_domains() {
+        let text = "
+config discovery 'discovery'
+\toption resolver '192.0.2.53'
+\tlist search_domain 'Lab.Example.'
+\tlist search_domain 'other.example'
+\toption require_dnssec '1'
+";
+        let c = uci_schema::Config::from_str(text, "t").unwrap();
+        let s = DiscoverySettings::of_config(&c);
+        assert_eq!(s.resolver, Some("192.0.2.53:53".parse().unwrap()));
+        assert_eq!(s.search_domains, vec!["lab.example", "other.example"]);
+        assert!(s.require_dnssec);
+        assert_eq!(
+            (s.refresh_min_ms, s.refresh_max_ms, s.query_timeout_ms),
+            (5_000, 900_000, 2_000)
+        );
+        let c = uci_schema::Config::from_str(
+            "config discovery 'discovery'\n\toption resolver '[2001:db8::53]:5353'\n\toption search_domain 'lab.example'\n",
+            "t",
+        )
+        .unwrap();
+        let s = DiscoverySettings::of_config(&c);
+        assert_eq!(s.resolver, Some("[2001:db8::53]:5353".parse().unwrap()));
+        assert_eq!(
+            s.search_domains,
+            vec!["lab.example"],
+            "an option is a list of one"
+        );
     }
 }

@@ -20,6 +20,7 @@ fn policy(mode: Admission) -> Policy {
 
 fn seen(id: &str, key: u8, port: u16) -> Sighting {
     Sighting {
+        source: Source::Mdns,
         instance: id.into(),
         record: Record::ours(id, "lab.example", fp(key), port, 7447),
         address: "192.0.2.2".parse().unwrap(),
@@ -37,9 +38,9 @@ fn a_candidate_lives_its_lifetime_after_its_announcement_ends() {
     // While announced it never expires, and no timer is needed.
     assert_eq!(t.next_deadline(), None);
     assert!(t.expire(Millis(1_000_000)).is_empty());
-    assert!(t.withdrawn("router-b", Millis(2000)));
+    assert!(t.withdrawn(Source::Mdns, "router-b", Millis(2000)));
     assert_eq!(t.next_deadline(), Some(Millis(7000)));
-    let c = t.get("router-b").unwrap().clone();
+    let c = t.get(Source::Mdns, "router-b").unwrap().clone();
     assert_eq!(t.expires_in_ms(&c, Millis(3000)), 4000);
     assert!(t.expire(Millis(6999)).is_empty());
     // Announced again in time: it lives on.
@@ -48,11 +49,17 @@ fn a_candidate_lives_its_lifetime_after_its_announcement_ends() {
         Seen::Refreshed
     );
     assert_eq!(t.next_deadline(), None);
-    assert!(t.withdrawn("router-b", Millis(8000)));
-    assert_eq!(t.expire(Millis(13_000)), vec!["router-b".to_string()]);
+    assert!(t.withdrawn(Source::Mdns, "router-b", Millis(8000)));
+    assert_eq!(
+        t.expire(Millis(13_000)),
+        vec![(Source::Mdns, "router-b".to_string())]
+    );
     assert!(t.is_empty());
     assert_eq!(t.counters().expired, 1);
-    assert!(!t.withdrawn("router-b", Millis(14_000)), "unknown now");
+    assert!(
+        !t.withdrawn(Source::Mdns, "router-b", Millis(14_000)),
+        "unknown now"
+    );
 }
 
 #[test]
@@ -69,8 +76,8 @@ fn our_own_announcements_are_ignored() {
 fn manual_mode_approves_exactly_one_record_version() {
     let mut t = Table::new(policy(Admission::Manual));
     t.announced(seen("router-b", 2, 7444), Millis(0));
-    let v = t.get("router-b").unwrap().seen.record.version;
-    let state = |t: &Table| t.state(t.get("router-b").unwrap());
+    let v = t.get(Source::Mdns, "router-b").unwrap().seen.record.version;
+    let state = |t: &Table| t.state(t.get(Source::Mdns, "router-b").unwrap());
     assert_eq!(state(&t), State::Pending);
     assert!(t.admitted().is_empty(), "manual never admits by itself");
     assert_eq!(
@@ -137,8 +144,8 @@ fn an_approved_router_id_with_another_key_is_a_conflict_until_approved_afresh() 
         let v2 = impostor.record.version;
         assert_eq!(t.announced(impostor, Millis(1)), Seen::New);
         assert_eq!(t.len(), 2);
-        let real = t.get("router-b").unwrap();
-        let fake = t.get("router-b (2)").unwrap();
+        let real = t.get(Source::Mdns, "router-b").unwrap();
+        let fake = t.get(Source::Mdns, "router-b (2)").unwrap();
         assert_eq!(t.state(real), State::Approved, "{mode:?}");
         assert_eq!(t.state(fake), State::Conflict, "{mode:?}");
         assert_eq!(
@@ -154,8 +161,8 @@ fn an_approved_router_id_with_another_key_is_a_conflict_until_approved_afresh() 
             "{mode:?}: a conflict is never admitted"
         );
         // Its withdrawal touches only its own instance.
-        assert!(t.withdrawn("router-b (2)", Millis(2)));
-        assert!(t.get("router-b").unwrap().announced);
+        assert!(t.withdrawn(Source::Mdns, "router-b (2)", Millis(2)));
+        assert!(t.get(Source::Mdns, "router-b").unwrap().announced);
         // A fresh approval of exactly that record is possible...
         assert_eq!(
             t.check_approve("router-b", v2).unwrap().seen.instance,
@@ -171,8 +178,14 @@ fn an_approved_router_id_with_another_key_is_a_conflict_until_approved_afresh() 
             },
         );
         t.set_policy(p2);
-        assert_eq!(t.state(t.get("router-b (2)").unwrap()), State::Approved);
-        assert_eq!(t.state(t.get("router-b").unwrap()), State::Conflict);
+        assert_eq!(
+            t.state(t.get(Source::Mdns, "router-b (2)").unwrap()),
+            State::Approved
+        );
+        assert_eq!(
+            t.state(t.get(Source::Mdns, "router-b").unwrap()),
+            State::Conflict
+        );
     }
 }
 
@@ -186,10 +199,10 @@ fn a_pinned_peer_section_and_our_own_id_are_known_keys_too() {
     t.announced(seen("router-d", 6, 7444), Millis(0));
     // Our router_id with another key is not us: a conflict to show.
     assert_eq!(t.announced(seen("router-a", 7, 7444), Millis(0)), Seen::New);
-    let state = |id: &str| t.state(t.get(id).unwrap());
+    let state = |id: &str| t.state(t.get(Source::Mdns, id).unwrap());
     assert_eq!(state("router-c"), State::Conflict);
     assert!(t
-        .conflict(t.get("router-c").unwrap())
+        .conflict(t.get(Source::Mdns, "router-c").unwrap())
         .unwrap()
         .to_string()
         .starts_with(&format!(
@@ -199,7 +212,7 @@ fn a_pinned_peer_section_and_our_own_id_are_known_keys_too() {
     assert_eq!(state("router-d"), State::Approved, "no pin: the CA decides");
     assert_eq!(state("router-a"), State::Conflict);
     assert_eq!(
-        t.conflict(t.get("router-a").unwrap()).unwrap().to_string(),
+        t.conflict(t.get(Source::Mdns, "router-a").unwrap()).unwrap().to_string(),
         format!(
             "router-a is this router's own router_id, with key {}; this announcement carries key {}",
             fp(1),
@@ -225,7 +238,7 @@ fn contested_router_ids_are_not_admitted_automatically() {
     other.instance = "router-b (2)".into();
     t.announced(other, Millis(0));
     assert!(t.admitted().is_empty());
-    let first = t.get("router-b").unwrap();
+    let first = t.get(Source::Mdns, "router-b").unwrap();
     assert_eq!(t.state(first), State::Conflict);
     assert!(
         t.conflict(first).unwrap().to_string().contains(&format!(
@@ -242,7 +255,7 @@ fn contested_router_ids_are_not_admitted_automatically() {
     assert!(t.iter().all(|(_, s)| s == State::Pending));
     // Gone again: the remaining one is admitted.
     t.set_policy(policy(Admission::SameDomain));
-    t.withdrawn("router-b (2)", Millis(10));
+    t.withdrawn(Source::Mdns, "router-b (2)", Millis(10));
     t.expire(Millis(5010));
     assert_eq!(t.admitted().len(), 1);
 }
@@ -254,8 +267,14 @@ fn same_domain_admits_our_domain_only() {
     let mut foreign = seen("router-c", 3, 7444);
     foreign.record = Record::ours("router-c", "other.example", fp(3), 7444, 7447);
     t.announced(foreign, Millis(0));
-    assert_eq!(t.state(t.get("router-b").unwrap()), State::Admitted);
-    assert_eq!(t.state(t.get("router-c").unwrap()), State::Rejected);
+    assert_eq!(
+        t.state(t.get(Source::Mdns, "router-b").unwrap()),
+        State::Admitted
+    );
+    assert_eq!(
+        t.state(t.get(Source::Mdns, "router-c").unwrap()),
+        State::Rejected
+    );
     let admitted = t.admitted();
     assert_eq!(admitted.len(), 1);
     assert_eq!(admitted[0].router_id, "router-b");
@@ -281,9 +300,12 @@ fn allowlist_admits_listed_fingerprints_only() {
     t.announced(seen("router-c", 3, 7444), Millis(0));
     let ids: Vec<String> = t.admitted().into_iter().map(|a| a.router_id).collect();
     assert_eq!(ids, vec!["router-b".to_string()]);
-    assert_eq!(t.state(t.get("router-c").unwrap()), State::Rejected);
+    assert_eq!(
+        t.state(t.get(Source::Mdns, "router-c").unwrap()),
+        State::Rejected
+    );
     // An admitted candidate is a peer only while it lives.
-    t.withdrawn("router-b", Millis(100));
+    t.withdrawn(Source::Mdns, "router-b", Millis(100));
     assert_eq!(t.admitted().len(), 1);
     t.expire(Millis(5100));
     assert!(t.admitted().is_empty());
@@ -293,8 +315,11 @@ fn allowlist_admits_listed_fingerprints_only() {
 fn off_observes_and_refuses_approval() {
     let mut t = Table::new(policy(Admission::Off));
     t.announced(seen("router-b", 2, 7444), Millis(0));
-    let v = t.get("router-b").unwrap().seen.record.version;
-    assert_eq!(t.state(t.get("router-b").unwrap()), State::Rejected);
+    let v = t.get(Source::Mdns, "router-b").unwrap().seen.record.version;
+    assert_eq!(
+        t.state(t.get(Source::Mdns, "router-b").unwrap()),
+        State::Rejected
+    );
     assert_eq!(
         t.check_approve("router-b", v).unwrap_err(),
         Refusal::AdmissionOff
@@ -308,8 +333,11 @@ fn a_static_peer_is_not_approved_again_nor_admitted() {
     p.configured.insert("router-b".into(), None);
     let mut t = Table::new(p);
     t.announced(seen("router-b", 2, 7444), Millis(0));
-    let v = t.get("router-b").unwrap().seen.record.version;
-    assert_eq!(t.state(t.get("router-b").unwrap()), State::Approved);
+    let v = t.get(Source::Mdns, "router-b").unwrap().seen.record.version;
+    assert_eq!(
+        t.state(t.get(Source::Mdns, "router-b").unwrap()),
+        State::Approved
+    );
     assert!(t.admitted().is_empty(), "the configured section rules");
     assert_eq!(
         t.check_approve("router-b", v).unwrap_err(),
@@ -331,7 +359,66 @@ fn the_table_is_bounded_and_keeps_what_it_has() {
     assert_eq!(t.counters().refused_full, 1);
     // A known one still refreshes; after one expires there is room.
     assert_eq!(t.announced(seen("r0", 2, 7444), Millis(1)), Seen::Refreshed);
-    t.withdrawn("r1", Millis(1));
+    t.withdrawn(Source::Mdns, "r1", Millis(1));
     t.expire(Millis(5001));
     assert_eq!(t.announced(seen("late", 2, 7444), Millis(5002)), Seen::New);
+}
+
+fn unicast(id: &str, key: u8, port: u16) -> Sighting {
+    Sighting {
+        source: Source::Unicast,
+        instance: format!("{id}._arpx._tcp.lab.example"),
+        ..seen(id, key, port)
+    }
+}
+
+/// Input: router-b found in a zone, approved at its record version,
+/// then found with a new record (another ARPX port). Output: approved,
+/// then pending again with the new version (the same rule as mDNS);
+/// an mDNS label spelling the unicast instance name is another
+/// candidate, never the unicast one.
+#[test]
+fn a_unicast_candidate_follows_the_same_admission() {
+    let mut t = Table::new(policy(Admission::Manual));
+    assert_eq!(
+        t.announced(unicast("router-b", 2, 7444), Millis(0)),
+        Seen::New
+    );
+    let inst = "router-b._arpx._tcp.lab.example";
+    let v1 = t.get(Source::Unicast, inst).unwrap().seen.record.version;
+    assert_eq!(
+        t.state(t.get(Source::Unicast, inst).unwrap()),
+        State::Pending
+    );
+    assert!(t.check_approve("router-b", v1).is_ok());
+    let mut p = policy(Admission::Manual);
+    p.approved.insert(
+        "router-b".into(),
+        Approval {
+            version: v1,
+            pin: Some(fp(2)),
+        },
+    );
+    t.set_policy(p);
+    assert_eq!(
+        t.state(t.get(Source::Unicast, inst).unwrap()),
+        State::Approved
+    );
+    assert_eq!(
+        t.announced(unicast("router-b", 2, 7555), Millis(1)),
+        Seen::NewVersion { old: v1 }
+    );
+    assert_eq!(
+        t.state(t.get(Source::Unicast, inst).unwrap()),
+        State::Pending
+    );
+
+    let mut spoof = seen("router-b", 2, 7444);
+    spoof.instance = inst.into();
+    assert_eq!(t.announced(spoof, Millis(2)), Seen::New);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.get(Source::Unicast, inst).unwrap().seen.port, 7555);
+    // Withdrawn by its source only.
+    assert!(t.withdrawn(Source::Unicast, inst, Millis(3)));
+    assert!(t.get(Source::Mdns, inst).unwrap().announced);
 }

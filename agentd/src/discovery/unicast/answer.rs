@@ -134,6 +134,10 @@ pub enum DnsError {
     Io {
         reason: String,
     },
+    /// The question cannot be encoded (a name DNS refuses).
+    BadQuestion {
+        reason: String,
+    },
 }
 
 impl fmt::Display for DnsError {
@@ -154,6 +158,7 @@ impl fmt::Display for DnsError {
             ),
             DnsError::Timeout { tries } => write!(f, "no answer after {tries} tries"),
             DnsError::Io { reason } => write!(f, "socket error: {reason}"),
+            DnsError::BadQuestion { reason } => f.write_str(reason),
         }
     }
 }

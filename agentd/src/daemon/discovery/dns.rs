@@ -1,0 +1,127 @@
+//! The DNS exchange of unicast DNS-SD: one question to the resolver,
+//! one answer back, as a task of its own (the event loop never waits on
+//! the network). Its result comes back as `Input::DnsAnswered`.
+//!
+//! UDP first, from a fresh socket connected to the resolver (the kernel
+//! then drops datagrams from any other address, and Linux picks a
+//! random source port) with a random id: an answer counts only when its
+//! id and question are ours ([`answer::decode`]), anything else is
+//! ignored while the try's time runs. Two tries of `timeout` each; a
+//! truncated answer (TC) is asked again once over TCP, bounded in size
+//! ([`answer::MAX_MESSAGE`]) and time (one `timeout` for connect, one
+//! for the answer).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use hickory_proto::op::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+use tokio::time::{timeout_at, Instant};
+
+use crate::discovery::unicast::answer::{self, Answer, DnsError, MAX_MESSAGE};
+use crate::discovery::unicast::browse::Ask;
+use crate::discovery::unicast::query;
+
+/// UDP tries before giving up.
+pub const UDP_TRIES: u32 = 2;
+
+/// One question to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsQuery {
+    pub ask: Ask,
+    pub resolver: SocketAddr,
+    pub timeout: Duration,
+}
+
+/// A random query id (hickory's `Message::query` draws it from the
+/// thread's CSPRNG).
+fn random_id() -> u16 {
+    Message::query().metadata.id
+}
+
+fn io(e: std::io::Error) -> DnsError {
+    DnsError::Io {
+        reason: e.to_string(),
+    }
+}
+
+/// Asks `q` and waits for its answer (bounded, see the module).
+pub async fn exchange(q: &DnsQuery) -> Result<Answer, DnsError> {
+    let id = random_id();
+    let wire = query::encode(id, &q.ask.question, q.ask.require_ad).map_err(|e| {
+        DnsError::BadQuestion {
+            reason: e.to_string(),
+        }
+    })?;
+    match udp(q, id, &wire).await {
+        Err(DnsError::Truncated) => tcp(q, id, &wire).await,
+        other => other,
+    }
+}
+
+async fn udp(q: &DnsQuery, id: u16, wire: &[u8]) -> Result<Answer, DnsError> {
+    let local: SocketAddr = match q.resolver.ip() {
+        IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let sock = UdpSocket::bind(local).await.map_err(io)?;
+    sock.connect(q.resolver).await.map_err(io)?;
+    // Room for one byte more than we accept: a larger datagram shows
+    // as too large instead of silently cut.
+    let mut buf = vec![0u8; MAX_MESSAGE + 1];
+    for _ in 0..UDP_TRIES {
+        sock.send(wire).await.map_err(io)?;
+        let deadline = Instant::now() + q.timeout;
+        loop {
+            let n = match timeout_at(deadline, sock.recv(&mut buf)).await {
+                Err(_) => break,
+                // ICMP port unreachable shows as ECONNREFUSED on a
+                // connected socket: the resolver is not there.
+                Ok(Err(e)) => return Err(io(e)),
+                Ok(Ok(n)) => n,
+            };
+            match answer::decode(&buf[..n], id, &q.ask.question, q.ask.require_ad) {
+                Err(DnsError::NotOurs) => continue,
+                other => return other,
+            }
+        }
+    }
+    Err(DnsError::Timeout { tries: UDP_TRIES })
+}
+
+async fn tcp(q: &DnsQuery, id: u16, wire: &[u8]) -> Result<Answer, DnsError> {
+    let deadline = Instant::now() + q.timeout;
+    let mut s = timeout_at(deadline, TcpStream::connect(q.resolver))
+        .await
+        .map_err(|_| DnsError::Timeout { tries: 1 })?
+        .map_err(io)?;
+    let deadline = Instant::now() + q.timeout;
+    let exchange = async {
+        let len = u16::try_from(wire.len()).map_err(|_| DnsError::BadQuestion {
+            reason: "question too long".into(),
+        })?;
+        let mut out = Vec::with_capacity(wire.len() + 2);
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(wire);
+        s.write_all(&out).await.map_err(io)?;
+        let mut len = [0u8; 2];
+        s.read_exact(&mut len).await.map_err(io)?;
+        let len = usize::from(u16::from_be_bytes(len));
+        if len > MAX_MESSAGE {
+            return Err(DnsError::TooLarge { len });
+        }
+        let mut body = vec![0u8; len];
+        s.read_exact(&mut body).await.map_err(io)?;
+        match answer::decode(&body, id, &q.ask.question, q.ask.require_ad) {
+            // Over TCP the one answer must be ours.
+            Err(DnsError::NotOurs) => Err(DnsError::Malformed {
+                reason: "the TCP answer is not for our question".into(),
+            }),
+            other => other,
+        }
+    };
+    timeout_at(deadline, exchange)
+        .await
+        .map_err(|_| DnsError::Timeout { tries: 1 })?
+}
