@@ -108,6 +108,13 @@ test-python: toolchain venv
 	  else \
 	    echo "error: the router-finding tests need libnss-mdns: apt-get install libnss-mdns" >&2; exit 1; \
 	  fi; }
+	@{ command -v nsd && command -v unbound && command -v ldns-signzone && command -v kdig; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing nsd, unbound, ldnsutils, knot-dnsutils (a real DNS server and validating resolver: tests/test_dnssd_unicast.py)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nsd unbound ldnsutils knot-dnsutils >/dev/null; \
+	  else \
+	    echo "error: the unicast DNS-SD tests need Debian's nsd, unbound, ldnsutils and knot-dnsutils: apt-get install nsd unbound ldnsutils knot-dnsutils" >&2; exit 1; \
+	  fi; }
 	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing prometheus (promtool and a real server scrape /metrics: tests/test_metrics.py)"; \
