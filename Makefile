@@ -147,6 +147,13 @@ router-openwrt: toolchain venv
 test: build clippy fmt-check fuzz-check test-rust test-python router-openwrt
 
 demo: toolchain venv
+	@command -v nsd >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing nsd (the DNS server the two demo routers find each other through)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nsd >/dev/null; \
+	  else \
+	    echo "error: the demo's DNS-SD part needs Debian's nsd: apt-get install nsd" >&2; exit 1; \
+	  fi; }
 	$(CARGO) build -p agentd -p agent-gw --bins
 	BIN_DIR=$(BIN_DIR) scripts/demo.sh
 	BIN_DIR=$(BIN_DIR) $(VENV)/bin/python scripts/demo_gateway.py

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""`make demo`, part 3: a call crossing two routers.
+"""`make demo`, part 3: two routers find each other by DNS-SD, and a call
+crosses them.
 
 router-a and router-b each run agentd and agent-gw on loopback ports, with
-their own identity key (created at first start). Their fingerprints come
-from `agentctl pki show`, each pins the other in a `peer` section (ARPX
-port and the peer data-plane port), and a reload (SIGHUP) brings the ARPX
-session up; router-b's gateway then holds one warm h2 + mTLS connection to
-router-a's. A static route of router-a shows up at router-b as a peer
-route with path [router-a].
+their own identity key (created at first start), discovery in `manual`
+admission and unicast DNS-SD in the zone lab.example through a resolver:
+Debian's NSD on a loopback port, serving the lines `agentctl discovery
+records` prints for each router (PTR, SRV, TXT, A). Each finds the other
+as a `pending` candidate (`agentctl candidates`: source unicast, key
+fingerprint, record version); `agentctl approve ROUTER_ID VERSION` on
+both sides writes a `discovered` peer section pinning that key and
+reloads, and the ARPX session comes up; router-b's gateway then holds one
+warm h2 + mTLS connection to router-a's. A static route of router-a shows
+up at router-b as a peer route with path [router-a].
 
 Then an agent written with our SDK registers `demo.echo` and `demo.count`
 (a stream) at router-a, and a caller on router-b's SDK API calls both: the
@@ -68,8 +73,41 @@ config gateway 'gateway'
 config arpx 'arpx'
 \toption listen '127.0.0.1:{arpx}'
 
+# Unicast DNS-SD only (mDNS on no interface): NSD on a loopback port.
+# Loopback addresses from the zone are accepted because of
+# allow_loopback_endpoints above (LAB MODE).
 config discovery 'discovery'
-\toption enabled '0'
+\toption enabled '1'
+\toption admission 'manual'
+\toption resolver '127.0.0.1:{dns}'
+\tlist search_domain 'lab.example'
+\toption refresh_min_s '1'
+\toption refresh_max_s '2'
+"""
+
+NSD_CONF = """server:
+  ip-address: 127.0.0.1@{port}
+  username: ""
+  chroot: ""
+  zonesdir: "{dir}"
+  pidfile: "{dir}/nsd.pid"
+  database: ""
+  xfrdfile: "{dir}/xfrd.state"
+  zonelistfile: "{dir}/zone.list"
+  logfile: "{dir}/nsd.log"
+  server-count: 1
+remote-control:
+  control-enable: no
+zone:
+  name: "lab.example"
+  zonefile: "{dir}/lab.example.zone"
+"""
+
+ZONE_HEAD = """$ORIGIN lab.example.
+$TTL 60
+@ IN SOA ns.lab.example. admin.lab.example. 1 3600 900 604800 60
+@ IN NS ns.lab.example.
+ns IN A 127.0.0.1
 """
 
 PRINTER = """
@@ -81,15 +119,6 @@ config route 'printer'
 \toption tenant 'lab'
 \toption latency_ms '5'
 \toption trust '90'
-"""
-
-PEER = """
-config peer '{name}'
-\toption router_id '{rid}'
-\toption address '127.0.0.1'
-\toption port '{arpx}'
-\toption data_port '{data}'
-\toption key_fingerprint '{fp}'
 """
 
 PEER_COUNTERS = ("peer_conns", "peer_handshakes_out", "peer_handshakes_in", "peer_streams_refused")
@@ -105,14 +134,14 @@ def check(ok: Any, what: str) -> None:
 
 
 class Router:
-    def __init__(self, rid: str, work: Path) -> None:
+    def __init__(self, rid: str, work: Path, dns_port: int) -> None:
         self.rid = rid
         self.dir = work / rid
         self.dir.mkdir()
         self.arpx, self.sdk, self.peer = free_port(), free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.sdk}"
         self.conf = self.dir / "agentd.conf"
-        self.body = BASE.format(rid=rid, dir=self.dir, arpx=self.arpx, sdk=self.sdk, peer=self.peer)
+        self.body = BASE.format(rid=rid, dir=self.dir, arpx=self.arpx, sdk=self.sdk, peer=self.peer, dns=dns_port)
         self.conf.write_text(self.body)
         self.procs: List[subprocess.Popen] = []
 
@@ -167,14 +196,6 @@ class Router:
     def fingerprint(self) -> str:
         return self.ctl_json("pki", "show")["identity"]["fingerprint"]
 
-    def peer_section(self, other: "Router") -> str:
-        return PEER.format(name=other.rid.replace("-", "_"), rid=other.rid, arpx=other.arpx, data=other.peer,
-                           fp=other.fingerprint())
-
-    def peer_with(self, other: "Router") -> None:
-        self.body += self.peer_section(other)
-        self.conf.write_text(self.body)
-
     def peer_state(self, rid: str) -> Dict[str, Any]:
         return next((p for p in self.ctl_json("peers")["peers"] if p["router_id"] == rid), {})
 
@@ -190,22 +211,68 @@ class Router:
         return gw
 
 
-def peer_part(a: Router, b: Router) -> None:
+class Nsd:
+    """Debian's NSD serving lab.example on a loopback port; stopped by PID."""
+
+    def __init__(self, work: Path) -> None:
+        self.dir = work / "dns"
+        self.dir.mkdir()
+        self.port = free_port()
+        self.proc: Any = None
+
+    def serve(self, lines: List[str]) -> None:
+        (self.dir / "lab.example.zone").write_text(ZONE_HEAD + "".join(f"{l}\n" for l in lines))
+        (self.dir / "nsd.conf").write_text(NSD_CONF.format(port=self.port, dir=self.dir))
+        with open(self.dir / "nsd.out", "ab") as log:
+            self.proc = subprocess.Popen(["nsd", "-d", "-c", str(self.dir / "nsd.conf")], stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=log)
+        say(f"   started nsd (pid {self.proc.pid}) on 127.0.0.1:{self.port} serving lab.example")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+def candidate(r: Router, rid: str) -> Dict[str, Any]:
+    return next((c for c in r.ctl_json("candidates")["candidates"] if c["id"] == rid), {})
+
+
+def peer_part(a: Router, b: Router, dns: Nsd) -> None:
     say()
-    say("== two routers (agentd + agent-gw each) peered over ARPX on loopback")
+    say("== two routers (agentd + agent-gw each) find each other by unicast DNS-SD and peer over ARPX")
     say("   !!! gateway auth is 'none' and loopback endpoints are allowed (LAB MODE, demo only)")
     a.start()
     b.start()
-    say("   each created its identity key on first start; router-a's fingerprint:")
-    a.show("pki", "show")
+    say("   each created its identity key on first start and browses _arpx._tcp.lab.example through"
+        f" the resolver 127.0.0.1:{dns.port}")
     say()
-    say("   each router pins the other (a peer section: ARPX port, data-plane port, key), then reloads:")
-    say(b.peer_section(a).rstrip().replace("\n", "\n   "))
-    a.peer_with(b)
-    b.peer_with(a)
-    a.ctl("reload")
-    b.ctl("reload")
+    say("   the zone lines that publish router-a (what an operator adds to lab.example):")
+    lines = []
+    for r in (a, b):
+        out = r.show("discovery", "records") if r is a else r.ctl("discovery", "records").stdout
+        lines += [l for l in out.splitlines() if l and not l.startswith(";")]
+    say()
+    say("   both routers' lines go into lab.example, served by NSD:")
+    t0 = time.monotonic()
+    dns.serve(lines)
+    cb = wait_for("router-a to find router-b", lambda: candidate(a, "router-b").get("version") and candidate(a, "router-b"))
+    ca = wait_for("router-b to find router-a", lambda: candidate(b, "router-a").get("version") and candidate(b, "router-a"))
+    say(f"   found in {(time.monotonic() - t0) * 1000:.0f} ms (lookups every 1-2 s here: refresh_min_s/refresh_max_s)")
+    check(cb["source"] == "unicast" and cb["state"] == "pending", f"unexpected candidate {cb}")
+    check(cb["fingerprint"] == b.fingerprint(), "router-b's announced key is not its identity key")
+    b.show("candidates")
+    say()
+    say("   nothing peers by itself (manual admission). Each operator checks the fingerprint against the other")
+    say("   router's `agentctl pki show`, then approves exactly the record version it saw:")
+    b.show("approve", "router-a", str(ca["version"]))
+    a.show("approve", "router-b", str(cb["version"]))
     wait_for("the ARPX session", lambda: b.peer_state("router-a").get("state") == "established")
+    b.show("candidates")
     wait_for("router-a's route at router-b", b.has_peer_route)
     b.show("peers")
     b.show("routes")
@@ -302,11 +369,23 @@ def call_part(a: Router, b: Router) -> None:
         handle.close()
 
 
+def without_section(text: str, ty: str, name: str) -> str:
+    """The UCI text without `config TYPE 'NAME'` (the file as agentd wrote
+    it after the approval, whatever its quoting)."""
+    out, skip = [], False
+    for line in text.splitlines(keepends=True):
+        words = line.split()
+        if words and words[0] == "config":
+            skip = len(words) >= 3 and words[1] == ty and words[2].strip("'\"") == name
+        if not skip:
+            out.append(line)
+    return "".join(out)
+
+
 def withdraw_part(a: Router, b: Router) -> None:
     say()
     say("== router-a's static route is withdrawn (its section removed, reload): gone at router-b")
-    a.body = a.body.replace(PRINTER, "")
-    a.conf.write_text(a.body)
+    a.conf.write_text(without_section(a.conf.read_text(), "route", "printer"))
     a.ctl("reload")
     wait_for("the withdraw at router-b",
              lambda: not any(r["capability"] == "office.print" for r in b.ctl_json("routes")["routes"]))
@@ -319,12 +398,16 @@ def main() -> int:
         if not (BIN_DIR / name).is_file():
             say(f"demo: {BIN_DIR / name} is not built (run: cargo build -p agentd -p agent-gw --bins)")
             return 1
+    if shutil.which("nsd") is None:
+        say("demo: nsd is not installed (the DNS server of the DNS-SD part): apt-get install nsd")
+        return 1
     work = Path(tempfile.mkdtemp(prefix="agentd-demo-mesh."))
-    a, b = Router("router-a", work), Router("router-b", work)
+    dns = Nsd(work)
+    a, b = Router("router-a", work, dns.port), Router("router-b", work, dns.port)
     a.body += PRINTER
     a.conf.write_text(a.body)
     try:
-        peer_part(a, b)
+        peer_part(a, b, dns)
         call_part(a, b)
         withdraw_part(a, b)
         say()
@@ -338,6 +421,7 @@ def main() -> int:
     finally:
         b.stop()
         a.stop()
+        dns.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
