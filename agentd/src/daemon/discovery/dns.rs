@@ -125,3 +125,155 @@ async fn tcp(q: &DnsQuery, id: u16, wire: &[u8]) -> Result<Answer, DnsError> {
         .await
         .map_err(|_| DnsError::Timeout { tries: 1 })?
 }
+
+#[cfg(test)]
+mod tests {
+    //! Against a resolver stand-in on loopback: real sockets, answers
+    //! built with hickory-proto as a resolver would send them.
+
+    use hickory_proto::op::{Message, MessageType, OpCode, Query};
+    use hickory_proto::rr::rdata::PTR;
+    use hickory_proto::rr::{Name, RData, Record};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::discovery::unicast::answer::{Data, Kind, Question};
+
+    const SVC: &str = "_arpx._tcp.lab.example";
+
+    fn ask() -> Ask {
+        Ask {
+            round: 1,
+            question: Question {
+                name: SVC.into(),
+                kind: Kind::Ptr,
+            },
+            require_ad: false,
+        }
+    }
+
+    /// The answer to `query` (its id and question), TC set or not.
+    fn reply(query: &[u8], id_delta: u16, tc: bool) -> Vec<u8> {
+        let q = Message::from_vec(query).unwrap();
+        let mut m = Message::new(
+            q.metadata.id.wrapping_add(id_delta),
+            MessageType::Response,
+            OpCode::Query,
+        );
+        m.add_query(Query::query(
+            Name::from_ascii(format!("{SVC}.")).unwrap(),
+            q.queries[0].query_type(),
+        ));
+        m.metadata.truncation = tc;
+        if !tc {
+            let to = Name::from_ascii(format!("router-b.{SVC}.")).unwrap();
+            m.add_answer(Record::from_rdata(
+                Name::from_ascii(format!("{SVC}.")).unwrap(),
+                60,
+                RData::PTR(PTR(to)),
+            ));
+        }
+        m.to_vec().unwrap()
+    }
+
+    fn query(resolver: SocketAddr, ms: u64) -> DnsQuery {
+        DnsQuery {
+            ask: ask(),
+            resolver,
+            timeout: Duration::from_millis(ms),
+        }
+    }
+
+    fn the_ptr(a: &Answer) -> &Data {
+        &a.records[0].data
+    }
+
+    /// Input: a forged answer (another id) first, then the real one.
+    /// Output: the forged one is ignored, the real one taken.
+    #[tokio::test]
+    async fn an_answer_with_another_id_is_ignored() {
+        let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = server.local_addr().unwrap();
+        let stand_in = tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            let (n, from) = server.recv_from(&mut buf).await.unwrap();
+            server
+                .send_to(&reply(&buf[..n], 1, false), from)
+                .await
+                .unwrap();
+            server
+                .send_to(&reply(&buf[..n], 0, false), from)
+                .await
+                .unwrap();
+        });
+        let a = exchange(&query(addr, 5_000)).await.unwrap();
+        assert_eq!(the_ptr(&a), &Data::Ptr(format!("router-b.{SVC}")));
+        stand_in.await.unwrap();
+    }
+
+    /// Input: a truncated UDP answer, the full one over TCP on the same
+    /// port. Output: the TCP answer.
+    #[tokio::test]
+    async fn a_truncated_answer_is_asked_again_over_tcp() {
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let udp = UdpSocket::bind(addr).await.unwrap();
+        let stand_in = tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            let (n, from) = udp.recv_from(&mut buf).await.unwrap();
+            udp.send_to(&reply(&buf[..n], 0, true), from).await.unwrap();
+            let (mut s, _) = tcp.accept().await.unwrap();
+            let mut len = [0u8; 2];
+            s.read_exact(&mut len).await.unwrap();
+            let mut q = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            s.read_exact(&mut q).await.unwrap();
+            let r = reply(&q, 0, false);
+            s.write_all(&(r.len() as u16).to_be_bytes()).await.unwrap();
+            s.write_all(&r).await.unwrap();
+        });
+        let a = exchange(&query(addr, 5_000)).await.unwrap();
+        assert_eq!(the_ptr(&a), &Data::Ptr(format!("router-b.{SVC}")));
+        stand_in.await.unwrap();
+    }
+
+    /// Input: a TCP answer announcing more than MAX_MESSAGE bytes.
+    /// Output: `TooLarge`, without reading it.
+    #[tokio::test]
+    async fn a_tcp_answer_is_bounded() {
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let udp = UdpSocket::bind(addr).await.unwrap();
+        let stand_in = tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            let (n, from) = udp.recv_from(&mut buf).await.unwrap();
+            udp.send_to(&reply(&buf[..n], 0, true), from).await.unwrap();
+            let (mut s, _) = tcp.accept().await.unwrap();
+            s.write_all(&u16::MAX.to_be_bytes()).await.unwrap();
+            // Hold the connection until the client has decided.
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest).await;
+        });
+        assert_eq!(
+            exchange(&query(addr, 5_000)).await,
+            Err(DnsError::TooLarge {
+                len: usize::from(u16::MAX)
+            })
+        );
+        stand_in.await.unwrap();
+    }
+
+    /// Input: a resolver that never answers. Output: `Timeout` after
+    /// both tries, each of which reached it.
+    #[tokio::test]
+    async fn silence_is_a_timeout_after_every_try() {
+        let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = server.local_addr().unwrap();
+        let r = exchange(&query(addr, 100)).await;
+        assert_eq!(r, Err(DnsError::Timeout { tries: UDP_TRIES }));
+        let mut buf = [0u8; 2048];
+        for _ in 0..UDP_TRIES {
+            let (n, _) = server.recv_from(&mut buf).await.unwrap();
+            assert_eq!(Message::from_vec(&buf[..n]).unwrap().queries.len(), 1);
+        }
+    }
+}
