@@ -551,7 +551,9 @@ impl Discovery {
         let instances: Vec<String> = self
             .table
             .of_router(router_id)
-            .filter(|c| c.announced)
+            // Only mDNS records can be verified over mDNS; a unicast
+            // one is confirmed by its next lookup.
+            .filter(|c| c.announced && c.seen.source == Source::Mdns)
             .map(|c| c.seen.instance.clone())
             .collect();
         for instance in instances {
@@ -840,6 +842,13 @@ mod tests {
         assert_eq!(v.unicast[0].instances, 1);
         assert_eq!(v.unicast[0].next_lookup_in_ms, Some(30_000));
         assert_eq!(d.next_deadline(), Some(Millis(30_005)));
+        // A lost session verifies mDNS records only: none here.
+        d.session_lost("router-b");
+        let verifies = d
+            .counters()
+            .into_iter()
+            .find(|(k, _)| *k == "discovery.verifies");
+        assert_eq!(verifies, Some(("discovery.verifies", 0)));
 
         assert!(!d.expire(Millis(30_005)));
         let qs = d.take_dns();
