@@ -349,6 +349,11 @@ fn absorb(r: &mut Round, service: &str, a: &Answer) {
             continue;
         };
         match &rr.data {
+            // RFC 2782: a target of "." says the service is not offered.
+            Data::Srv { target, .. } if p.srv.is_none() && target == "." => {
+                p.error
+                    .get_or_insert_with(|| "SRV target is \".\" (service not offered)".into());
+            }
             Data::Srv { port, target } if p.srv.is_none() => {
                 p.srv = Some((*port, target.clone()));
                 ttl(rr.ttl);

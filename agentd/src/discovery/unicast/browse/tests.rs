@@ -334,3 +334,24 @@ fn every_question_carries_require_ad() {
     let out = b.answered(&ask, answer(vec![ptr(INST)]), Millis(0));
     assert!(asks(&out).iter().all(|a| a.require_ad));
 }
+
+/// Input: an instance whose SRV target is "." (RFC 2782: no service).
+/// Output: not found, no address question for ".", the reason in the
+/// status.
+#[test]
+fn an_srv_target_of_root_is_no_service() {
+    let mut b = Browser::new(settings(), Millis(0));
+    let ask = asks(&b.tick(Millis(0))).remove(0);
+    let none = rr(
+        INST,
+        60,
+        Data::Srv {
+            port: 0,
+            target: ".".into(),
+        },
+    );
+    let out = b.answered(&ask, answer(vec![ptr(INST), none, txt()]), Millis(0));
+    assert!(asks(&out).is_empty() && found(&out).is_empty(), "{out:?}");
+    let err = b.status()[0].last_error.clone().unwrap().1;
+    assert!(err.contains("service not offered"), "{err}");
+}
