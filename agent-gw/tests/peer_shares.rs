@@ -77,6 +77,7 @@ fn a_neighbours_made_up_tenants_leave_our_callers_their_rate_buckets() {
                 router_id: "router-c".into(),
                 key: key.verifying_key(),
                 addr: "127.0.0.1:7447".parse().unwrap(),
+                signed: true,
             },
         )
         .await;

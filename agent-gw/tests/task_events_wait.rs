@@ -115,6 +115,7 @@ fn a_neighbour_asking_for_events_with_wait_ms_waits_too() {
                 router_id: "router-c".into(),
                 key: key.verifying_key(),
                 addr: "127.0.0.1:7447".parse().unwrap(),
+                signed: true,
             },
         )
         .await;

@@ -1,9 +1,13 @@
 //! The receiving end of one hop: a call a linked peer router sent us.
 //!
 //! Nothing in the request grants anything by itself. The TLS identity
-//! says which router sent it; the forwarding assertion, signed by that
-//! router, says for whom (tenant, caller), for which capability and body,
-//! and until when; the route header says which route the sender chose.
+//! says which router sent it. Over a link of our domain that router's
+//! word is enough: its identity headers (`peer::identity`) say for whom
+//! (ingress router, tenant, caller) and which capability. Across a
+//! boundary (a pinned neighbour, or `peer.sign_calls`) only a forwarding
+//! assertion it signed says so, over the body and until when, checked
+//! against its key and its own replay windows. The route header says
+//! which route the sender chose.
 //! Then this router applies its own rules as for a local caller — its
 //! in-flight cap, its tenant rate, the hop limit, its policy and the
 //! route's eligibility for that tenant and caller — and serves the route
@@ -35,7 +39,7 @@ use crate::core::Core;
 use crate::forward::ROUTE_ID_HEADER;
 use crate::peer::assertion::{self, Assertion, AssertionError, Claims, Expect};
 use crate::peer::outbound::{unix_ms, CallIdentity};
-use crate::peer::{PeerStats, ASSERTION_HEADER};
+use crate::peer::{identity, PeerStats, ASSERTION_HEADER};
 use crate::pipeline::{self, admission, ConnAbort, Hints, Invocation, Mode, Neighbour, Principal};
 use crate::router::{self, Endpoint, NoEndpoint, TaskOp};
 
@@ -48,6 +52,10 @@ pub struct Peer {
     /// costs about a quarter of a verification).
     pub key: VerifyingKey,
     pub addr: SocketAddr,
+    /// Calls over this link must carry a forwarding assertion (a peer
+    /// outside our domain); else the link vouches for their identity
+    /// headers.
+    pub signed: bool,
 }
 
 /// Serves one request from `peer`.
@@ -105,19 +113,80 @@ fn header<'h>(h: &'h HeaderMap, name: &str) -> Result<&'h str, ApiError> {
     })
 }
 
-/// The assertion and pinned route of a request, decoded.
-fn hop_headers(parts: &Parts) -> Result<(Assertion, RouteId), ApiError> {
-    let value = parts
-        .headers
-        .get(ASSERTION_HEADER)
-        .ok_or_else(|| refused(AssertionError::Missing))?
-        .to_str()
-        .map_err(|_| refused(AssertionError::Malformed("not text")))?;
-    let a = Assertion::decode(value).map_err(refused)?;
+/// What vouches for whom a call from a neighbour acts for.
+enum Vouch {
+    /// A forwarding assertion (a signed link).
+    Signed(Box<Assertion>),
+    /// The identity headers on a link of our domain.
+    Link(CallIdentity),
+}
+
+/// The pinned route and what vouches for the call, decoded.
+fn hop_headers(peer: &Peer, parts: &Parts) -> Result<(Vouch, RouteId), ApiError> {
+    // A neighbour that signs although our link does not ask it to (its
+    // section sets `sign_calls`, ours does not) is held to its assertion.
+    let vouch = if peer.signed || parts.headers.contains_key(ASSERTION_HEADER) {
+        let value = parts
+            .headers
+            .get(ASSERTION_HEADER)
+            .ok_or_else(|| refused(AssertionError::Missing))?
+            .to_str()
+            .map_err(|_| refused(AssertionError::Malformed("not text")))?;
+        Vouch::Signed(Box::new(Assertion::decode(value).map_err(refused)?))
+    } else {
+        Vouch::Link(identity::decode(&parts.headers).map_err(|e| {
+            ApiError::new(
+                ErrorCode::Other {
+                    code: "identity_refused",
+                    status: 403,
+                },
+                e.to_string(),
+            )
+            .rejected()
+        })?)
+    };
     let route = RouteId::new(header(&parts.headers, ROUTE_ID_HEADER)?).map_err(|e| {
         ApiError::new(ErrorCode::InvalidField, format!("{ROUTE_ID_HEADER}: {e}")).rejected()
     })?;
-    Ok((a, route))
+    Ok((vouch, route))
+}
+
+/// Whom the call acts for: what the assertion proves (checked against
+/// the TLS identity, this router, the capability and the body), or what
+/// the link's router states (for the same capability).
+fn identify(
+    state: &Core,
+    peer: &Peer,
+    vouch: Vouch,
+    capability: Option<&str>,
+    body: &[u8],
+) -> Result<CallIdentity, ApiError> {
+    match vouch {
+        Vouch::Link(who) => match capability {
+            Some(c) if c != &*who.capability => Err(ApiError::new(
+                ErrorCode::Other {
+                    code: "identity_refused",
+                    status: 403,
+                },
+                format!(
+                    "header x-agentd-capability names {}, the call invokes {c}",
+                    who.capability
+                ),
+            )
+            .rejected()),
+            _ => Ok(who),
+        },
+        Vouch::Signed(a) => {
+            let capability = capability.unwrap_or(&a.claims.capability);
+            let claims = check(state, peer, &a, capability, body)?;
+            Ok(CallIdentity {
+                tenant: claims.tenant.as_str().into(),
+                caller: claims.caller.as_str().into(),
+                capability: claims.capability.as_str().into(),
+                origin: claims.origin.as_str().into(),
+            })
+        }
+    }
 }
 
 /// Checks `a` against the TLS identity, this router and the request.
@@ -149,18 +218,13 @@ fn check<'a>(
 }
 
 /// The principal of a call from `peer` pinned to `route`, acting for
-/// whom `claims` say.
-fn neighbour(peer: &Peer, route: RouteId, claims: &Claims) -> Rc<Neighbour> {
+/// `who`.
+fn neighbour(peer: &Peer, route: RouteId, who: CallIdentity) -> Rc<Neighbour> {
     Rc::new(Neighbour {
         router_id: peer.router_id.clone(),
         addr: peer.addr,
         route,
-        who: Rc::new(CallIdentity {
-            tenant: claims.tenant.as_str().into(),
-            caller: claims.caller.as_str().into(),
-            capability: claims.capability.as_str().into(),
-            origin: claims.origin.as_str().into(),
-        }),
+        who: Rc::new(who),
     })
 }
 
@@ -175,7 +239,7 @@ async fn call(
     let started = Instant::now();
     let mode = Mode::of_headers(&parts.headers, stream).map_err(ApiError::rejected)?;
     let slot = admission::enter_neighbour(state, &peer.router_id)?;
-    let (a, route) = hop_headers(parts)?;
+    let (vouch, route) = hop_headers(peer, parts)?;
     admission::refuse_own_forward(state, &parts.headers)?;
     let limit = state.cfg.max_request_bytes;
     let read = read_limited(&parts.headers, body, limit);
@@ -193,10 +257,10 @@ async fn call(
     })?
     .map_err(ApiError::rejected)?;
     let mut env = Envelope::decode(bytes.clone()).map_err(|e| ApiError::from(e).rejected())?;
-    let claims = check(state, peer, &a, &env.intent, &bytes)?;
-    env.apply_identity(&claims.tenant, &claims.caller);
+    let who = identify(state, peer, vouch, Some(&env.intent), &bytes)?;
+    env.apply_identity(&who.tenant, &who.caller);
     let inv = Invocation {
-        principal: Principal::Neighbour(neighbour(peer, route, claims)),
+        principal: Principal::Neighbour(neighbour(peer, route, who)),
         envelope: env,
         mode,
         hints: Hints::of_headers(&parts.headers).map_err(ApiError::rejected)?,
@@ -219,10 +283,10 @@ async fn task(
     // A task operation may wait (`events?wait_ms`) or be sent on: it
     // holds one of the neighbour's in-flight slots like a call does.
     let _slot = admission::enter_neighbour(state, &peer.router_id)?;
-    let (a, route) = hop_headers(parts)?;
-    // Task operations carry no body; the assertion signs the empty one.
-    let claims = check(state, peer, &a, &a.claims.capability, b"")?;
+    let (vouch, route) = hop_headers(peer, parts)?;
+    // Task operations carry no body; an assertion signs the empty one.
+    let who = identify(state, peer, vouch, None, b"")?;
     let req = TaskRequest::of_request(id, op, parts.uri.query(), &parts.headers)
         .map_err(ApiError::rejected)?;
-    pipeline::remote::neighbour_task_op(state, &neighbour(peer, route, claims), &req).await
+    pipeline::remote::neighbour_task_op(state, &neighbour(peer, route, who), &req).await
 }

@@ -9,4 +9,8 @@ pub struct Link {
     pub key: [u8; 32],
     /// `host:port` of its data plane.
     pub data: Box<str>,
+    /// Calls over it carry forwarding assertions (a peer outside our
+    /// domain, or `peer.sign_calls`); otherwise the link authenticates
+    /// them and the call's identity travels in headers (`identity`).
+    pub signed: bool,
 }

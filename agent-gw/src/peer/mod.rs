@@ -21,6 +21,7 @@
 pub mod assertion;
 pub mod coalesce;
 pub mod conns;
+pub mod identity;
 pub mod link;
 pub mod merkle;
 pub mod outbound;

@@ -21,7 +21,7 @@ use crate::forward::deadline::DEADLINE_NAME;
 use crate::forward::hop::{HopFuture, PeerHop, OUTCOME_HEADER};
 use crate::forward::ROUTE_ID_HEADER;
 use crate::peer::assertion::Claims;
-use crate::peer::{PeerPlane, ASSERTION_HEADER};
+use crate::peer::{identity, PeerPlane, ASSERTION_HEADER};
 
 const ASSERTION_NAME: HeaderName = HeaderName::from_static(ASSERTION_HEADER);
 const ROUTE_ID_NAME: HeaderName = HeaderName::from_static(ROUTE_ID_HEADER);
@@ -54,46 +54,36 @@ pub async fn send(
         .sender(req.next_hop, req.deadline.instant())
         .await
         .map_err(|u| HopError::NotDelivered(u.0, None))?;
-    let tls = plane.tls().ok_or_else(|| {
-        HopError::NotDelivered("the peer data plane has no identity loaded".into(), None)
-    })?;
-    // Source and expiry are the signer's: one per batch.
-    let claims = Claims {
-        source: String::new(),
-        target: req.next_hop.to_string(),
-        origin: req.who.origin.to_string(),
-        caller: req.who.caller.to_string(),
-        tenant: req.who.tenant.to_string(),
-        capability: req.who.capability.to_string(),
-        body_sha256: Sha256::digest(&req.body).into(),
-        nonce: plane.next_nonce(req.next_hop),
-        expires_ms: 0,
+    // Across a boundary the call carries a signed assertion; inside our
+    // domain the link authenticates it and its identity rides in headers.
+    let assertion = if plane.signed(req.next_hop) {
+        Some(sign(plane, ttl_ms, &req).await?)
+    } else {
+        None
     };
-    let (key, id) = tls.borrow().signer();
-    let assertion = plane
-        .signer
-        .sign(claims, ttl_ms, key, id)
-        .await
-        .ok_or_else(|| HopError::NotDelivered("the assertion signer went away".into(), None))?
-        .encode();
     let uri: Uri = format!("https://{}{}", req.next_hop, req.path)
         .parse()
         .map_err(|e| HopError::NotDelivered(format!("request target: {e}"), None))?;
     let mut r = Request::new(Full::new(req.body.clone()));
-    *r.method_mut() = req.method;
+    *r.method_mut() = req.method.clone();
     *r.uri_mut() = uri;
     *r.version_mut() = http::Version::HTTP_2;
     let h = r.headers_mut();
-    h.reserve(5 + req.relay.len());
+    h.reserve(8 + req.relay.len());
     for (k, v) in req.relay {
         h.append(k, v.clone());
     }
     let invalid =
         |what: &str| HopError::NotDelivered(format!("{what} is not a valid header value"), None);
-    h.insert(
-        ASSERTION_NAME,
-        assertion_value(&assertion).map_err(|_| invalid("the assertion"))?,
-    );
+    match assertion {
+        Some(a) => {
+            h.insert(
+                ASSERTION_NAME,
+                assertion_value(&a).map_err(|_| invalid("the assertion"))?,
+            );
+        }
+        None => identity::encode(req.who, h),
+    }
     h.insert(
         ROUTE_ID_NAME,
         HeaderValue::from_str(req.route).map_err(|_| invalid("the route id"))?,
@@ -140,6 +130,32 @@ pub async fn send(
             }
         }
     }
+}
+
+/// The forwarding assertion of `req`, signed in this turn's batch.
+async fn sign(plane: &PeerPlane, ttl_ms: u64, req: &HopRequest<'_>) -> Result<String, HopError> {
+    let tls = plane.tls().ok_or_else(|| {
+        HopError::NotDelivered("the peer data plane has no identity loaded".into(), None)
+    })?;
+    // Source and expiry are the signer's: one per batch.
+    let claims = Claims {
+        source: String::new(),
+        target: req.next_hop.to_string(),
+        origin: req.who.origin.to_string(),
+        caller: req.who.caller.to_string(),
+        tenant: req.who.tenant.to_string(),
+        capability: req.who.capability.to_string(),
+        body_sha256: Sha256::digest(&req.body).into(),
+        nonce: plane.next_nonce(req.next_hop),
+        expires_ms: 0,
+    };
+    let (key, id) = tls.borrow().signer();
+    Ok(plane
+        .signer
+        .sign(claims, ttl_ms, key, id)
+        .await
+        .ok_or_else(|| HopError::NotDelivered("the assertion signer went away".into(), None))?
+        .encode())
 }
 
 /// The next hop reset the stream with REFUSED_STREAM (or went away

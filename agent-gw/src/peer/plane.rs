@@ -114,6 +114,16 @@ impl PeerPlane {
             .cloned()
     }
 
+    /// Whether calls with `router_id` are signed; a router that is not
+    /// linked counts as signed (nothing is sent to it anyway).
+    pub fn signed(&self, router_id: &str) -> bool {
+        self.links
+            .borrow()
+            .iter()
+            .find(|l| &*l.router_id == router_id)
+            .is_none_or(|l| l.signed)
+    }
+
     /// Applies a new link set: trust, outbound connections, and closes
     /// inbound connections whose link went away or changed.
     pub fn sync(&self, links: Vec<Link>) {

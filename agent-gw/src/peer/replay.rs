@@ -13,10 +13,13 @@
 //!
 //! Nothing live is ever forgotten: a sequence below the window is refused
 //! (`assertion_out_of_window`), not accepted unchecked, and a window lives
-//! until the last assertion it accepted has expired (plus skew). The
-//! cache holds at most `capacity` windows; when full, a nonce that needs a
-//! new one is refused (`assertion_cache_full`). A sender that draws random
-//! nonces spends one window per assertion, which is just the old bound.
+//! until the last assertion it accepted has expired (plus skew). Each
+//! sender holds at most `capacity` windows of its own; when its share is
+//! full, a nonce of that sender that needs a new one is refused
+//! (`assertion_cache_full`) and no other sender is touched. A sender that
+//! draws random nonces spends one window per assertion, which is just the
+//! old bound, on itself alone. Senders are linked routers (the mTLS link
+//! authenticates the signer), so the whole is bounded by the link set.
 //! Sans-IO: time is an argument.
 
 use std::collections::{BTreeSet, HashMap};
@@ -95,8 +98,11 @@ impl Window {
 /// The windows of live senders, bounded.
 #[derive(Debug)]
 pub struct ReplayCache {
+    /// Windows one sender may hold.
     capacity: usize,
     windows: HashMap<Key, Window>,
+    /// Windows held per sender.
+    held: HashMap<Box<str>, usize>,
     by_expiry: BTreeSet<(u64, Key)>,
 }
 
@@ -106,6 +112,7 @@ impl ReplayCache {
         ReplayCache {
             capacity: capacity.max(1),
             windows: HashMap::new(),
+            held: HashMap::new(),
             by_expiry: BTreeSet::new(),
         }
     }
@@ -132,7 +139,7 @@ impl ReplayCache {
         self.forget_expired(now_ms);
         let (epoch, seq) = split(nonce);
         let key: Key = (source.into(), epoch);
-        let full = self.windows.len() >= self.capacity;
+        let full = self.held.get(source).is_some_and(|n| *n >= self.capacity);
         match self.windows.get_mut(&key) {
             Some(w) => {
                 w.accept(seq)?;
@@ -145,6 +152,7 @@ impl ReplayCache {
             }
             None if full => Err(AssertionError::CacheFull),
             None => {
+                *self.held.entry(key.0.clone()).or_default() += 1;
                 self.by_expiry.insert((until_ms, key.clone()));
                 self.windows.insert(key, Window::new(seq, until_ms));
                 Ok(())
@@ -159,6 +167,12 @@ impl ReplayCache {
             }
             if let Some((_, key)) = self.by_expiry.pop_first() {
                 self.windows.remove(&key);
+                if let Some(n) = self.held.get_mut(&key.0) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.held.remove(&key.0);
+                    }
+                }
             }
         }
     }
@@ -265,15 +279,16 @@ mod tests {
     }
 
     #[test]
-    fn senders_and_epochs_are_apart_and_a_full_cache_refuses_new_ones() {
-        let mut c = ReplayCache::new(2);
+    fn senders_and_epochs_are_apart_and_a_full_share_refuses_new_ones() {
+        let mut c = ReplayCache::new(1);
         c.insert("b", nonce(1, 5), NOW + 10, NOW).unwrap();
-        // Another signer with the same nonce is another window.
+        // Another signer with the same nonce is another window, in its
+        // own share.
         c.insert("c", nonce(1, 5), NOW + 20, NOW).unwrap();
         assert_eq!(
             c.insert("b", nonce(2, 1), NOW + 30, NOW),
             Err(AssertionError::CacheFull),
-            "a restarted sender needs a window the full cache does not have"
+            "a restarted sender needs a window its full share does not have"
         );
         // Known windows keep working when full.
         c.insert("b", nonce(1, 6), NOW + 10, NOW).unwrap();
@@ -285,5 +300,29 @@ mod tests {
         );
         c.insert("b", nonce(2, 1), NOW + 30, NOW + 15).unwrap();
         assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn a_neighbour_that_fills_its_windows_never_exhausts_another() {
+        let mut c = ReplayCache::new(16);
+        // router-x draws random epochs: one window per assertion.
+        let refused = (0..64u64)
+            .filter(|i| {
+                c.insert("router-x", nonce(1000 + i, 1), NOW + 60, NOW)
+                    .is_err()
+            })
+            .count();
+        assert_eq!(refused, 64 - 16, "router-x is held to its own share");
+        // Every honest neighbour still gets its windows, restarts included.
+        for (n, router) in ["router-a", "router-b", "router-c"].iter().enumerate() {
+            for epoch in 0..16u64 {
+                c.insert(router, nonce(epoch + 1, n as u64 + 1), NOW + 60, NOW)
+                    .unwrap();
+            }
+        }
+        assert_eq!(c.len(), 4 * 16);
+        // Expired windows give the share back.
+        c.insert("router-x", nonce(7, 1), NOW + 120, NOW + 61)
+            .unwrap();
     }
 }

@@ -18,6 +18,7 @@ pub async fn run(state: Rc<Core>) {
                 router_id: l.router_id.clone(),
                 key: l.key,
                 data: l.data.clone(),
+                signed: l.signed,
             })
             .collect();
         state.peer.sync(links);

@@ -181,7 +181,12 @@ pub async fn dispatch(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Respons
 }
 
 async fn route(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    // The identity headers of a link of our domain mean something only
+    // on the peer listener; here they are a caller's words and go.
+    for name in crate::peer::identity::ALL {
+        parts.headers.remove(name);
+    }
     let ep = match router::resolve(&parts.method, parts.uri.path()) {
         Ok(ep) => ep,
         Err(NoEndpoint::NotFound) => {

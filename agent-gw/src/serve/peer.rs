@@ -117,6 +117,7 @@ pub(super) async fn connection(
         router_id: (*link.router_id).into(),
         key,
         addr: from,
+        signed: link.signed,
     });
     let svc = {
         let state = state.clone();

@@ -411,6 +411,7 @@ mod tests {
             router_id: id.into(),
             key: [7; 32],
             data: "198.51.100.2:7447".into(),
+            signed: true,
         };
         let mut ex = FibExporter::new();
         let t = RouteTable::new(10);

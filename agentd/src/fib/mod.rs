@@ -60,6 +60,12 @@ pub struct PeerLink {
     /// `host:port` to dial for its data plane: the peer section's `address`
     /// and `data_port` (an IPv6 literal in brackets).
     pub data: Box<str>,
+    /// Calls over this link carry forwarding assertions: the peer is
+    /// outside our domain (trusted by its pinned key) or its section sets
+    /// `sign_calls`. Otherwise the domain CA vouched for it and the
+    /// mutually authenticated link alone authenticates each call
+    /// (DESIGN §3).
+    pub signed: bool,
 }
 
 impl PeerLink {

@@ -36,7 +36,10 @@ use crate::time::Millis;
 ///     lookup candidates show the proof; `OwnedElsewhere` refusals.
 /// 12: gateway stats count the remote task table (held, refusals by
 ///     reason, released); status carries the configuration's warnings.
-pub const PROTOCOL_VERSION: u32 = 12;
+/// 13: peer links say whether calls over them are signed (`signed`);
+///     discovery candidates carry their source and the unicast search
+///     domains their state.
+pub const PROTOCOL_VERSION: u32 = 13;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;

@@ -498,6 +498,7 @@ fn peer(r: &mut Reader, own_id: &str) -> Peer {
         data_port: r.u16("data_port"),
         key_fingerprint: r.text("key_fingerprint"),
         reflector_client: r.bool("reflector_client"),
+        sign_calls: r.bool("sign_calls"),
         max_routes: r.u64("max_routes"),
         max_trust: r.u64("max_trust"),
         max_proof: r.choice("max_proof"),

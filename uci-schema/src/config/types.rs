@@ -156,6 +156,9 @@ pub struct Peer {
     /// Empty: rely on `domain_ca`.
     pub key_fingerprint: String,
     pub reflector_client: bool,
+    /// Calls to and from this peer carry forwarding assertions even
+    /// though the domain CA vouches for it.
+    pub sign_calls: bool,
     /// Paths held from this peer (the excess is dropped, fairly by origin).
     pub max_routes: u64,
     /// Highest trust granted to routes learned from this peer.

@@ -201,6 +201,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
                 .u64("data_port", p.data_port.into())
                 .text("key_fingerprint", &p.key_fingerprint)
                 .bool("reflector_client", p.reflector_client)
+                .bool("sign_calls", p.sign_calls)
                 .u64("max_routes", p.max_routes)
                 .u64("max_trust", p.max_trust)
                 .choice("max_proof", p.max_proof)

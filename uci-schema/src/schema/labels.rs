@@ -132,6 +132,7 @@ pub(super) const LABELS: &[(&str, &str, &str)] = &[
     ("peer", "data_port", "Data plane port"),
     ("peer", "key_fingerprint", "Pinned key fingerprint"),
     ("peer", "reflector_client", "Reflector client"),
+    ("peer", "sign_calls", "Sign calls"),
     ("peer", "max_routes", "Most routes accepted"),
     ("peer", "max_trust", "Highest trust accepted"),
     ("peer", "max_proof", "Strongest origin proof accepted"),

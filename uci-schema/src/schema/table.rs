@@ -188,7 +188,7 @@ const GATEWAY: &[OptionSpec] = &[
     list("allowed_hosts", Kind::Host, &[], "Host names (or addresses) MCP and A2A clients may use in Host and Origin besides the listener addresses, localhost, 127.0.0.1, [::1] and the router's interface addresses (DNS-rebinding protection): another Host is refused 421, another Origin 403."),
     uint("mcp_max_sessions", "256", 1, 65536, "Most open MCP sessions (handshake revisions up to 2025-11-25; 2026-07-28 is sessionless); one caller identity holds at most a quarter. Beyond it initialize is refused (503)."),
     uint("mcp_session_idle", "600", 10, 86400, "Seconds an MCP session without a running call may stay unused before it ends (its id then answers 404)."),
-    uint("replay_cache", "4096", 1, 1_000_000, "Replay windows of forwarding-assertion nonces kept (one per sending gateway process, whatever its rate; a sender drawing random nonces uses one per assertion, for its lifetime); when full, assertions needing a new one are refused (assertion_cache_full)."),
+    uint("replay_cache", "4096", 1, 1_000_000, "Replay windows of forwarding-assertion nonces kept per neighbour that signs its calls (one per sending gateway process, whatever its rate; a sender drawing random nonces uses one per assertion, for its lifetime); when a neighbour's windows are full, its assertions needing a new one are refused (assertion_cache_full) and no other neighbour is touched."),
 ];
 
 #[rustfmt::skip]
@@ -228,6 +228,7 @@ const PEER: &[OptionSpec] = &[
     uint("data_port", "7447", 1, 65535, "The peer's data-plane port."),
     text("key_fingerprint", Kind::Fingerprint, "", "Pinned key fingerprint (what `agentctl pki show` prints on the peer).").or_empty("rely on domain_ca"),
     boolean("reflector_client", "0", "Reflect other peers' routes to this peer."),
+    boolean("sign_calls", "0", "Sign every call to and from this peer with a forwarding assertion, as calls across a domain boundary are. A peer pinned by key_fingerprint is outside our domain and always signed; one trusted through domain_ca is authenticated by its link alone unless this is set (docs/trust-model.md)."),
     uint("max_routes", "10000", 1, 1_000_000, "Most paths held from this peer; beyond it, paths of the origin router holding the most give way to smaller origins' and the rest are dropped and counted (the session stays)."),
     uint("max_trust", "50", 0, 100, "Highest trust granted to routes learned from this peer, whatever they advertise (applied before reflection; docs/trust-model.md)."),
     one_of("max_proof", ProofLevel::NAMES, "jwt", "Strongest origin proof a route learned from this peer may claim (none < bootstrap < static < jwt; a neighbour's proof is its own word; applied before reflection; docs/trust-model.md)."),

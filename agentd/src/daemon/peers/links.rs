@@ -79,6 +79,7 @@ impl Peers {
             router_id: peer.into(),
             key,
             data: data.into(),
+            signed: p.key_fingerprint.is_some() || p.sign_calls,
         })
     }
 }

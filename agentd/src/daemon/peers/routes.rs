@@ -327,6 +327,7 @@ mod tests {
             data_port: 7447,
             key_fingerprint: None,
             reflector_client: false,
+            sign_calls: false,
             max_routes: 10,
             export_tenants: Vec::new(),
             max_trust: 40,

@@ -43,6 +43,9 @@ pub struct PeerSettings {
     /// `sha256:<hex>`; `None`: trust the domain CA.
     pub key_fingerprint: Option<String>,
     pub reflector_client: bool,
+    /// Calls with this peer carry forwarding assertions although the
+    /// domain CA vouches for it (`peer.sign_calls`).
+    pub sign_calls: bool,
     pub max_routes: usize,
     pub export_tenants: Vec<String>,
     /// The highest trust granted to routes learned from this peer.
@@ -107,6 +110,7 @@ impl MeshSettings {
                     key_fingerprint: (!p.key_fingerprint.is_empty())
                         .then(|| p.key_fingerprint.clone()),
                     reflector_client: p.reflector_client,
+                    sign_calls: p.sign_calls,
                     max_routes: usize::try_from(p.max_routes).unwrap_or(usize::MAX),
                     export_tenants: p.export_tenant.clone(),
                     max_trust: p.max_trust,

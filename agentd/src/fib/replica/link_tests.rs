@@ -10,6 +10,7 @@ fn link(id: &str, key: u8, data: &str) -> PeerLink {
         router_id: id.into(),
         key: [key; 32],
         data: data.into(),
+        signed: true,
     }
 }
 

@@ -32,6 +32,7 @@ fn link(id: &str, key: u8) -> PeerLink {
         router_id: id.into(),
         key: [key; 32],
         data: "198.51.100.2:7447".into(),
+        signed: true,
     }
 }
 

@@ -865,7 +865,7 @@ return baseclass.extend({
 	      },
 	      "replay_cache": {
 	        "default": "4096",
-	        "doc": "Replay windows of forwarding-assertion nonces kept (one per sending gateway process, whatever its rate; a sender drawing random nonces uses one per assertion, for its lifetime); when full, assertions needing a new one are refused (assertion_cache_full).",
+	        "doc": "Replay windows of forwarding-assertion nonces kept per neighbour that signs its calls (one per sending gateway process, whatever its rate; a sender drawing random nonces uses one per assertion, for its lifetime); when a neighbour's windows are full, its assertions needing a new one are refused (assertion_cache_full) and no other neighbour is touched.",
 	        "kind": "uint",
 	        "label": "Replay cache (entries)",
 	        "list": false,
@@ -1250,6 +1250,13 @@ return baseclass.extend({
 	        "label": "Router ID",
 	        "list": false,
 	        "required": true
+	      },
+	      "sign_calls": {
+	        "default": "0",
+	        "doc": "Sign every call to and from this peer with a forwarding assertion, as calls across a domain boundary are. A peer pinned by key_fingerprint is outside our domain and always signed; one trusted through domain_ca is authenticated by its link alone unless this is set (docs/trust-model.md).",
+	        "kind": "bool",
+	        "label": "Sign calls",
+	        "list": false
 	      }
 	    },
 	    "order": [
@@ -1260,6 +1267,7 @@ return baseclass.extend({
 	      "data_port",
 	      "key_fingerprint",
 	      "reflector_client",
+	      "sign_calls",
 	      "max_routes",
 	      "max_trust",
 	      "max_proof",
