@@ -141,7 +141,7 @@ fn one_host_holds_only_its_share_of_public_handshakes() {
             .await
             .unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::task::spawn_local(agent_gw::serve::public::serve(
+        tokio::task::spawn_local(agent_gw::serve::serve_public(
             listener,
             tokio_rustls::TlsAcceptor::from(tls),
             agent_gw::serve::Gateway::new(state),
@@ -182,7 +182,7 @@ fn one_host_holds_only_its_share_of_peer_handshakes() {
             .await
             .unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::task::spawn_local(agent_gw::serve::peer::serve(
+        tokio::task::spawn_local(agent_gw::serve::serve_peer(
             listener,
             agent_gw::serve::Gateway::new(state),
         ));

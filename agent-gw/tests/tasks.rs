@@ -527,7 +527,7 @@ fn an_abandoned_stream_is_cancelled_after_task_ttl_without_any_request() {
         let gw = listener.local_addr().unwrap();
         // server::run's timer driver, without its FIB follower.
         tokio::task::spawn_local(agent_gw::task::live::expiry_driver(state.tasks.clone()));
-        tokio::task::spawn_local(agent_gw::serve::http::serve(
+        tokio::task::spawn_local(agent_gw::serve::serve_lan(
             listener,
             agent_gw::serve::Gateway::new(state.clone()),
         ));

@@ -60,7 +60,7 @@ fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
             .await
             .unwrap();
         let gw = listener.local_addr().unwrap();
-        tokio::task::spawn_local(agent_gw::serve::http::serve(
+        tokio::task::spawn_local(agent_gw::serve::serve_lan(
             listener,
             agent_gw::serve::Gateway::new(state.clone()),
         ));

@@ -43,7 +43,15 @@ use tokio::net::TcpListener;
 use agentd::ipc::message::{GatewayStats, StatsView};
 
 use crate::body::{full, Body};
-use crate::serve::Gateway;
+use crate::core::Core;
+
+/// What a scrape reads: the gateway core, and the requests its
+/// listeners counted.
+#[derive(Clone, Debug)]
+pub struct Scraped {
+    pub core: Rc<Core>,
+    pub requests: Rc<requests::RequestCounts>,
+}
 use text::{EncodeError, Exposition, Kind};
 
 /// Scrapes served at once; further connections are closed at accept.
@@ -63,11 +71,11 @@ pub const PATH: &str = "/metrics";
 /// address that cannot be bound (taken by another gateway on the same
 /// host, say) is logged and the data plane runs without metrics: they
 /// are not worth an outage.
-pub async fn start(gw: &Rc<Gateway>) -> io::Result<()> {
+pub async fn start(gw: &Scraped) -> io::Result<()> {
     let Some(addr) = gw.core.cfg.admin_listen else {
         return Ok(());
     };
-    let listener = match crate::serve::http::bind(addr).await {
+    let listener = match crate::serve::listen::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
             agentd::log_error!(
@@ -87,7 +95,7 @@ pub async fn start(gw: &Rc<Gateway>) -> io::Result<()> {
 }
 
 /// Serves scrapes from `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, gw: Rc<Gateway>) {
+pub async fn serve(listener: TcpListener, gw: Scraped) {
     let mut pacer = agentd::accept::Pacer::new("admin listener");
     let open = Rc::new(Cell::new(0u32));
     loop {
@@ -118,7 +126,7 @@ pub async fn serve(listener: TcpListener, gw: Rc<Gateway>) {
 
 /// `GET`/`HEAD /metrics` → the exposition; another method there → 405;
 /// any other path → 404. A request body is never read.
-async fn answer(gateway: &Gateway, req: &Request<Incoming>) -> Response<Body> {
+async fn answer(gateway: &Scraped, req: &Request<Incoming>) -> Response<Body> {
     let state = &gateway.core;
     if req.uri().path() != PATH {
         return plain(

@@ -96,6 +96,11 @@ pub fn deadline(core: &Core, inv: &Invocation) -> Deadline {
     Deadline::after_ms(inv.started, budget)
 }
 
+/// The caller's deadline on the monotonic clock the task table uses.
+pub fn deadline_millis(deadline: Deadline) -> Millis {
+    Millis::now().saturating_add_ms(deadline.remaining_ms(tokio::time::Instant::now()))
+}
+
 /// The retry class of a call (`forward::retry`).
 pub fn kind(inv: &Invocation, sync: bool, resumed_stream: bool) -> CallKind {
     CallKind {

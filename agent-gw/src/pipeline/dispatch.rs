@@ -18,9 +18,9 @@ use crate::forward::hop::CallIdentity;
 use crate::forward::{relay_response, Candidate, Dest, Outgoing};
 use crate::limits::InflightGuard;
 
+use super::decision::deadline_millis;
 use super::decision::Dispatch;
 use super::invocation::{Invocation, Principal};
-use super::tasks::deadline_millis;
 
 /// How a forwarded call's answer is relayed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

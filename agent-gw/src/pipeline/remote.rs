@@ -30,10 +30,11 @@ use crate::peer::remote::RemoteTask;
 use crate::router::TaskOp;
 use crate::task::{StreamKey, TaskError, TaskId, TASK_ID_HEADER};
 
+use super::decision::deadline_millis;
 use super::decision::{self, Dispatch};
 use super::dispatch::{self, Relay};
 use super::invocation::{Invocation, Neighbour};
-use super::tasks::{self, deadline_millis};
+use super::tasks;
 
 /// Longest wait for a task operation on another router.
 const TASK_OP_TIMEOUT_MS: u64 = 10_000;

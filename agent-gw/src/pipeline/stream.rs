@@ -35,11 +35,12 @@ use crate::task::{
     TaskToken, TASK_ID_HEADER, TASK_TOKEN_HEADER,
 };
 
+use super::decision::deadline_millis;
 use super::decision::{self, goes_to_peer, Dispatch};
 use super::dispatch::{self, Relay};
 use super::invocation::{ConnAbort, Invocation, Principal};
 use super::remote;
-use super::tasks::{deadline_millis, task_error};
+use super::tasks::task_error;
 
 /// Serves a stream invocation: passing through to the router that holds
 /// it, resuming a stream held here or elsewhere, or starting it.

@@ -14,7 +14,6 @@ use crate::api::task_request::TaskRequest;
 use crate::body::{full, read_limited, Body};
 use crate::budget::Scope;
 use crate::core::Core;
-use crate::forward::deadline::Deadline;
 use crate::router::TaskOp;
 use crate::task::live::run_async;
 use crate::task::{
@@ -22,7 +21,7 @@ use crate::task::{
     TaskTable, TaskToken,
 };
 
-use super::decision::Dispatch;
+use super::decision::{deadline_millis, Dispatch};
 use super::dispatch::outgoing;
 use super::invocation::Invocation;
 
@@ -87,11 +86,6 @@ impl From<TaskError> for ApiError {
 /// A task-module refusal as an API error (see the `From` impl).
 pub fn task_error(e: TaskError) -> ApiError {
     e.into()
-}
-
-/// The caller's deadline on the monotonic clock the task table uses.
-pub fn deadline_millis(deadline: Deadline) -> Millis {
-    Millis::now().saturating_add_ms(deadline.remaining_ms(tokio::time::Instant::now()))
 }
 
 /// A JSON answer.

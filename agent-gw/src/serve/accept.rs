@@ -20,7 +20,7 @@ use crate::front::Ingress;
 use crate::handshake::{HandshakeRefusal, HandshakeSlot, Handshakes};
 use crate::sources::{Cap, ConnRefusal, ConnSlot};
 
-use super::Gateway;
+use super::gateway::Gateway;
 
 /// Which listener, with what it needs to serve a connection.
 #[derive(Clone)]

@@ -303,7 +303,7 @@ fn refusal(status: u16, error: Option<&hyper::Error>) -> Vec<u8> {
             ErrorCode::HeaderTooLarge,
             format!(
                 "request head larger than {} bytes or with more than 100 header lines ({reason}); the connection is closed",
-                crate::serve::http::MAX_HEAD_BYTES
+                crate::http_head::MAX_HEAD_BYTES
             ),
         ),
         414 => ApiError::new(

@@ -11,52 +11,23 @@
 
 pub mod accept;
 pub mod follow;
+pub mod gateway;
 pub mod http;
 pub mod http_guard;
+pub mod listen;
 pub mod peer;
 pub mod public;
 
 use std::io;
 use std::rc::Rc;
 
-use crate::config::GatewayConfig;
-use crate::core::Core;
-use crate::front::{a2a, mcp};
-use crate::metrics::requests::RequestCounts;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
-/// One gateway: its core, and the state each front end owns.
-#[derive(Debug)]
-pub struct Gateway {
-    pub core: Rc<Core>,
-    /// MCP's sessions (handshake revisions).
-    pub mcp: mcp::Sessions,
-    /// What A2A remembers of its tasks.
-    pub a2a: a2a::rpc::Tasks,
-    /// Requests answered per listener, for `/metrics`.
-    pub requests: RequestCounts,
-}
+use crate::config::AuthMode;
 
-impl Gateway {
-    /// The gateway around `core`, with fresh front-end state.
-    pub fn new(core: Rc<Core>) -> Rc<Gateway> {
-        let cfg = &core.cfg;
-        let mcp = Rc::new(std::cell::RefCell::new(mcp::session::Sessions::new(
-            cfg.mcp_max_sessions,
-            cfg.mcp_session_idle_ms,
-        )));
-        Rc::new(Gateway {
-            mcp,
-            a2a: Rc::default(),
-            requests: RequestCounts::default(),
-            core,
-        })
-    }
-
-    /// A gateway of `cfg`.
-    pub fn of(cfg: GatewayConfig) -> Rc<Gateway> {
-        Gateway::new(Core::new(cfg))
-    }
-}
+use accept::Listener;
+pub use gateway::Gateway;
 
 /// The whole gateway: bind, log the addresses, follow agentd's FIB and
 /// the peer links, and serve. Must run inside a `LocalSet`.
@@ -67,8 +38,12 @@ pub async fn run(gw: Rc<Gateway>) -> io::Result<()> {
     if core.peer.enabled() {
         tokio::task::spawn_local(follow::run(core.clone()));
     }
-    public::start(&gw).await?;
-    crate::metrics::start(&gw).await?;
+    start_public(&gw).await?;
+    crate::metrics::start(&crate::metrics::Scraped {
+        core: core.clone(),
+        requests: gw.requests.clone(),
+    })
+    .await?;
     if let (true, Some(addr)) = (core.peer.enabled(), core.cfg.peer_listen) {
         let peer = http::bind(addr).await.map_err(|e| {
             io::Error::new(
@@ -77,11 +52,56 @@ pub async fn run(gw: Rc<Gateway>) -> io::Result<()> {
             )
         })?;
         agentd::log_notice!("listening peer={}", peer.local_addr()?);
-        tokio::task::spawn_local(peer::serve(peer, gw.clone()));
+        tokio::task::spawn_local(serve_peer(peer, gw.clone()));
     }
     tokio::task::spawn_local(crate::core::fib_follow::run(core.clone()));
     tokio::task::spawn_local(crate::task::live::expiry_driver(core.tasks.clone()));
     tokio::task::spawn_local(crate::stats::report(core));
-    http::serve(listener, gw).await;
+    serve_lan(listener, gw).await;
     Ok(())
+}
+
+/// Binds and serves the public listener when it is configured and
+/// authentication is on.
+async fn start_public(gw: &Rc<Gateway>) -> io::Result<()> {
+    let state = &gw.core;
+    let Some(addr) = state.cfg.public_listen else {
+        return Ok(());
+    };
+    if state.cfg.auth == AuthMode::None {
+        agentd::log_warn!(
+            "public listener {addr} not served: gateway.auth is 'none' (a public ingress must authenticate its callers)"
+        );
+        return Ok(());
+    }
+    let tls = public::tls_config(state).map_err(|e| {
+        io::Error::other(format!(
+            "public listener (gateway.public_listen) {addr}: {e}"
+        ))
+    })?;
+    let listener = listen::bind(addr).await.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("public listener (gateway.public_listen) {addr}: {e}"),
+        )
+    })?;
+    agentd::log_notice!("listening public={}", listener.local_addr()?);
+    tokio::task::spawn_local(serve_public(listener, TlsAcceptor::from(tls), gw.clone()));
+    Ok(())
+}
+
+/// Serves the LAN SDK listener until the task is dropped. Must run
+/// inside a `tokio::task::LocalSet`, as every `serve_*`.
+pub async fn serve_lan(listener: TcpListener, gw: Rc<Gateway>) {
+    accept::serve(listener, Listener::Lan, gw).await;
+}
+
+/// Serves the public HTTPS listener with `acceptor`'s TLS.
+pub async fn serve_public(listener: TcpListener, acceptor: TlsAcceptor, gw: Rc<Gateway>) {
+    accept::serve(listener, Listener::Public(acceptor), gw).await;
+}
+
+/// Serves the peer listener (mutual TLS with linked routers).
+pub async fn serve_peer(listener: TcpListener, gw: Rc<Gateway>) {
+    accept::serve(listener, Listener::Peer, gw).await;
 }

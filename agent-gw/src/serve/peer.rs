@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::core::Core;
@@ -25,7 +24,7 @@ use crate::peer::coalesce::Coalesce;
 use crate::peer::tls::error_text;
 use crate::peer::{h2_settings, LocalExec, PeerStats};
 
-use super::Gateway;
+use super::gateway::Gateway;
 
 /// Longest TLS handshake of an inbound data connection.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,11 +33,6 @@ pub const MAX_HANDSHAKES: usize = 32;
 /// Most of them one source may hold: a linked router needs one at a time
 /// (a reconnect), so any host, linked or not, leaves the rest to others.
 pub const MAX_HANDSHAKES_PER_SOURCE: usize = 4;
-
-/// Serves the peer listener until the task is dropped.
-pub async fn serve(listener: TcpListener, gw: Rc<Gateway>) {
-    super::accept::serve(listener, super::accept::Listener::Peer, gw).await;
-}
 
 pub(super) type Tls = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 

@@ -13,7 +13,6 @@
 //! ingress would let anyone act for any tenant. Registration and bootstrap
 //! are LAN-only (`router::Endpoint::public`).
 
-use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -21,16 +20,15 @@ use std::time::Duration;
 
 use router_pki::tls::public::{public_server_config, PublicCert};
 use router_pki::RouterIdentity;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::AuthMode;
 use crate::core::Core;
 use crate::front::Ingress;
 
-use super::Gateway;
+use super::gateway::Gateway;
 
 /// Longest TLS handshake of a public client.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,43 +57,9 @@ pub fn tls_config(state: &Core) -> Result<Arc<ServerConfig>, String> {
     .map_err(|e| e.to_string())
 }
 
-/// Binds and serves the public listener when it is configured and
-/// authentication is on.
-pub async fn start(gw: &Rc<Gateway>) -> io::Result<()> {
-    let state = &gw.core;
-    let Some(addr) = state.cfg.public_listen else {
-        return Ok(());
-    };
-    if state.cfg.auth == AuthMode::None {
-        agentd::log_warn!(
-            "public listener {addr} not served: gateway.auth is 'none' (a public ingress must authenticate its callers)"
-        );
-        return Ok(());
-    }
-    let tls = tls_config(state).map_err(|e| {
-        io::Error::other(format!(
-            "public listener (gateway.public_listen) {addr}: {e}"
-        ))
-    })?;
-    let listener = crate::serve::http::bind(addr).await.map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("public listener (gateway.public_listen) {addr}: {e}"),
-        )
-    })?;
-    agentd::log_notice!("listening public={}", listener.local_addr()?);
-    tokio::task::spawn_local(serve(listener, TlsAcceptor::from(tls), gw.clone()));
-    Ok(())
-}
-
-/// Serves connections from `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, gw: Rc<Gateway>) {
-    super::accept::serve(listener, super::accept::Listener::Public(acceptor), gw).await;
-}
-
 /// The TLS handshake of a public client, bounded in time; `None` (logged)
 /// when it fails.
-pub(super) async fn handshake(
+pub async fn handshake(
     acceptor: &TlsAcceptor,
     stream: TcpStream,
     peer: SocketAddr,
@@ -117,7 +81,7 @@ pub(super) async fn handshake(
 }
 
 /// Serves one public connection: h2 when ALPN chose it, else HTTP/1.1.
-pub(super) async fn connection(tls: TlsStream<TcpStream>, peer: SocketAddr, gw: Rc<Gateway>) {
+pub async fn connection(tls: TlsStream<TcpStream>, peer: SocketAddr, gw: Rc<Gateway>) {
     if tls.get_ref().1.alpn_protocol() == Some(ALPN_H2) {
         crate::serve::http::h2_connection(tls, peer, gw, Ingress::Public).await;
     } else {

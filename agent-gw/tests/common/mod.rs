@@ -53,7 +53,7 @@ pub async fn start_gateway(cfg: GatewayConfig) -> (SocketAddr, Rc<Core>) {
         .await
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::task::spawn_local(agent_gw::serve::http::serve(
+    tokio::task::spawn_local(agent_gw::serve::serve_lan(
         listener,
         agent_gw::serve::Gateway::new(state.clone()),
     ));
