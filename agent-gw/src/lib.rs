@@ -3,14 +3,12 @@
 //! Terminates HTTP, authenticates callers, decides on its own FIB replica
 //! (no IPC round trip per request) and forwards invocations.
 //!
-//! Layout: `server` (listener, dispatch) → `router` (path table) →
-//! `endpoints` (one function per endpoint) using `api` (wire types,
-//! strict JSON, errors), `limits` (size/rate/concurrency), `sources`
-//! (per-source connection shares), `fib_sync`
-//! (replica + decision), `control` (registration IPC) and `forward`
-//! (pool, deadline, retry, typed outcomes); `peer` (the data plane between
-//! routers: forwarding assertions so far); `metrics` (the Prometheus
-//! endpoint on `admin_listen`).
+//! Layers, each importing only those below: `serve` (listeners, one
+//! acceptor, dispatch) → `front` (SDK API, MCP, A2A, neighbour routers;
+//! each builds a typed `Invocation`) → `pipeline` (`pipeline::invoke`:
+//! admission, decision, placement, dispatch) → `core` (what they share)
+//! → `peer` and `forward` (transports) → the base modules (`api`, `auth`,
+//! limits, tasks, config, the FIB replica). docs/architecture.md draws it.
 
 pub mod api;
 pub mod auth;
