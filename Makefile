@@ -172,14 +172,17 @@ bench-local: toolchain
 # the cross-router data plane vs direct and an nginx TLS chain (routers in
 # network namespaces, router build; needs root): JSON in
 # target/bench/select.json, target/bench/mesh.json, target/bench/peer.json,
+# target/bench/local.json (bench-local's one-hop comparison with nginx),
 # target/bench/memory.json (agentd RSS before, at and after a transient
-# 10k-route snapshot over a real ARPX session).
+# 10k-route snapshot over a real ARPX session). Each JSON's "goals" object
+# says which of the data plane's goals held.
 # BENCH_PEER_ARGS=--rows ... picks rows of bench_peer.py (default: all).
 bench: toolchain venv
 	$(CARGO) bench -p agentd --bench select
 	$(CARGO) bench -p arpx --bench updates
 	$(VENV)/bin/python scripts/bench_mesh.py
 	$(VENV)/bin/python scripts/bench_peer.py $(BENCH_PEER_ARGS)
+	$(PYTHON) scripts/bench_local.py $(BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench_memory.py
 
 # Runs every target under fuzz/fuzz_targets for FUZZ_SECS seconds each.

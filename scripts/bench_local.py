@@ -3,7 +3,7 @@
 an nginx reverse proxy vs through agent-gw, measured in one run on this
 machine.
 
-For 128 B, 1 KiB and 8 KiB request bodies (a Nexus envelope padded to the
+For 128 B, 1 KiB, 8 KiB and 64 KiB request bodies (a Nexus envelope padded to the
 size): p50/p99 latency at concurrency 1 and throughput at concurrency 16.
 Every path uses the same Rust echo backend and the same Rust load generator
 (`agent-gw/examples/bench_local.rs`), so the difference is the hop.
@@ -60,7 +60,9 @@ PROFILES = os.environ.get("BENCH_PROFILES", "release bench-release").split()
 N1 = int(os.environ.get("BENCH_N1", "2000"))
 N16 = int(os.environ.get("BENCH_N16", "8000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
-SIZES = [int(x) for x in os.environ.get("BENCH_SIZES", "128 1024 8192").split()]
+SIZES = [int(x) for x in os.environ.get("BENCH_SIZES", "128 1024 8192 65536").split()]
+# Issue 21's goal for gateway memory: RSS after the load at most idle + 2 MiB.
+RSS_GROWTH_GOAL_KIB = 2048
 INTENT = "b.e"
 # The split_handler row: a Python http.server handler (head and body in
 # two writes, Nagle on, as nexilume's), c=1 only: each direct call waits
@@ -225,8 +227,12 @@ http {{
     listen 127.0.0.1:{port};
     keepalive_requests 1000000;
     tcp_nodelay on;
-    client_body_buffer_size 16k;
-    client_max_body_size 64k;
+    # Bodies up to the largest size stay in memory (nginx would spill
+    # larger ones to a temp file, and then waits for delayed ACKs).
+    client_body_buffer_size 128k;
+    client_max_body_size 1m;
+    proxy_buffer_size 16k;
+    proxy_buffers 8 16k;
     location / {{
       proxy_pass http://backend;
       proxy_http_version 1.1;
@@ -342,6 +348,31 @@ def split_handler_row(tool: Path, work: Path, split_url: str, gateways: List[Tup
     return row
 
 
+def goals(results: List[Dict[str, Any]], split_row: Dict[str, Any], rss_idle: Dict[str, Dict[str, int]],
+          rss_loaded: Dict[str, Dict[str, int]], headline: str) -> Dict[str, Any]:
+    """Issue 21's goals for the local path, per body size, for the router
+    build: against nginx one hop, p50 at most 1.0x, c16 throughput at
+    least 1.0x and the proxy CPU per request (c16) at most nginx's; the
+    split handler's p50 through the gateway at most its direct p50; the
+    gateway's RSS after the load at most idle + 2 MiB."""
+    out: Dict[str, Any] = {}
+    for row in results:
+        if "nginx" not in row:
+            break
+        g, n = row[headline], row["nginx"]
+        out[str(row["body_bytes"])] = {
+            "p50_at_most_nginx": g["c1"]["p50_us"] <= n["c1"]["p50_us"],
+            "throughput_at_least_nginx": g["c16"]["throughput_rps"] >= n["c16"]["throughput_rps"],
+            "cpu_per_request_at_most_nginx":
+                g["cpu_us_per_request"]["proxy"]["c16"] <= n["cpu_us_per_request"]["proxy"]["c16"],
+        }
+    gw = "agent_gw" + headline[2:]
+    out["split_handler"] = {"p50_at_most_direct": split_row[headline]["p50_us"] <= split_row["direct"]["p50_us"]}
+    out["memory"] = {"rss_after_load_within_2mib_of_idle":
+                     rss_loaded[gw]["VmRSS_kib"] <= rss_idle[gw]["VmRSS_kib"] + RSS_GROWTH_GOAL_KIB}
+    return out
+
+
 def median(xs: List[float]) -> float:
     return round(statistics.median(xs), 1)
 
@@ -432,6 +463,9 @@ def callgrind(tool: Path) -> int:
 
 
 def main() -> int:
+    # SIGTERM (make interrupted) unwinds through the finally below, which
+    # stops everything started here.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for profile in PROFILES:
         build(profile)
     # One load generator and backend for every path: the optimised build
@@ -534,6 +568,7 @@ def main() -> int:
             "results": results,
             "split_handler": split_row,
             "rss_kib": {"idle": rss_idle, "after_load": rss_loaded},
+            "goals": goals(results, split_row, rss_idle, rss_loaded, headline),
         }
         dest = REPO / "target" / "bench" / "local.json"
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -557,6 +592,8 @@ def main() -> int:
               + "  " + "  ".join(f"{k} {v:.3f}" for k, v in split_row["ratios"].items()))
         print(f"RSS KiB idle: {json.dumps(rss_idle)}")
         print(f"RSS KiB after load: {json.dumps(rss_loaded)}")
+        missed = [f"{k} {g}" for k, by in out["goals"].items() for g, ok in by.items() if not ok]
+        print("goals: " + ("all met" if not missed else "missed: " + "; ".join(missed)))
         print(f"headline: {out['headline']}")
         print(f"wrote {dest.relative_to(REPO)}")
         return 0
