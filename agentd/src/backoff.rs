@@ -1,4 +1,4 @@
-//! When to dial a peer again: exponential backoff with full jitter,
+//! When to dial a peer (or a relay) again: exponential backoff with full jitter,
 //! sans-IO (time and randomness are arguments, so tests replay it).
 //!
 //! After a failed dial (TCP refused, TLS handshake refused, a session

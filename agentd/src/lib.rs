@@ -6,6 +6,7 @@
 //! behind the `daemon` feature.
 
 pub mod accept;
+pub mod backoff;
 pub mod endpoint;
 pub mod fib;
 pub mod health;

@@ -15,7 +15,7 @@
 //! * [`inbox`] — the connections' frames, queued per connection and
 //!   taken in fair turns (one neighbour's flood delays only itself).
 //! * [`timers`] — deadlines by key; the earliest is the loop's one sleep.
-//! * [`backoff`] — when to dial a peer again (sans-IO).
+//! * [`crate::backoff`] — when to dial a peer again (sans-IO).
 //! * [`routes`] — agentd routes ↔ ARPX, field by field.
 //! * `status` — `agentctl peers` and the `arpx.*` counters.
 //! * `links` — the established sessions as FIB links for the data plane.
@@ -27,7 +27,6 @@
 //! error, never shown to the instance). Both routers dial; the instance
 //! resolves collisions.
 
-pub mod backoff;
 pub mod debug;
 pub mod inbox;
 pub mod io;
@@ -50,10 +49,10 @@ use arpx::instance::{self as mesh, ConnId, Output, PeerConfig, Timer};
 use tokio::sync::watch;
 
 use super::state::{Changes, State};
+use crate::backoff::{Backoff, BackoffConfig, Rng};
 use crate::fib::FibChange;
 use crate::route::RouteId;
 use crate::time::Millis;
-use backoff::{Backoff, BackoffConfig, Rng};
 use inbox::{ConnEvent, Inbox};
 use io::{PeerIo, Serve};
 use settings::{MeshSettings, PeerSettings};

@@ -1,0 +1,8 @@
+//! The relay roles (DESIGN §7 "Relay (NAT)"): a router behind NAT keeps
+//! an outbound mutual-TLS tunnel to a relay and serves HTTP/2 on it with
+//! the roles reversed, so the relay opens streams toward it.
+//!
+//! * [`failover`] — which relay a client uses (preference order, backoff
+//!   with jitter, make-before-break failback), sans-IO.
+
+pub mod failover;
