@@ -4,5 +4,9 @@
 //!
 //! * [`failover`] — which relay a client uses (preference order, backoff
 //!   with jitter, make-before-break failback), sans-IO.
+//! * [`tunnel`] — HTTP/2 with the roles reversed on the client's
+//!   connection: PING liveness both ways, per-client stream and byte
+//!   bounds at the relay.
 
 pub mod failover;
+pub mod tunnel;
