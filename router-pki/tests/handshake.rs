@@ -450,3 +450,110 @@ fn tls12_only_client_is_refused_with_protocol_version_alert() {
         assert_eq!(&reply[5..7], &[2, 70]);
     });
 }
+
+/// A client router dials a relay it knows only by address
+/// (`client_config_unlisted`); the relay has no peer section for it.
+/// Returns what each side verified.
+async fn relay_handshake(
+    relay: &RouterIdentity,
+    relay_trust: Trust,
+    client: &RouterIdentity,
+    client_trust: Trust,
+) -> (Result<PeerIdentity, String>, Result<PeerIdentity, String>) {
+    let relay_trust = Arc::new(relay_trust);
+    let client_trust = Arc::new(client_trust);
+    let scfg = server_config(relay, relay_trust.clone(), &[b"agentd-relay/1"]).unwrap();
+    let ccfg =
+        tls::client_config_unlisted(client, client_trust.clone(), &[b"agentd-relay/1"]).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accept = async {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut s = tokio_rustls::TlsAcceptor::from(scfg)
+            .accept(tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf).await.map_err(|e| e.to_string())?;
+        s.write_all(b"pong").await.map_err(|e| e.to_string())?;
+        s.flush().await.map_err(|e| e.to_string())?;
+        peer_identity(s.get_ref().1, &relay_trust, None, now()).map_err(|e| e.to_string())
+    };
+    let dial = async {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        // The SNI is only for logs: the relay is judged by the rule.
+        let name = tls::server_name("relay").unwrap();
+        let mut s = tokio_rustls::TlsConnector::from(ccfg)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        s.write_all(b"ping").await.map_err(|e| e.to_string())?;
+        s.flush().await.map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf).await.map_err(|e| e.to_string())?;
+        tls::peer_identity_unlisted(s.get_ref().1, &client_trust, now()).map_err(|e| e.to_string())
+    };
+    tokio::time::timeout(LIMIT, async { tokio::join!(accept, dial) })
+        .await
+        .expect("handshake finished in time")
+}
+
+fn domain_routers() -> tls::Unlisted {
+    tls::Unlisted {
+        domain: true,
+        pins: Vec::new(),
+    }
+}
+
+#[test]
+fn a_relay_and_its_client_of_one_domain_know_each_other_without_peer_sections() {
+    rt().block_on(async {
+        let lab = domain("lab.example", 1);
+        let relay = lab.router("relay-a", "relay-a", 30);
+        let b = lab.router("router-b", "router-b", 31);
+        let (seen_by_relay, seen_by_b) = relay_handshake(
+            &relay,
+            Trust::new(Some(lab.ca()), Vec::new()).with_unlisted(domain_routers()),
+            &b,
+            Trust::new(Some(lab.ca()), Vec::new()).with_unlisted(domain_routers()),
+        )
+        .await;
+        let seen_by_relay = seen_by_relay.unwrap();
+        assert_eq!(seen_by_relay.router_id, "router-b");
+        assert_eq!(seen_by_relay.public_key, b.verifying_key().to_bytes());
+        let seen_by_b = seen_by_b.unwrap();
+        assert_eq!(seen_by_b.router_id, "relay-a");
+        assert_eq!(seen_by_b.public_key, relay.verifying_key().to_bytes());
+    });
+}
+
+#[test]
+fn a_relay_refuses_a_client_of_another_domain_and_a_client_refuses_such_a_relay() {
+    rt().block_on(async {
+        let lab = domain("lab.example", 1);
+        let other = domain("other.example", 2);
+        let relay = lab.router("relay-a", "relay-a", 30);
+        let stranger = other.router("router-s", "router-s", 32);
+        // The relay trusts its own domain only.
+        let (seen_by_relay, _) = relay_handshake(
+            &relay,
+            Trust::new(Some(lab.ca()), Vec::new()).with_unlisted(domain_routers()),
+            &stranger,
+            Trust::new(Some(lab.ca()), Vec::new()).with_unlisted(domain_routers()),
+        )
+        .await;
+        assert!(seen_by_relay.is_err(), "{seen_by_relay:?}");
+        // A client of the other domain does not take our relay for one of
+        // its own.
+        let b = other.router("router-b", "router-b", 33);
+        let (_, seen_by_b) = relay_handshake(
+            &relay,
+            Trust::new(Some(lab.ca()), Vec::new()).with_unlisted(domain_routers()),
+            &b,
+            Trust::new(Some(other.ca()), Vec::new()).with_unlisted(domain_routers()),
+        )
+        .await;
+        let err = seen_by_b.unwrap_err();
+        assert!(err.contains("issued by another CA"), "{err}");
+    });
+}

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ed25519_dalek::SigningKey;
 use router_pki::cert::{self, Validity};
-use router_pki::tls::{DomainCa, PeerTrust, Trust, TrustError};
+use router_pki::tls::{DomainCa, PeerTrust, Trust, TrustError, Unlisted};
 use router_pki::Fingerprint;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
@@ -136,4 +136,130 @@ fn dialing_an_unconfigured_peer_and_non_ed25519_keys_are_refused() {
         trust.identify(&CertificateDer::from(&b"garbage"[..]), &[], now, None),
         Err(TrustError::Unreadable(_))
     ));
+}
+
+fn domain_routers() -> Unlisted {
+    Unlisted {
+        domain: true,
+        pins: Vec::new(),
+    }
+}
+
+#[test]
+fn unlisted_routers_of_our_domain_are_trusted_under_the_name_their_certificate_gives() {
+    let lab = Lab::new();
+    let x = lab.router("router-x", 4, 10);
+    let now = at(lab.start + Duration::from_secs(DAY));
+    // By default a router without a peer section is unknown.
+    let listed_only = lab.trust(vec![peer("router-b", None)]);
+    assert!(matches!(
+        listed_only.identify(&x, &[], now, None),
+        Err(TrustError::UnknownPeer { .. })
+    ));
+    let trust = lab
+        .trust(vec![peer("router-b", None)])
+        .with_unlisted(domain_routers());
+    let id = trust.identify(&x, &[], now, None).unwrap();
+    assert_eq!((id.router_id.as_str(), id.pinned), ("router-x", false));
+    // The same rule for a relay dialled by address.
+    let id = trust.identify_unlisted_server(&x, &[], now).unwrap();
+    assert_eq!(id.router_id, "router-x");
+    // Configured peers are judged as before.
+    let b = lab.router("router-b", 2, 10);
+    assert_eq!(
+        trust.identify(&b, &[], now, None).unwrap().router_id,
+        "router-b"
+    );
+    // An expired certificate does not chain for unlisted routers either.
+    let late = at(lab.start + Duration::from_secs(11 * DAY));
+    assert!(matches!(
+        trust.identify(&x, &[], late, None),
+        Err(TrustError::NotChained { .. })
+    ));
+}
+
+#[test]
+fn another_domains_router_is_not_an_unlisted_router_of_ours() {
+    let lab = Lab::new();
+    let other_key = SigningKey::from_bytes(&[9; 32]);
+    let start = lab.start;
+    let other_ca =
+        cert::init_domain("other.example", &other_key, Validity::days_from(start, 100)).unwrap();
+    let y_key = SigningKey::from_bytes(&[5; 32]).verifying_key();
+    let y = CertificateDer::from(
+        cert::issue_router(
+            &other_key,
+            &other_ca,
+            "router-y",
+            None,
+            &y_key,
+            Validity::days_from(start, 10),
+        )
+        .unwrap(),
+    );
+    let trust = lab.trust(Vec::new()).with_unlisted(domain_routers());
+    let now = at(start + Duration::from_secs(DAY));
+    assert!(matches!(
+        trust.identify(&y, &[], now, None),
+        Err(TrustError::NotChained { .. })
+    ));
+    assert!(trust.identify_unlisted_server(&y, &[], now).is_err());
+    // A self-signed certificate is no router of the domain either.
+    let z = CertificateDer::from(
+        cert::self_signed(&SigningKey::from_bytes(&[6; 32]), "router-z").unwrap(),
+    );
+    assert!(trust.identify(&z, &[], now, None).is_err());
+}
+
+#[test]
+fn an_unlisted_pin_trusts_that_key_alone_under_its_certificates_name() {
+    let lab = Lab::new();
+    let key = SigningKey::from_bytes(&[7; 32]);
+    let fp = Fingerprint::of(&key.verifying_key());
+    let cert = CertificateDer::from(cert::self_signed(&key, "router-p").unwrap());
+    let trust = Trust::new(None, Vec::new()).with_unlisted(Unlisted {
+        domain: false,
+        pins: vec![fp],
+    });
+    let now = at(lab.start);
+    let id = trust.identify(&cert, &[], now, None).unwrap();
+    assert_eq!(
+        (id.router_id.as_str(), id.pinned, id.fingerprint),
+        ("router-p", true, fp)
+    );
+    let other = CertificateDer::from(
+        cert::self_signed(&SigningKey::from_bytes(&[8; 32]), "router-p").unwrap(),
+    );
+    assert!(matches!(
+        trust.identify(&other, &[], now, None),
+        Err(TrustError::UnknownPeer { .. })
+    ));
+    // Without a CA the domain rule trusts nobody.
+    let no_ca = Trust::new(None, Vec::new()).with_unlisted(domain_routers());
+    assert!(no_ca.identify(&cert, &[], now, None).is_err());
+}
+
+#[test]
+fn an_unlisted_router_cannot_stand_in_for_a_configured_peer() {
+    let lab = Lab::new();
+    // router-b's section pins key 2; a CA certificate for router-b with
+    // key 4 is refused by that pin, not taken as an unlisted router-b.
+    let pinned = Fingerprint::of(&SigningKey::from_bytes(&[2; 32]).verifying_key());
+    let trust = lab
+        .trust(vec![peer("router-b", Some(pinned))])
+        .with_unlisted(domain_routers());
+    let impostor = lab.router("router-b", 4, 10);
+    let now = at(lab.start + Duration::from_secs(DAY));
+    assert!(matches!(
+        trust.identify(&impostor, &[], now, None),
+        Err(TrustError::PinMismatch { .. })
+    ));
+    assert!(matches!(
+        trust.identify_unlisted_server(&impostor, &[], now),
+        Err(TrustError::PinMismatch { .. })
+    ));
+    // The pinned key itself is the configured peer, as always.
+    let b = lab.router("router-b", 2, 10);
+    let id = trust.identify(&b, &[], now, None).unwrap();
+    assert!(id.pinned);
 }

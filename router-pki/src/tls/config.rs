@@ -127,11 +127,13 @@ impl rustls::crypto::KeyProvider for Ed25519Keys {
 }
 
 /// Our verifier for both directions: `expected` is the peer we dialed
-/// (client side), `None` on the server side.
+/// (client side), `None` on the server side; `unlisted_server`: we
+/// dialed a relay by address ([`client_config_unlisted`]).
 #[derive(Debug)]
 struct PeerVerifier {
     trust: Arc<Trust>,
     expected: Option<String>,
+    unlisted_server: bool,
 }
 
 /// Never reached (the configs offer TLS 1.3 only); refused if it were.
@@ -159,10 +161,14 @@ impl PeerVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<(), rustls::Error> {
-        self.trust
-            .identify(end_entity, intermediates, now, self.expected.as_deref())
-            .map(|_| ())
-            .map_err(refuse)
+        let verified = if self.unlisted_server {
+            self.trust
+                .identify_unlisted_server(end_entity, intermediates, now)
+        } else {
+            self.trust
+                .identify(end_entity, intermediates, now, self.expected.as_deref())
+        };
+        verified.map(|_| ()).map_err(refuse)
     }
 }
 
@@ -253,6 +259,7 @@ pub fn server_config(
     let verifier = Arc::new(PeerVerifier {
         trust,
         expected: None,
+        unlisted_server: false,
     });
     let mut cfg = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
@@ -278,6 +285,7 @@ pub fn client_config(
     let verifier = Arc::new(PeerVerifier {
         trust,
         expected: Some(expected_router_id.to_string()),
+        unlisted_server: false,
     });
     let mut cfg = ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
@@ -287,6 +295,40 @@ pub fn client_config(
     cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
     cfg.resumption = rustls::client::Resumption::disabled();
     Ok(Arc::new(cfg))
+}
+
+/// A client config to dial a router known only by address (a relay):
+/// it is accepted by the [`super::Unlisted`] rule of `trust`, and
+/// [`peer_identity_unlisted`] says who it is once the handshake is done.
+pub fn client_config_unlisted(
+    identity: &RouterIdentity,
+    trust: Arc<Trust>,
+    alpn: &[&[u8]],
+) -> Result<Arc<ClientConfig>, TlsError> {
+    let verifier = Arc::new(PeerVerifier {
+        trust,
+        expected: None,
+        unlisted_server: true,
+    });
+    let mut cfg = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_client_cert_resolver(identity.cert_resolver());
+    cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    cfg.resumption = rustls::client::Resumption::disabled();
+    Ok(Arc::new(cfg))
+}
+
+/// Who the router we dialled by address ([`client_config_unlisted`]) is.
+pub fn peer_identity_unlisted(
+    conn: &CommonState,
+    trust: &Trust,
+    now: UnixTime,
+) -> Result<PeerIdentity, TrustError> {
+    let chain = conn.peer_certificates().ok_or(TrustError::NoCertificate)?;
+    let (ee, intermediates) = chain.split_first().ok_or(TrustError::NoCertificate)?;
+    trust.identify_unlisted_server(ee, intermediates, now)
 }
 
 /// The SNI to dial `router_id` with (the verifier checks the configured

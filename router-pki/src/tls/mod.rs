@@ -31,7 +31,8 @@ use crate::identity::Fingerprint;
 use crate::x509::{self, CertReadError, PublicKey, Summary};
 
 pub use config::{
-    client_config, peer_identity, preferred_suite, server_config, server_name, TlsError,
+    client_config, client_config_unlisted, peer_identity, peer_identity_unlisted, preferred_suite,
+    server_config, server_name, TlsError,
 };
 
 /// ALPN of ARPX sessions.
@@ -265,12 +266,35 @@ pub struct PeerTrust {
     pub pin: Option<Fingerprint>,
 }
 
-/// Everything the trust rule needs: the domain CA (if any) and the
-/// configured peers. Rebuilt (with new configs) when the peers change.
+/// Routers trusted without a peer section of their own: the relay
+/// roles (DESIGN §7). A relay learns of its clients only when they
+/// connect, and a client knows its relays only by address. Such a
+/// router's id is the one its certificate names (CN and dNSName), and it
+/// can never stand in for a configured peer: a name that a `peer` section
+/// holds is judged by that section's rule alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unlisted {
+    /// Any router our domain CA certified.
+    pub domain: bool,
+    /// Routers holding one of these keys (outside our domain: their
+    /// self-signed certificate names them).
+    pub pins: Vec<Fingerprint>,
+}
+
+impl Unlisted {
+    fn any(&self) -> bool {
+        self.domain || !self.pins.is_empty()
+    }
+}
+
+/// Everything the trust rule needs: the domain CA (if any), the
+/// configured peers and who else is trusted ([`Unlisted`]). Rebuilt
+/// (with new configs) when the peers change.
 #[derive(Debug, Clone, Default)]
 pub struct Trust {
     ca: Option<DomainCa>,
     peers: Vec<PeerTrust>,
+    unlisted: Unlisted,
 }
 
 /// The verified identity of a TLS peer.
@@ -421,7 +445,21 @@ enum PeerRole {
 
 impl Trust {
     pub fn new(ca: Option<DomainCa>, peers: Vec<PeerTrust>) -> Trust {
-        Trust { ca, peers }
+        Trust {
+            ca,
+            peers,
+            unlisted: Unlisted::default(),
+        }
+    }
+
+    /// This rule, also trusting `unlisted` routers.
+    pub fn with_unlisted(mut self, unlisted: Unlisted) -> Trust {
+        self.unlisted = unlisted;
+        self
+    }
+
+    pub fn unlisted(&self) -> &Unlisted {
+        &self.unlisted
     }
 
     pub fn ca(&self) -> Option<&DomainCa> {
@@ -486,6 +524,9 @@ impl Trust {
             .collect();
         match matches.as_slice() {
             [one] => Ok(accepted(one)),
+            [] if self.unlisted.any() => {
+                self.identify_unlisted(&summary, &cert, key, PeerRole::Client)
+            }
             [] => {
                 // Explain with the peer the certificate claims to be.
                 let mut names = summary.dns_names.clone();
@@ -504,6 +545,90 @@ impl Trust {
                 many.iter().map(|p| p.router_id.clone()).collect(),
             )),
         }
+    }
+
+    /// Applies the rule for [`Unlisted`] routers to a presented chain of
+    /// a relay we dialled by address (its router id is unknown until its
+    /// certificate names it).
+    pub fn identify_unlisted_server(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<PeerIdentity, TrustError> {
+        let summary = x509::read(end_entity).map_err(|e| TrustError::Unreadable(e.to_string()))?;
+        let key = match summary.key {
+            PublicKey::Ed25519(k) => k,
+            PublicKey::Other(ref oid) => return Err(TrustError::NotEd25519(oid.clone())),
+        };
+        let ee = EndEntityCert::try_from(end_entity)
+            .map_err(|e| TrustError::Unreadable(format!("{e:?}")))?;
+        let cert = Presented {
+            ee: &ee,
+            intermediates,
+            now,
+            fingerprint: Fingerprint::of_raw(&key),
+        };
+        self.identify_unlisted(&summary, &cert, key, PeerRole::Server)
+    }
+
+    /// The [`Unlisted`] rule: a pinned key, else a chain to our domain CA;
+    /// the router id is the first name of the certificate that is a
+    /// router id (and, for the CA, that the certificate is valid for).
+    fn identify_unlisted(
+        &self,
+        summary: &Summary,
+        cert: &Presented<'_>,
+        key: [u8; 32],
+        role: PeerRole,
+    ) -> Result<PeerIdentity, TrustError> {
+        let mut names: Vec<String> = summary.dns_names.clone();
+        names.extend(summary.subject.common_name());
+        let router_ids = || {
+            names
+                .iter()
+                .filter(|n| crate::cert::check_router_id(n).is_ok())
+        };
+        let unknown = || TrustError::UnknownPeer {
+            fingerprint: cert.fingerprint,
+            names: names.clone(),
+        };
+        let (router_id, pinned) = if self.unlisted.pins.contains(&cert.fingerprint) {
+            (router_ids().next().ok_or_else(unknown)?.clone(), true)
+        } else {
+            let ca = match &self.ca {
+                Some(ca) if self.unlisted.domain => ca,
+                _ => return Err(unknown()),
+            };
+            let usage = match role {
+                PeerRole::Server => KeyUsage::server_auth(),
+                PeerRole::Client => KeyUsage::client_auth(),
+            };
+            ca.verify(cert.ee, cert.intermediates, cert.now, usage)
+                .map_err(|e| TrustError::NotChained {
+                    router_id: None,
+                    domain: ca.name.clone(),
+                    reason: webpki_reason(&e),
+                })?;
+            let id = router_ids()
+                .find(|n| valid_for(cert.ee, n).is_ok())
+                .ok_or_else(unknown)?;
+            (id.clone(), false)
+        };
+        // A configured peer's name is its section's to judge, and that
+        // rule already refused this certificate.
+        if let Some(p) = self.peer(&router_id) {
+            return Err(match self.check(p, cert, role) {
+                Err(e) => e,
+                Ok(()) => TrustError::Ambiguous(vec![router_id]),
+            });
+        }
+        Ok(PeerIdentity {
+            router_id,
+            fingerprint: cert.fingerprint,
+            public_key: key,
+            pinned,
+        })
     }
 
     fn check(
