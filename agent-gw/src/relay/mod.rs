@@ -2,11 +2,11 @@
 //! an outbound mutual-TLS tunnel to a relay and serves HTTP/2 on it with
 //! the roles reversed, so the relay opens streams toward it.
 //!
-//! * [`failover`] — which relay a client uses (preference order, backoff
-//!   with jitter, make-before-break failback), sans-IO.
+//! Which relay a client uses is agentd's choice (its ARPX session with
+//! that relay, `agentd::daemon::relay`); the tunnel follows the link.
+//!
 //! * [`tunnel`] — HTTP/2 with the roles reversed on the client's
 //!   connection: PING liveness both ways, per-client stream and byte
 //!   bounds at the relay.
 
-pub mod failover;
 pub mod tunnel;

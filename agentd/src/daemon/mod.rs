@@ -32,6 +32,7 @@ pub mod peers;
 pub mod persist;
 pub mod privilege;
 pub mod probe;
+pub mod relay;
 pub mod state;
 #[cfg(test)]
 mod state_tests;

@@ -1,32 +1,34 @@
 //! Which relay a client router uses, sans-IO (time and randomness are
 //! inputs, so tests replay every schedule).
 //!
-//! `relay.server` lists relays in preference order. The client keeps one
-//! tunnel, to the most preferred relay that works:
+//! `relay.server` lists relays in preference order. The client holds a
+//! session (and agent-gw a tunnel) with one relay, the most preferred
+//! that works:
 //!
-//! * With no tunnel, it dials the most preferred relay that is not
+//! * With no relay, it dials the most preferred relay that is not
 //!   waiting out a backoff; one dial at a time. A relay that fails (its
-//!   dial, or its tunnel later: the h2 PING went unanswered) waits a
+//!   dial, or its session later: heartbeats missed) waits a
 //!   backoff with full jitter whose ceiling doubles per failure, so the
 //!   next relay in order is tried at once: failover costs one dial.
 //! * On a less preferred relay, it keeps probing the better ones on their
 //!   own backoff. A better relay that answers is held as a standby and
-//!   takes over only after it stayed up for `prefer_hold_ms`; its tunnel
-//!   is used before the old one is closed (make before break). A relay
+//!   takes over only after it stayed up for `prefer_hold_ms`; it is
+//!   used before the old one is closed (make before break). A relay
 //!   that comes and goes never gets the traffic: each loss restarts its
 //!   hold and lengthens its backoff. That is "back to the first relay,
 //!   without flapping".
 //!
-//! The driver (`relay::client`) turns [`Step`]s into dials and closes and
-//! reports what happened with [`Failover::up`] and [`Failover::lost`].
+//! The driver (agentd's relay client: its ARPX sessions with the relays)
+//! turns [`Step`]s into dials and closes and reports what happened with
+//! [`Failover::up`] and [`Failover::lost`].
 
-use agentd::backoff::{Backoff, BackoffConfig, Rng};
+use crate::backoff::{Backoff, BackoffConfig, Rng};
 
 /// The schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailoverConfig {
     /// Per relay: the reconnect backoff (`relay.reconnect_min_ms` /
-    /// `reconnect_max_ms`; a tunnel up for `stable_ms` resets it).
+    /// `reconnect_max_ms`; a session up for `stable_ms` resets it).
     pub backoff: BackoffConfig,
     /// How long a more preferred relay must stay up before it takes over.
     pub prefer_hold_ms: u64,
@@ -35,25 +37,25 @@ pub struct FailoverConfig {
 /// What the driver must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// Open a tunnel to relay `i` (report [`Failover::up`] or
+    /// Open a session with relay `i` (report [`Failover::up`] or
     /// [`Failover::lost`]).
     Dial(usize),
-    /// Relay `i`'s tunnel is now the one: advertise through it.
+    /// Relay `i` is now the one: advertise through it.
     Use(usize),
-    /// Close relay `i`'s tunnel (replaced by a preferred one).
+    /// Close relay `i`'s session (replaced by a preferred one).
     Close(usize),
 }
 
 /// Where one relay stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
-    /// No tunnel; tried again at `retry_at`.
+    /// No session; tried again at `retry_at`.
     Idle,
     Dialing,
     /// Up, more preferred than the current relay, proving itself since
     /// the instant given.
     Standby(u64),
-    /// The tunnel in use, since the instant given.
+    /// The relay in use, since the instant given.
     Current(u64),
 }
 
@@ -158,7 +160,7 @@ impl Failover {
         steps
     }
 
-    /// Relay `i`'s tunnel came up. With no relay in use it is used at
+    /// Relay `i`'s session came up. With no relay in use it is used at
     /// once; a more preferred one than the current waits out its hold.
     pub fn up(&mut self, i: usize, now: u64) -> Vec<Step> {
         let Some(r) = self.relays.get_mut(i) else {
@@ -188,7 +190,7 @@ impl Failover {
         }
     }
 
-    /// Relay `i`'s dial failed or its tunnel ended, for `why`: it waits
+    /// Relay `i`'s dial failed or its session ended, for `why`: it waits
     /// out a backoff; if it was in use, the next [`Failover::poll`] dials
     /// the next relay in order.
     pub fn lost(&mut self, i: usize, now: u64, why: &str) {
@@ -304,7 +306,7 @@ mod tests {
         assert_eq!(
             f.poll(retry + 10_000),
             [Step::Use(0), Step::Close(1)],
-            "the new tunnel is used before the old one closes"
+            "the new relay is used before the old one closes"
         );
         assert_eq!(f.current(), Some(0));
     }
