@@ -124,9 +124,13 @@ impl Failover {
     pub fn poll(&mut self, now: u64) -> Vec<Step> {
         let mut steps = Vec::new();
         let current = self.current();
-        // The most preferred standby that held long enough.
-        let ready = self.relays.iter().position(|r| {
-            matches!(r.state, State::Standby(since) if now.saturating_sub(since) >= self.cfg.prefer_hold_ms)
+        // The most preferred standby that held long enough; with no relay
+        // in use, any standby at once (it is up, and better than none).
+        let ready = self.relays.iter().position(|r| match r.state {
+            State::Standby(since) => {
+                current.is_none() || now.saturating_sub(since) >= self.cfg.prefer_hold_ms
+            }
+            _ => false,
         });
         if let Some(s) = ready {
             if current.is_none_or(|c| s < c) {
@@ -308,6 +312,21 @@ mod tests {
             [Step::Use(0), Step::Close(1)],
             "the new relay is used before the old one closes"
         );
+        assert_eq!(f.current(), Some(0));
+    }
+
+    #[test]
+    fn losing_the_current_relay_while_a_preferred_one_proves_itself_uses_that_one_at_once() {
+        let mut f = f(3);
+        f.poll(0);
+        f.lost(0, 0, "down");
+        f.poll(0);
+        f.up(1, 0);
+        let retry = f.view(0).unwrap().retry_at.unwrap();
+        f.poll(retry);
+        assert_eq!(f.up(0, retry), []);
+        f.lost(1, retry + 1_000, "reset");
+        assert_eq!(f.poll(retry + 1_000), [Step::Use(0)]);
         assert_eq!(f.current(), Some(0));
     }
 
