@@ -31,16 +31,15 @@ use crate::forward::{relay_response, ROUTE_ID_HEADER};
 use crate::limits::InflightGuard;
 use crate::task::live::{produce_stream, SseLimits};
 use crate::task::{
-    object_digest, Follower, NewTask, StreamKey, TaskError, TaskFailure, TaskId, TaskKind,
-    TaskToken, TASK_ID_HEADER, TASK_TOKEN_HEADER,
+    object_digest, Follower, StreamKey, TaskError, TaskFailure, TaskId, TaskKind, TaskToken,
+    TASK_ID_HEADER, TASK_TOKEN_HEADER,
 };
 
-use super::decision::deadline_millis;
 use super::decision::{self, goes_to_peer, Dispatch};
 use super::dispatch::{self, Relay};
 use super::invocation::{ConnAbort, Invocation, Principal};
 use super::remote;
-use super::tasks::task_error;
+use super::tasks::{self, task_error};
 
 /// Serves a stream invocation: passing through to the router that holds
 /// it, resuming a stream held here or elsewhere, or starting it.
@@ -216,23 +215,13 @@ async fn start(
 ) -> Result<Response<Body>, ApiError> {
     let env = &inv.envelope;
     let body = env.to_bytes();
-    let new = NewTask {
-        kind: TaskKind::Stream,
-        tenant: env.tenant.to_string(),
-        subject: env.source_agent.to_string(),
-        capability: env.intent.to_string(),
-        route_id: None,
-        request_digest: digest,
-        stream_key: Some(key),
-        source: inv.principal.source(),
-        deadline: Some(deadline_millis(d.deadline)),
-        body_bytes: body.len(),
-    };
-    let admitted = core
-        .tasks
-        .borrow_mut()
-        .try_insert(new, Millis::now())
-        .map_err(task_error)?;
+    let admitted = tasks::admit(
+        core,
+        &inv,
+        &d,
+        (TaskKind::Stream, digest, Some(key)),
+        body.len(),
+    )?;
     let id = admitted.id;
     // A peer path further down the list gets the stream request too (the
     // history is ours once a local candidate came first).

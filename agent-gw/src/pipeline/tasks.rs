@@ -17,8 +17,8 @@ use crate::core::Core;
 use crate::router::TaskOp;
 use crate::task::live::run_async;
 use crate::task::{
-    object_digest, Batch, NewTask, TaskError, TaskFailure, TaskId, TaskKind, TaskResult, TaskState,
-    TaskTable, TaskToken,
+    object_digest, Admitted, Batch, NewTask, StreamKey, TaskError, TaskFailure, TaskId, TaskKind,
+    TaskResult, TaskState, TaskTable, TaskToken,
 };
 
 use super::decision::{deadline_millis, Dispatch};
@@ -204,6 +204,35 @@ fn events_doc(id: &TaskId, state: TaskState, batch: &Batch) -> Value {
     json!({"task_id": id.to_string(), "status": state.as_str(), "events": events})
 }
 
+/// Admits `inv` as a task of this table for the caller it acts for, with
+/// `(kind, request digest, stream key)`: refused before dispatch (typed)
+/// when the table or the caller's share is full.
+pub(super) fn admit(
+    core: &Core,
+    inv: &Invocation,
+    d: &Dispatch,
+    (kind, request_digest, stream_key): (TaskKind, [u8; 32], Option<StreamKey>),
+    body_bytes: usize,
+) -> Result<Admitted, ApiError> {
+    let env = &inv.envelope;
+    let new = NewTask {
+        kind,
+        tenant: env.tenant.to_string(),
+        subject: env.source_agent.to_string(),
+        capability: env.intent.to_string(),
+        route_id: None,
+        request_digest,
+        stream_key,
+        source: inv.principal.source(),
+        deadline: Some(deadline_millis(d.deadline)),
+        body_bytes,
+    };
+    core.tasks
+        .borrow_mut()
+        .try_insert(new, Millis::now())
+        .map_err(task_error)
+}
+
 /// Starts an async call's task here: admitted (refused before dispatch
 /// when the table is full), dispatched in the background, pinned to
 /// whichever route accepts it; its id and token returned.
@@ -214,23 +243,13 @@ pub fn start_async(
 ) -> Result<(TaskId, TaskToken), ApiError> {
     let env = &inv.envelope;
     let body = env.to_bytes();
-    let new = NewTask {
-        kind: TaskKind::Async,
-        tenant: env.tenant.to_string(),
-        subject: env.source_agent.to_string(),
-        capability: env.intent.to_string(),
-        route_id: None,
-        request_digest: object_digest(env.doc()),
-        stream_key: None,
-        source: inv.principal.source(),
-        deadline: Some(deadline_millis(d.deadline)),
-        body_bytes: body.len(),
-    };
-    let admitted = core
-        .tasks
-        .borrow_mut()
-        .try_insert(new, Millis::now())
-        .map_err(task_error)?;
+    let admitted = admit(
+        core,
+        inv,
+        &d,
+        (TaskKind::Async, object_digest(env.doc()), None),
+        body.len(),
+    )?;
     let id = admitted.id;
     // The answer is read up to exactly what the task reserved for it
     // (`gateway.max_result_bytes`), so a kept result never exceeds its

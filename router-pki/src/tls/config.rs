@@ -126,14 +126,22 @@ impl rustls::crypto::KeyProvider for Ed25519Keys {
     }
 }
 
-/// Our verifier for both directions: `expected` is the peer we dialed
-/// (client side), `None` on the server side; `unlisted_server`: we
-/// dialed a relay by address ([`client_config_unlisted`]).
+/// Our verifier for both directions, by whom it is to find.
 #[derive(Debug)]
 struct PeerVerifier {
     trust: Arc<Trust>,
-    expected: Option<String>,
-    unlisted_server: bool,
+    whom: Whom,
+}
+
+#[derive(Debug)]
+enum Whom {
+    /// Inbound (server side): whichever configured or unlisted router
+    /// the certificate proves.
+    Inbound,
+    /// The configured peer we dialled.
+    Peer(String),
+    /// A relay we dialled by address ([`client_config_unlisted`]).
+    UnlistedServer,
 }
 
 /// Never reached (the configs offer TLS 1.3 only); refused if it were.
@@ -161,12 +169,15 @@ impl PeerVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<(), rustls::Error> {
-        let verified = if self.unlisted_server {
-            self.trust
-                .identify_unlisted_server(end_entity, intermediates, now)
-        } else {
-            self.trust
-                .identify(end_entity, intermediates, now, self.expected.as_deref())
+        let verified = match &self.whom {
+            Whom::Inbound => self.trust.identify(end_entity, intermediates, now, None),
+            Whom::Peer(id) => self
+                .trust
+                .identify(end_entity, intermediates, now, Some(id)),
+            Whom::UnlistedServer => {
+                self.trust
+                    .identify_unlisted_server(end_entity, intermediates, now)
+            }
         };
         verified.map(|_| ()).map_err(refuse)
     }
@@ -258,8 +269,7 @@ pub fn server_config(
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let verifier = Arc::new(PeerVerifier {
         trust,
-        expected: None,
-        unlisted_server: false,
+        whom: Whom::Inbound,
     });
     let mut cfg = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
@@ -284,9 +294,18 @@ pub fn client_config(
     }
     let verifier = Arc::new(PeerVerifier {
         trust,
-        expected: Some(expected_router_id.to_string()),
-        unlisted_server: false,
+        whom: Whom::Peer(expected_router_id.to_string()),
     });
+    client_with(identity, verifier, alpn)
+}
+
+/// TLS 1.3 only, our identity as client certificate, `verifier` for the
+/// server, no resumption (each session is judged by the rule of now).
+fn client_with(
+    identity: &RouterIdentity,
+    verifier: Arc<PeerVerifier>,
+    alpn: &[&[u8]],
+) -> Result<Arc<ClientConfig>, TlsError> {
     let mut cfg = ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .dangerous()
@@ -307,17 +326,9 @@ pub fn client_config_unlisted(
 ) -> Result<Arc<ClientConfig>, TlsError> {
     let verifier = Arc::new(PeerVerifier {
         trust,
-        expected: None,
-        unlisted_server: true,
+        whom: Whom::UnlistedServer,
     });
-    let mut cfg = ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_client_cert_resolver(identity.cert_resolver());
-    cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
-    cfg.resumption = rustls::client::Resumption::disabled();
-    Ok(Arc::new(cfg))
+    client_with(identity, verifier, alpn)
 }
 
 /// Who the router we dialled by address ([`client_config_unlisted`]) is.

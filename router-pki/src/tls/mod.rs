@@ -483,13 +483,7 @@ impl Trust {
         now: UnixTime,
         expected: Option<&str>,
     ) -> Result<PeerIdentity, TrustError> {
-        let summary = x509::read(end_entity).map_err(|e| TrustError::Unreadable(e.to_string()))?;
-        let key = match summary.key {
-            PublicKey::Ed25519(k) => k,
-            PublicKey::Other(ref oid) => return Err(TrustError::NotEd25519(oid.clone())),
-        };
-        let ee = EndEntityCert::try_from(end_entity)
-            .map_err(|e| TrustError::Unreadable(format!("{e:?}")))?;
+        let (summary, key, ee) = read_end_entity(end_entity)?;
         let cert = Presented {
             ee: &ee,
             intermediates,
@@ -556,13 +550,7 @@ impl Trust {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<PeerIdentity, TrustError> {
-        let summary = x509::read(end_entity).map_err(|e| TrustError::Unreadable(e.to_string()))?;
-        let key = match summary.key {
-            PublicKey::Ed25519(k) => k,
-            PublicKey::Other(ref oid) => return Err(TrustError::NotEd25519(oid.clone())),
-        };
-        let ee = EndEntityCert::try_from(end_entity)
-            .map_err(|e| TrustError::Unreadable(format!("{e:?}")))?;
+        let (summary, key, ee) = read_end_entity(end_entity)?;
         let cert = Presented {
             ee: &ee,
             intermediates,
@@ -665,6 +653,21 @@ impl Trust {
             router_id: peer.router_id.clone(),
         })
     }
+}
+
+/// What a presented end-entity certificate says: its summary, its
+/// Ed25519 key, and webpki's view of it for chain checks.
+fn read_end_entity<'a>(
+    end_entity: &'a CertificateDer<'a>,
+) -> Result<(Summary, [u8; 32], EndEntityCert<'a>), TrustError> {
+    let summary = x509::read(end_entity).map_err(|e| TrustError::Unreadable(e.to_string()))?;
+    let key = match summary.key {
+        PublicKey::Ed25519(k) => k,
+        PublicKey::Other(ref oid) => return Err(TrustError::NotEd25519(oid.clone())),
+    };
+    let ee = EndEntityCert::try_from(end_entity)
+        .map_err(|e| TrustError::Unreadable(format!("{e:?}")))?;
+    Ok((summary, key, ee))
 }
 
 /// A presented chain being judged.

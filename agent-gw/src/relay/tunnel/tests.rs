@@ -17,7 +17,7 @@ use hyper::{Request, Response};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+use tokio::sync::Semaphore;
 use tokio::task::LocalSet;
 
 use super::*;
@@ -74,9 +74,9 @@ type Out =
 
 /// The client router's handler: `/echo` streams the request body back as
 /// it arrives, `/big/N` answers N made bytes, `/n/K` answers K, `/hold`
-/// waits for `release`, `/refuse` fails (the stream is reset).
+/// waits for a permit of `release`, `/refuse` fails (the stream is reset).
 fn handler(
-    release: Rc<Notify>,
+    release: Rc<Semaphore>,
 ) -> impl hyper::service::Service<Request<Incoming>, Response = Response<Out>, Error = std::io::Error>
        + Clone {
     service_fn(move |req: Request<Incoming>| {
@@ -101,7 +101,7 @@ fn handler(
                 return Ok(full(k.to_string()));
             }
             if path == "/hold" {
-                release.notified().await;
+                release.acquire().await.unwrap().forget();
                 return Ok(full("released".into()));
             }
             Err(std::io::Error::other("refused by the handler"))
@@ -132,7 +132,7 @@ fn get(path: &str) -> Request<ReqBody> {
 
 /// Runs `f` with a tunnel open: the client serves [`handler`], the relay
 /// drives the connection in the background.
-async fn with_tunnel<F, Fut>(limits: ClientLimits, release: Rc<Notify>, f: F)
+async fn with_tunnel<F, Fut>(limits: ClientLimits, release: Rc<Semaphore>, f: F)
 where
     F: FnOnce(Tunnel<ReqBody>) -> Fut,
     Fut: Future<Output = ()>,
@@ -166,19 +166,27 @@ async fn digest_of(resp: Response<Incoming>) -> ([u8; 32], usize) {
     (h.finalize().into(), n)
 }
 
+/// Bound on a whole test: a tunnel that stalls (a window never
+/// reopened, a call never answered) fails the test instead of hanging it.
+const TEST_BOUND: Duration = Duration::from_secs(60);
+
 fn run<F: Future<Output = ()>>(f: F) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(LocalSet::new().run_until(f));
+    rt.block_on(LocalSet::new().run_until(async {
+        tokio::time::timeout(TEST_BOUND, f)
+            .await
+            .expect("the tunnel test finished within its bound")
+    }));
 }
 
 #[test]
 fn the_relay_opens_256_concurrent_calls_toward_the_client_on_its_one_connection() {
     run(with_tunnel(
         LIMITS,
-        Rc::new(Notify::new()),
+        Rc::new(Semaphore::new(0)),
         |t| async move {
             let calls: Vec<_> = (0..256)
                 .map(|k| t.send(get(&format!("/n/{k}"))).unwrap())
@@ -201,7 +209,7 @@ fn the_relay_opens_256_concurrent_calls_toward_the_client_on_its_one_connection(
 fn bodies_up_to_16_mib_stream_through_both_ways_exactly() {
     run(with_tunnel(
         LIMITS,
-        Rc::new(Notify::new()),
+        Rc::new(Semaphore::new(0)),
         |t| async move {
             for (len, seed) in [(1024, 1u8), (64 * 1024, 2), (1 << 20, 3), (16 << 20, 4)] {
                 let req = Request::post("http://client/echo")
@@ -229,7 +237,7 @@ fn bodies_up_to_16_mib_stream_through_both_ways_exactly() {
 fn an_unread_answer_stalls_only_its_own_stream() {
     run(with_tunnel(
         LIMITS,
-        Rc::new(Notify::new()),
+        Rc::new(Semaphore::new(0)),
         |t| async move {
             // 16 MiB the relay never reads: the client can push one stream
             // window of it, then waits; the connection keeps flowing.
@@ -249,7 +257,7 @@ fn an_unread_answer_stalls_only_its_own_stream() {
 fn a_refused_call_resets_only_its_own_stream() {
     run(with_tunnel(
         LIMITS,
-        Rc::new(Notify::new()),
+        Rc::new(Semaphore::new(0)),
         |t| async move {
             let refused = t.send(get("/refuse")).unwrap().await;
             assert!(refused.is_err(), "the handler's failure resets the stream");
@@ -268,7 +276,7 @@ fn calls_over_the_client_stream_limit_are_refused_before_anything_is_sent() {
         max_streams: 2,
         ..LIMITS
     };
-    let release = Rc::new(Notify::new());
+    let release = Rc::new(Semaphore::new(0));
     let r = release.clone();
     run(with_tunnel(limits, release, |t| async move {
         let a = t.send(get("/hold")).unwrap();
@@ -278,13 +286,9 @@ fn calls_over_the_client_stream_limit_are_refused_before_anything_is_sent() {
             .err()
             .expect("the third call is refused");
         assert_eq!(busy, TunnelBusy { max_streams: 2 });
-        // Both held calls are in the handler; release them.
-        let held = tokio::task::spawn_local(async move { (a.await, b.await) });
-        while !held.is_finished() {
-            r.notify_waiters();
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let (a, b) = held.await.unwrap();
+        // Both held calls are on their way to the handler; release them.
+        r.add_permits(2);
+        let (a, b) = (a.await, b.await);
         assert_eq!(text(a.unwrap().0).await, "released");
         assert_eq!(text(b.unwrap().0).await, "released");
         let (resp, _slot) = t.send(get("/n/4")).unwrap().await.unwrap();
@@ -360,7 +364,7 @@ fn a_relay_that_goes_silent_ends_the_clients_tunnel_by_ping() {
         };
         let (tunnel, conn) = open::<_, ReqBody>(relay_io, LIMITS, QUICK).await.unwrap();
         tokio::task::spawn_local(conn);
-        let served = tokio::task::spawn_local(serve(c, handler(Rc::new(Notify::new())), QUICK));
+        let served = tokio::task::spawn_local(serve(c, handler(Rc::new(Semaphore::new(0))), QUICK));
         let (resp, _slot) = tunnel.send(get("/n/1")).unwrap().await.unwrap();
         assert_eq!(text(resp).await, "1");
         // Idle for several PING rounds: a live relay answers them.
@@ -384,7 +388,7 @@ fn a_client_that_goes_silent_fails_the_relays_calls_by_ping() {
             inner: c,
             frozen: frozen.clone(),
         };
-        tokio::task::spawn_local(serve(client_io, handler(Rc::new(Notify::new())), QUICK));
+        tokio::task::spawn_local(serve(client_io, handler(Rc::new(Semaphore::new(0))), QUICK));
         let (tunnel, conn) = open::<_, ReqBody>(r, LIMITS, QUICK).await.unwrap();
         let conn = tokio::task::spawn_local(conn);
         let (resp, slot) = tunnel.send(get("/n/1")).unwrap().await.unwrap();

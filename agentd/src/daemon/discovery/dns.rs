@@ -211,18 +211,30 @@ mod tests {
         stand_in.await.unwrap();
     }
 
+    /// A UDP and a TCP socket of a stand-in server on one loopback port.
+    async fn udp_and_tcp() -> (std::net::SocketAddr, UdpSocket, TcpListener) {
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let udp = UdpSocket::bind(addr).await.unwrap();
+        (addr, udp, tcp)
+    }
+
+    /// Answers the first UDP query truncated (TC) and accepts the TCP
+    /// connection the client then opens.
+    async fn truncate_then_accept(udp: UdpSocket, tcp: TcpListener) -> tokio::net::TcpStream {
+        let mut buf = [0u8; 2048];
+        let (n, from) = udp.recv_from(&mut buf).await.unwrap();
+        udp.send_to(&reply(&buf[..n], 0, true), from).await.unwrap();
+        tcp.accept().await.unwrap().0
+    }
+
     /// Input: a truncated UDP answer, the full one over TCP on the same
     /// port. Output: the TCP answer.
     #[tokio::test]
     async fn a_truncated_answer_is_asked_again_over_tcp() {
-        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = tcp.local_addr().unwrap();
-        let udp = UdpSocket::bind(addr).await.unwrap();
+        let (addr, udp, tcp) = udp_and_tcp().await;
         let stand_in = tokio::spawn(async move {
-            let mut buf = [0u8; 2048];
-            let (n, from) = udp.recv_from(&mut buf).await.unwrap();
-            udp.send_to(&reply(&buf[..n], 0, true), from).await.unwrap();
-            let (mut s, _) = tcp.accept().await.unwrap();
+            let mut s = truncate_then_accept(udp, tcp).await;
             let mut len = [0u8; 2];
             s.read_exact(&mut len).await.unwrap();
             let mut q = vec![0u8; usize::from(u16::from_be_bytes(len))];
@@ -240,14 +252,9 @@ mod tests {
     /// Output: `TooLarge`, without reading it.
     #[tokio::test]
     async fn a_tcp_answer_is_bounded() {
-        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = tcp.local_addr().unwrap();
-        let udp = UdpSocket::bind(addr).await.unwrap();
+        let (addr, udp, tcp) = udp_and_tcp().await;
         let stand_in = tokio::spawn(async move {
-            let mut buf = [0u8; 2048];
-            let (n, from) = udp.recv_from(&mut buf).await.unwrap();
-            udp.send_to(&reply(&buf[..n], 0, true), from).await.unwrap();
-            let (mut s, _) = tcp.accept().await.unwrap();
+            let mut s = truncate_then_accept(udp, tcp).await;
             s.write_all(&u16::MAX.to_be_bytes()).await.unwrap();
             // Hold the connection until the client has decided.
             let mut rest = Vec::new();

@@ -250,6 +250,16 @@ mod tests {
         Failover::new(n, CFG, 7)
     }
 
+    /// `n` relays; the first failed its dial at 0, the second is in use.
+    fn on_relay_1(n: usize) -> Failover {
+        let mut f = f(n);
+        assert_eq!(f.poll(0), [Step::Dial(0)]);
+        f.lost(0, 0, "down");
+        assert_eq!(f.poll(0), [Step::Dial(1)]);
+        assert_eq!(f.up(1, 0), [Step::Use(1)]);
+        f
+    }
+
     #[test]
     fn the_first_relay_is_dialled_and_used() {
         let mut f = f(2);
@@ -295,11 +305,7 @@ mod tests {
 
     #[test]
     fn a_preferred_relay_takes_over_only_after_its_hold_and_before_the_old_one_closes() {
-        let mut f = f(2);
-        f.poll(0);
-        f.lost(0, 0, "down");
-        f.poll(0);
-        f.up(1, 0);
+        let mut f = on_relay_1(2);
         let retry = f.view(0).unwrap().retry_at.unwrap();
         assert_eq!(f.poll(retry), [Step::Dial(0)]);
         assert_eq!(f.up(0, retry), []);
@@ -317,11 +323,7 @@ mod tests {
 
     #[test]
     fn losing_the_current_relay_while_a_preferred_one_proves_itself_uses_that_one_at_once() {
-        let mut f = f(3);
-        f.poll(0);
-        f.lost(0, 0, "down");
-        f.poll(0);
-        f.up(1, 0);
+        let mut f = on_relay_1(3);
         let retry = f.view(0).unwrap().retry_at.unwrap();
         f.poll(retry);
         assert_eq!(f.up(0, retry), []);
@@ -332,11 +334,7 @@ mod tests {
 
     #[test]
     fn a_flapping_preferred_relay_never_takes_over_and_is_probed_ever_less_often() {
-        let mut f = f(2);
-        f.poll(0);
-        f.lost(0, 0, "down");
-        f.poll(0);
-        f.up(1, 0);
+        let mut f = on_relay_1(2);
         let mut now = 0;
         let mut gaps = Vec::new();
         for _ in 0..8 {
