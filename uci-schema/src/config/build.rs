@@ -679,17 +679,27 @@ fn ipv6(r: &mut Reader) -> Ipv6 {
 fn relay(r: &mut Reader) -> Relay {
     let v = Relay {
         mode: r.choice("mode"),
-        server: r.text("server"),
+        server: r.list("server"),
+        data_port: r.u64("data_port"),
+        server_key_fingerprint: r.list("server_key_fingerprint"),
+        client_key_fingerprint: r.list("client_key_fingerprint"),
+        max_clients: r.u64("max_clients"),
+        max_streams_per_client: r.u64("max_streams_per_client"),
+        max_bytes_in_flight: r.u64("max_bytes_in_flight"),
         reconnect_min_ms: r.u64("reconnect_min_ms"),
         reconnect_max_ms: r.u64("reconnect_max_ms"),
+        prefer_hold_s: r.u64("prefer_hold_s"),
+        ping_interval_ms: r.u64("ping_interval_ms"),
+        ping_timeout_ms: r.u64("ping_timeout_ms"),
     };
     let client = v.mode == RelayMode::Client;
+    let servers = v.server.join(" ");
     required_when(
         r,
         "mode",
         client,
         "server",
-        &v.server,
+        &servers,
         "mode is 'client'".to_string(),
     );
     r.order(

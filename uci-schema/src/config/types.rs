@@ -333,10 +333,20 @@ pub struct Ipv6 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Relay {
     pub mode: RelayMode,
-    /// `host:port`; required in client mode.
-    pub server: String,
+    /// ARPX `host:port` of each relay, in preference order; at least one
+    /// in client mode.
+    pub server: Vec<String>,
+    pub data_port: u64,
+    pub server_key_fingerprint: Vec<String>,
+    pub client_key_fingerprint: Vec<String>,
+    pub max_clients: u64,
+    pub max_streams_per_client: u64,
+    pub max_bytes_in_flight: u64,
     pub reconnect_min_ms: u64,
     pub reconnect_max_ms: u64,
+    pub prefer_hold_s: u64,
+    pub ping_interval_ms: u64,
+    pub ping_timeout_ms: u64,
 }
 
 /// `config cloud`.

@@ -320,9 +320,18 @@ pub(crate) fn to_package(c: &Config) -> Package {
     sections.push(
         W::new("relay", None)
             .choice("mode", r.mode)
-            .text("server", &r.server)
+            .list("server", &r.server)
+            .u64("data_port", r.data_port)
+            .list("server_key_fingerprint", &r.server_key_fingerprint)
+            .list("client_key_fingerprint", &r.client_key_fingerprint)
+            .u64("max_clients", r.max_clients)
+            .u64("max_streams_per_client", r.max_streams_per_client)
+            .u64("max_bytes_in_flight", r.max_bytes_in_flight)
             .u64("reconnect_min_ms", r.reconnect_min_ms)
             .u64("reconnect_max_ms", r.reconnect_max_ms)
+            .u64("prefer_hold_s", r.prefer_hold_s)
+            .u64("ping_interval_ms", r.ping_interval_ms)
+            .u64("ping_timeout_ms", r.ping_timeout_ms)
             .done(),
     );
     let k = &c.cloud;

@@ -331,10 +331,19 @@ const IPV6: &[OptionSpec] = &[
 
 #[rustfmt::skip]
 const RELAY: &[OptionSpec] = &[
-    one_of("mode", RelayMode::NAMES, "off", "NAT relay role."),
-    text("server", Kind::HostPort, "", "Relay 'host:port' (client mode).").or_empty("none (required in client mode)"),
+    one_of("mode", RelayMode::NAMES, "off", "NAT relay role: 'client' (reach the mesh through a relay) or 'server' (be one). A relay sees the payloads it carries."),
+    list("server", Kind::HostPort, &[], "Client mode: relays in preference order, each the 'host:port' of its ARPX listener (normally port 7444). The first that answers is used; a later one only while the earlier ones fail."),
+    uint("data_port", "7447", 1, 65535, "Client mode: the relays' data-plane port (their gateway.peer_listen), on the host of each server entry."),
+    list("server_key_fingerprint", Kind::Fingerprint, &[], "Client mode: keys of relays outside our domain (what `agentctl pki show` prints on the relay); relays whose certificate our domain_ca issued need none."),
+    list("client_key_fingerprint", Kind::Fingerprint, &[], "Server mode: keys of client routers outside our domain; routers whose certificate our domain_ca issued need none."),
+    uint("max_clients", "64", 1, 512, "Server mode: most client routers at once; more are refused at their session's handshake."),
+    uint("max_streams_per_client", "256", 1, 256, "Server mode: most calls in flight toward one client; more are refused (503 relay_client_busy) before anything is sent."),
+    uint("max_bytes_in_flight", "2097152", 65536, 67108864, "Server mode: answer bytes one client may have in flight toward the relay, unread (its tunnel's HTTP/2 connection window)."),
     uint("reconnect_min_ms", "1000", 100, 600_000, "First reconnect backoff (ms)."),
     uint("reconnect_max_ms", "30000", 100, 3_600_000, "Largest reconnect backoff (ms); >= reconnect_min_ms."),
+    uint("prefer_hold_s", "30", 0, 3600, "Client mode: how long a more preferred relay must stay up before the client moves back to it (no flapping)."),
+    uint("ping_interval_ms", "5000", 100, 60_000, "HTTP/2 PING interval on a tunnel, both ends."),
+    uint("ping_timeout_ms", "5000", 100, 60_000, "A tunnel whose PING is not answered within this ends (its calls fail with a typed outcome)."),
 ];
 
 #[rustfmt::skip]

@@ -1281,9 +1281,52 @@ return baseclass.extend({
 	    "many": false,
 	    "name": "relay",
 	    "options": {
+	      "client_key_fingerprint": {
+	        "default": [],
+	        "doc": "Server mode: keys of client routers outside our domain; routers whose certificate our domain_ca issued need none.",
+	        "kind": "fingerprint",
+	        "label": "Client keys outside the domain",
+	        "list": true
+	      },
+	      "data_port": {
+	        "default": "7447",
+	        "doc": "Client mode: the relays' data-plane port (their gateway.peer_listen), on the host of each server entry.",
+	        "kind": "uint",
+	        "label": "Relays' data-plane port",
+	        "list": false,
+	        "max": "65535",
+	        "min": "1"
+	      },
+	      "max_bytes_in_flight": {
+	        "default": "2097152",
+	        "doc": "Server mode: answer bytes one client may have in flight toward the relay, unread (its tunnel's HTTP/2 connection window).",
+	        "kind": "uint",
+	        "label": "Answer bytes in flight per client",
+	        "list": false,
+	        "max": "67108864",
+	        "min": "65536"
+	      },
+	      "max_clients": {
+	        "default": "64",
+	        "doc": "Server mode: most client routers at once; more are refused at their session's handshake.",
+	        "kind": "uint",
+	        "label": "Most client routers",
+	        "list": false,
+	        "max": "512",
+	        "min": "1"
+	      },
+	      "max_streams_per_client": {
+	        "default": "256",
+	        "doc": "Server mode: most calls in flight toward one client; more are refused (503 relay_client_busy) before anything is sent.",
+	        "kind": "uint",
+	        "label": "Most calls in flight per client",
+	        "list": false,
+	        "max": "256",
+	        "min": "1"
+	      },
 	      "mode": {
 	        "default": "off",
-	        "doc": "NAT relay role.",
+	        "doc": "NAT relay role: 'client' (reach the mesh through a relay) or 'server' (be one). A relay sees the payloads it carries.",
 	        "kind": "enum",
 	        "label": "Mode",
 	        "list": false,
@@ -1292,6 +1335,33 @@ return baseclass.extend({
 	          "client",
 	          "server"
 	        ]
+	      },
+	      "ping_interval_ms": {
+	        "default": "5000",
+	        "doc": "HTTP/2 PING interval on a tunnel, both ends.",
+	        "kind": "uint",
+	        "label": "Tunnel PING interval (ms)",
+	        "list": false,
+	        "max": "60000",
+	        "min": "100"
+	      },
+	      "ping_timeout_ms": {
+	        "default": "5000",
+	        "doc": "A tunnel whose PING is not answered within this ends (its calls fail with a typed outcome).",
+	        "kind": "uint",
+	        "label": "Tunnel PING timeout (ms)",
+	        "list": false,
+	        "max": "60000",
+	        "min": "100"
+	      },
+	      "prefer_hold_s": {
+	        "default": "30",
+	        "doc": "Client mode: how long a more preferred relay must stay up before the client moves back to it (no flapping).",
+	        "kind": "uint",
+	        "label": "Hold before a preferred relay (s)",
+	        "list": false,
+	        "max": "3600",
+	        "min": "0"
 	      },
 	      "reconnect_max_ms": {
 	        "default": "30000",
@@ -1312,19 +1382,34 @@ return baseclass.extend({
 	        "min": "100"
 	      },
 	      "server": {
-	        "default": "",
-	        "doc": "Relay 'host:port' (client mode).",
-	        "empty": "none (required in client mode)",
+	        "default": [],
+	        "doc": "Client mode: relays in preference order, each the 'host:port' of its ARPX listener (normally port 7444). The first that answers is used; a later one only while the earlier ones fail.",
 	        "kind": "hostport",
-	        "label": "Relay server",
-	        "list": false
+	        "label": "Relay servers",
+	        "list": true
+	      },
+	      "server_key_fingerprint": {
+	        "default": [],
+	        "doc": "Client mode: keys of relays outside our domain (what `agentctl pki show` prints on the relay); relays whose certificate our domain_ca issued need none.",
+	        "kind": "fingerprint",
+	        "label": "Relay keys outside the domain",
+	        "list": true
 	      }
 	    },
 	    "order": [
 	      "mode",
 	      "server",
+	      "data_port",
+	      "server_key_fingerprint",
+	      "client_key_fingerprint",
+	      "max_clients",
+	      "max_streams_per_client",
+	      "max_bytes_in_flight",
 	      "reconnect_min_ms",
-	      "reconnect_max_ms"
+	      "reconnect_max_ms",
+	      "prefer_hold_s",
+	      "ping_interval_ms",
+	      "ping_timeout_ms"
 	    ]
 	  },
 	  "route": {

@@ -300,7 +300,11 @@ var CROSS = {
 	mapping: [ { exclusive: [ 'input_schema', 'input_schema_file' ] } ]
 };
 
+/* A list option (a DynamicList's formvalue, or its default) is set when
+ * it holds a non-empty entry. */
 function nonEmpty(v) {
+	if (Array.isArray(v))
+		return v.some(function(e) { return e != null && e !== '' });
 	return v != null && v !== '';
 }
 
