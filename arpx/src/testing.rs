@@ -84,6 +84,8 @@ pub fn peer(n: u8) -> crate::instance::PeerConfig {
         reflector_client: false,
         max_trust: crate::message::MAX_TRUST,
         max_proof: crate::message::OriginProof::Jwt,
+        export: true,
+        relay_client: false,
     }
 }
 

@@ -118,6 +118,8 @@ fuzz_target!(|data: &[u8]| {
         reflector_client: false,
         max_trust: 50,
         max_proof: arpx::message::OriginProof::Jwt,
+        export: true,
+        relay_client: false,
     }]));
     rig.feed(Input::UpsertLocal(local("echo-1")));
     rig.connect();

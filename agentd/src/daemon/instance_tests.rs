@@ -395,6 +395,7 @@ fn the_arpx_driver_listens_and_dials_through_effects_and_hears_back_through_inpu
         &mut i,
         Input::Peer(PeerEvent::DialFailed {
             peer: "router-b".into(),
+            relay: None,
             error: "connect to 192.0.2.2 port 7444: timed out".into(),
         }),
         due.0 + 2,

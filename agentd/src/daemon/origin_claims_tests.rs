@@ -61,6 +61,7 @@ fn path(route_id: &str, path: &[&str], proof: OriginProof) -> PeerPath {
         next_hop_data_port: 7447,
         healthy: true,
         proof,
+        source: crate::route::RouteSource::Peer,
     }
 }
 

@@ -412,6 +412,7 @@ mod tests {
             key: [7; 32],
             data: "198.51.100.2:7447".into(),
             signed: true,
+            relay: Default::default(),
         };
         let mut ex = FibExporter::new();
         let t = RouteTable::new(10);

@@ -66,6 +66,23 @@ pub struct PeerLink {
     /// mutually authenticated link alone authenticates each call
     /// (DESIGN §3).
     pub signed: bool,
+    /// The relay roles (DESIGN §7): how the data plane reaches the peer.
+    pub relay: LinkRelay,
+}
+
+/// How the data plane reaches a linked router.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LinkRelay {
+    /// Dial its `data` address.
+    #[default]
+    Direct,
+    /// A client router behind NAT (we are its relay): never dialled; it
+    /// opens a tunnel to our peer listener, and calls toward it ride
+    /// that tunnel.
+    Client,
+    /// The relay we use: dial `data` as usual, and also keep a tunnel to
+    /// it on which it opens calls toward us.
+    Server,
 }
 
 impl PeerLink {

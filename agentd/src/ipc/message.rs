@@ -39,7 +39,9 @@ use crate::time::Millis;
 /// 13: peer links say whether calls over them are signed (`signed`);
 ///     discovery candidates carry their source and the unicast search
 ///     domains their state.
-pub const PROTOCOL_VERSION: u32 = 13;
+/// 14: peer links say how the data plane reaches the router (`relay`:
+///     direct, a relay client's tunnel, or our relay).
+pub const PROTOCOL_VERSION: u32 = 14;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;

@@ -36,6 +36,13 @@ impl Instance {
         self.cfg.reflector || peer.cfg.reflector_client
     }
 
+    /// Whether `peer` may be sent any peer-learned path: every path when
+    /// we reflect to it, else those of our relay clients (we are their
+    /// only way in).
+    fn passes_any_to(&self, peer: &Peer) -> bool {
+        self.reflects_to(peer) || self.peers.values().any(|p| p.cfg.relay_client)
+    }
+
     /// What `peer` should hold for `route_id` now.
     fn export_for(&self, now: u64, peer: &Peer, route_id: &str) -> Option<RouteAd> {
         if let Some(local) = self.locals.routes.get(route_id) {
@@ -43,12 +50,11 @@ impl Instance {
                 .exports_tenant(&local.ad.tenant)
                 .then(|| local.export(now));
         }
-        if !self.reflects_to(peer) {
-            return None;
-        }
         let (via, ad) = self.best_path(route_id)?;
         let to = peer.cfg.router_id.as_str();
-        if via == to
+        let from_relay_client = self.peers.get(via).is_some_and(|p| p.cfg.relay_client);
+        if !(self.reflects_to(peer) || from_relay_client)
+            || via == to
             || ad.path.iter().any(|hop| hop == to)
             || ad.path.len() >= MAX_PATH_WIRE
             || !peer.exports_tenant(&ad.tenant)
@@ -75,7 +81,7 @@ impl Instance {
             return;
         };
         let mut ids: BTreeSet<&String> = self.locals.routes.keys().collect();
-        if self.reflects_to(p) {
+        if self.passes_any_to(p) {
             ids.extend(self.routes.keys());
         }
         let routes: Vec<RouteAd> = ids

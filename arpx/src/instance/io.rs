@@ -56,6 +56,29 @@ pub struct PeerConfig {
     /// reflection.
     #[serde(default = "strongest_proof")]
     pub max_proof: OriginProof,
+    /// Send this peer routes at all. Off for a relay a client router
+    /// holds a session with while it proves itself (DESIGN §7): the
+    /// session is up, but the mesh must not see a path through it until
+    /// it is the relay in use.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub export: bool,
+    /// The peer is a client router behind NAT that reaches the mesh
+    /// through us (we are its relay): the paths it gives us are passed on
+    /// to every peer, reflector or not, since no other router can reach
+    /// it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub relay_client: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+// serde's `skip_serializing_if` passes a reference: the conformance
+// vectors keep their shape while the fields hold their defaults.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_yes(v: &bool) -> bool {
+    *v
 }
 
 fn strongest_proof() -> OriginProof {

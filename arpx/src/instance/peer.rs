@@ -132,6 +132,8 @@ impl Peer {
 
     /// Whether routes of `tenant` may be exported to this peer.
     pub fn exports_tenant(&self, tenant: &str) -> bool {
-        self.cfg.export_tenants.is_empty() || self.cfg.export_tenants.iter().any(|t| t == tenant)
+        self.cfg.export
+            && (self.cfg.export_tenants.is_empty()
+                || self.cfg.export_tenants.iter().any(|t| t == tenant))
     }
 }

@@ -459,7 +459,8 @@ impl Instance {
                 continue;
             }
             let exports_changed = p.cfg.export_tenants != cfg.export_tenants
-                || p.cfg.reflector_client != cfg.reflector_client;
+                || p.cfg.reflector_client != cfg.reflector_client
+                || p.cfg.export != cfg.export;
             p.cfg = cfg;
             self.trim_to_limits(&id, out);
             if exports_changed {

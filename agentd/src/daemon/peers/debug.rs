@@ -140,3 +140,25 @@ pub fn session_down(
         conn.0
     );
 }
+
+/// A router no `peer` section names connected to our relay.
+pub fn relay_client_admitted(peer: &str, remote: SocketAddr, clients: usize) {
+    log_notice!("relay: client router {peer} connected from {remote} ({clients} client(s))");
+}
+
+pub fn relay_client_refused(peer: &str, remote: SocketAddr, why: &str) {
+    log_warn!("relay: session from {peer} at {remote} refused: {why}");
+}
+
+pub fn relay_client_gone(peer: &str) {
+    log_info!("relay: client router {peer} disconnected; its routes are withdrawn");
+}
+
+/// Client mode: the relay in use changed.
+pub fn relay_in_use(peer: &str, server: &str) {
+    log_notice!("relay: using relay {peer} at {server}; our routes go out through it");
+}
+
+pub fn relay_lost(server: &str, why: &str) {
+    log_warn!("relay: relay at {server} lost: {why}");
+}

@@ -35,9 +35,11 @@ pub enum PeerIo {
     },
     /// Close the listener.
     StopListening,
-    /// One dial attempt (replacing any running for `peer`).
+    /// One dial attempt (replacing any running for `peer`); `relay`: to
+    /// relay number `relay` of `relay.server`, by address.
     Dial {
         peer: String,
+        relay: Option<usize>,
         address: String,
         port: u16,
         tls: Arc<TlsContext>,
@@ -122,11 +124,13 @@ impl PeerTasks {
             }
             PeerIo::Dial {
                 peer,
+                relay,
                 address,
                 port,
                 tls,
             } => {
-                let task = tasks::spawn_dial(peer.clone(), address, port, tls, inputs.clone());
+                let task =
+                    tasks::spawn_dial(peer.clone(), relay, address, port, tls, inputs.clone());
                 if let Some(old) = self.dials.insert(peer, task) {
                     old.abort();
                 }

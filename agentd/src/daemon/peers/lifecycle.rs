@@ -11,6 +11,9 @@ impl Peers {
     /// router_id or the identity cannot be loaded.
     pub fn start(&mut self, now: Millis, state: &mut State) -> Changes {
         let mut changes = Changes::new();
+        // A new mesh starts with no relay-role routers (their sessions
+        // are gone with the old one).
+        self.settings = self.given.clone();
         self.dialers = self
             .settings
             .peers
@@ -52,6 +55,7 @@ impl Peers {
             }
         }
         self.start_listener();
+        self.relay_start(now);
         let ids: Vec<String> = self.dialers.keys().cloned().collect();
         for id in ids {
             // Spread the first dials of a router that restarts with many
@@ -79,7 +83,7 @@ impl Peers {
             ));
         }
         let fingerprint = identity.fingerprint();
-        let tls = Arc::new(identity.context(&s.peers, generation)?);
+        let tls = Arc::new(identity.context(&s.peers, &s.relay, generation)?);
         let (tls_tx, _) = watch::channel(tls.clone());
         let instance = mesh::Instance::new(mesh::InstanceConfig {
             router_id: router_id.to_string(),
@@ -118,9 +122,10 @@ impl Peers {
         let Some(listen) = &self.settings.listen else {
             return;
         };
-        if self.settings.peers.is_empty() {
-            // Every inbound session must be a configured peer: with none,
-            // a listening socket could only refuse.
+        if !self.settings.wants_listener() {
+            // Every inbound session must be a configured peer (or, at a
+            // relay, a client router): with none, a listening socket
+            // could only refuse.
             m.listen_error = Some("not listening: no peer configured".into());
             return;
         }
@@ -179,18 +184,32 @@ impl Peers {
         let key_changed = identity.is_some_and(|read| self.reload_identity(read));
         let restart =
             new.instance_key() != self.settings.instance_key() || self.mesh.is_err() || key_changed;
+        self.given = new;
         if restart {
             let mut changes = self.stop(now, state);
-            self.settings = new;
             changes.extend(self.start(now, state));
             return changes;
         }
+        let new = relay::with_relay_peers(&self.given, &self.relay.peers);
         if new == self.settings {
             // A renewed certificate or CA file still applies to new
             // handshakes.
             self.rebuild_tls();
             return Changes::new();
         }
+        self.apply_peers(new, now, state)
+    }
+
+    /// A new peer set on the running mesh: removed peers are closed with
+    /// `peer_removed` and their paths go, peers whose address, ports or
+    /// pin changed are closed and dialled again, the others keep their
+    /// sessions (a changed export rule or relay role is applied in place).
+    pub(super) fn apply_peers(
+        &mut self,
+        new: MeshSettings,
+        now: Millis,
+        state: &mut State,
+    ) -> Changes {
         let old = std::mem::replace(&mut self.settings, new);
         let mut changes = Changes::new();
         let changed: Vec<String> = old
@@ -241,7 +260,7 @@ impl Peers {
             }
         }
         if old.listen != self.settings.listen
-            || old.peers.is_empty() != self.settings.peers.is_empty()
+            || old.wants_listener() != self.settings.wants_listener()
         {
             self.start_listener();
         }
@@ -278,7 +297,10 @@ impl Peers {
     /// listener and the next dials (sessions up stay as they are).
     pub(super) fn rebuild_tls(&mut self) {
         if let Ok(m) = &mut self.mesh {
-            match m.identity.context(&self.settings.peers, m.generation) {
+            match m
+                .identity
+                .context(&self.settings.peers, &self.settings.relay, m.generation)
+            {
                 Ok(ctx) => {
                     m.tls = Arc::new(ctx);
                     m.tls_tx.send_replace(m.tls.clone());

@@ -10,9 +10,10 @@
 
 use arpx::instance::ConnId;
 
+use super::settings::RelayRole;
 use super::{debug, Peers};
 use crate::daemon::state::{data_plane_authority, Changes, State};
-use crate::fib::PeerLink;
+use crate::fib::{LinkRelay, PeerLink};
 
 impl Peers {
     /// The session with `peer` reached Established on `conn`.
@@ -80,6 +81,11 @@ impl Peers {
             key,
             data: data.into(),
             signed: p.key_fingerprint.is_some() || p.sign_calls,
+            relay: match p.relay {
+                RelayRole::Client => LinkRelay::Client,
+                RelayRole::Server => LinkRelay::Server,
+                RelayRole::None | RelayRole::Standby => LinkRelay::Direct,
+            },
         })
     }
 }

@@ -19,6 +19,8 @@
 //! * [`routes`] — agentd routes ↔ ARPX, field by field.
 //! * `status` — `agentctl peers` and the `arpx.*` counters.
 //! * `links` — the established sessions as FIB links for the data plane.
+//! * `relay` — the routers the relay roles bring: client routers that
+//!   connect to our relay, and the relays we use (DESIGN §7).
 //! * [`debug`] — log text.
 //!
 //! Dialing: every configured peer has a dialer. While the peer has no
@@ -33,6 +35,7 @@ pub mod io;
 mod lifecycle;
 mod links;
 mod output;
+mod relay;
 pub mod routes;
 pub mod settings;
 mod status;
@@ -55,7 +58,7 @@ use crate::route::RouteId;
 use crate::time::Millis;
 use inbox::{ConnEvent, Inbox};
 use io::{PeerIo, Serve};
-use settings::{MeshSettings, PeerSettings};
+use settings::{MeshSettings, PeerSettings, RelayRole};
 use tasks::{PeerEvent, SendQueue, QUEUE_FRAMES};
 use tls::{Identity, TlsContext};
 
@@ -68,6 +71,8 @@ pub const MAX_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 enum Key {
     Arpx(Timer),
     Dial(String),
+    /// Client mode: the relay choice has something to do.
+    Relay,
 }
 
 #[derive(Debug)]
@@ -134,7 +139,12 @@ struct DriverCounters {
 /// The ARPX driver.
 #[derive(Debug)]
 pub struct Peers {
+    /// What the driver runs on: [`Peers::given`] plus the routers the
+    /// relay roles brought.
     settings: MeshSettings,
+    /// The configured and admitted peers as last handed in.
+    given: MeshSettings,
+    relay: relay::RelayState,
     /// The identity files as last read with the configuration (a mesh
     /// restart builds on them; only a config read reads them again).
     identity: Result<Identity, String>,
@@ -195,6 +205,8 @@ fn peer_config(p: &PeerSettings) -> PeerConfig {
         reflector_client: p.reflector_client,
         max_trust: p.max_trust,
         max_proof: p.max_proof,
+        export: p.relay != RelayRole::Standby,
+        relay_client: p.relay == RelayRole::Client,
     }
 }
 
@@ -205,7 +217,9 @@ impl Peers {
     pub fn new(settings: MeshSettings, identity: Result<Identity, String>) -> Peers {
         let seed = wall_ms() ^ u64::from(std::process::id()).rotate_left(32);
         Peers {
+            given: settings.clone(),
             settings,
+            relay: relay::RelayState::default(),
             identity,
             io: Vec::new(),
             listen_serial: 0,
@@ -223,9 +237,10 @@ impl Peers {
         }
     }
 
-    /// What the driver runs on now (configured plus admitted peers).
+    /// The configured plus admitted peers last handed in (the relay
+    /// roles' routers are the driver's own).
     pub fn settings(&self) -> &MeshSettings {
-        &self.settings
+        &self.given
     }
 
     /// What the driver asked to be done since the last call, in order
@@ -253,8 +268,10 @@ impl Peers {
             match key {
                 Key::Arpx(t) => changes.extend(self.feed(now, mesh::Input::Timer(t), state)),
                 Key::Dial(peer) => self.dial(&peer),
+                Key::Relay => changes.extend(self.relay_poll(now, state)),
             }
         }
+        changes.extend(self.relay_settle(now, state));
         changes
     }
 
@@ -301,9 +318,28 @@ impl Peers {
 
     /// One event of a driver task.
     pub fn event(&mut self, ev: PeerEvent, now: Millis, state: &mut State) -> Changes {
+        let mut changes = self.event_inner(ev, now, state);
+        changes.extend(self.relay_settle(now, state));
+        changes
+    }
+
+    fn event_inner(&mut self, ev: PeerEvent, now: Millis, state: &mut State) -> Changes {
         match ev {
             PeerEvent::Handshaken(h) => self.handshaken(*h, now, state),
-            PeerEvent::DialFailed { peer, error } => {
+            PeerEvent::DialFailed {
+                relay: Some(i),
+                error,
+                ..
+            } => {
+                self.counters.dial_failures += 1;
+                self.relay_dial_failed(i, error, now);
+                Changes::new()
+            }
+            PeerEvent::DialFailed {
+                peer,
+                relay: None,
+                error,
+            } => {
                 self.counters.dial_failures += 1;
                 let repeated = self
                     .dialers
@@ -358,6 +394,7 @@ impl Peers {
         for ev in events {
             changes.extend(self.conn_event(conn, ev, now, state));
         }
+        changes.extend(self.relay_settle(now, state));
         changes
     }
 
@@ -410,6 +447,18 @@ impl Peers {
             // Verified under a mesh (identity, trust) that is gone.
             return Changes::new();
         }
+        // A router no peer section names: a relay we dialled, or a client
+        // router at our relay; the relay roles decide.
+        let mut changes = Changes::new();
+        if h.relay.is_some() || self.settings.peer(&h.peer).is_none() {
+            match self.relay_handshaken(&h, now, state) {
+                Some(c) => changes = c,
+                None => return Changes::new(),
+            }
+        }
+        let Ok(m) = &mut self.mesh else {
+            return changes;
+        };
         if h.outbound {
             if let Some(d) = self.dialers.get_mut(&h.peer) {
                 d.state = DialState::Waiting;
@@ -437,16 +486,20 @@ impl Peers {
             },
         );
         self.timers.cancel(&Key::Dial(h.peer.clone()));
-        self.feed(
+        changes.extend(self.feed(
             now,
             mesh::Input::Connected {
                 conn,
-                peer: h.peer,
+                peer: h.peer.clone(),
                 peer_key: h.key,
                 outbound: h.outbound,
             },
             state,
-        )
+        ));
+        if let Some(i) = h.relay {
+            changes.extend(self.relay_up(i, now, state));
+        }
+        changes
     }
 
     fn dial(&mut self, peer: &str) {
@@ -458,13 +511,16 @@ impl Peers {
         let Some(d) = self.dialers.get_mut(peer) else {
             return;
         };
-        if matches!(d.state, DialState::Dialing) {
+        // The relay roles' routers are dialled by the relay choice, or
+        // (our relay clients) never.
+        if matches!(d.state, DialState::Dialing) || d.settings.relay != RelayRole::None {
             return;
         }
         self.counters.dials += 1;
         d.state = DialState::Dialing;
         self.io.push(PeerIo::Dial {
             peer: peer.to_string(),
+            relay: None,
             address: d.settings.address.clone(),
             port: d.settings.port,
             tls: m.tls.clone(),
@@ -500,6 +556,9 @@ impl Peers {
             PeerIo::Cut { conn }
         });
         let others = m.conns.values().any(|o| o.peer == c.peer);
+        if !others {
+            self.relay.session_gone(&c.peer);
+        }
         if let Some(d) = self.dialers.get_mut(&c.peer) {
             let idle = !others && matches!(d.state, DialState::Waiting);
             if idle {

@@ -181,6 +181,11 @@ pub fn peer_path(ad: &RouteAd, peer: &PeerSettings) -> Result<PeerPath, String> 
         // The origin router's word, lowered by every router on the way
         // and by our cap for this neighbour (docs/trust-model.md).
         proof: local_proof(ad.proof.min(ad.proof_limit).min(peer.max_proof)),
+        source: if peer.relay == super::settings::RelayRole::Client {
+            RouteSource::Relay
+        } else {
+            RouteSource::Peer
+        },
     })
 }
 
@@ -332,6 +337,7 @@ mod tests {
             export_tenants: Vec::new(),
             max_trust: 40,
             max_proof: OriginProof::Jwt,
+            relay: Default::default(),
         }
     }
 

@@ -31,6 +31,65 @@ pub struct MeshSettings {
     pub max_routes_per_origin: usize,
     /// Enabled peers, in file order.
     pub peers: Vec<PeerSettings>,
+    /// The `relay` section.
+    pub relay: RelaySettings,
+}
+
+/// The `relay` section (DESIGN §7 "Relay (NAT)").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelaySettings {
+    pub mode: uci_schema::RelayMode,
+    /// Client mode: each relay's ARPX `(host, port)`, in preference order.
+    pub servers: Vec<(String, u16)>,
+    /// Client mode: the relays' data-plane port.
+    pub data_port: u16,
+    /// Client mode: keys of relays outside our domain.
+    pub server_pins: Vec<String>,
+    /// Server mode: keys of client routers outside our domain.
+    pub client_pins: Vec<String>,
+    pub max_clients: usize,
+    pub reconnect_min_ms: u64,
+    pub reconnect_max_ms: u64,
+    pub prefer_hold_ms: u64,
+}
+
+impl RelaySettings {
+    pub fn is_server(&self) -> bool {
+        self.mode == uci_schema::RelayMode::Server
+    }
+
+    pub fn is_client(&self) -> bool {
+        self.mode == uci_schema::RelayMode::Client
+    }
+}
+
+/// `host:port` (the schema checked it) as host and port; an IPv6
+/// literal loses its brackets.
+pub fn split_host_port(s: &str) -> Option<(String, u16)> {
+    if let Ok(a) = s.parse::<std::net::SocketAddr>() {
+        return Some((a.ip().to_string(), a.port()));
+    }
+    let (host, port) = s.rsplit_once(':')?;
+    Some((host.to_string(), port.parse().ok()?))
+}
+
+/// Where a peer stands in the relay roles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RelayRole {
+    /// An ordinary peer (a `peer` section, or admitted by discovery).
+    #[default]
+    None,
+    /// A client router behind NAT whose session came to our listener
+    /// (we are its relay): never dialled, its routes are passed on to
+    /// every peer with source `relay`, and calls reach it only through
+    /// the tunnel it opens to our gateway.
+    Client,
+    /// The relay we use (client mode): our routes go out through it, and
+    /// our gateway keeps a tunnel to it.
+    Server,
+    /// A more preferred relay that is up but still proving itself: no
+    /// routes go out through it yet.
+    Standby,
 }
 
 /// One enabled `peer` section.
@@ -53,6 +112,9 @@ pub struct PeerSettings {
     /// The strongest origin proof a route learned from this peer may
     /// claim.
     pub max_proof: arpx::message::OriginProof,
+    /// Set by the driver for the routers the relay roles bring (never
+    /// from a `peer` section).
+    pub relay: RelayRole,
 }
 
 impl PeerSettings {
@@ -120,8 +182,10 @@ impl MeshSettings {
                         uci_schema::ProofLevel::Static => arpx::message::OriginProof::Static,
                         uci_schema::ProofLevel::Jwt => arpx::message::OriginProof::Jwt,
                     },
+                    relay: RelayRole::None,
                 })
                 .collect(),
+            relay: RelaySettings::of_config(&c.relay),
         }
     }
 
@@ -137,11 +201,36 @@ impl MeshSettings {
             (self.heartbeat_ms, self.miss_limit, self.graceful_ms),
             (self.reflector, self.max_frame, self.max_path),
             self.max_routes_per_origin,
+            // A relay role or server list change restarts the sessions:
+            // who may connect and whom to dial both change.
+            &self.relay,
         )
+    }
+
+    /// Whether `arpx.listen` is worth a socket: some router may connect
+    /// (a peer, or a client router of our relay).
+    pub fn wants_listener(&self) -> bool {
+        !self.peers.is_empty() || self.relay.is_server()
     }
 
     pub fn peer(&self, router_id: &str) -> Option<&PeerSettings> {
         self.peers.iter().find(|p| p.router_id == router_id)
+    }
+}
+
+impl RelaySettings {
+    fn of_config(r: &uci_schema::Relay) -> RelaySettings {
+        RelaySettings {
+            mode: r.mode,
+            servers: r.server.iter().filter_map(|s| split_host_port(s)).collect(),
+            data_port: u16::try_from(r.data_port).unwrap_or(u16::MAX),
+            server_pins: r.server_key_fingerprint.clone(),
+            client_pins: r.client_key_fingerprint.clone(),
+            max_clients: usize::try_from(r.max_clients).unwrap_or(usize::MAX),
+            reconnect_min_ms: r.reconnect_min_ms,
+            reconnect_max_ms: r.reconnect_max_ms.max(r.reconnect_min_ms),
+            prefer_hold_ms: r.prefer_hold_s.saturating_mul(1000),
+        }
     }
 }
 

@@ -69,8 +69,13 @@ pub type Stream = tokio_rustls::TlsStream<TcpStream>;
 pub enum PeerEvent {
     /// A TLS session is up and its peer verified.
     Handshaken(Box<Handshake>),
-    /// A dial to `peer` failed (TCP or TLS).
-    DialFailed { peer: String, error: String },
+    /// A dial to `peer` failed (TCP or TLS); `relay`: it was relay
+    /// number `relay` of `relay.server` (client mode).
+    DialFailed {
+        peer: String,
+        relay: Option<usize>,
+        error: String,
+    },
     /// An inbound handshake failed; `remote` says from where.
     Refused { remote: SocketAddr, error: String },
     /// The listener of [`super::io::PeerIo::Listen`] number `serial` is
@@ -93,7 +98,7 @@ impl fmt::Debug for PeerEvent {
                 if h.outbound { "to" } else { "from" },
                 h.remote
             ),
-            PeerEvent::DialFailed { peer, error } => write!(f, "DialFailed({peer}: {error})"),
+            PeerEvent::DialFailed { peer, error, .. } => write!(f, "DialFailed({peer}: {error})"),
             PeerEvent::Refused { remote, error } => write!(f, "Refused({remote}: {error})"),
             PeerEvent::Listening { serial, bound } => write!(f, "Listening({serial}: {bound:?})"),
             PeerEvent::ListenerFailed { serial, error } => {
@@ -117,6 +122,9 @@ pub struct Handshake {
     pub key: [u8; 32],
     pub outbound: bool,
     pub remote: SocketAddr,
+    /// A dial to relay number `relay` of `relay.server` (its router id
+    /// is what its certificate proved).
+    pub relay: Option<usize>,
 }
 
 async fn report(inputs: &mpsc::Sender<Input>, ev: PeerEvent) -> bool {
@@ -194,31 +202,44 @@ async fn accept(tcp: TcpStream, remote: SocketAddr, ctx: &TlsContext) -> Result<
         key,
         outbound: false,
         remote,
+        relay: None,
     })
 }
 
 // ===== dialer =====
 
-/// One dial attempt to `peer` at `address:port`.
+/// One dial attempt to `peer` at `address:port`; `relay`: to relay
+/// number `relay`, known by address only (`peer` is then only the dial's
+/// name).
 pub fn spawn_dial(
     peer: String,
+    relay: Option<usize>,
     address: String,
     port: u16,
     ctx: Arc<TlsContext>,
     inputs: mpsc::Sender<Input>,
 ) -> AbortHandle {
     tokio::spawn(async move {
-        let ev = match dial(&peer, &address, port, &ctx).await {
+        let ev = match dial(&peer, relay, &address, port, &ctx).await {
             Ok(h) => PeerEvent::Handshaken(Box::new(h)),
-            Err(error) => PeerEvent::DialFailed { peer, error },
+            Err(error) => PeerEvent::DialFailed { peer, relay, error },
         };
         report(&inputs, ev).await;
     })
     .abort_handle()
 }
 
-async fn dial(peer: &str, address: &str, port: u16, ctx: &TlsContext) -> Result<Handshake, String> {
-    let config = ctx.client(peer)?;
+async fn dial(
+    peer: &str,
+    relay: Option<usize>,
+    address: &str,
+    port: u16,
+    ctx: &TlsContext,
+) -> Result<Handshake, String> {
+    let config = match relay {
+        None => ctx.client(peer)?,
+        Some(_) => ctx.relay_client()?,
+    };
     let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((address, port)))
         .await
         .map_err(|_| format!("connect to {address} port {port} timed out"))?
@@ -227,7 +248,12 @@ async fn dial(peer: &str, address: &str, port: u16, ctx: &TlsContext) -> Result<
     let remote = tcp
         .peer_addr()
         .map_err(|e| format!("connect to {address} port {port}: {e}"))?;
-    let name = super::tls::server_name(peer)?;
+    let name = match relay {
+        None => super::tls::server_name(peer)?,
+        // The verifier judges the relay by its certificate (the Unlisted
+        // rule); the name only makes SNI meaningful in its logs.
+        Some(_) => super::tls::server_name(address)?,
+    };
     let stream = tokio::time::timeout(
         CONNECT_TIMEOUT,
         TlsConnector::from(config).connect(name, tcp),
@@ -236,7 +262,10 @@ async fn dial(peer: &str, address: &str, port: u16, ctx: &TlsContext) -> Result<
     .map_err(|_| "TLS handshake timed out".to_string())?
     .map_err(|e| super::tls::handshake_error(&e))?;
     let mut stream = tokio_rustls::TlsStream::Client(stream);
-    let (verified, key) = ctx.verified(&stream, Some(peer))?;
+    let (verified, key) = match relay {
+        None => ctx.verified(&stream, Some(peer))?,
+        Some(_) => ctx.verified_relay(&stream)?,
+    };
     // In TLS 1.3 the client finishes its handshake before the server has
     // judged the client certificate: a refusal arrives as an alert on the
     // first read. The server's Open comes first on every accepted
@@ -259,6 +288,7 @@ async fn dial(peer: &str, address: &str, port: u16, ctx: &TlsContext) -> Result<
         key,
         outbound: true,
         remote,
+        relay,
     })
 }
 

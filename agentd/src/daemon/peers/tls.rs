@@ -8,12 +8,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use router_pki::tls::{self as pki_tls, DomainCa, PeerTrust, Trust, TrustError, ALPN_ARPX};
+use router_pki::tls::{
+    self as pki_tls, DomainCa, PeerTrust, Trust, TrustError, Unlisted, ALPN_ARPX,
+};
 use router_pki::{Fingerprint, RouterIdentity};
 use tokio_rustls::rustls::pki_types::{ServerName, UnixTime};
 use tokio_rustls::rustls::{ClientConfig, ServerConfig};
 
-use super::settings::{MeshSettings, PeerSettings};
+use super::settings::{MeshSettings, PeerSettings, RelaySettings};
 
 /// Everything a handshake needs; rebuilt when the peer set changes and
 /// shared with the listener and dial tasks.
@@ -27,6 +29,9 @@ pub struct TlsContext {
     /// Per peer: its client config, or why it cannot be dialled (a
     /// malformed pin).
     clients: HashMap<String, Result<Arc<ClientConfig>, String>>,
+    /// Client mode: the config to dial relays with, known by address
+    /// only (the [`Unlisted`] rule judges them).
+    relay: Option<Arc<ClientConfig>>,
 }
 
 /// The router's identity, read with the configuration that names its
@@ -101,8 +106,16 @@ impl arpx::instance::OriginCa for OriginCerts {
 impl Identity {
     /// The handshake context for `peers`, of mesh number `mesh`. A peer
     /// with a malformed pin is left out of the trust rule (it can neither
-    /// dial nor be accepted) and its client entry says why.
-    pub fn context(&self, peers: &[PeerSettings], mesh: u64) -> Result<TlsContext, String> {
+    /// dial nor be accepted) and its client entry says why. The relay
+    /// role adds the routers no `peer` section names: a relay server
+    /// accepts client routers of our domain or with a listed key, and a
+    /// relay client dials relays on the same terms.
+    pub fn context(
+        &self,
+        peers: &[PeerSettings],
+        relay: &RelaySettings,
+        mesh: u64,
+    ) -> Result<TlsContext, String> {
         let mut trusted = Vec::new();
         let mut bad = HashMap::new();
         for p in peers {
@@ -120,7 +133,24 @@ impl Identity {
                 }
             }
         }
-        let trust = Arc::new(Trust::new(self.ca.clone(), trusted));
+        let pins = if relay.is_server() {
+            &relay.client_pins
+        } else if relay.is_client() {
+            &relay.server_pins
+        } else {
+            &Vec::new()
+        };
+        let unlisted = Unlisted {
+            domain: self.ca.is_some() && (relay.is_server() || relay.is_client()),
+            pins: pins
+                .iter()
+                .map(|p| {
+                    p.parse::<Fingerprint>()
+                        .map_err(|e| format!("relay key fingerprint {p}: {e}"))
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let trust = Arc::new(Trust::new(self.ca.clone(), trusted).with_unlisted(unlisted));
         let server = pki_tls::server_config(&self.identity, trust.clone(), &[ALPN_ARPX])
             .map_err(|e| e.to_string())?;
         let mut clients = HashMap::new();
@@ -137,11 +167,20 @@ impl Identity {
             };
             clients.insert(p.router_id.clone(), entry);
         }
+        let relay = if relay.is_client() {
+            Some(
+                pki_tls::client_config_unlisted(&self.identity, trust.clone(), &[ALPN_ARPX])
+                    .map_err(|e| e.to_string())?,
+            )
+        } else {
+            None
+        };
         Ok(TlsContext {
             mesh,
             trust,
             server,
             clients,
+            relay,
         })
     }
 }
@@ -154,6 +193,28 @@ impl TlsContext {
             Some(Err(why)) => Err(why.clone()),
             None => Err(format!("router {peer} is not a configured peer")),
         }
+    }
+
+    /// The client config to dial a relay with (client mode).
+    pub fn relay_client(&self) -> Result<Arc<ClientConfig>, String> {
+        self.relay
+            .clone()
+            .ok_or_else(|| "not a relay client (relay.mode is not 'client')".to_string())
+    }
+
+    /// Which relay a finished handshake to an address is with, and its
+    /// key, after checking the negotiated ALPN.
+    pub fn verified_relay(
+        &self,
+        stream: &super::tasks::Stream,
+    ) -> Result<(String, [u8; 32]), String> {
+        let (_, state) = stream.get_ref();
+        if state.alpn_protocol() != Some(ALPN_ARPX) {
+            return Err("handshake: the relay did not negotiate ALPN arpx/1".into());
+        }
+        let id = pki_tls::peer_identity_unlisted(state, &self.trust, UnixTime::now())
+            .map_err(|e| format!("handshake: {e}"))?;
+        Ok((id.router_id, id.public_key))
     }
 
     /// Which configured peer a finished handshake is with, and its key,

@@ -145,6 +145,8 @@ pub struct PeerPath {
     /// How the origin router says the origin was proven (signed into the
     /// advertisement).
     pub proof: OriginProof,
+    /// `Peer`, or `Relay` for a path from a client router of our relay.
+    pub source: RouteSource,
 }
 
 impl PeerPath {
@@ -172,7 +174,7 @@ impl PeerPath {
                 input_schema: None,
                 description: None,
             }),
-            source: RouteSource::Peer,
+            source: self.source,
             path: self.path,
             next_hop: Some(self.next_hop),
             lease: Lease::Permanent,

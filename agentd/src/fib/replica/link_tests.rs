@@ -11,6 +11,7 @@ fn link(id: &str, key: u8, data: &str) -> PeerLink {
         key: [key; 32],
         data: data.into(),
         signed: true,
+        relay: Default::default(),
     }
 }
 

@@ -173,3 +173,47 @@ fn serials_grow_with_changes_and_start_higher_after_a_restart() {
     let second = routes_of(&sent(&out, 7))[0].serial;
     assert!(second > first, "{second} > {first}");
 }
+
+#[test]
+fn a_relay_passes_its_clients_paths_to_every_peer_and_only_theirs() {
+    // Router B (2) is no reflector. Router A (1) is its relay client;
+    // router C (3) an ordinary peer.
+    let mut rig = Rig::new(2, &[1, 3]);
+    rig.feed(Input::ConfigurePeers(vec![
+        PeerConfig {
+            relay_client: true,
+            ..peer(1)
+        },
+        peer(3),
+    ]));
+    rig.establish(8, 3, vec![signed("r-c", &["router-c"], 3)]);
+    let out = rig.establish(7, 1, vec![a("r1")]);
+    let to_c = routes_of(&sent(&out, 8));
+    assert_eq!(to_c.len(), 1, "the client's path goes on: {to_c:?}");
+    assert_eq!(
+        to_c[0].path,
+        vec!["router-a".to_string(), "router-b".into()]
+    );
+    // What C gave us goes nowhere: C is no relay client and B no
+    // reflector (the client is not a reflector client here).
+    let to_a = routes_of(&sent(&out, 7));
+    assert!(to_a.is_empty(), "no transit from C: {to_a:?}");
+}
+
+#[test]
+fn a_peer_that_may_not_be_exported_to_gets_nothing_until_it_may() {
+    let mut rig = Rig::new(2, &[1]);
+    rig.feed(Input::UpsertLocal(local("echo-1")));
+    rig.feed(Input::ConfigurePeers(vec![PeerConfig {
+        export: false,
+        ..peer(1)
+    }]));
+    let out = rig.establish(7, 1, vec![]);
+    assert!(routes_of(&sent(&out, 7)).is_empty(), "a standby relay");
+    let out = rig.feed(Input::ConfigurePeers(vec![peer(1)]));
+    let ids: Vec<_> = routes_of(&sent(&out, 7))
+        .into_iter()
+        .map(|r| r.route_id)
+        .collect();
+    assert_eq!(ids, ["echo-1"], "the relay in use gets our routes");
+}

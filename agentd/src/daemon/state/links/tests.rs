@@ -33,6 +33,7 @@ fn link(id: &str, key: u8) -> PeerLink {
         key: [key; 32],
         data: "198.51.100.2:7447".into(),
         signed: true,
+        relay: Default::default(),
     }
 }
 

@@ -53,6 +53,7 @@ fn ad(route_id: &str, path: &[&str]) -> PeerPath {
         next_hop_data_port: 7447,
         healthy: true,
         proof: OriginProof::Static,
+        source: RouteSource::Peer,
     }
 }
 
