@@ -501,7 +501,7 @@ impl Instance {
     fn apply_admitted(&mut self, now: Millis) {
         let mesh = self.discovery.mesh(&self.state.runtime().mesh);
         self.state.set_admitted(self.discovery.admitted_ids());
-        if &mesh == self.peers.settings() {
+        if &mesh == self.peers.given() {
             return;
         }
         let changes = self.peers.reconfigure(mesh, None, now, &mut self.state);

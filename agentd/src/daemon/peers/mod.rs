@@ -237,9 +237,15 @@ impl Peers {
         }
     }
 
+    /// What the driver runs on now: the configured and admitted peers
+    /// plus the routers the relay roles brought.
+    pub fn settings(&self) -> &MeshSettings {
+        &self.settings
+    }
+
     /// The configured plus admitted peers last handed in (the relay
     /// roles' routers are the driver's own).
-    pub fn settings(&self) -> &MeshSettings {
+    pub fn given(&self) -> &MeshSettings {
         &self.given
     }
 
