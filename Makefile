@@ -115,6 +115,13 @@ test-python: toolchain venv
 	  else \
 	    echo "error: the unicast DNS-SD tests need Debian's nsd, unbound, ldnsutils and knot-dnsutils: apt-get install nsd unbound ldnsutils knot-dnsutils" >&2; exit 1; \
 	  fi; }
+	@command -v nft >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing nftables (a NAT router in a namespace: tests/test_relay.py)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; \
+	  else \
+	    echo "error: the relay tests need Debian's nftables: apt-get install nftables" >&2; exit 1; \
+	  fi; }
 	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing prometheus (promtool and a real server scrape /metrics: tests/test_metrics.py)"; \

@@ -135,6 +135,36 @@ pub struct GatewayConfig {
     /// `gateway.public_url` (no trailing slash): the base URL written into
     /// A2A agent cards; empty: from the request.
     pub public_url: Box<str>,
+    /// The `relay` section's data-plane part.
+    pub relay: RelayConfig,
+}
+
+/// What the data plane takes from the `relay` section (which relay is
+/// used is agentd's choice; the gateway follows the FIB's links).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RelayConfig {
+    /// Server mode: calls in flight toward one client router.
+    pub max_streams_per_client: u32,
+    /// Server mode: a client's tunnel's HTTP/2 connection window.
+    pub max_bytes_in_flight: u32,
+    pub ping_interval_ms: u64,
+    pub ping_timeout_ms: u64,
+    pub reconnect_min_ms: u64,
+    pub reconnect_max_ms: u64,
+}
+
+impl RelayConfig {
+    fn of(r: &uci_schema::Relay) -> RelayConfig {
+        let u32_of = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        RelayConfig {
+            max_streams_per_client: u32_of(r.max_streams_per_client),
+            max_bytes_in_flight: u32_of(r.max_bytes_in_flight),
+            ping_interval_ms: r.ping_interval_ms,
+            ping_timeout_ms: r.ping_timeout_ms,
+            reconnect_min_ms: r.reconnect_min_ms,
+            reconnect_max_ms: r.reconnect_max_ms.max(r.reconnect_min_ms),
+        }
+    }
 }
 
 impl Default for GatewayConfig {
@@ -322,6 +352,7 @@ impl GatewayConfig {
             mesh: !c.agentd.router_id.is_empty(),
             assertion_ttl_ms: g.assertion_ttl.saturating_mul(1000),
             replay_cache: usize_of(g.replay_cache),
+            relay: RelayConfig::of(&c.relay),
             identity: PathBuf::from(&c.agentd.identity),
             router_cert: (!c.agentd.router_cert.is_empty())
                 .then(|| PathBuf::from(&c.agentd.router_cert)),

@@ -145,10 +145,11 @@ impl Fib {
             // A peer path is a candidate of its own kind: its endpoint is
             // the next hop's data plane, not a handler URL, so it is never
             // parsed or SSRF-checked as one. Local and static routes need
-            // an endpoint we can reach over HTTP/1.1; relay forwarding
-            // arrives later.
+            // an endpoint we can reach over HTTP/1.1. A relay route is
+            // a peer path whose next hop is our relay client (its link
+            // says how to reach it).
             let dest = match (r.source, &r.next_hop) {
-                (RouteSource::Peer, Some(hop)) => Dest::Peer {
+                (RouteSource::Peer | RouteSource::Relay, Some(hop)) => Dest::Peer {
                     next_hop: hop.clone(),
                 },
                 (RouteSource::Local | RouteSource::Static, _) => match self.target(&r.endpoint) {

@@ -176,6 +176,7 @@ fn one_host_holds_only_its_share_of_peer_handshakes() {
             key: linked.to_bytes(),
             data: closed_port().await.to_string().into(),
             signed: true,
+            relay: Default::default(),
         }]);
         assert!(state.peer.tls().is_some());
         let listener = agent_gw::serve::http::bind("127.0.0.1:0".parse().unwrap())

@@ -68,6 +68,9 @@ struct Slot {
     /// would leave calls on a silently dead link hanging until their
     /// deadlines.
     kill: RefCell<Rc<KillSwitch>>,
+    /// A relay client's link: numbers the tunnels it opened to us, so
+    /// the end of a replaced one leaves its successor alone.
+    tunnels: std::cell::Cell<u64>,
 }
 
 #[derive(Debug)]
@@ -105,8 +108,15 @@ impl PeerConns {
                 changed: Notify::new(),
                 task: RefCell::new(None),
                 kill: RefCell::new(Rc::new(KillSwitch::default())),
+                tunnels: std::cell::Cell::new(0),
             });
-            let handle = tokio::task::spawn_local(drive(slot.clone(), tls.clone(), stats.clone()));
+            let handle = if l.relay == agentd::fib::LinkRelay::Client {
+                // Behind NAT: never dialled, reached through the tunnel
+                // it opens to our listener.
+                tokio::task::spawn_local(await_tunnel(slot.clone()))
+            } else {
+                tokio::task::spawn_local(drive(slot.clone(), tls.clone(), stats.clone()))
+            };
             *slot.task.borrow_mut() = Some(handle);
             slots.insert(l.router_id.clone(), slot);
         }
@@ -141,6 +151,44 @@ impl PeerConns {
                 )));
             }
         }
+    }
+}
+
+impl PeerConns {
+    /// A relay client's tunnel to us is up: calls toward it ride
+    /// `sender`. Returns the tunnel's number for [`PeerConns::tunnel_down`],
+    /// or `None` when `link` is not (or no longer) the router's link.
+    pub fn tunnel_up(&self, link: &Link, sender: PeerSender) -> Option<u64> {
+        let slot = self.slots.borrow().get(&link.router_id).cloned()?;
+        if slot.link != *link || link.relay != agentd::fib::LinkRelay::Client {
+            return None;
+        }
+        let n = slot.tunnels.get() + 1;
+        slot.tunnels.set(n);
+        slot.set(ConnState::Ready(sender));
+        Some(n)
+    }
+
+    /// Tunnel number `n` of `router_id` ended, for `why`.
+    pub fn tunnel_down(&self, router_id: &str, n: u64, why: String) {
+        let Some(slot) = self.slots.borrow().get(router_id).cloned() else {
+            return;
+        };
+        if slot.tunnels.get() == n {
+            slot.set(ConnState::Down { why });
+        }
+    }
+}
+
+/// A relay client's link: calls wait for its tunnel while the link is
+/// new (its agentd told it of the session a moment ago, and it dials
+/// us now), and are refused at once after that until a tunnel is up.
+async fn await_tunnel(slot: Rc<Slot>) {
+    tokio::time::sleep(LINK_GRACE).await;
+    if matches!(*slot.state.borrow(), ConnState::Dialing) {
+        slot.set(ConnState::Down {
+            why: "the relay client has no tunnel open to this relay".into(),
+        });
     }
 }
 

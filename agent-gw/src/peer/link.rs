@@ -13,4 +13,8 @@ pub struct Link {
     /// domain, or `peer.sign_calls`); otherwise the link authenticates
     /// them and the call's identity travels in headers (`identity`).
     pub signed: bool,
+    /// How the data plane reaches it: dialled, through the tunnel it
+    /// opened to us (our relay client), or dialled and also holding our
+    /// tunnel (our relay).
+    pub relay: agentd::fib::LinkRelay,
 }

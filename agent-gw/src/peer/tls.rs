@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use router_pki::tls::{self as pki_tls, PeerTrust, Trust, ALPN_H2};
+use router_pki::tls::{self as pki_tls, PeerTrust, Trust, ALPN_H2, ALPN_RELAY};
 use router_pki::{Fingerprint, RouterIdentity};
 use tokio_rustls::rustls::pki_types::{ServerName, UnixTime};
 use tokio_rustls::rustls::{ClientConfig, CommonState, ServerConfig};
@@ -29,6 +29,8 @@ pub struct PeerTls {
     trust: Arc<Trust>,
     server: Arc<ServerConfig>,
     clients: HashMap<Box<str>, Arc<ClientConfig>>,
+    /// Per relay we use: the config of our tunnel to it.
+    tunnels: HashMap<Box<str>, Arc<ClientConfig>>,
 }
 
 /// The verified router at the other end of a data connection.
@@ -36,7 +38,14 @@ pub struct PeerTls {
 pub struct Verified {
     pub router_id: Box<str>,
     pub key: [u8; 32],
+    /// The connection is a relay client's tunnel (ALPN
+    /// `agentd-relay/1`), not a data connection.
+    pub tunnel: bool,
 }
+
+/// What the peer listener speaks: data connections, and the tunnels of
+/// our relay clients.
+const SERVER_ALPN: &[&[u8]] = &[ALPN_H2, ALPN_RELAY];
 
 impl PeerTls {
     /// No links yet: the listener refuses every client.
@@ -45,10 +54,11 @@ impl PeerTls {
             key: std::rc::Rc::new(identity.signing_key().clone()),
             id: identity.router_id().into(),
             trust: Arc::new(Trust::default()),
-            server: pki_tls::server_config(&identity, Arc::new(Trust::default()), &[ALPN_H2])
+            server: pki_tls::server_config(&identity, Arc::new(Trust::default()), SERVER_ALPN)
                 .map_err(|e| e.to_string())?,
             identity,
             clients: HashMap::new(),
+            tunnels: HashMap::new(),
         };
         t.update(&[])?;
         Ok(t)
@@ -77,17 +87,24 @@ impl PeerTls {
             })
             .collect();
         let trust = Arc::new(Trust::new(None, peers));
-        let server = pki_tls::server_config(&self.identity, trust.clone(), &[ALPN_H2])
+        let server = pki_tls::server_config(&self.identity, trust.clone(), SERVER_ALPN)
             .map_err(|e| e.to_string())?;
         let mut clients = HashMap::with_capacity(links.len());
+        let mut tunnels = HashMap::new();
         for l in links {
-            let c = pki_tls::client_config(&self.identity, trust.clone(), &l.router_id, &[ALPN_H2])
-                .map_err(|e| e.to_string())?;
-            clients.insert(l.router_id.clone(), c);
+            let config = |alpn: &[u8]| {
+                pki_tls::client_config(&self.identity, trust.clone(), &l.router_id, &[alpn])
+                    .map_err(|e| e.to_string())
+            };
+            clients.insert(l.router_id.clone(), config(ALPN_H2)?);
+            if l.relay == agentd::fib::LinkRelay::Server {
+                tunnels.insert(l.router_id.clone(), config(ALPN_RELAY)?);
+            }
         }
         self.trust = trust;
         self.server = server;
         self.clients = clients;
+        self.tunnels = tunnels;
         Ok(())
     }
 
@@ -100,21 +117,30 @@ impl PeerTls {
         self.clients.get(router_id).cloned()
     }
 
+    /// The config of our tunnel to `router_id`, while it is our relay.
+    pub fn tunnel(&self, router_id: &str) -> Option<Arc<ClientConfig>> {
+        self.tunnels.get(router_id).cloned()
+    }
+
     /// Who a finished handshake is with (`expected`: whom we dialled),
-    /// after checking that it negotiated `h2`.
+    /// after checking that it negotiated `h2` or (a relay client's
+    /// tunnel) `agentd-relay/1`.
     pub fn verified(
         &self,
         state: &CommonState,
         expected: Option<&str>,
     ) -> Result<Verified, String> {
-        if state.alpn_protocol() != Some(ALPN_H2) {
-            return Err("the peer did not negotiate ALPN h2".into());
-        }
+        let tunnel = match state.alpn_protocol() {
+            Some(ALPN_H2) => false,
+            Some(ALPN_RELAY) => true,
+            _ => return Err("the peer did not negotiate ALPN h2 or agentd-relay/1".into()),
+        };
         let id = pki_tls::peer_identity(state, &self.trust, expected, UnixTime::now())
             .map_err(|e| e.to_string())?;
         Ok(Verified {
             router_id: id.router_id.into(),
             key: id.public_key,
+            tunnel,
         })
     }
 }

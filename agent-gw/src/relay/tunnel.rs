@@ -40,7 +40,7 @@ use crate::peer::{h2_settings, LocalExec};
 
 /// The ALPN a client router asks for on the relay's peer listener: the
 /// same port and trust as the data plane, the roles reversed.
-pub const ALPN_RELAY: &[u8] = b"agentd-relay/1";
+pub use router_pki::tls::ALPN_RELAY;
 
 /// How a dead end of the tunnel is noticed: a PING every `interval`
 /// while the connection is open (idle too), and the connection ends when
@@ -170,6 +170,11 @@ impl<B> Tunnel<B>
 where
     B: Body + Unpin + 'static,
 {
+    /// The connection's sender, for calls that bring their own bounds.
+    pub fn sender(&self) -> SendRequest<B> {
+        self.sender.clone()
+    }
+
     /// Calls in flight toward the client now.
     pub fn in_flight(&self) -> u32 {
         self.in_flight.get()

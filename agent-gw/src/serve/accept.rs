@@ -134,8 +134,10 @@ async fn connection(
         Listener::Peer => {
             let accepted = super::peer::accept(&gw.core, stream, from).await;
             drop(handshake);
-            if let Some((tls, link)) = accepted {
-                super::peer::connection(gw, tls, link, from).await;
+            match accepted {
+                Some(a) if a.tunnel => super::relay::client_tunnel(gw, a.tls, a.link, from).await,
+                Some(a) => super::peer::connection(gw, a.tls, a.link, from).await,
+                None => {}
             }
         }
     }

@@ -9,6 +9,7 @@ use crate::core::Core;
 use crate::peer::Link;
 
 pub async fn run(state: Rc<Core>) {
+    let mut tunnels = super::relay::Keepers::default();
     loop {
         let links: Vec<Link> = state
             .fib
@@ -19,9 +20,11 @@ pub async fn run(state: Rc<Core>) {
                 key: l.key,
                 data: l.data.clone(),
                 signed: l.signed,
+                relay: l.relay,
             })
             .collect();
-        state.peer.sync(links);
+        state.peer.sync(links.clone());
+        tunnels.sync(&state, &links);
         state.links_changed.notified().await;
     }
 }

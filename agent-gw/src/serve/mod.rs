@@ -17,6 +17,7 @@ pub mod http_guard;
 pub mod listen;
 pub mod peer;
 pub mod public;
+pub mod relay;
 
 use std::io;
 use std::rc::Rc;

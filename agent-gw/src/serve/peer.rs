@@ -36,13 +36,22 @@ pub const MAX_HANDSHAKES_PER_SOURCE: usize = 4;
 
 pub(super) type Tls = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 
+/// What an accepted router's connection is.
+pub(super) struct Accepted {
+    pub tls: Tls,
+    pub link: crate::peer::Link,
+    /// A relay client's tunnel (ALPN `agentd-relay/1`), not a data
+    /// connection.
+    pub tunnel: bool,
+}
+
 /// The mutual TLS handshake of a router, bounded in time, and the link
 /// it proves; `None` (logged) when either fails.
 pub(super) async fn accept(
     state: &Core,
     stream: tokio::net::TcpStream,
     from: SocketAddr,
-) -> Option<(Tls, crate::peer::Link)> {
+) -> Option<Accepted> {
     let tls = state.peer.tls()?;
     let acceptor = TlsAcceptor::from(tls.borrow().server());
     let tls_stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
@@ -74,7 +83,11 @@ pub(super) async fn accept(
     // the router is still linked, with that key.
     let link = state.peer.link(&v.router_id).filter(|l| l.key == v.key)?;
     PeerStats::add(&state.peer.stats.handshakes_in, 1);
-    Some((tls_stream, link))
+    Some(Accepted {
+        tls: tls_stream,
+        link,
+        tunnel: v.tunnel,
+    })
 }
 
 /// The key a linked router's assertions are verified with. A weak
@@ -98,29 +111,10 @@ pub(super) async fn connection(
     let state = gw.core.clone();
     let close = state.peer.accepted(link.clone());
     let stats = state.peer.stats.clone();
-    PeerStats::add(&stats.conns, 1);
-    let Some(key) = assertion_key(&link.key) else {
-        agentd::log_warn!(
-            "peer data connection from {}: its linked key is not a usable Ed25519 key",
-            link.router_id
-        );
-        stats.conns.set(stats.conns.get().saturating_sub(1));
+    let Some(svc) = neighbour_service(&state, &link, from) else {
         return;
     };
-    let peer = Rc::new(inbound::Peer {
-        router_id: (*link.router_id).into(),
-        key,
-        addr: from,
-        signed: link.signed,
-    });
-    let svc = {
-        let state = state.clone();
-        service_fn(move |req| {
-            let state = state.clone();
-            let peer = peer.clone();
-            async move { Ok::<_, Infallible>(inbound::serve(&state, &peer, req).await) }
-        })
-    };
+    PeerStats::add(&stats.conns, 1);
     let mut b = hyper::server::conn::http2::Builder::new(LocalExec);
     b.timer(TokioTimer::new());
     h2_settings::server(&mut b);
@@ -136,6 +130,41 @@ pub(super) async fn connection(
         }
     }
     stats.conns.set(stats.conns.get().saturating_sub(1));
+}
+
+/// The service that answers the calls a linked router sends us: on its
+/// data connection, or (our relay) on our tunnel to it. `None` (logged)
+/// when its linked key is unusable.
+pub(super) fn neighbour_service(
+    state: &Rc<Core>,
+    link: &crate::peer::Link,
+    from: SocketAddr,
+) -> Option<
+    impl hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = hyper::Response<crate::body::Body>,
+            Error = Infallible,
+        > + Clone,
+> {
+    let Some(key) = assertion_key(&link.key) else {
+        agentd::log_warn!(
+            "peer data connection with {}: its linked key is not a usable Ed25519 key",
+            link.router_id
+        );
+        return None;
+    };
+    let peer = Rc::new(inbound::Peer {
+        router_id: (*link.router_id).into(),
+        key,
+        addr: from,
+        signed: link.signed,
+    });
+    let state = state.clone();
+    Some(service_fn(move |req| {
+        let state = state.clone();
+        let peer = peer.clone();
+        async move { Ok::<_, Infallible>(inbound::serve(&state, &peer, req).await) }
+    }))
 }
 
 #[cfg(test)]

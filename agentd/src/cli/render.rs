@@ -225,9 +225,15 @@ pub fn routes_text(routes: &[RouteView]) -> String {
                 (Some(s), _) => format!("{s}s"),
                 // A peer path lives as long as its session (and until
                 // withdrawn); it has no lease of its own here.
-                (None, crate::route::RouteSource::Peer) if r.session_up => "session".to_string(),
+                (None, crate::route::RouteSource::Peer | crate::route::RouteSource::Relay)
+                    if r.session_up =>
+                {
+                    "session".to_string()
+                }
                 // Kept for arpx.graceful_s after the session was lost.
-                (None, crate::route::RouteSource::Peer) => "session down".to_string(),
+                (None, crate::route::RouteSource::Peer | crate::route::RouteSource::Relay) => {
+                    "session down".to_string()
+                }
                 (None, _) => "static".to_string(),
             },
         ]);

@@ -445,7 +445,7 @@ impl Instance {
             // Peer paths are not in the lease file: their churn writes
             // nothing.
             self.dirty |= batch.iter().any(|c| match c {
-                FibChange::Upsert(r) => r.source != RouteSource::Peer,
+                FibChange::Upsert(r) => !matches!(r.source, RouteSource::Peer | RouteSource::Relay),
                 FibChange::Remove(id) => id.next_hop().is_none(),
                 FibChange::PeerUp { .. } | FibChange::Link(_) | FibChange::Unlink(_) => false,
                 FibChange::Policy(_) => true,

@@ -82,6 +82,9 @@ pub struct State {
     /// Routers admitted by discovery right now (peers in memory, not in
     /// the file): they may have links like configured peers.
     admitted: std::collections::BTreeSet<Box<str>>,
+    /// Routers the relay roles brought (our relay clients, our relays):
+    /// peers in memory as long as they stay connected.
+    relayed: std::collections::BTreeSet<Box<str>>,
     /// Peer router addresses the driver knows besides the configured ones
     /// (admitted routers, discovery candidates), as of the last request
     /// that checks an endpoint: LAN endpoints never point at them.
@@ -115,6 +118,7 @@ impl State {
             local_addrs: crate::endpoint::local_addrs,
             links: Vec::new(),
             admitted: std::collections::BTreeSet::new(),
+            relayed: std::collections::BTreeSet::new(),
             peer_addrs: Vec::new(),
         };
         let failure = match loaded {

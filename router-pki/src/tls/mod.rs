@@ -39,6 +39,9 @@ pub use config::{
 pub const ALPN_ARPX: &[u8] = b"arpx/1";
 /// ALPN of the peer data plane.
 pub const ALPN_H2: &[u8] = b"h2";
+/// A relay client's tunnel on the relay's data-plane listener: the same
+/// port and trust as `h2`, with the HTTP/2 roles reversed (DESIGN §7).
+pub const ALPN_RELAY: &[u8] = b"agentd-relay/1";
 
 /// Signature algorithms accepted in a certificate chain: Ed25519, as
 /// every key of a domain is (issue 7: the domain CA is an Ed25519 CA).

@@ -44,7 +44,7 @@ fn origin_free(cx: &Ctx, origin: &str, caller: &Caller) -> Result<(), ApiError> 
         }
         match r.source {
             RouteSource::Local if r.lease.live_at(now) => owner = owner.or(r.owner),
-            RouteSource::Peer if !r.disputed => {
+            RouteSource::Peer | RouteSource::Relay if !r.disputed => {
                 elsewhere = elsewhere.or(r.path.first().filter(|o| &***o != own).cloned());
             }
             _ => {}

@@ -14,6 +14,7 @@ impl Peers {
         // A new mesh starts with no relay-role routers (their sessions
         // are gone with the old one).
         self.settings = self.given.clone();
+        state.set_relayed([]);
         self.dialers = self
             .settings
             .peers

@@ -339,6 +339,7 @@ impl Peers {
         if new == self.settings {
             return Changes::new();
         }
+        state.set_relayed(self.relay.peers.keys().map(|k| k.as_str().into()));
         self.apply_peers(new, now, state)
     }
 }

@@ -94,8 +94,8 @@ pub(super) enum Decision {
 fn router_key(route: &Route) -> Option<&str> {
     match route.source {
         RouteSource::Local | RouteSource::Static => Some(OURS),
-        RouteSource::Peer => route.path.first().map(|r| &**r),
-        RouteSource::Relay => None,
+        // A relay route is a peer path too (from our relay client).
+        RouteSource::Peer | RouteSource::Relay => route.path.first().map(|r| &**r),
     }
 }
 

@@ -63,7 +63,16 @@ impl State {
 
     /// A configured peer, or one discovery admitted.
     fn is_peer(&self, router_id: &str) -> bool {
-        self.runtime.mesh.peer(router_id).is_some() || self.admitted.contains(router_id)
+        self.runtime.mesh.peer(router_id).is_some()
+            || self.admitted.contains(router_id)
+            || self.relayed.contains(router_id)
+    }
+
+    /// The routers the relay roles bring right now (set by the ARPX
+    /// driver before it applies them, so their sessions' links are
+    /// accepted).
+    pub fn set_relayed(&mut self, ids: impl IntoIterator<Item = Box<str>>) {
+        self.relayed = ids.into_iter().collect();
     }
 
     /// The routers discovery admits right now (set before the ARPX driver

@@ -218,8 +218,8 @@ pub fn data_plane_authority(address: &str, port: u16) -> Result<String, PeerPath
 /// Everything a peer path must be, apart from ownership. `own`: this
 /// router's id (a path through it is a loop).
 fn check_path(r: &Route, own: Option<&str>) -> Result<(), PeerPathError> {
-    if r.source != RouteSource::Peer {
-        return Err(invalid("source", "a peer path has source peer"));
+    if !matches!(r.source, RouteSource::Peer | RouteSource::Relay) {
+        return Err(invalid("source", "a peer path has source peer or relay"));
     }
     let hop = r
         .next_hop
@@ -397,7 +397,7 @@ impl State {
         if self
             .table
             .get(id)
-            .is_none_or(|r| r.source != RouteSource::Peer)
+            .is_none_or(|r| !matches!(r.source, RouteSource::Peer | RouteSource::Relay))
         {
             return Vec::new();
         }

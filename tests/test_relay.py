@@ -1,0 +1,60 @@
+"""The relay (issue 22, DESIGN §7 "Relay (NAT)"): router B behind a real
+NAT (nftables masquerade, nothing gets in) serves its agent to the mesh
+through an outbound tunnel to relay A; a caller on router C reaches it.
+Topology in harness/relay.py."""
+
+from __future__ import annotations
+
+import hashlib
+
+from harness.http import envelope
+from harness.jwt import bearer
+from harness.mesh import ARPX_PORT, PEER_PORT
+from harness.peers import wait_callable
+from harness.poll import wait_for
+from harness.relay import build_nat, connect_from, start
+
+MIB = 1024 * 1024
+BIG = {"max_request_bytes": 20 * MIB}
+
+
+def test_an_agent_behind_nat_is_called_through_its_relay_with_bodies_up_to_16_mib(mesh):
+    """Proves the relay's data path end to end: the NAT really blocks
+    every connection to B (ARPX and data plane) while B's own session to
+    relay A is up; A holds B's route with source `relay` and C learns it
+    with A in its path; calls from C reach the handler on B's LAN, and
+    request bodies of 1 KiB, 64 KiB, 1 MiB and 16 MiB come back exact
+    (hashed on both ends of the handler)."""
+    t = start(build_nat(mesh, gateway=BIG))
+    a, b, c = t.relays[0], t.b, t.c
+    auth = bearer(t.token)
+    for port in (ARPX_PORT, PEER_PORT):
+        why = connect_from(a.ns.netns, t.b_addr, port)
+        assert why is not None, f"A reached B:{port} through the NAT"
+    assert connect_from(b.ns.netns, t.relay_addr(0), ARPX_PORT) is None, "B cannot reach its relay"
+
+    backend = b.lan_backend()
+    try:
+        rid = b.serve(backend, "nat.echo")
+        relayed = wait_for("A to hold B's route as a relay route",
+                           lambda: [r for r in a.stack.routes()
+                                    if r.get("route_id") == rid and r.get("source") == "relay"], timeout=20)
+        assert relayed[0]["next_hop"] == "router-b", relayed
+        ok = wait_callable(c, "nat.echo", {"hello": "nat"}, headers=auth)
+        assert ok.json()["echo"] == {"hello": "nat"}
+        assert ok.header("x-agentd-route-id") == f"{rid}@router-a", ok.headers
+        seen = [r for r in c.stack.routes() if r.get("route_id") == rid]
+        assert seen and seen[0].get("path") == ["router-b", "router-a"], seen
+
+        for size in (1024, 64 * 1024, MIB, 16 * MIB):
+            blob = "".join(chr(0x61 + (i * 7) % 26) for i in range(size))
+            want = hashlib.sha256(blob.encode()).hexdigest()
+            r = c.stack.http.post("/agent/v1/invoke", envelope("nat.echo", {"blob": blob}), headers=auth, timeout=120)
+            assert r.status == 200, (size, r.describe()[:300])
+            got = r.json()["echo"]["blob"]
+            assert hashlib.sha256(got.encode()).hexdigest() == want, f"{size}: the answer differs"
+            seen_body = backend.calls("nat.echo")[-1].json()["payload"]["blob"]
+            assert hashlib.sha256(seen_body.encode()).hexdigest() == want, f"{size}: the handler got another body"
+    finally:
+        backend.release()
+        backend.close()
