@@ -10,7 +10,7 @@ import hashlib
 from harness.http import envelope
 from harness.jwt import bearer
 from harness.mesh import ARPX_PORT, PEER_PORT
-from harness.peers import wait_callable
+from harness.peers import InFlight, outcome, wait_callable
 from harness.poll import wait_for
 from harness.relay import build_nat, connect_from, start
 
@@ -55,6 +55,55 @@ def test_an_agent_behind_nat_is_called_through_its_relay_with_bodies_up_to_16_mi
             assert hashlib.sha256(got.encode()).hexdigest() == want, f"{size}: the answer differs"
             seen_body = backend.calls("nat.echo")[-1].json()["payload"]["blob"]
             assert hashlib.sha256(seen_body.encode()).hexdigest() == want, f"{size}: the handler got another body"
+    finally:
+        backend.release()
+        backend.close()
+
+
+def _path_at(router, rid):
+    return [r.get("path") for r in router.stack.routes() if r.get("route_id") == rid and r.get("eligible", True)]
+
+
+def test_relay_failover_moves_to_the_next_relay_and_back_without_a_second_execution(mesh):
+    """Proves failover between two relays: with B on relay A, a slow
+    non-idempotent call in flight when A's whole stack is killed ends
+    with the typed outcome `unknown` and ran once; B moves to A2 (next in
+    its list) and C's calls succeed through A2 (the mesh sees the path
+    change); when A is back and has held for `prefer_hold_s`, B goes back
+    to it and C's path follows, and calls still succeed."""
+    t = start(build_nat(mesh, relays=2, b_relay={"reconnect_min_ms": 200, "reconnect_max_ms": 2000,
+                                                 "prefer_hold_s": 2}))
+    a, a2, b, c = t.relays[0], t.relays[1], t.b, t.c
+    auth = bearer(t.token)
+    backend = b.lan_backend()
+    try:
+        rid = b.serve(backend, "nat.echo")
+        b.serve(backend, "nat.slow", name="slow")
+        wait_callable(c, "nat.echo", {"via": "a"}, headers=auth)
+        wait_for("C to reach B through A", lambda: ["router-b", "router-a"] in _path_at(c, rid), timeout=20)
+        c.stack.wait_routable(envelope("nat.slow", {}), headers=auth)
+
+        call = InFlight(c, envelope("nat.slow", {"max_s": 30}), headers=auth)
+        wait_for("the slow call to reach B's handler", lambda: len(backend.calls("nat.slow")) == 1, timeout=15)
+        a.stack.gw.kill9()
+        a.stack.agentd.kill9()
+        r = call.result()
+        assert r.status >= 500 and r.error_code(), r.describe()
+        assert outcome(r) == "unknown", r.describe()
+
+        a2.wait_established("router-b", timeout=20)
+        wait_for("C to reach B through A2", lambda: _path_at(c, rid) == [["router-b", "router-a2"]], timeout=20)
+        ok = wait_callable(c, "nat.echo", {"via": "a2"}, headers=auth)
+        assert ok.header("x-agentd-route-id") == f"{rid}@router-a2", ok.headers
+        assert len(backend.calls("nat.slow")) == 1, "the slow call ran twice"
+
+        a.stack.start()
+        a.wait_established("router-b", timeout=30)
+        wait_for("C to reach B through A again", lambda: _path_at(c, rid) == [["router-b", "router-a"]], timeout=30)
+        ok = wait_callable(c, "nat.echo", {"via": "a again"}, headers=auth)
+        assert ok.header("x-agentd-route-id") == f"{rid}@router-a", ok.headers
+        wait_for("B to close its session with A2", lambda: (a2.peer("router-b") or {}).get("state") != "established",
+                 timeout=15)
     finally:
         backend.release()
         backend.close()

@@ -91,7 +91,7 @@ def build_nat(mesh: Any, *, relays: int = 1, gateway: Optional[Dict[str, Any]] =
         _run("ip", "-n", r.ns.netns, "route", "add", b_net, "via", l.addr_of("nat"))
     _run("ip", "netns", "exec", nat.netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
     inside_if = inside.b_if
-    wan_ifs = " ".join(f'"{l.a_if}"' for l in wan)
+    wan_ifs = ", ".join(f'"{l.a_if}"' for l in wan)
     rules = f"""
 table ip natbox {{
   chain postrouting {{
