@@ -40,6 +40,16 @@ def test_an_agent_behind_nat_is_called_through_its_relay_with_bodies_up_to_16_mi
                            lambda: [r for r in a.stack.routes()
                                     if r.get("route_id") == rid and r.get("source") == "relay"], timeout=20)
         assert relayed[0]["next_hop"] == "router-b", relayed
+        # Both ends say which relay carries B, and that it sees payloads.
+        rb = b.stack.ctl_json("status")["relay"]
+        assert rb["mode"] == "client" and rb["in_use"] == f"{t.relay_addr(0)}:{ARPX_PORT}", rb
+        assert rb["servers"][0]["router_id"] == "router-a" and rb["servers"][0]["state"] == "in_use", rb
+        assert "sees the payloads" in rb["payloads"]
+        ra = a.stack.ctl_json("status")["relay"]
+        assert ra["mode"] == "server" and ra["clients"] == ["router-b"], ra
+        assert "sees the payloads" in ra["payloads"]
+        assert "relay" in a.stack.ctl("status").stdout.decode()
+        assert b.stack.ctl_json("peers")["relay"]["in_use"] == rb["in_use"]
         ok = wait_callable(c, "nat.echo", {"hello": "nat"}, headers=auth)
         assert ok.json()["echo"] == {"hello": "nat"}
         assert ok.header("x-agentd-route-id") == f"{rid}@router-a", ok.headers

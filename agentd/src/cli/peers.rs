@@ -6,7 +6,9 @@
 use serde_json::{json, Value};
 
 use super::table::Table;
-use crate::ipc::message::{CloseView, PeerView, PeersView};
+use crate::ipc::message::{
+    CloseView, PeerView, PeersView, RelayServerView, RelayView, RELAY_SEES_PAYLOADS,
+};
 
 fn close_json(c: &CloseView) -> Value {
     json!({ "code": &*c.code, "reason": &*c.reason, "by_us": c.by_us })
@@ -32,6 +34,82 @@ fn peer_json(p: &PeerView) -> Value {
     })
 }
 
+fn relay_server_json(s: &RelayServerView) -> Value {
+    json!({
+        "server": &*s.server,
+        "router_id": s.router_id.as_deref(),
+        "state": &*s.state,
+        "since_ms": s.since_ms,
+        "retry_in_ms": s.retry_in_ms,
+        "failures": s.failures,
+        "last_error": s.last_error.as_deref(),
+    })
+}
+
+/// The relay role (`agentctl status`, `peers`, ubus): which relay is in
+/// use and since when, each relay's last error, or (a relay) its client
+/// routers; and that the relay sees payloads.
+pub fn relay_json(r: &RelayView) -> Value {
+    json!({
+        "mode": &*r.mode,
+        "servers": r.servers.iter().map(relay_server_json).collect::<Vec<_>>(),
+        "in_use": r.servers.iter().find(|s| &*s.state == "in_use").map(|s| &*s.server),
+        "clients": r.clients.iter().map(|c| &**c).collect::<Vec<_>>(),
+        "max_clients": r.max_clients,
+        "refused": r.refused,
+        "payloads": RELAY_SEES_PAYLOADS,
+    })
+}
+
+/// The relay role as `FIELD VALUE` rows.
+pub fn relay_rows(r: &RelayView) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    if &*r.mode == "server" {
+        rows.push((
+            "relay".to_string(),
+            format!(
+                "server: {} of {} client router(s){}",
+                r.clients.len(),
+                r.max_clients,
+                if r.clients.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", r.clients.join(", "))
+                }
+            ),
+        ));
+        if r.refused > 0 {
+            rows.push(("relay_refused".into(), r.refused.to_string()));
+        }
+    } else {
+        let in_use = r.servers.iter().find(|s| &*s.state == "in_use");
+        rows.push((
+            "relay".to_string(),
+            match in_use {
+                Some(s) => format!(
+                    "client: using {} ({}) for {}",
+                    s.server,
+                    s.router_id.as_deref().unwrap_or("?"),
+                    duration(s.since_ms.unwrap_or(0))
+                ),
+                None => "client: NO RELAY (this router is unreachable from the mesh)".into(),
+            },
+        ));
+        for s in &r.servers {
+            let mut line = format!("{} {}", s.server, s.state);
+            if let Some(ms) = s.retry_in_ms {
+                line.push_str(&format!(" (retry in {})", duration(ms)));
+            }
+            if let Some(e) = &s.last_error {
+                line.push_str(&format!("; last error: {e}"));
+            }
+            rows.push(("  relay_server".into(), line));
+        }
+    }
+    rows.push(("relay_payloads".into(), RELAY_SEES_PAYLOADS.into()));
+    rows
+}
+
 pub fn peers_json(v: &PeersView) -> Value {
     json!({
         "router_id": v.router_id.as_deref(),
@@ -41,6 +119,7 @@ pub fn peers_json(v: &PeersView) -> Value {
         "listen": v.listen.as_deref(),
         "listen_error": v.listen_error.as_deref(),
         "peers": v.peers.iter().map(peer_json).collect::<Vec<_>>(),
+        "relay": v.relay.as_deref().map(relay_json),
     })
 }
 
@@ -92,6 +171,9 @@ pub fn peers_text(v: &PeersView) -> String {
             (Some(l), Some(e)) => format!("{l} NOT LISTENING: {e}"),
         },
     ]);
+    for (k, val) in v.relay.as_deref().into_iter().flat_map(relay_rows) {
+        head.row(vec![k, val]);
+    }
     let mut out = head.render();
     out.push('\n');
     if v.peers.is_empty() {
@@ -148,6 +230,7 @@ mod tests {
             fingerprint: Some("sha256:ab".into()),
             listen: Some("[::]:7444".into()),
             listen_error: None,
+            relay: None,
             peers: vec![
                 PeerView {
                     router_id: "router-b".into(),

@@ -50,6 +50,7 @@ pub fn status_json(s: &StatusView) -> Value {
             "state": &*s.nexus_alias.state,
             "detail": s.nexus_alias.detail.as_deref(),
         },
+        "relay": s.relay.as_deref().map(super::peers::relay_json),
     })
 }
 
@@ -114,6 +115,14 @@ pub fn status_text(s: &StatusView) -> String {
             Some(d) => format!("{} {}: {d}", a.name, a.state),
         },
     );
+    for (k, v) in s
+        .relay
+        .as_deref()
+        .into_iter()
+        .flat_map(super::peers::relay_rows)
+    {
+        kv(&k, v);
+    }
     // Without the header: status is a key/value list.
     t.render()
         .split_once('\n')

@@ -282,6 +282,7 @@ impl Instance {
                     Ok(ResponseBody::Status(s)) => {
                         s.fib_subscribers = self.exporter.len() as u64;
                         s.nexus_alias = self.discovery.alias_view();
+                        s.relay = self.peers.relay_view(now).map(Box::new);
                     }
                     Ok(ResponseBody::Stats(s)) => {
                         let e = self.exporter.stats();

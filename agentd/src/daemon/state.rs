@@ -318,7 +318,10 @@ impl State {
                 self.unregister(&route_id, caller.as_ref())
             }
             RequestBody::Flush { origin } => self.flush(&origin),
-            RequestBody::Status => (Ok(ResponseBody::Status(self.status(now))), Vec::new()),
+            RequestBody::Status => (
+                Ok(ResponseBody::Status(Box::new(self.status(now)))),
+                Vec::new(),
+            ),
             RequestBody::Routes(q) => (Ok(ResponseBody::Routes(self.routes(&q, now))), Vec::new()),
             RequestBody::Agents(q) => (Ok(ResponseBody::Agents(self.agents(&q))), Vec::new()),
             RequestBody::Lookup { query, explain } => (

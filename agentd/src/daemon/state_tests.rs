@@ -41,7 +41,7 @@ pub(super) fn started(extra: &str) -> State {
 
 pub(super) fn status(s: &mut State) -> StatusView {
     match s.handle(RequestBody::Status, Millis(1_000)).reply {
-        Ok(ResponseBody::Status(v)) => v,
+        Ok(ResponseBody::Status(v)) => *v,
         other => panic!("status answered {other:?}"),
     }
 }

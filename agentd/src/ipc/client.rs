@@ -293,7 +293,7 @@ impl Client {
 
     pub async fn status(&self) -> Result<StatusView, ClientError> {
         match self.call(RequestBody::Status).await {
-            Ok(ResponseBody::Status(s)) => Ok(s),
+            Ok(ResponseBody::Status(s)) => Ok(*s),
             other => Err(expect_err("status", other)),
         }
     }

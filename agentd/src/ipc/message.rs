@@ -358,7 +358,8 @@ pub enum ResponseBody {
         generation: u64,
     },
     Subscribed,
-    Status(StatusView),
+    /// Boxed: the largest answer by far, and one of the rarest.
+    Status(Box<StatusView>),
     Routes(RoutePage),
     Agents(AgentPage),
     Lookup(LookupView),
@@ -450,7 +451,45 @@ pub struct StatusView {
     /// Our claim on the mDNS name `nexus-router.local`
     /// (`discovery.nexus_alias`).
     pub nexus_alias: AliasView,
+    /// The relay role (`relay.mode`), `None` when off.
+    pub relay: Option<Box<RelayView>>,
 }
+
+/// The relay role as `agentctl status` / `peers` and ubus show it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayView {
+    /// `client` or `server`.
+    pub mode: Box<str>,
+    /// Client mode: the relays in preference order.
+    pub servers: Vec<RelayServerView>,
+    /// Server mode: the client routers connected now.
+    pub clients: Vec<Box<str>>,
+    pub max_clients: u64,
+    /// Client routers refused at their handshake so far.
+    pub refused: u64,
+}
+
+/// One relay of a client's `relay.server` list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayServerView {
+    /// `host:port` as configured.
+    pub server: Box<str>,
+    /// The router its certificate proved, while connected.
+    pub router_id: Option<Box<str>>,
+    /// `idle`, `dialing`, `standby` (up, proving itself) or `in_use`.
+    pub state: Box<str>,
+    /// Milliseconds in `standby` or `in_use`.
+    pub since_ms: Option<u64>,
+    /// When it is dialled next, if idle.
+    pub retry_in_ms: Option<u64>,
+    pub failures: u64,
+    pub last_error: Option<Box<str>>,
+}
+
+/// What both ends of a relay are told (DESIGN §7): a relay reads the calls
+/// it carries.
+pub const RELAY_SEES_PAYLOADS: &str =
+    "the relay terminates TLS and sees the payloads of the calls it carries";
 
 /// Where a host name we may answer over mDNS stands.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -651,6 +690,8 @@ pub struct PeersView {
     /// Why the listener is not running although configured.
     pub listen_error: Option<Box<str>>,
     pub peers: Vec<PeerView>,
+    /// The relay role, `None` when off.
+    pub relay: Option<Box<RelayView>>,
 }
 
 /// One configured peer.

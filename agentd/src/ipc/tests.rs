@@ -158,13 +158,13 @@ async fn fake_daemon(
                 fib.subscribe(sink, &routes, &policy, &[]);
                 continue;
             }
-            RequestBody::Status => Ok(ResponseBody::Status(StatusView {
+            RequestBody::Status => Ok(ResponseBody::Status(Box::new(StatusView {
                 router_id: "router-a".into(),
                 generation: routes.generation(),
                 routes: routes.len() as u64,
                 fib_subscribers: fib.len() as u64,
                 ..StatusView::default()
-            })),
+            }))),
             RequestBody::Lookup { query, .. } if &*query.capability == "hold" => {
                 held = Some(req.reply);
                 continue;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use agentd::ipc::frame::{self, FrameDecoder};
 use agentd::ipc::message::{
-    Hello, IpcError, Request, RequestBody, ResponseBody, ServerMsg, StatusView, CONNECTION_ERROR_ID,
+    Hello, IpcError, Request, RequestBody, ResponseBody, ServerMsg, CONNECTION_ERROR_ID,
 };
 use agentd::ipc::server::{IpcServer, ServerConfig, ServerEvent};
 
@@ -241,8 +241,7 @@ fn server_thread(socket: &Path, config: ServerConfig) {
             ready_tx.send(()).unwrap();
             while let Some(ev) = rx.recv().await {
                 if let ServerEvent::Request(req) = ev {
-                    req.reply
-                        .send(Ok(ResponseBody::Status(StatusView::default())));
+                    req.reply.send(Ok(ResponseBody::Status(Box::default())));
                 }
             }
         });

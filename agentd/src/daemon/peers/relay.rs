@@ -343,3 +343,63 @@ impl Peers {
         self.apply_peers(new, now, state)
     }
 }
+
+impl Peers {
+    /// The relay role for `agentctl status` and `peers`; `None` when off.
+    pub fn relay_view(&self, now: Millis) -> Option<crate::ipc::message::RelayView> {
+        use crate::daemon::relay::failover::State as Fs;
+        use crate::ipc::message::{RelayServerView, RelayView};
+        let r = &self.settings.relay;
+        let mode = if r.is_server() {
+            "server"
+        } else if r.is_client() {
+            "client"
+        } else {
+            return None;
+        };
+        let servers = r
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, (host, port))| {
+                let v = self.relay.failover.as_ref().and_then(|f| f.view(i));
+                let (state, since) = match v.as_ref().map(|v| v.state) {
+                    Some(Fs::Current(at)) => ("in_use", Some(now.0.saturating_sub(at))),
+                    Some(Fs::Standby(at)) => ("standby", Some(now.0.saturating_sub(at))),
+                    Some(Fs::Dialing) => ("dialing", None),
+                    Some(Fs::Idle) | None => ("idle", None),
+                };
+                let server = if host.contains(':') {
+                    format!("[{host}]:{port}")
+                } else {
+                    format!("{host}:{port}")
+                };
+                RelayServerView {
+                    server: server.into(),
+                    router_id: self.relay.proved.get(i).cloned().flatten().map(Into::into),
+                    state: state.into(),
+                    since_ms: since,
+                    retry_in_ms: v
+                        .as_ref()
+                        .and_then(|v| v.retry_at)
+                        .map(|at| at.saturating_sub(now.0)),
+                    failures: v.as_ref().map_or(0, |v| u64::from(v.failures)),
+                    last_error: v.and_then(|v| v.last_error).map(Into::into),
+                }
+            })
+            .collect();
+        Some(RelayView {
+            mode: mode.into(),
+            servers,
+            clients: self
+                .relay
+                .peers
+                .values()
+                .filter(|p| p.relay == RelayRole::Client)
+                .map(|p| p.router_id.as_str().into())
+                .collect(),
+            max_clients: r.max_clients as u64,
+            refused: self.relay.refused,
+        })
+    }
+}

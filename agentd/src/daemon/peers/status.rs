@@ -111,6 +111,7 @@ impl Peers {
             },
             listen_error,
             peers,
+            relay: self.relay_view(now).map(Box::new),
         }
     }
 

@@ -34,6 +34,7 @@ impl State {
             warnings: self.runtime.advice().into_iter().map(Into::into).collect(),
             // Discovery's, filled in by the daemon.
             nexus_alias: Default::default(),
+            relay: None,
         }
     }
 

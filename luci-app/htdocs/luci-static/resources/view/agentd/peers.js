@@ -91,6 +91,29 @@ function expiry(c) {
 	return typeof(c.expires_in_s) == 'number' ? _('in %s').format(common.duration(c.expires_in_s)) : '-';
 }
 
+/* The relay role (ubus peers' `relay`): which relay carries this router
+ * and since when, each relay's last error, or a relay's client routers;
+ * and that a relay sees the payloads it carries. '' when off. */
+function relayText(r) {
+	if (!r)
+		return '';
+	var text;
+	if (r.mode == 'server') {
+		text = _('Relay for %d of at most %d client routers%s.').format(r.clients.length, r.max_clients,
+			r.clients.length ? ': ' + r.clients.join(', ') : '');
+	} else {
+		var used = (r.servers || []).filter(function(s) { return s.state == 'in_use' })[0];
+		text = used
+			? _('Reached through relay %s (%s) for %s.').format(used.server, common.dash(used.router_id), common.duration((used.since_ms || 0) / 1000))
+			: _('No relay in use: this router cannot be reached from the mesh.');
+		(r.servers || []).forEach(function(s) {
+			if (s.state != 'in_use' && s.last_error)
+				text += ' ' + _('Relay %s: %s.').format(s.server, s.last_error);
+		});
+	}
+	return text + ' ' + _('The relay sees the payloads of the calls it carries.');
+}
+
 return view.extend({
 	load: function() {
 		return Promise.all([ callPeers(), callCandidates(), uci.load('agentd') ]);
@@ -107,6 +130,8 @@ return view.extend({
 			: _('%s, key %s, sessions %s, listening on %s').format(common.dash(peers.router_id),
 				common.dash(peers.fingerprint), peers.sessions + (peers.off_reason ? ' (' + peers.off_reason + ')' : ''),
 				peers.listen ? peers.listen + (peers.listen_error ? ' – ' + peers.listen_error : '') : _('nothing')));
+
+		common.setText(root.querySelector('#agentd-relay'), relayText(peers.relay));
 
 		common.fill(root.querySelector('#agentd-session-table'),
 			(Array.isArray(peers.peers) ? peers.peers : []).map(function(p) {
@@ -183,6 +208,7 @@ return view.extend({
 			E('div', { 'class': 'cbi-section' }, [
 				E('h3', [ _('Sessions') ]),
 				E('p', { 'id': 'agentd-self' }, [ '-' ]),
+				E('p', { 'id': 'agentd-relay' }, [ '' ]),
 				common.table('agentd-session-table', [ _('Peer'), _('Address'), _('State'), _('Uptime'),
 					_('Routes in'), _('Routes out'), _('Last error'), _('Last close') ])
 			]),
