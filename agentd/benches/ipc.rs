@@ -17,7 +17,7 @@ use agentd::fib::replica::FibReplica;
 use agentd::fib::FibEvent;
 use agentd::ipc::client::Client;
 use agentd::ipc::frame::{self, FrameDecoder};
-use agentd::ipc::message::{Registration, Request, RequestBody, ResponseBody, StatusView};
+use agentd::ipc::message::{Registration, Request, RequestBody, ResponseBody};
 use agentd::ipc::server::{IpcServer, ServerConfig, ServerEvent};
 use agentd::policy::Policy;
 use agentd::route::{Access, Attributes, Lease, Route, RouteId, RouteSource};
@@ -159,8 +159,7 @@ fn round_trip_status(b: Bencher) {
         tokio::spawn(async move {
             while let Some(ev) = rx.recv().await {
                 if let ServerEvent::Request(req) = ev {
-                    req.reply
-                        .send(Ok(ResponseBody::Status(StatusView::default())));
+                    req.reply.send(Ok(ResponseBody::Status(Box::default())));
                 }
             }
         });
