@@ -117,3 +117,61 @@ def test_relay_failover_moves_to_the_next_relay_and_back_without_a_second_execut
     finally:
         backend.release()
         backend.close()
+
+
+def test_a_client_over_its_stream_limit_is_refused_typed_and_the_relays_other_clients_are_not(mesh):
+    """Proves the per-client bounds of a relay: with
+    `max_streams_per_client 2` on A, two slow calls toward B hold B's two
+    slots and a third is refused at once with a typed `not_delivered`
+    that never reached B's handler, while calls to B2 (another client of
+    the same relay) succeed meanwhile; once B's calls end, B takes calls
+    again. With `max_clients 1` a second client is refused at its
+    handshake and A says so (test below)."""
+    t = start(build_nat(mesh, clients=2, a_relay={"max_streams_per_client": 2}))
+    a, b, b2, c = t.relays[0], t.b, t.more[0], t.c
+    a.wait_established("router-b2", timeout=30)
+    auth = bearer(t.token)
+    backend, backend2 = b.lan_backend(), b2.lan_backend()
+    try:
+        b.serve(backend, "lim.echo")
+        b.serve(backend, "lim.slow", name="slow")
+        b2.serve(backend2, "other.echo", name="other")
+        wait_callable(c, "lim.echo", {}, headers=auth)
+        wait_callable(c, "other.echo", {}, headers=auth)
+        c.stack.wait_routable(envelope("lim.slow", {}), headers=auth)
+        held = [InFlight(c, envelope("lim.slow", {"max_s": 30, "n": i}), headers=auth) for i in range(2)]
+        wait_for("two slow calls at B's handler", lambda: len(backend.calls("lim.slow")) == 2, timeout=15)
+        r = c.stack.http.post("/agent/v1/invoke", envelope("lim.echo", {"third": 1}), headers=auth)
+        assert r.status in (502, 503), r.describe()
+        assert outcome(r) == "not_delivered", r.describe()
+        assert "calls in flight" in r.describe(), r.describe()
+        assert not [x for x in backend.calls("lim.echo") if x.json().get("payload") == {"third": 1}]
+        ok = c.stack.http.post("/agent/v1/invoke", envelope("other.echo", {"meanwhile": 1}), headers=auth)
+        assert ok.status == 200, ok.describe()
+        backend.release()
+        for h in held:
+            assert h.result().status == 200
+        again = c.stack.http.post("/agent/v1/invoke", envelope("lim.echo", {"after": 1}), headers=auth)
+        assert again.status == 200, again.describe()
+    finally:
+        backend.release()
+        backend.close()
+        backend2.close()
+
+
+def test_a_relay_full_of_clients_refuses_the_next_at_its_handshake(mesh):
+    """`max_clients 1`: the first client router is served, the second is
+    refused at its ARPX handshake (A counts it; B2 shows no relay in use
+    and why), and A's session with the first stays."""
+    t = build_nat(mesh, clients=2, a_relay={"max_clients": 1})
+    for r in (*t.relays, t.c, t.b):
+        r.start()
+    a, b2 = t.relays[0], t.more[0]
+    a.wait_established("router-b", timeout=30)
+    b2.start()
+    relay = wait_for("A to refuse B2", lambda: (lambda v: v if v["refused"] >= 1 else None)(
+        a.stack.ctl_json("status")["relay"]), timeout=20)
+    assert relay["clients"] == ["router-b"], relay
+    mine = b2.stack.ctl_json("status")["relay"]
+    assert mine["in_use"] is None, mine
+    assert (a.peer("router-b") or {}).get("state") == "established"

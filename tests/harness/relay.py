@@ -33,6 +33,8 @@ def _run(*argv: str, input: Optional[str] = None) -> None:
 @dataclass
 class NatTopology:
     b: MeshRouter
+    #: Further client routers behind the same NAT (router-b2, ...).
+    more: List[MeshRouter]
     c: MeshRouter
     relays: List[MeshRouter]
     nat: RouterNs
@@ -65,7 +67,7 @@ def connect_from(ns: str, host: str, port: int, timeout: float = 2.0) -> Optiona
     return None if out == "open" else (out or p.stderr.strip())
 
 
-def build_nat(mesh: Any, *, relays: int = 1, gateway: Optional[Dict[str, Any]] = None,
+def build_nat(mesh: Any, *, relays: int = 1, clients: int = 1, gateway: Optional[Dict[str, Any]] = None,
               b_relay: Optional[Dict[str, Any]] = None, a_relay: Optional[Dict[str, Any]] = None) -> NatTopology:
     """The topology above with `relays` relays (router-a, router-a2), each
     peered with C; B's relay section lists them in order, pinned by key
@@ -78,19 +80,22 @@ def build_nat(mesh: Any, *, relays: int = 1, gateway: Optional[Dict[str, Any]] =
     names = ["router-a", "router-a2"][:relays]
     rs = [mesh.router(n, gateway=gw) for n in names]
     b = mesh.router("router-b", gateway=gw)
+    more = [mesh.router(f"router-b{i}", gateway=gw) for i in range(2, clients + 1)]
     nat = mesh.net.add_router("nat")
     inside = mesh.net.link("router-b", "nat")
+    inside_more = [mesh.net.link(m.name, "nat") for m in more]
     wan = [mesh.net.link("nat", r.name) for r in rs]
     for r in rs:
         mesh.link(r.name, "router-c")
     # B's way out is the NAT; the relays route B's network to the NAT too
     # (as if they could reach it), so only the NAT stands in the way.
-    _run("ip", "-n", b.ns.netns, "route", "add", "default", "via", inside.addr_of("nat"))
-    b_net = str(ipaddress.ip_interface(f"{inside.addr_of('router-b')}/30").network)
-    for r, l in zip(rs, wan):
-        _run("ip", "-n", r.ns.netns, "route", "add", b_net, "via", l.addr_of("nat"))
+    for client, l in ((b, inside), *zip(more, inside_more)):
+        _run("ip", "-n", client.ns.netns, "route", "add", "default", "via", l.addr_of("nat"))
+        net = str(ipaddress.ip_interface(f"{l.addr_of(client.name)}/30").network)
+        for r, w in zip(rs, wan):
+            _run("ip", "-n", r.ns.netns, "route", "add", net, "via", w.addr_of("nat"))
     _run("ip", "netns", "exec", nat.netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
-    inside_if = inside.b_if
+    inside_ifs = ", ".join(f'"{l.b_if}"' for l in (inside, *inside_more))
     wan_ifs = ", ".join(f'"{l.a_if}"' for l in wan)
     rules = f"""
 table ip natbox {{
@@ -101,7 +106,7 @@ table ip natbox {{
   chain forward {{
     type filter hook forward priority filter; policy drop;
     ct state established,related accept
-    iifname "{inside_if}" accept
+    iifname {{ {inside_ifs} }} accept
   }}
 }}
 """
@@ -109,23 +114,24 @@ table ip natbox {{
     for r in rs:
         r.cfg.sections.append(Section("relay", "relay", {
             "mode": "server",
-            "client_key_fingerprint": [b.key.fingerprint],
+            "client_key_fingerprint": [x.key.fingerprint for x in (b, *more)],
             **(a_relay or {}),
         }))
-    b.cfg.sections.append(Section("relay", "relay", {
-        "mode": "client",
-        "server": [f"{l.addr_of(r.name)}:{ARPX_PORT}" for r, l in zip(rs, wan)],
-        "server_key_fingerprint": [r.key.fingerprint for r in rs],
-        "data_port": PEER_PORT,
-        **(b_relay or {}),
-    }))
-    return NatTopology(b=b, c=c, relays=rs, nat=nat, inside=inside, wan=wan, lab=lab)
+    for client in (b, *more):
+        client.cfg.sections.append(Section("relay", "relay", {
+            "mode": "client",
+            "server": [f"{l.addr_of(r.name)}:{ARPX_PORT}" for r, l in zip(rs, wan)],
+            "server_key_fingerprint": [r.key.fingerprint for r in rs],
+            "data_port": PEER_PORT,
+            **(b_relay or {}),
+        }))
+    return NatTopology(b=b, more=more, c=c, relays=rs, nat=nat, inside=inside, wan=wan, lab=lab)
 
 
 def start(t: NatTopology) -> NatTopology:
     """Starts every router and waits for B's session with its first relay
     and the relays' with C; mints C's caller token."""
-    for r in (*t.relays, t.c, t.b):
+    for r in (*t.relays, t.c, t.b, *t.more):
         r.start()
     for r in t.relays:
         r.wait_established("router-c", timeout=30)

@@ -56,6 +56,26 @@ pub enum HopError {
     MaybeDelivered(String),
 }
 
+/// A transport's per-call resource (a relay client's stream slot) that
+/// must last as long as the answer's body: it rides in the answer's
+/// extensions and whoever takes the body keeps it with the body
+/// ([`Held::take`]).
+#[derive(Clone)]
+pub struct Held(pub std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Held")
+    }
+}
+
+impl Held {
+    /// Takes what rides in an answer's extensions.
+    pub fn take(ext: &mut http::Extensions) -> Option<Held> {
+        ext.remove::<Held>()
+    }
+}
+
 /// What a hop's send resolves to.
 pub type HopFuture<'a> = Pin<Box<dyn Future<Output = Result<Response<Incoming>, HopError>> + 'a>>;
 

@@ -565,6 +565,7 @@ fn classify(e: hyper::Error) -> AttemptError {
 /// served it.
 pub fn relay_response(fwd: Forwarded) -> Response<crate::body::Body> {
     let (mut parts, incoming) = fwd.response.into_parts();
+    let held = hop::Held::take(&mut parts.extensions);
     if fwd.route_id.next_hop().is_some() {
         response::filter_peer_headers(&mut parts.headers);
     } else {
@@ -573,7 +574,12 @@ pub fn relay_response(fwd: Forwarded) -> Response<crate::body::Body> {
     if let Ok(v) = HeaderValue::from_str(fwd.route_id.as_str()) {
         parts.headers.insert(ROUTE_ID_NAME, v);
     }
-    Response::from_parts(parts, crate::body::relay(incoming))
+    let body = crate::body::relay(incoming);
+    let body = match held {
+        Some(h) => crate::body::guarded(body, h),
+        None => body,
+    };
+    Response::from_parts(parts, body)
 }
 
 #[cfg(test)]

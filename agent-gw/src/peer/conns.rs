@@ -29,6 +29,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{timeout, timeout_at, Instant};
 use tokio_rustls::TlsConnector;
 
+use crate::forward::hop::Held;
 use crate::peer::coalesce::Coalesce;
 use crate::peer::link::Link;
 use crate::peer::tls::{error_text, server_name, PeerTls};
@@ -71,6 +72,15 @@ struct Slot {
     /// A relay client's link: numbers the tunnels it opened to us, so
     /// the end of a replaced one leaves its successor alone.
     tunnels: std::cell::Cell<u64>,
+    /// A relay client's link: the per-client bound of the tunnel up.
+    bound: RefCell<Option<Rc<dyn CallBound>>>,
+}
+
+/// A bound on the calls in flight over one connection (a relay client's
+/// `relay.max_streams_per_client`): a call takes a slot before it is
+/// sent, or is refused with why (nothing was sent).
+pub trait CallBound: std::fmt::Debug {
+    fn reserve(&self) -> Result<Held, String>;
 }
 
 #[derive(Debug)]
@@ -109,6 +119,7 @@ impl PeerConns {
                 task: RefCell::new(None),
                 kill: RefCell::new(Rc::new(KillSwitch::default())),
                 tunnels: std::cell::Cell::new(0),
+                bound: RefCell::new(None),
             });
             let handle = if l.relay == agentd::fib::LinkRelay::Client {
                 // Behind NAT: never dialled, reached through the tunnel
@@ -123,12 +134,14 @@ impl PeerConns {
     }
 
     /// A sender on `router_id`'s connection: at once when it is up, after
-    /// the dial in progress (until `deadline`), or why not.
+    /// the dial in progress (until `deadline`), or why not. With it, the
+    /// call's slot when the connection bounds its calls (keep it until
+    /// the answer's body is done).
     pub async fn sender(
         &self,
         router_id: &str,
         deadline: Instant,
-    ) -> Result<PeerSender, Unavailable> {
+    ) -> Result<(PeerSender, Option<Held>), Unavailable> {
         let slot = self.slots.borrow().get(router_id).cloned().ok_or_else(|| {
             Unavailable(format!(
                 "no data connection to router {router_id}: its ARPX session is not established"
@@ -137,7 +150,13 @@ impl PeerConns {
         loop {
             let wait = slot.changed.notified();
             match &*slot.state.borrow() {
-                ConnState::Ready(s) if !s.is_closed() => return Ok(s.clone()),
+                ConnState::Ready(s) if !s.is_closed() => {
+                    let held = match &*slot.bound.borrow() {
+                        Some(b) => Some(b.reserve().map_err(Unavailable)?),
+                        None => None,
+                    };
+                    return Ok((s.clone(), held));
+                }
                 ConnState::Ready(_) | ConnState::Dialing => {}
                 ConnState::Down { why } => {
                     return Err(Unavailable(format!(
@@ -158,13 +177,19 @@ impl PeerConns {
     /// A relay client's tunnel to us is up: calls toward it ride
     /// `sender`. Returns the tunnel's number for [`PeerConns::tunnel_down`],
     /// or `None` when `link` is not (or no longer) the router's link.
-    pub fn tunnel_up(&self, link: &Link, sender: PeerSender) -> Option<u64> {
+    pub fn tunnel_up(
+        &self,
+        link: &Link,
+        sender: PeerSender,
+        bound: Rc<dyn CallBound>,
+    ) -> Option<u64> {
         let slot = self.slots.borrow().get(&link.router_id).cloned()?;
         if slot.link != *link || link.relay != agentd::fib::LinkRelay::Client {
             return None;
         }
         let n = slot.tunnels.get() + 1;
         slot.tunnels.set(n);
+        *slot.bound.borrow_mut() = Some(bound);
         slot.set(ConnState::Ready(sender));
         Some(n)
     }

@@ -49,7 +49,7 @@ pub async fn send(
     ttl_ms: u64,
     req: HopRequest<'_>,
 ) -> Result<Response<Incoming>, HopError> {
-    let mut sender = plane
+    let (mut sender, held) = plane
         .conns
         .sender(req.next_hop, req.deadline.instant())
         .await
@@ -100,17 +100,22 @@ pub async fn send(
     );
     req.sent.set(true);
     match sender.try_send_request(r).await {
-        Ok(resp) => match resp.headers().get(&OUTCOME_NAME).map(HeaderValue::as_bytes) {
-            Some(b"rejected" | b"not_delivered") => Err(HopError::NotDelivered(
-                format!(
-                    "router {} refused the call before dispatch ({})",
-                    req.next_hop,
-                    resp.status()
-                ),
-                Some(resp),
-            )),
-            _ => Ok(resp),
-        },
+        Ok(mut resp) => {
+            if let Some(h) = held {
+                resp.extensions_mut().insert(h);
+            }
+            match resp.headers().get(&OUTCOME_NAME).map(HeaderValue::as_bytes) {
+                Some(b"rejected" | b"not_delivered") => Err(HopError::NotDelivered(
+                    format!(
+                        "router {} refused the call before dispatch ({})",
+                        req.next_hop,
+                        resp.status()
+                    ),
+                    Some(resp),
+                )),
+                _ => Ok(resp),
+            }
+        }
         Err(mut e) => {
             let unsent = e.take_message().is_some();
             if unsent {

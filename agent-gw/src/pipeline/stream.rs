@@ -261,7 +261,12 @@ async fn start(
     // Dispatched: the body is no longer kept for a resend.
     drop(out);
     core.tasks.borrow_mut().dispatched(&id);
-    let body = fwd.response.into_body();
+    let (mut head, body) = fwd.response.into_parts();
+    // A relay client's stream slot lasts as long as the stream.
+    let body = crate::body::Guarded::new(
+        crate::body::relay(body),
+        crate::forward::hop::Held::take(&mut head.extensions),
+    );
     tokio::task::spawn_local(produce_stream(
         core.tasks.clone(),
         id,

@@ -23,10 +23,10 @@
 //! TLS (mutual, the link's keys, ALPN [`ALPN_RELAY`]) is the caller's:
 //! these functions run on any byte stream.
 
-use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::{Body, Incoming};
@@ -94,14 +94,14 @@ pub struct ClientLimits {
 pub struct Tunnel<B> {
     sender: SendRequest<B>,
     limits: ClientLimits,
-    in_flight: Rc<Cell<u32>>,
+    in_flight: Arc<AtomicU32>,
 }
 
 impl<B> fmt::Debug for Tunnel<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tunnel")
             .field("limits", &self.limits)
-            .field("in_flight", &self.in_flight.get())
+            .field("in_flight", &self.in_flight.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -125,12 +125,14 @@ impl fmt::Display for TunnelBusy {
 
 /// Holds one of a client's stream slots for as long as its call (and
 /// its answer's body, if the caller keeps the guard with it) lasts.
+/// Atomic only so that it may ride in an answer's extensions (which
+/// must be `Send`); the gateway runs on one thread.
 #[derive(Debug)]
-pub struct StreamSlot(Rc<Cell<u32>>);
+pub struct StreamSlot(Arc<AtomicU32>);
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        self.0.set(self.0.get().saturating_sub(1));
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -161,7 +163,7 @@ where
     let tunnel = Tunnel {
         sender,
         limits,
-        in_flight: Rc::new(Cell::new(0)),
+        in_flight: Arc::new(AtomicU32::new(0)),
     };
     Ok((tunnel, conn))
 }
@@ -177,7 +179,20 @@ where
 
     /// Calls in flight toward the client now.
     pub fn in_flight(&self) -> u32 {
-        self.in_flight.get()
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// One of the client's stream slots, or [`TunnelBusy`] when it has
+    /// `max_streams` calls in flight (for callers that send on
+    /// [`Tunnel::sender`] themselves).
+    pub fn reserve(&self) -> Result<StreamSlot, TunnelBusy> {
+        if self.in_flight() >= self.limits.max_streams {
+            return Err(TunnelBusy {
+                max_streams: self.limits.max_streams,
+            });
+        }
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        Ok(StreamSlot(self.in_flight.clone()))
     }
 
     /// Whether the connection is gone (closed, or a PING went
@@ -198,20 +213,21 @@ where
         impl Future<Output = Result<(Response<Incoming>, StreamSlot), hyper::Error>>,
         TunnelBusy,
     > {
-        let n = self.in_flight.get();
-        if n >= self.limits.max_streams {
-            return Err(TunnelBusy {
-                max_streams: self.limits.max_streams,
-            });
-        }
-        self.in_flight.set(n + 1);
-        let slot = StreamSlot(self.in_flight.clone());
+        let slot = self.reserve()?;
         // The stream opens now, not when the answer is first awaited.
         let answer = self.sender.clone().send_request(req);
         Ok(async move {
             let resp = answer.await?;
             Ok((resp, slot))
         })
+    }
+}
+
+impl<B: Body + Unpin + 'static> crate::peer::conns::CallBound for Tunnel<B> {
+    fn reserve(&self) -> Result<crate::forward::hop::Held, String> {
+        Tunnel::reserve(self)
+            .map(|slot| crate::forward::hop::Held(Arc::new(slot)))
+            .map_err(|busy| busy.to_string())
     }
 }
 

@@ -72,7 +72,8 @@ pub(super) async fn client_tunnel(gw: Rc<Gateway>, tls: Tls, link: Link, from: S
             return;
         }
     };
-    let Some(n) = state.peer.conns.tunnel_up(&link, t.sender()) else {
+    let t = Rc::new(t);
+    let Some(n) = state.peer.conns.tunnel_up(&link, t.sender(), t.clone()) else {
         return;
     };
     let stats = state.peer.stats.clone();
