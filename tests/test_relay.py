@@ -6,6 +6,7 @@ Topology in harness/relay.py."""
 from __future__ import annotations
 
 import hashlib
+import time
 
 from harness.http import envelope
 from harness.jwt import bearer
@@ -175,3 +176,81 @@ def test_a_relay_full_of_clients_refuses_the_next_at_its_handshake(mesh):
     mine = b2.stack.ctl_json("status")["relay"]
     assert mine["in_use"] is None, mine
     assert (a.peer("router-b") or {}).get("state") == "established"
+
+
+def _ids(events):
+    return [int(e.id) for e in events]
+
+
+def test_streams_cross_the_relay_whole_and_resume_without_a_second_producer(mesh):
+    """Proves streams over the relay: a 200-event stream from B's
+    handler arrives at C intact and in order; a caller that drops after
+    50 events and resumes with `Last-Event-ID` gets exactly the rest and
+    the completion marker, and B's producer ran once for that stream."""
+    t = start(build_nat(mesh))
+    b, c = t.b, t.c
+    auth = bearer(t.token)
+    backend = b.lan_backend()
+    try:
+        b.serve(backend, "nat.echo")
+        b.serve(backend, "nat.stream", name="streamer")
+        wait_callable(c, "nat.echo", {}, headers=auth)
+        c.stack.wait_routable(envelope("nat.stream", {}), headers=auth)
+        whole = c.stack.http.stream("/agent/v1/invoke-stream", envelope("nat.stream", {"count": 200}), headers=auth)
+        assert whole.status == 200 and whole.complete, whole.error_body
+        assert [e.json() for e in whole.events] == [{"n": n} for n in range(1, 201)]
+
+        env = envelope("nat.stream", {"count": 200, "pace_ms": 5})
+        first = c.stack.http.stream("/agent/v1/invoke-stream", env, headers=auth, stop_after=50)
+        assert first.status == 200 and len(first.events) == 50 and not first.complete, first.error_body
+        cursor = _ids(first.events)[-1]
+        second = c.stack.http.stream("/agent/v1/invoke-stream", env, headers={**auth, "Last-Event-ID": str(cursor)},
+                                     timeout=60)
+        assert second.status == 200 and second.complete, second.error_body
+        got = [e.json() for e in first.events + second.events]
+        assert got == [{"n": n} for n in range(1, 201)], (len(got), got[:3], got[-3:])
+        assert len(backend.calls("nat.stream")) == 2, "the resumed stream restarted its producer on B"
+    finally:
+        backend.close()
+
+
+def test_256_calls_share_the_one_tunnel_and_an_oversized_call_is_refused_alone(mesh):
+    """Proves multiplexing on the tunnel: 256 calls at once from C to B's
+    handler all succeed with their own answers while an oversized call
+    (within C's `max_request_bytes`, over the relay A's) is refused typed
+    on its own stream; C, A and B count no new handshake across it (one
+    tunnel, one data connection each way)."""
+    t = start(build_nat(mesh, gateway={"max_inflight": 1024, "max_inflight_per_source": 1024,
+                                       "max_inflight_per_peer": 1024, "max_conns_per_source": 1024,
+                                       "rate_per_second": 100000,
+                                       "rate_burst": 100000},
+                     tenant={"rate_per_second": 100000, "rate_burst": 100000},
+                     c_gateway={"max_request_bytes": 4 * MIB}))
+    a, b, c = t.relays[0], t.b, t.c
+    auth = bearer(t.token)
+    backend = b.lan_backend()
+    try:
+        b.serve(backend, "nat.echo")
+        b.serve(backend, "nat.slow", name="slow")
+        wait_callable(c, "nat.echo", {}, headers=auth)
+        c.stack.wait_routable(envelope("nat.slow", {}), headers=auth)
+        before = {r.name: r.gateway_stats(after=time.monotonic()) for r in (a, b, c)}
+        calls = [InFlight(c, envelope("nat.slow", {"max_s": 20, "n": i}), headers=auth, timeout=60) for i in range(256)]
+        wait_for("256 calls at B's handler at once", lambda: len(backend.calls("nat.slow")) == 256, timeout=40)
+        big = c.stack.http.post("/agent/v1/invoke", envelope("nat.echo", {"blob": "x" * (2 * MIB)}),
+                                headers=auth, timeout=30)
+        assert big.status == 413, big.describe()[:300]
+        assert big.error_code(), big.describe()[:300]
+        assert not [x for x in backend.calls("nat.echo") if len(x.body) > MIB], "the oversized call reached B"
+        backend.release()
+        for i, call in enumerate(calls):
+            r = call.result(timeout=60)
+            assert r.status == 200, r.describe()
+            assert r.json()["echo"] == {"max_s": 20, "n": i}
+        after = {r.name: r.gateway_stats(after=time.monotonic()) for r in (a, b, c)}
+        for name in ("router-a", "router-b", "router-c"):
+            for k in ("peer_handshakes_in", "peer_handshakes_out"):
+                assert after[name][k] == before[name][k], (name, k, before[name], after[name])
+    finally:
+        backend.release()
+        backend.close()

@@ -68,6 +68,7 @@ def connect_from(ns: str, host: str, port: int, timeout: float = 2.0) -> Optiona
 
 
 def build_nat(mesh: Any, *, relays: int = 1, clients: int = 1, gateway: Optional[Dict[str, Any]] = None,
+              tenant: Optional[Dict[str, Any]] = None, c_gateway: Optional[Dict[str, Any]] = None,
               b_relay: Optional[Dict[str, Any]] = None, a_relay: Optional[Dict[str, Any]] = None) -> NatTopology:
     """The topology above with `relays` relays (router-a, router-a2), each
     peered with C; B's relay section lists them in order, pinned by key
@@ -75,8 +76,8 @@ def build_nat(mesh: Any, *, relays: int = 1, clients: int = 1, gateway: Optional
     started."""
     lab = TenantKey.generate()
     gw = dict(gateway or {})
-    c = mesh.router("router-c", gateway={"auth": "jwt", **gw},
-                    tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value]})])
+    c = mesh.router("router-c", gateway={"auth": "jwt", **gw, **(c_gateway or {})},
+                    tenants=[("lab", {"name": "lab", "jwt_key": [lab.uci_value], **(tenant or {})})])
     names = ["router-a", "router-a2"][:relays]
     rs = [mesh.router(n, gateway=gw) for n in names]
     b = mesh.router("router-b", gateway=gw)
