@@ -13,46 +13,14 @@ route eligible throughout."""
 from __future__ import annotations
 
 import os
-import subprocess
-from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness import arpx_wire as w
 from harness.mesh import ARPX_PORT, PeerSpec
+from harness.pki import DOMAIN, domain_ca, issue, use_ca
 from harness.poll import wait_for
-
-DOMAIN = "lab.example"
-
-
-def pki(bins, *args: str) -> subprocess.CompletedProcess:
-    p = subprocess.run([str(bins.agentctl), "pki", *args], capture_output=True, stdin=subprocess.DEVNULL, timeout=20)
-    assert p.returncode == 0, f"agentctl pki {' '.join(args)}: {p.stderr.decode(errors='replace')}"
-    return p
-
-
-def domain_ca(bins, dir: Path, domain: str) -> Path:
-    dir.mkdir(parents=True, exist_ok=True)
-    pki(bins, "init-domain", "--domain", domain, "--out", str(dir))
-    return dir
-
-
-def issue(bins, ca_dir: Path, router, router_id: str, domain: str) -> Path:
-    out = router.dir / "router.pem"
-    if out.exists():
-        out.unlink()
-    pki(bins, "issue-router", "--ca-key", str(ca_dir / "domain-ca.key"), "--ca-cert", str(ca_dir / "domain-ca.pem"),
-        "--router-id", router_id, "--domain", domain, "--key", str(router.dir / "identity.key"), "--out", str(out))
-    return out
-
-
-def use_ca(router, ca_dir: Path, cert: Path) -> None:
-    main = router.cfg.section("agentd").options
-    main["domain"] = DOMAIN
-    main["domain_ca"] = str(ca_dir / "domain-ca.pem")
-    main["router_cert"] = str(cert)
-
 
 def wait_error(router, peer: str, *words: str, timeout: float = 20.0) -> str:
     def check():

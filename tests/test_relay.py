@@ -12,6 +12,7 @@ from harness.http import envelope
 from harness.jwt import bearer
 from harness.mesh import ARPX_PORT, PEER_PORT
 from harness.peers import InFlight, outcome, wait_callable
+from harness.pki import DOMAIN, domain_ca, issue, use_ca
 from harness.poll import wait_for
 from harness.relay import build_nat, connect_from, start
 
@@ -253,4 +254,34 @@ def test_256_calls_share_the_one_tunnel_and_an_oversized_call_is_refused_alone(m
                 assert after[name][k] == before[name][k], (name, k, before[name], after[name])
     finally:
         backend.release()
+        backend.close()
+
+
+def test_a_relay_trusts_client_routers_of_its_domain_and_refuses_another_domains(mesh, bins):
+    """Proves the relay's trust rule without pins: relay A and client B
+    hold certificates of one domain CA and find each other (A accepts B,
+    B accepts A, nothing pinned on either side), calls reach B's handler;
+    B2, certified by another domain's CA, is refused at its handshake and
+    holds no session."""
+    t = build_nat(mesh, clients=2, pins=False)
+    a, b, b2, c = t.relays[0], t.b, t.more[0], t.c
+    ca = domain_ca(bins, mesh.workdir / "ca", DOMAIN)
+    for r in (a, b, c):
+        use_ca(r, ca, issue(bins, ca, r, r.name, DOMAIN))
+    other = domain_ca(bins, mesh.workdir / "other-ca", "other.example")
+    use_ca(b2, other, issue(bins, other, b2, "router-b2", "other.example"), "other.example")
+    start(t)
+    auth = bearer(t.token)
+    backend = b.lan_backend()
+    try:
+        b.serve(backend, "ca.echo")
+        ok = wait_callable(c, "ca.echo", {"ca": 1}, headers=auth)
+        assert ok.json()["echo"] == {"ca": 1}
+        wait_for("A to refuse B2", lambda: a.stack.ctl_json("status")["relay"]["refused"] >= 1
+                 or "domain" in str(b2.stack.ctl_json("status")["relay"]["servers"][0].get("last_error")), timeout=20)
+        assert a.stack.ctl_json("status")["relay"]["clients"] == ["router-b"]
+        assert a.peer("router-b2") is None
+        err = b2.stack.ctl_json("status")["relay"]["servers"][0].get("last_error") or ""
+        assert err, "B2 shows no reason for having no relay"
+    finally:
         backend.close()

@@ -69,11 +69,13 @@ def connect_from(ns: str, host: str, port: int, timeout: float = 2.0) -> Optiona
 
 def build_nat(mesh: Any, *, relays: int = 1, clients: int = 1, gateway: Optional[Dict[str, Any]] = None,
               tenant: Optional[Dict[str, Any]] = None, c_gateway: Optional[Dict[str, Any]] = None,
+              pins: bool = True,
               b_relay: Optional[Dict[str, Any]] = None, a_relay: Optional[Dict[str, Any]] = None) -> NatTopology:
     """The topology above with `relays` relays (router-a, router-a2), each
     peered with C; B's relay section lists them in order, pinned by key
-    (no domain CA: the relays admit B by `client_key_fingerprint`). Not
-    started."""
+    (no domain CA: the relays admit B by `client_key_fingerprint`), or
+    with `pins=False` not pinned (the caller gives every router a domain
+    certificate). Not started."""
     lab = TenantKey.generate()
     gw = dict(gateway or {})
     c = mesh.router("router-c", gateway={"auth": "jwt", **gw, **(c_gateway or {})},
@@ -115,14 +117,14 @@ table ip natbox {{
     for r in rs:
         r.cfg.sections.append(Section("relay", "relay", {
             "mode": "server",
-            "client_key_fingerprint": [x.key.fingerprint for x in (b, *more)],
+            **({"client_key_fingerprint": [x.key.fingerprint for x in (b, *more)]} if pins else {}),
             **(a_relay or {}),
         }))
     for client in (b, *more):
         client.cfg.sections.append(Section("relay", "relay", {
             "mode": "client",
             "server": [f"{l.addr_of(r.name)}:{ARPX_PORT}" for r, l in zip(rs, wan)],
-            "server_key_fingerprint": [r.key.fingerprint for r in rs],
+            **({"server_key_fingerprint": [r.key.fingerprint for r in rs]} if pins else {}),
             "data_port": PEER_PORT,
             **(b_relay or {}),
         }))
