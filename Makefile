@@ -189,6 +189,7 @@ bench: toolchain venv
 	$(CARGO) bench -p arpx --bench updates
 	$(VENV)/bin/python scripts/bench_mesh.py
 	$(VENV)/bin/python scripts/bench_peer.py $(BENCH_PEER_ARGS)
+	$(VENV)/bin/python scripts/bench_relay.py
 	$(PYTHON) scripts/bench_local.py $(BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench_memory.py
 

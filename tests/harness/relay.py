@@ -16,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .config import Section
 from .jwt import TenantKey
@@ -67,6 +67,39 @@ def connect_from(ns: str, host: str, port: int, timeout: float = 2.0) -> Optiona
     return None if out == "open" else (out or p.stderr.strip())
 
 
+def nat_box(nat: RouterNs, inside: List[Tuple[RouterNs, Link]], wan: List[Tuple[RouterNs, Link]]) -> None:
+    """Makes namespace `nat` the NAT router of the `inside` routers (each
+    with its link to the NAT): their default route is the NAT, which
+    masquerades what leaves on the `wan` links and forwards nothing that
+    arrives from outside unless it belongs to a connection made from
+    inside. The `wan` routers get a route to each inside network through
+    the NAT (as if they could reach it), so only the NAT stands in the
+    way."""
+    for ns, l in inside:
+        _run("ip", "-n", ns.netns, "route", "add", "default", "via", l.addr_of(nat.name))
+        net = str(ipaddress.ip_interface(f"{l.addr_of(ns.name)}/30").network)
+        for r, w in wan:
+            _run("ip", "-n", r.netns, "route", "add", net, "via", w.addr_of(nat.name))
+    _run("ip", "netns", "exec", nat.netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+    nat_side = lambda l: l.a_if if l.a == nat.name else l.b_if  # noqa: E731
+    inside_ifs = ", ".join(f'"{nat_side(l)}"' for _, l in inside)
+    wan_ifs = ", ".join(f'"{nat_side(l)}"' for _, l in wan)
+    rules = f"""
+table ip natbox {{
+  chain postrouting {{
+    type nat hook postrouting priority srcnat; policy accept;
+    oifname {{ {wan_ifs} }} masquerade
+  }}
+  chain forward {{
+    type filter hook forward priority filter; policy drop;
+    ct state established,related accept
+    iifname {{ {inside_ifs} }} accept
+  }}
+}}
+"""
+    _run("ip", "netns", "exec", nat.netns, "nft", "-f", "-", input=rules)
+
+
 def build_nat(mesh: Any, *, relays: int = 1, clients: int = 1, gateway: Optional[Dict[str, Any]] = None,
               tenant: Optional[Dict[str, Any]] = None, c_gateway: Optional[Dict[str, Any]] = None,
               pins: bool = True,
@@ -90,30 +123,7 @@ def build_nat(mesh: Any, *, relays: int = 1, clients: int = 1, gateway: Optional
     wan = [mesh.net.link("nat", r.name) for r in rs]
     for r in rs:
         mesh.link(r.name, "router-c")
-    # B's way out is the NAT; the relays route B's network to the NAT too
-    # (as if they could reach it), so only the NAT stands in the way.
-    for client, l in ((b, inside), *zip(more, inside_more)):
-        _run("ip", "-n", client.ns.netns, "route", "add", "default", "via", l.addr_of("nat"))
-        net = str(ipaddress.ip_interface(f"{l.addr_of(client.name)}/30").network)
-        for r, w in zip(rs, wan):
-            _run("ip", "-n", r.ns.netns, "route", "add", net, "via", w.addr_of("nat"))
-    _run("ip", "netns", "exec", nat.netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
-    inside_ifs = ", ".join(f'"{l.b_if}"' for l in (inside, *inside_more))
-    wan_ifs = ", ".join(f'"{l.a_if}"' for l in wan)
-    rules = f"""
-table ip natbox {{
-  chain postrouting {{
-    type nat hook postrouting priority srcnat; policy accept;
-    oifname {{ {wan_ifs} }} masquerade
-  }}
-  chain forward {{
-    type filter hook forward priority filter; policy drop;
-    ct state established,related accept
-    iifname {{ {inside_ifs} }} accept
-  }}
-}}
-"""
-    _run("ip", "netns", "exec", nat.netns, "nft", "-f", "-", input=rules)
+    nat_box(nat, [(x.ns, l) for x, l in ((b, inside), *zip(more, inside_more))], [(r.ns, l) for r, l in zip(rs, wan)])
     for r in rs:
         r.cfg.sections.append(Section("relay", "relay", {
             "mode": "server",

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""`make bench` (relay part): what the relay costs over the same number of
+hops without one, measured in one run: JSON in target/bench/relay.json, a
+table on stdout (issue 22, docs/relay.md).
+
+Routers in network namespaces, all of one domain (certificates from one
+domain CA, as bench_peer.py): C peered with A; B behind a NAT router
+(nftables masquerade, nothing gets in, harness/relay.py) with A as its
+relay; D peered with A directly, no NAT (A a reflector). Each router runs agentd +
+agent-gw of the router build (`release`). One Rust echo backend
+(`agent-gw/examples/bench_local.rs backend`) runs in B's namespace and one
+in D's, registered there with the same intent under two tenants' routes
+(`relay.echo` at B, `peer.echo` at D). The load generator runs in this
+script's namespace and reaches C over its management veth. Rows:
+
+  direct  load generator → backend at B
+  relay   → C's gateway → A's gateway → tunnel (h2, roles reversed) →
+          B's gateway → backend (C → relay → B)
+  samehop   → C's gateway → A's gateway → h2+mTLS over the A–D link → D's
+          gateway → backend (the same hops, no NAT, no relay)
+
+Bodies BENCH_RELAY_SIZES (1 KiB, 64 KiB, 1 MiB): p50/p99 at concurrency
+1 and throughput at concurrency 16, rows interleaved in rotating order
+for BENCH_RELAY_ROUNDS rounds, medians over rounds; each gateway's RSS
+before and after. Goals: the relay row's p50 within 10 % of samehop's and
+its throughput at least 90 % of samehop's, every size; no size fails (any
+error ends the run with the reason).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "scripts"))
+
+import bench_local as bl  # noqa: E402
+import bench_peer as bp  # noqa: E402
+from harness.config import Section  # noqa: E402
+from harness.mesh import ARPX_PORT, PEER_PORT, SDK_PORT, MeshNet  # noqa: E402
+from harness.relay import nat_box  # noqa: E402
+
+ROWS = ["direct", "relay", "samehop"]
+ROUNDS = int(os.environ.get("BENCH_RELAY_ROUNDS", "3"))
+SIZES = [int(x) for x in os.environ.get("BENCH_RELAY_SIZES", "1024 65536 1048576").split()]
+P50_GOAL = 1.10
+RPS_GOAL = 0.90
+MIB = 1024 * 1024
+
+
+def requests_for(size: int) -> Tuple[int, int]:
+    """(c1, c16) request counts: fewer for big bodies, bounded in time."""
+    n1 = int(os.environ.get("BENCH_RELAY_N1", "500"))
+    n16 = int(os.environ.get("BENCH_RELAY_N16", "2000"))
+    if size >= MIB:
+        return max(50, n1 // 10), max(160, n16 // 10)
+    return n1, n16
+
+
+def register(r, intent: str, endpoint: str) -> None:
+    r.stack.register({"route_id": f"{intent.replace('.', '-')}", "intent": intent, "version": 1,
+                      "origin": f"agent://{bl.TENANT}/{intent.replace('.', '-')}", "endpoint": endpoint,
+                      "tenant": bl.TENANT, "lease_seconds": 3600})
+
+
+def body_of(intent: str, size: int) -> bytes:
+    env = json.loads(bl.envelope_of_size(size))
+    env["intent"] = intent
+    return json.dumps(env).encode()
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        raise SystemExit("bench_relay: needs root (network namespaces)")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if shutil.which("nft") is None:
+        bp.log("installing nftables (the NAT router in front of B)")
+        subprocess.run(["apt-get", "install", "-y", "-qq", "nftables"], check=False, stdin=subprocess.DEVNULL,
+                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, capture_output=True, timeout=600)
+        if shutil.which("nft") is None:
+            raise SystemExit("bench_relay: needs nftables (apt-get install nftables)")
+    bins, tool = bp.binaries()
+    work = Path(tempfile.mkdtemp(prefix="agentd-bench-relay-", dir="/tmp"))
+    net = MeshNet()
+    routers: Dict[str, Any] = {}
+    procs: List[bp.Proc] = []
+    try:
+        ca = work / "ca"
+        ca.mkdir()
+        bp.pki(bins, "init-domain", "--domain", bp.DOMAIN, "--out", str(ca))
+        for n in ("router-a", "router-b", "router-c", "router-d"):
+            # A reflects D's routes to C (samehop); a relay passes its
+            # clients' routes on by itself.
+            routers[n] = bp.make_router(bins, net, work, n, ca, reflector=n == "router-a")
+        a, b, c, d = (routers[n] for n in ("router-a", "router-b", "router-c", "router-d"))
+        for r in routers.values():
+            r.cfg.section("gateway").options["max_request_bytes"] = 4 * MIB
+        nat = net.add_router("nat")
+        inside = net.link("router-b", "nat")
+        wan = net.link("nat", "router-a")
+        net.link("router-a", "router-c")
+        net.link("router-a", "router-d")
+        for x, y in (("router-a", "router-c"), ("router-a", "router-d")):
+            routers[x].peer_with(routers[y], pin=False)
+            routers[y].peer_with(routers[x], pin=False)
+        nat_box(nat, [(b.ns, inside)], [(a.ns, wan)])
+        a.cfg.sections.append(Section("relay", "relay", {"mode": "server"}))
+        b.cfg.sections.append(Section("relay", "relay", {
+            "mode": "client", "server": [f"{wan.addr_of('router-a')}:{ARPX_PORT}"], "data_port": PEER_PORT}))
+        for r in routers.values():
+            r.start()
+        a.wait_established("router-b", timeout=30)
+        a.wait_established("router-c")
+        a.wait_established("router-d")
+
+        backends = {}
+        for r in (b, d):
+            p = bp.Proc(f"backend[{r.name}]", r.ns.exec_argv([str(tool), "backend", r.ns.mgmt_addr]),
+                        work / f"backend-{r.name}.log", stdout=subprocess.PIPE)
+            procs.append(p)
+            line = p.p.stdout.readline().decode().strip()
+            if not line.startswith("listening "):
+                raise SystemExit(f"bench_relay: backend in {r.name} did not start: {line!r}")
+            backends[r.name] = (p, f"http://{line.split()[1]}/invoke")
+        register(b, "relay.echo", backends["router-b"][1])
+        register(d, "peer.echo", backends["router-d"][1])
+        c_url = f"http://{c.ns.mgmt_addr}:{SDK_PORT}/agent/v1/invoke"
+        urls = {"direct": backends["router-b"][1], "relay": c_url, "samehop": c_url}
+        intents = {"direct": "relay.echo", "relay": "relay.echo", "samehop": "peer.echo"}
+        for intent in ("relay.echo", "peer.echo"):
+            c.stack.wait_routable(json.loads(body_of(intent, 256)), timeout=30)
+        gw = {n: r.stack.gw.pid for n, r in routers.items()}
+        watch = {
+            "direct": {"backend": backends["router-b"][0].pid},
+            "relay": {"backend": backends["router-b"][0].pid,
+                      **{f"gw[{n}]": gw[n] for n in ("router-c", "router-a", "router-b")}},
+            "samehop": {"backend": backends["router-d"][0].pid,
+                      **{f"gw[{n}]": gw[n] for n in ("router-c", "router-a", "router-d")}},
+        }
+        # Every row works, over the path it names, before anything is
+        # measured.
+        for row in ROWS:
+            why = bp.check_row(row, urls[row], body_of(intents[row], 1024), routers)
+            if why:
+                raise SystemExit(f"bench_relay: row {row} does not work: {why}")
+        for row, hop in (("relay", "router-a"), ("samehop", "router-a")):
+            resp = c.stack.http.post("/agent/v1/route", json.loads(body_of(intents[row], 256)))
+            rid = resp.json()["route"]["route_id"] if resp.status == 200 else None
+            if not rid or not str(rid).endswith("@" + hop):
+                raise SystemExit(f"bench_relay: row {row}: C does not route via {hop}: {resp.describe()}")
+        relay_route = [r for r in a.stack.routes() if r.get("capability") == "relay.echo"]
+        if not relay_route or relay_route[0].get("source") != "relay":
+            raise SystemExit(f"bench_relay: A does not hold B's route as a relay route: {relay_route}")
+        bp.log("rows working: " + ", ".join(ROWS))
+
+        daemons = {f"agent_gw[{n}]": r.stack.gw.pid for n, r in routers.items()}
+        rss_before = {k: bp.rss_of(pid) for k, pid in daemons.items()}
+        results: List[Dict[str, Any]] = []
+        for size in SIZES:
+            n1, n16 = requests_for(size)
+            files = {}
+            for row in ROWS:
+                f = work / f"body-{row}-{size}.json"
+                f.write_bytes(body_of(intents[row], size))
+                files[row] = f
+            runs: Dict[str, List[Tuple[Dict[str, Any], Dict[str, Any]]]] = {r: [] for r in ROWS}
+            for rnd in range(ROUNDS):
+                k = rnd % len(ROWS)
+                for name in ROWS[k:] + ROWS[:k]:
+                    r1 = bp.load(tool, urls[name], files[name], 1, n1, watch[name])
+                    r16 = bp.load(tool, urls[name], files[name], 16, n16, watch[name])
+                    runs[name].append((r1, r16))
+                bp.log(f"{size:>8} B round {rnd + 1}/{ROUNDS}: " + "  ".join(
+                    f"{n} {runs[n][-1][0]['p50_us']:.0f}us/{runs[n][-1][1]['throughput_rps']:.0f}rps" for n in ROWS))
+            res: Dict[str, Any] = {"body_bytes": size, "requests": {"c1": n1, "c16": n16}}
+            for name in ROWS:
+                res[name] = bp.summarise(runs[name])
+            res["ratios_to_direct"] = {n: bp.ratio(res[n], res["direct"]) for n in ROWS if n != "direct"}
+            res["relay_to_samehop"] = bp.ratio(res["relay"], res["samehop"])
+            results.append(res)
+        rss_after = {k: bp.rss_of(pid) for k, pid in daemons.items()}
+        goals = {
+            str(r["body_bytes"]): {
+                "p50_within_10pct_of_samehop": r["relay_to_samehop"]["p50_c1"] <= P50_GOAL,
+                "rps_at_least_90pct_of_samehop": r["relay_to_samehop"]["throughput_c16"] >= RPS_GOAL,
+            }
+            for r in results
+        }
+        out = {
+            "benchmark": "bench_relay",
+            "rows": ROWS,
+            "topology": {
+                "direct": "load generator -> backend in router-b's namespace (mgmt veth)",
+                "relay": "-> router-c agent-gw -> router-a agent-gw (relay) -> tunnel to router-b behind nftables "
+                         "NAT (h2, roles reversed) -> router-b agent-gw -> backend",
+                "samehop": "-> router-c agent-gw -> router-a agent-gw -> h2+mTLS over the A-D link -> router-d "
+                         "agent-gw -> backend (same hops, no NAT)",
+            },
+            "binaries": str(bins.agent_gw.parent),
+            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release, "loadavg_at_end": os.getloadavg()},
+            "rounds": ROUNDS,
+            "statistic": "median over rounds; rows interleaved in rotating order every round",
+            "results": results,
+            "goals": goals,
+            "rss_kib": {"before_load": rss_before, "after_load": rss_after},
+        }
+        dest = REPO / "target" / "bench" / "relay.json"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(json.dumps(out, indent=2) + "\n")
+        print(f"{'body':>8} | " + " | ".join(f"{n:>22}" for n in ROWS) + " | relay/samehop p50, rps")
+        for r in results:
+            cells = [f"{r[n]['c1']['p50_us']:>7.0f}us p99 {r[n]['c1']['p99_us']:>6.0f} {r[n]['c16']['throughput_rps']:>5.0f}/s"
+                     for n in ROWS]
+            q = r["relay_to_samehop"]
+            print(f"{r['body_bytes']:>8} | " + " | ".join(cells) + f" | {q['p50_c1']:.2f}x, {q['throughput_c16']:.2f}x")
+        print("RSS KiB before -> after load: " + ", ".join(
+            f"{k} {rss_before[k]['VmRSS_kib']}->{rss_after[k]['VmRSS_kib']}" for k in daemons))
+        missed = [f"{size} B {g}" for size, gs in goals.items() for g, ok in gs.items() if not ok]
+        print("goals: " + ("all met" if not missed else "missed: " + "; ".join(missed)))
+        print(f"wrote {dest.relative_to(REPO)}")
+        return 0
+    except BaseException:
+        for r in routers.values():
+            bp.log(f"---- {r.name}\n{r.stack.logs()[-2500:]}")
+        raise
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        for r in routers.values():
+            r.stop()
+        net.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
