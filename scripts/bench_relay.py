@@ -6,7 +6,8 @@ table on stdout (issue 22, docs/relay.md).
 Routers in network namespaces, all of one domain (certificates from one
 domain CA, as bench_peer.py): C peered with A; B behind a NAT router
 (nftables masquerade, nothing gets in, harness/relay.py) with A as its
-relay; D peered with A directly, no NAT (A a reflector). Each router runs agentd +
+relay; D behind a plain forwarding router (no NAT, no firewall: the
+same namespaces and veths) peered with A (A a reflector). Each router runs agentd +
 agent-gw of the router build (`release`). One Rust echo backend
 (`agent-gw/examples/bench_local.rs backend`) runs in B's namespace and one
 in D's, registered there with the same intent under two tenants' routes
@@ -16,8 +17,9 @@ script's namespace and reaches C over its management veth. Rows:
   direct  load generator → backend at B
   relay   → C's gateway → A's gateway → tunnel (h2, roles reversed) →
           B's gateway → backend (C → relay → B)
-  samehop   → C's gateway → A's gateway → h2+mTLS over the A–D link → D's
-          gateway → backend (the same hops, no NAT, no relay)
+  samehop → C's gateway → A's gateway → h2+mTLS to D through the
+          forwarding router → D's gateway → backend (the same hops, no
+          NAT, no relay)
 
 Bodies BENCH_RELAY_SIZES (1 KiB, 64 KiB, 1 MiB): p50/p99 at concurrency
 1 and throughput at concurrency 16, rows interleaved in rotating order
@@ -29,6 +31,7 @@ error ends the run with the reason).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -46,7 +49,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import bench_local as bl  # noqa: E402
 import bench_peer as bp  # noqa: E402
 from harness.config import Section  # noqa: E402
-from harness.mesh import ARPX_PORT, PEER_PORT, SDK_PORT, MeshNet  # noqa: E402
+from harness.mesh import ARPX_PORT, PEER_PORT, SDK_PORT, MeshNet, PeerSpec  # noqa: E402
 from harness.relay import nat_box  # noqa: E402
 
 ROWS = ["direct", "relay", "samehop"]
@@ -64,6 +67,15 @@ def requests_for(size: int) -> Tuple[int, int]:
     if size >= MIB:
         return max(50, n1 // 10), max(160, n16 // 10)
     return n1, n16
+
+
+def forwarder(fwd, d, d_in, a, d_wan) -> None:
+    """`fwd` routes between D and A, nothing else."""
+    for argv in (["ip", "-n", d.ns.netns, "route", "add", "default", "via", d_in.addr_of("fwd")],
+                 ["ip", "-n", a.ns.netns, "route", "add", f"{ipaddress.ip_interface(d_in.addr_of('router-d') + '/30').network}",
+                  "via", d_wan.addr_of("fwd")],
+                 ["ip", "netns", "exec", fwd.netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]):
+        subprocess.run(argv, check=True, capture_output=True, stdin=subprocess.DEVNULL, timeout=20)
 
 
 def register(r, intent: str, endpoint: str) -> None:
@@ -108,11 +120,21 @@ def main() -> int:
         inside = net.link("router-b", "nat")
         wan = net.link("nat", "router-a")
         net.link("router-a", "router-c")
-        net.link("router-a", "router-d")
-        for x, y in (("router-a", "router-c"), ("router-a", "router-d")):
-            routers[x].peer_with(routers[y], pin=False)
-            routers[y].peer_with(routers[x], pin=False)
+        a.peer_with(c, pin=False)
+        c.peer_with(a, pin=False)
         nat_box(nat, [(b.ns, inside)], [(a.ns, wan)])
+        # D sits behind a plain router (forwarding, no NAT, no firewall):
+        # the same namespaces and veths as B behind its NAT.
+        fwd = net.add_router("fwd")
+        d_in = net.link("router-d", "fwd")
+        d_wan = net.link("fwd", "router-a")
+        forwarder(fwd, d, d_in, a, d_wan)
+        a.peers.append(PeerSpec("router-d", d_in.addr_of("router-d"),
+                                {"router_id": "router-d", "address": d_in.addr_of("router-d"), "port": ARPX_PORT}))
+        a._write_peers()
+        d.peers.append(PeerSpec("router-a", d_wan.addr_of("router-a"),
+                                {"router_id": "router-a", "address": d_wan.addr_of("router-a"), "port": ARPX_PORT}))
+        d._write_peers()
         a.cfg.sections.append(Section("relay", "relay", {"mode": "server"}))
         b.cfg.sections.append(Section("relay", "relay", {
             "mode": "client", "server": [f"{wan.addr_of('router-a')}:{ARPX_PORT}"], "data_port": PEER_PORT}))
@@ -202,8 +224,8 @@ def main() -> int:
                 "direct": "load generator -> backend in router-b's namespace (mgmt veth)",
                 "relay": "-> router-c agent-gw -> router-a agent-gw (relay) -> tunnel to router-b behind nftables "
                          "NAT (h2, roles reversed) -> router-b agent-gw -> backend",
-                "samehop": "-> router-c agent-gw -> router-a agent-gw -> h2+mTLS over the A-D link -> router-d "
-                         "agent-gw -> backend (same hops, no NAT)",
+                "samehop": "-> router-c agent-gw -> router-a agent-gw -> h2+mTLS through a plain forwarding "
+                           "router -> router-d agent-gw -> backend (same hops, no NAT, no relay)",
             },
             "binaries": str(bins.agent_gw.parent),
             "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release, "loadavg_at_end": os.getloadavg()},
