@@ -17,6 +17,9 @@ script's namespace and reaches C over its management veth. Rows:
   direct  load generator → backend at B
   relay   → C's gateway → A's gateway → tunnel (h2, roles reversed) →
           B's gateway → backend (C → relay → B)
+  relay_nonat → the relay path to E, a relay client behind the same
+          plain router as D: the tunnel without a NAT in its way (what
+          the relay itself costs, apart from the NAT's conntrack)
   samehop → C's gateway → A's gateway → h2+mTLS to D through the
           forwarding router → D's gateway → backend (the same hops, no
           NAT, no relay)
@@ -52,7 +55,7 @@ from harness.config import Section  # noqa: E402
 from harness.mesh import ARPX_PORT, PEER_PORT, SDK_PORT, MeshNet, PeerSpec  # noqa: E402
 from harness.relay import nat_box  # noqa: E402
 
-ROWS = ["direct", "relay", "samehop"]
+ROWS = ["direct", "relay", "relay_nonat", "samehop"]
 ROUNDS = int(os.environ.get("BENCH_RELAY_ROUNDS", "3"))
 SIZES = [int(x) for x in os.environ.get("BENCH_RELAY_SIZES", "1024 65536 1048576").split()]
 P50_GOAL = 1.10
@@ -69,10 +72,11 @@ def requests_for(size: int) -> Tuple[int, int]:
     return n1, n16
 
 
-def forwarder(fwd, d, d_in, a, d_wan) -> None:
-    """`fwd` routes between D and A, nothing else."""
+def forwarder(fwd, d, d_in, a, d_wan, via: str = "router-d") -> None:
+    """`fwd` routes between the router `d` (named `via`) and A, nothing
+    else."""
     for argv in (["ip", "-n", d.ns.netns, "route", "add", "default", "via", d_in.addr_of("fwd")],
-                 ["ip", "-n", a.ns.netns, "route", "add", f"{ipaddress.ip_interface(d_in.addr_of('router-d') + '/30').network}",
+                 ["ip", "-n", a.ns.netns, "route", "add", f"{ipaddress.ip_interface(d_in.addr_of(via) + '/30').network}",
                   "via", d_wan.addr_of("fwd")],
                  ["ip", "netns", "exec", fwd.netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]):
         subprocess.run(argv, check=True, capture_output=True, stdin=subprocess.DEVNULL, timeout=20)
@@ -109,11 +113,11 @@ def main() -> int:
         ca = work / "ca"
         ca.mkdir()
         bp.pki(bins, "init-domain", "--domain", bp.DOMAIN, "--out", str(ca))
-        for n in ("router-a", "router-b", "router-c", "router-d"):
+        for n in ("router-a", "router-b", "router-c", "router-d", "router-e"):
             # A reflects D's routes to C (samehop); a relay passes its
             # clients' routes on by itself.
             routers[n] = bp.make_router(bins, net, work, n, ca, reflector=n == "router-a")
-        a, b, c, d = (routers[n] for n in ("router-a", "router-b", "router-c", "router-d"))
+        a, b, c, d, e = (routers[n] for n in ("router-a", "router-b", "router-c", "router-d", "router-e"))
         for r in routers.values():
             r.cfg.section("gateway").options["max_request_bytes"] = 4 * MIB
         nat = net.add_router("nat")
@@ -129,6 +133,10 @@ def main() -> int:
         d_in = net.link("router-d", "fwd")
         d_wan = net.link("fwd", "router-a")
         forwarder(fwd, d, d_in, a, d_wan)
+        # E: a relay client of A behind the same plain router (the tunnel
+        # without a NAT in its way).
+        e_in = net.link("router-e", "fwd")
+        forwarder(fwd, e, e_in, a, d_wan, via="router-e")
         a.peers.append(PeerSpec("router-d", d_in.addr_of("router-d"),
                                 {"router_id": "router-d", "address": d_in.addr_of("router-d"), "port": ARPX_PORT}))
         a._write_peers()
@@ -138,14 +146,17 @@ def main() -> int:
         a.cfg.sections.append(Section("relay", "relay", {"mode": "server"}))
         b.cfg.sections.append(Section("relay", "relay", {
             "mode": "client", "server": [f"{wan.addr_of('router-a')}:{ARPX_PORT}"], "data_port": PEER_PORT}))
+        e.cfg.sections.append(Section("relay", "relay", {
+            "mode": "client", "server": [f"{d_wan.addr_of('router-a')}:{ARPX_PORT}"], "data_port": PEER_PORT}))
         for r in routers.values():
             r.start()
         a.wait_established("router-b", timeout=30)
         a.wait_established("router-c")
         a.wait_established("router-d")
+        a.wait_established("router-e", timeout=30)
 
         backends = {}
-        for r in (b, d):
+        for r in (b, d, e):
             p = bp.Proc(f"backend[{r.name}]", r.ns.exec_argv([str(tool), "backend", r.ns.mgmt_addr]),
                         work / f"backend-{r.name}.log", stdout=subprocess.PIPE)
             procs.append(p)
@@ -155,16 +166,19 @@ def main() -> int:
             backends[r.name] = (p, f"http://{line.split()[1]}/invoke")
         register(b, "relay.echo", backends["router-b"][1])
         register(d, "peer.echo", backends["router-d"][1])
+        register(e, "nonat.echo", backends["router-e"][1])
         c_url = f"http://{c.ns.mgmt_addr}:{SDK_PORT}/agent/v1/invoke"
-        urls = {"direct": backends["router-b"][1], "relay": c_url, "samehop": c_url}
-        intents = {"direct": "relay.echo", "relay": "relay.echo", "samehop": "peer.echo"}
-        for intent in ("relay.echo", "peer.echo"):
+        urls = {"direct": backends["router-b"][1], "relay": c_url, "relay_nonat": c_url, "samehop": c_url}
+        intents = {"direct": "relay.echo", "relay": "relay.echo", "relay_nonat": "nonat.echo", "samehop": "peer.echo"}
+        for intent in ("relay.echo", "nonat.echo", "peer.echo"):
             c.stack.wait_routable(json.loads(body_of(intent, 256)), timeout=30)
         gw = {n: r.stack.gw.pid for n, r in routers.items()}
         watch = {
             "direct": {"backend": backends["router-b"][0].pid},
             "relay": {"backend": backends["router-b"][0].pid,
                       **{f"gw[{n}]": gw[n] for n in ("router-c", "router-a", "router-b")}},
+            "relay_nonat": {"backend": backends["router-e"][0].pid,
+                            **{f"gw[{n}]": gw[n] for n in ("router-c", "router-a", "router-e")}},
             "samehop": {"backend": backends["router-d"][0].pid,
                       **{f"gw[{n}]": gw[n] for n in ("router-c", "router-a", "router-d")}},
         }
@@ -174,7 +188,7 @@ def main() -> int:
             why = bp.check_row(row, urls[row], body_of(intents[row], 1024), routers)
             if why:
                 raise SystemExit(f"bench_relay: row {row} does not work: {why}")
-        for row, hop in (("relay", "router-a"), ("samehop", "router-a")):
+        for row, hop in (("relay", "router-a"), ("relay_nonat", "router-a"), ("samehop", "router-a")):
             resp = c.stack.http.post("/agent/v1/route", json.loads(body_of(intents[row], 256)))
             rid = resp.json()["route"]["route_id"] if resp.status == 200 else None
             if not rid or not str(rid).endswith("@" + hop):
@@ -208,6 +222,7 @@ def main() -> int:
                 res[name] = bp.summarise(runs[name])
             res["ratios_to_direct"] = {n: bp.ratio(res[n], res["direct"]) for n in ROWS if n != "direct"}
             res["relay_to_samehop"] = bp.ratio(res["relay"], res["samehop"])
+            res["relay_nonat_to_samehop"] = bp.ratio(res["relay_nonat"], res["samehop"])
             results.append(res)
         rss_after = {k: bp.rss_of(pid) for k, pid in daemons.items()}
         goals = {
@@ -224,6 +239,8 @@ def main() -> int:
                 "direct": "load generator -> backend in router-b's namespace (mgmt veth)",
                 "relay": "-> router-c agent-gw -> router-a agent-gw (relay) -> tunnel to router-b behind nftables "
                          "NAT (h2, roles reversed) -> router-b agent-gw -> backend",
+                "relay_nonat": "-> router-c agent-gw -> router-a agent-gw (relay) -> tunnel to router-e behind the "
+                               "plain forwarding router -> router-e agent-gw -> backend",
                 "samehop": "-> router-c agent-gw -> router-a agent-gw -> h2+mTLS through a plain forwarding "
                            "router -> router-d agent-gw -> backend (same hops, no NAT, no relay)",
             },
