@@ -161,10 +161,14 @@ demo: toolchain venv
 	  else \
 	    echo "error: the demo's DNS-SD part needs Debian's nsd: apt-get install nsd" >&2; exit 1; \
 	  fi; }
+	@[ "$$(id -u)" != 0 ] || command -v nft >/dev/null 2>&1 || { \
+	  echo "installing nftables (the NAT router of the relay demo)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; }
 	$(CARGO) build -p agentd -p agent-gw --bins
 	BIN_DIR=$(BIN_DIR) scripts/demo.sh
 	BIN_DIR=$(BIN_DIR) $(VENV)/bin/python scripts/demo_gateway.py
 	BIN_DIR=$(BIN_DIR) $(VENV)/bin/python scripts/demo_mesh.py
+	BIN_DIR=$(BIN_DIR) $(VENV)/bin/python scripts/demo_relay.py
 
 # Direct HTTP vs nginx reverse proxy vs agent-gw (router `release` build and
 # opt-level 3 `bench-release`), same backend and load generator, interleaved
