@@ -403,3 +403,91 @@ impl Peers {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn given() -> MeshSettings {
+        let text = "config agentd 'main'\n\toption router_id 'router-a'\nconfig peer 'b'\n\toption router_id 'router-b'\n\toption address '192.0.2.2'\n";
+        MeshSettings::of_config(&uci_schema::Config::from_str_partial(text, "t").config)
+    }
+
+    #[test]
+    fn a_relay_role_router_is_a_peer_pinned_to_its_key_and_never_shadows_a_section() {
+        let key = [7u8; 32];
+        let client = relay_peer(
+            "router-x",
+            "198.51.100.9",
+            40000,
+            None,
+            &key,
+            RelayRole::Client,
+        )
+        .expect("a valid peer");
+        assert_eq!(client.relay, RelayRole::Client);
+        assert!(
+            client.reflector_client,
+            "a client learns the mesh through us"
+        );
+        assert_eq!(
+            client.key_fingerprint.as_deref(),
+            Some(router_pki::Fingerprint::of_raw(&key).to_string().as_str())
+        );
+        assert_eq!(client.data_port, 7447, "the schema default");
+        let relay = relay_peer(
+            "router-r",
+            "relay.example",
+            7444,
+            Some(17447),
+            &key,
+            RelayRole::Standby,
+        )
+        .expect("a valid peer");
+        assert!(!relay.reflector_client);
+        assert_eq!((relay.port, relay.data_port), (7444, 17447));
+        // A router id no peer section could hold is no peer at all.
+        assert!(relay_peer("bad id", "192.0.2.9", 1, None, &key, RelayRole::Client).is_none());
+
+        let mut brought = BTreeMap::new();
+        brought.insert("router-x".to_string(), client);
+        // A relay role claiming a configured router's name is ignored:
+        // the section's rule decides about router-b.
+        let mut shadow = relay.clone();
+        shadow.router_id = "router-b".into();
+        brought.insert("router-b".to_string(), shadow);
+        let s = with_relay_peers(&given(), &brought);
+        let ids: Vec<_> = s
+            .peers
+            .iter()
+            .map(|p| (p.router_id.as_str(), p.relay))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("router-b", RelayRole::None),
+                ("router-x", RelayRole::Client)
+            ]
+        );
+    }
+
+    #[test]
+    fn relay_settings_come_from_the_schema() {
+        let text = "config relay 'relay'\n\toption mode 'client'\n\tlist server 'relay.example:7444'\n\tlist server '[2001:db8::1]:7444'\n\toption reconnect_min_ms '500'\n\toption prefer_hold_s '3'\n";
+        let c = uci_schema::Config::from_str_partial(text, "t").config;
+        let r = MeshSettings::of_config(&c).relay;
+        assert!(r.is_client() && !r.is_server());
+        assert_eq!(
+            r.servers,
+            [
+                ("relay.example".to_string(), 7444),
+                ("2001:db8::1".to_string(), 7444)
+            ]
+        );
+        assert_eq!((r.data_port, r.max_clients), (7447, 64));
+        assert_eq!((r.reconnect_min_ms, r.reconnect_max_ms), (500, 30000));
+        assert_eq!(r.prefer_hold_ms, 3000);
+        assert!(!MeshSettings::default().relay.is_client());
+        assert!(!MeshSettings::default().wants_listener());
+    }
+}
