@@ -6,8 +6,14 @@ Topology in harness/relay.py."""
 from __future__ import annotations
 
 import hashlib
+import json
+import sys
 import time
+from pathlib import Path
 
+from nexus_agent.client import NexusAgentClient
+
+from harness.agentproc import AgentProcess
 from harness.http import envelope
 from harness.jwt import bearer
 from harness.mesh import ARPX_PORT, PEER_PORT
@@ -16,6 +22,7 @@ from harness.pki import DOMAIN, domain_ca, issue, use_ca
 from harness.poll import wait_for
 from harness.relay import build_nat, connect_from, start
 
+AGENTS = Path(__file__).resolve().parent / "agents"
 MIB = 1024 * 1024
 BIG = {"max_request_bytes": 20 * MIB}
 
@@ -285,3 +292,32 @@ def test_a_relay_trusts_client_routers_of_its_domain_and_refuses_another_domains
         assert err, "B2 shows no reason for having no relay"
     finally:
         backend.close()
+
+
+def test_a_nexilume_agent_behind_nat_is_called_by_a_nexilume_caller_on_another_router(mesh, workdir):
+    """Proves the real SDKs across the relay, unchanged: an unmodified
+    nexilume agent on B's LAN (B behind the NAT) registers through B's
+    trusted-LAN bootstrap, and a nexilume client at C invoking `nx.echo`
+    with `target_agent` gets the agent's JSON; its stream arrives as the
+    agent's numbered events in order."""
+    t = build_nat(mesh)
+    b = t.b
+    b.cfg.section("gateway").options.update(auth="jwt", bootstrap_networks=[f"{b.ns.mgmt_host_addr}/32"],
+                                            bootstrap_tenant=["lab"])
+    start(t)
+    c = t.c
+    argv = [sys.executable, str(AGENTS / "nexilume_agent.py"), b.sdk_url, "lab", "nx-echo", "30", "0", "auto"]
+    agent = AgentProcess(argv, workdir / "nexilume-agent.log")
+    try:
+        ready = agent.wait_message("ready", timeout=30)
+        assert len(ready["route_ids"]) == 2, ready
+        wait_callable(c, "nx.echo", {"warm": 1}, headers=bearer(t.token))
+        client = NexusAgentClient(c.sdk_url, token=t.token, use_environment_proxy=False, timeout=20)
+        result = client.invoke_intent("nx.echo", {"text": "through the relay"}, tenant="lab",
+                                      source_agent="agent://lab/caller", target_agent="agent://lab/nx-echo")
+        assert result == {"echo": {"text": "through the relay"}, "via": "nexilume"}, result
+        events = list(client.invoke_stream(envelope("nx.count", {"n": 4}, target_agent="agent://lab/nx-echo"),
+                                           resume=True, max_reconnects=0))
+        assert [json.loads(e.data) for e in events] == [{"i": i} for i in range(4)]
+    finally:
+        agent.stop()
