@@ -62,6 +62,9 @@ def test_an_agent_behind_nat_is_called_through_its_relay_with_bodies_up_to_16_mi
         ok = wait_callable(c, "nat.echo", {"hello": "nat"}, headers=auth)
         assert ok.json()["echo"] == {"hello": "nat"}
         assert ok.header("x-agentd-route-id") == f"{rid}@router-a", ok.headers
+        # B was admitted by its pinned key (outside A's domain): A's calls
+        # to it carry signed forwarding assertions.
+        assert a.gateway_stats(after=time.monotonic())["peer_assertions_signed"] >= 1
         seen = [r for r in c.stack.routes() if r.get("route_id") == rid]
         assert seen and seen[0].get("path") == ["router-b", "router-a"], seen
 
@@ -284,6 +287,9 @@ def test_a_relay_trusts_client_routers_of_its_domain_and_refuses_another_domains
         b.serve(backend, "ca.echo")
         ok = wait_callable(c, "ca.echo", {"ca": 1}, headers=auth)
         assert ok.json()["echo"] == {"ca": 1}
+        # Inside the domain the link authenticates each call (DESIGN §3):
+        # the relay signs nothing toward its client.
+        assert a.gateway_stats(after=time.monotonic())["peer_assertions_signed"] == 0
         wait_for("A to refuse B2", lambda: a.stack.ctl_json("status")["relay"]["refused"] >= 1
                  or "domain" in str(b2.stack.ctl_json("status")["relay"]["servers"][0].get("last_error")), timeout=20)
         assert a.stack.ctl_json("status")["relay"]["clients"] == ["router-b"]

@@ -60,12 +60,17 @@ impl RelayState {
 
 /// A relay-role router as a peer section would give it (every other
 /// option at its schema default), through the same parser as the file.
+/// `pin`: the key it was trusted by, when a listed key (not our domain
+/// CA) admitted it — as for a configured peer, that makes it a router
+/// outside our domain, whose calls carry signed assertions; a router our
+/// domain CA certified is held to that rule again, and its calls are
+/// authenticated by the link (DESIGN §3).
 fn relay_peer(
     router_id: &str,
     address: &str,
     port: u16,
     data_port: Option<u16>,
-    key: &[u8; 32],
+    pin: Option<&[u8; 32]>,
     role: RelayRole,
 ) -> Option<PeerSettings> {
     use uci_schema::uci::{Package, Section};
@@ -76,10 +81,12 @@ fn relay_peer(
     if let Some(d) = data_port {
         s.set("data_port", d.to_string());
     }
-    s.set(
-        "key_fingerprint",
-        router_pki::Fingerprint::of_raw(key).to_string(),
-    );
+    if let Some(key) = pin {
+        s.set(
+            "key_fingerprint",
+            router_pki::Fingerprint::of_raw(key).to_string(),
+        );
+    }
     if role == RelayRole::Client {
         // It has no other way to learn the mesh.
         s.set("reflector_client", "1");
@@ -179,7 +186,8 @@ impl Peers {
                 (RelayRole::Client, ip, h.remote.port(), None)
             }
         };
-        let p = relay_peer(&h.peer, &address, port, data_port, &h.key, role)?;
+        let pin = h.pinned.then_some(&h.key);
+        let p = relay_peer(&h.peer, &address, port, data_port, pin, role)?;
         self.relay.peers.insert(h.peer.clone(), p);
         if role == RelayRole::Client {
             debug::relay_client_admitted(&h.peer, h.remote, self.relay.clients());
@@ -414,14 +422,15 @@ mod tests {
     }
 
     #[test]
-    fn a_relay_role_router_is_a_peer_pinned_to_its_key_and_never_shadows_a_section() {
+    fn a_relay_role_router_is_a_peer_pinned_to_the_key_that_admitted_it_and_never_shadows_a_section(
+    ) {
         let key = [7u8; 32];
         let client = relay_peer(
             "router-x",
             "198.51.100.9",
             40000,
             None,
-            &key,
+            Some(&key),
             RelayRole::Client,
         )
         .expect("a valid peer");
@@ -440,14 +449,26 @@ mod tests {
             "relay.example",
             7444,
             Some(17447),
-            &key,
+            None,
             RelayRole::Standby,
         )
         .expect("a valid peer");
         assert!(!relay.reflector_client);
+        assert_eq!(
+            relay.key_fingerprint, None,
+            "certified by our domain CA: held to its rule, calls unsigned"
+        );
         assert_eq!((relay.port, relay.data_port), (7444, 17447));
         // A router id no peer section could hold is no peer at all.
-        assert!(relay_peer("bad id", "192.0.2.9", 1, None, &key, RelayRole::Client).is_none());
+        assert!(relay_peer(
+            "bad id",
+            "192.0.2.9",
+            1,
+            None,
+            Some(&key),
+            RelayRole::Client
+        )
+        .is_none());
 
         let mut brought = BTreeMap::new();
         brought.insert("router-x".to_string(), client);

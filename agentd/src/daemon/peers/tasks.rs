@@ -120,6 +120,8 @@ pub struct Handshake {
     /// The configured peer the certificate satisfied.
     pub peer: String,
     pub key: [u8; 32],
+    /// Trusted by a pinned key rather than by our domain CA.
+    pub pinned: bool,
     pub outbound: bool,
     pub remote: SocketAddr,
     /// A dial to relay number `relay` of `relay.server` (its router id
@@ -193,13 +195,14 @@ async fn accept(tcp: TcpStream, remote: SocketAddr, ctx: &TlsContext) -> Result<
         .map_err(|_| "TLS handshake timed out".to_string())?
         .map_err(|e| super::tls::handshake_error(&e))?;
     let stream = tokio_rustls::TlsStream::Server(stream);
-    let (peer, key) = ctx.verified(&stream, None)?;
+    let v = ctx.verified(&stream, None)?;
     Ok(Handshake {
         stream,
         prefix: Vec::new(),
         mesh: ctx.mesh,
-        peer,
-        key,
+        peer: v.router_id,
+        key: v.key,
+        pinned: v.pinned,
         outbound: false,
         remote,
         relay: None,
@@ -262,7 +265,7 @@ async fn dial(
     .map_err(|_| "TLS handshake timed out".to_string())?
     .map_err(|e| super::tls::handshake_error(&e))?;
     let mut stream = tokio_rustls::TlsStream::Client(stream);
-    let (verified, key) = match relay {
+    let v = match relay {
         None => ctx.verified(&stream, Some(peer))?,
         Some(_) => ctx.verified_relay(&stream)?,
     };
@@ -284,8 +287,9 @@ async fn dial(
         stream,
         prefix: first,
         mesh: ctx.mesh,
-        peer: verified,
-        key,
+        peer: v.router_id,
+        key: v.key,
+        pinned: v.pinned,
         outbound: true,
         remote,
         relay,

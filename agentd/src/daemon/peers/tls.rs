@@ -202,35 +202,52 @@ impl TlsContext {
             .ok_or_else(|| "not a relay client (relay.mode is not 'client')".to_string())
     }
 
-    /// Which relay a finished handshake to an address is with, and its
-    /// key, after checking the negotiated ALPN.
-    pub fn verified_relay(
-        &self,
-        stream: &super::tasks::Stream,
-    ) -> Result<(String, [u8; 32]), String> {
+    /// Which relay a finished handshake to an address is with, after
+    /// checking the negotiated ALPN.
+    pub fn verified_relay(&self, stream: &super::tasks::Stream) -> Result<Verified, String> {
         let (_, state) = stream.get_ref();
         if state.alpn_protocol() != Some(ALPN_ARPX) {
             return Err("handshake: the relay did not negotiate ALPN arpx/1".into());
         }
         let id = pki_tls::peer_identity_unlisted(state, &self.trust, UnixTime::now())
             .map_err(|e| format!("handshake: {e}"))?;
-        Ok((id.router_id, id.public_key))
+        Ok(Verified::of(id))
     }
 
-    /// Which configured peer a finished handshake is with, and its key,
-    /// after checking the negotiated ALPN (`expected`: whom we dialled).
+    /// Which configured peer a finished handshake is with, after
+    /// checking the negotiated ALPN (`expected`: whom we dialled).
     pub fn verified(
         &self,
         stream: &super::tasks::Stream,
         expected: Option<&str>,
-    ) -> Result<(String, [u8; 32]), String> {
+    ) -> Result<Verified, String> {
         let (_, state) = stream.get_ref();
         if state.alpn_protocol() != Some(ALPN_ARPX) {
             return Err("handshake: the peer did not negotiate ALPN arpx/1".into());
         }
         let id = pki_tls::peer_identity(state, &self.trust, expected, UnixTime::now())
             .map_err(|e| format!("handshake: {e}"))?;
-        Ok((id.router_id, id.public_key))
+        Ok(Verified::of(id))
+    }
+}
+
+/// Who a finished handshake proved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub router_id: String,
+    pub key: [u8; 32],
+    /// Trusted by a pinned key (a router outside our domain), not by our
+    /// domain CA: calls with it carry signed forwarding assertions.
+    pub pinned: bool,
+}
+
+impl Verified {
+    fn of(id: router_pki::tls::PeerIdentity) -> Verified {
+        Verified {
+            router_id: id.router_id,
+            key: id.public_key,
+            pinned: id.pinned,
+        }
     }
 }
 
