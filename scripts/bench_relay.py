@@ -56,7 +56,7 @@ from harness.mesh import ARPX_PORT, PEER_PORT, SDK_PORT, MeshNet, PeerSpec  # no
 from harness.relay import nat_box  # noqa: E402
 
 ROWS = ["direct", "relay", "relay_nonat", "samehop"]
-ROUNDS = int(os.environ.get("BENCH_RELAY_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("BENCH_RELAY_ROUNDS", "7"))
 SIZES = [int(x) for x in os.environ.get("BENCH_RELAY_SIZES", "1024 65536 1048576").split()]
 P50_GOAL = 1.10
 RPS_GOAL = 0.90
