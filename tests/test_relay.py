@@ -327,3 +327,31 @@ def test_a_nexilume_agent_behind_nat_is_called_by_a_nexilume_caller_on_another_r
         assert [json.loads(e.data) for e in events] == [{"i": i} for i in range(4)]
     finally:
         agent.stop()
+
+
+def test_a_cancel_crosses_the_relay_and_closes_the_producer_on_b(mesh):
+    """Proves cancellation across the relay: a paced stream left after 2
+    events is a task at C; its events come from B, and its cancel at C
+    closes the producer's connection on B's LAN (through A and the
+    tunnel)."""
+    t = start(build_nat(mesh))
+    b, c = t.b, t.c
+    auth = bearer(t.token)
+    backend = b.lan_backend()
+    try:
+        b.serve(backend, "nat.echo")
+        b.serve(backend, "nat.stream", name="streamer")
+        wait_callable(c, "nat.echo", {}, headers=auth)
+        c.stack.wait_routable(envelope("nat.stream", {}), headers=auth)
+        paced = c.stack.http.stream("/agent/v1/invoke-stream", envelope("nat.stream", {"count": 300, "pace_ms": 50}),
+                                    headers=auth, stop_after=2)
+        assert paced.status == 200 and len(paced.events) == 2, paced.error_body
+        task_id = paced.headers.get("x-nexus-task-id")
+        tok = {"X-Nexus-Task-Token": paced.headers.get("x-nexus-task-token", "")}
+        assert task_id and tok["X-Nexus-Task-Token"], paced.headers
+        r = c.stack.http.request("DELETE", f"/agent/v1/tasks/{task_id}", headers={**auth, **tok})
+        assert r.status == 200 and r.json()["status"] == "cancelled", r.describe()
+        wait_for("the cancel to close the producer's connection on B", lambda: backend.peer_closed, timeout=10)
+        assert len(backend.calls("nat.stream")) == 1
+    finally:
+        backend.close()
