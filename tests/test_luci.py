@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "luci-harness"))
 
 from harness.discovery import (candidate_rows, candidates, discovery_router, discovery_segment,  # noqa: E402
                                linked_pair, peer_sections, wait_candidate)
+from harness.config import Section as ConfigSection  # noqa: E402
 from harness.poll import wait_for  # noqa: E402
 from harness.procs import REPO  # noqa: E402
 from luci_cdp import Browser, Page, chromium_binary  # noqa: E402
@@ -91,10 +92,12 @@ class Lab:
 @pytest.fixture
 def lab(mesh: Any, bins: Any, workdir: Path) -> Iterator[Lab]:
     """router-a and router-b with a session, a local registration on each
-    (router-a learns router-b's as a peer route), the harness on router-a."""
+    (router-a learns router-b's as a peer route), the harness on router-a;
+    router-a is also a relay (no client connects)."""
     a = mesh.router("router-a")
     b = mesh.router("router-b")
     mesh.link("router-a", "router-b")
+    a.cfg.sections.append(ConfigSection("relay", "relay", {"mode": "server"}))
     a.start()
     b.start()
     a.wait_established("router-b")
@@ -202,6 +205,10 @@ def test_every_page_renders_the_live_daemon_without_js_errors(browser: Browser, 
             elif page == "peers":
                 sess = [r for r in rows(p, "agentd-session-table") if r[0] == "router-b"]
                 assert sess and sess[0][2] == "established", rows(p, "agentd-session-table")
+                # The relay role from ubus peers, and what a relay sees.
+                relay = text(p, "#agentd-relay")
+                assert "Relay for 0 of at most 64 client routers" in relay, relay
+                assert "sees the payloads" in relay, relay
                 cands = lab.h.plugin.call("candidates", {})[1]
                 if "error" in cands:
                     e = cands["error"]
