@@ -57,7 +57,6 @@ def test_an_agent_behind_nat_is_called_through_its_relay_with_bodies_up_to_16_mi
         ra = a.stack.ctl_json("status")["relay"]
         assert ra["mode"] == "server" and ra["clients"] == ["router-b"], ra
         assert "sees the payloads" in ra["payloads"]
-        assert "relay" in a.stack.ctl("status").stdout.decode()
         assert b.stack.ctl_json("peers")["relay"]["in_use"] == rb["in_use"]
         ok = wait_callable(c, "nat.echo", {"hello": "nat"}, headers=auth)
         assert ok.json()["echo"] == {"hello": "nat"}
@@ -193,20 +192,30 @@ def _ids(events):
     return [int(e.id) for e in events]
 
 
+def _streaming(mesh):
+    """B behind the NAT serving `nat.echo` and `nat.stream` from a backend
+    on its LAN, both callable from C; the caller closes the backend."""
+    t = start(build_nat(mesh))
+    backend = t.b.lan_backend()
+    try:
+        t.b.serve(backend, "nat.echo")
+        t.b.serve(backend, "nat.stream", name="streamer")
+        wait_callable(t.c, "nat.echo", {}, headers=bearer(t.token))
+        t.c.stack.wait_routable(envelope("nat.stream", {}), headers=bearer(t.token))
+    except BaseException:
+        backend.close()
+        raise
+    return t, backend
+
+
 def test_streams_cross_the_relay_whole_and_resume_without_a_second_producer(mesh):
     """Proves streams over the relay: a 200-event stream from B's
     handler arrives at C intact and in order; a caller that drops after
     50 events and resumes with `Last-Event-ID` gets exactly the rest and
     the completion marker, and B's producer ran once for that stream."""
-    t = start(build_nat(mesh))
-    b, c = t.b, t.c
-    auth = bearer(t.token)
-    backend = b.lan_backend()
+    t, backend = _streaming(mesh)
+    c, auth = t.c, bearer(t.token)
     try:
-        b.serve(backend, "nat.echo")
-        b.serve(backend, "nat.stream", name="streamer")
-        wait_callable(c, "nat.echo", {}, headers=auth)
-        c.stack.wait_routable(envelope("nat.stream", {}), headers=auth)
         whole = c.stack.http.stream("/agent/v1/invoke-stream", envelope("nat.stream", {"count": 200}), headers=auth)
         assert whole.status == 200 and whole.complete, whole.error_body
         assert [e.json() for e in whole.events] == [{"n": n} for n in range(1, 201)]
@@ -334,15 +343,9 @@ def test_a_cancel_crosses_the_relay_and_closes_the_producer_on_b(mesh):
     events is a task at C; its events come from B, and its cancel at C
     closes the producer's connection on B's LAN (through A and the
     tunnel)."""
-    t = start(build_nat(mesh))
-    b, c = t.b, t.c
-    auth = bearer(t.token)
-    backend = b.lan_backend()
+    t, backend = _streaming(mesh)
+    c, auth = t.c, bearer(t.token)
     try:
-        b.serve(backend, "nat.echo")
-        b.serve(backend, "nat.stream", name="streamer")
-        wait_callable(c, "nat.echo", {}, headers=auth)
-        c.stack.wait_routable(envelope("nat.stream", {}), headers=auth)
         paced = c.stack.http.stream("/agent/v1/invoke-stream", envelope("nat.stream", {"count": 300, "pace_ms": 50}),
                                     headers=auth, stop_after=2)
         assert paced.status == 200 and len(paced.events) == 2, paced.error_body

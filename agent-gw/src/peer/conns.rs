@@ -32,7 +32,7 @@ use tokio_rustls::TlsConnector;
 use crate::forward::hop::Held;
 use crate::peer::coalesce::Coalesce;
 use crate::peer::link::Link;
-use crate::peer::tls::{error_text, server_name, PeerTls};
+use crate::peer::tls::{error_text, server_name, PeerTls, Verified};
 use crate::peer::{h2_settings, LocalExec, PeerStats};
 
 /// Longest TCP connect plus TLS handshake plus the peer's first frame.
@@ -286,6 +286,32 @@ type Conn = hyper::client::conn::http2::Connection<
     LocalExec,
 >;
 
+/// TCP (no Nagle) and TLS 1.3 with our identity to the linked router at
+/// `link.data`, with `cfg` (`h2`, or a relay tunnel's ALPN), and what the
+/// handshake verified of it: the data connection and a relay client's
+/// tunnel dial alike. Not bounded in time (the caller bounds it).
+pub async fn connect_tls(
+    link: &Link,
+    tls: &Rc<RefCell<PeerTls>>,
+    cfg: std::sync::Arc<tokio_rustls::rustls::ClientConfig>,
+) -> Result<(tokio_rustls::client::TlsStream<TcpStream>, Verified), String> {
+    let name = server_name(&link.router_id)?;
+    let tcp = TcpStream::connect(&*link.data)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let stream = TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("handshake: {}", error_text(&e)))?;
+    // The pin is the link's key, so a verified peer presented it.
+    let v = tls
+        .borrow()
+        .verified(stream.get_ref().1, Some(&link.router_id))
+        .map_err(|e| format!("handshake: {e}"))?;
+    Ok((stream, v))
+}
+
 /// TCP, TLS 1.3 with our identity, the peer's verified identity, then
 /// its first bytes (the server checks our certificate only after the
 /// client side of a TLS 1.3 handshake finished: the first frame is what
@@ -295,26 +321,12 @@ async fn dial(
     tls: &Rc<RefCell<PeerTls>>,
     kill: Rc<KillSwitch>,
 ) -> Result<(PeerSender, Conn), String> {
-    let (cfg, name) = {
-        let t = tls.borrow();
-        let cfg = t
-            .client(&link.router_id)
-            .ok_or_else(|| format!("router {} is not linked", link.router_id))?;
-        (cfg, server_name(&link.router_id)?)
-    };
+    let cfg = tls
+        .borrow()
+        .client(&link.router_id)
+        .ok_or_else(|| format!("router {} is not linked", link.router_id))?;
     let work = async {
-        let tcp = TcpStream::connect(&*link.data)
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
-        let _ = tcp.set_nodelay(true);
-        let mut stream = TlsConnector::from(cfg)
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("handshake: {}", error_text(&e)))?;
-        // The pin is the link's key, so a verified peer presented it.
-        tls.borrow()
-            .verified(stream.get_ref().1, Some(&link.router_id))
-            .map_err(|e| format!("handshake: {e}"))?;
+        let (mut stream, _) = connect_tls(link, tls, cfg).await?;
         let mut first = vec![0u8; 512];
         let n = stream
             .read(&mut first)
@@ -343,7 +355,7 @@ async fn dial(
 
 /// `d` ± 20 %, so peers that lost each other at once do not redial in
 /// lockstep.
-fn jitter(d: Duration) -> Duration {
+pub fn jitter(d: Duration) -> Duration {
     let mut b = [0u8; 1];
     let r = if crate::auth::fill_random(&mut b).is_ok() {
         b[0]

@@ -24,11 +24,10 @@ use http_body_util::Full;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
-use tokio_rustls::TlsConnector;
 
 use crate::core::Core;
 use crate::peer::coalesce::Coalesce;
-use crate::peer::tls::{error_text, server_name};
+use crate::peer::conns::{connect_tls, jitter};
 use crate::peer::{Link, PeerStats};
 use crate::relay::tunnel::{self, ClientLimits, Liveness};
 
@@ -156,61 +155,37 @@ async fn keep(state: Rc<Core>, link: Link) {
             }
             Err(why) => agentd::log_warn!("relay tunnel to {id} at {}: {why}", link.data),
         }
-        tokio::time::sleep(jittered(backoff)).await;
+        tokio::time::sleep(jitter(backoff)).await;
         backoff = (backoff * 2).min(max);
     }
 }
 
 type ClientTls = tokio_rustls::client::TlsStream<TcpStream>;
 
-/// TCP and mutual TLS to the relay's peer listener, ALPN
-/// `agentd-relay/1`, the relay proved by its linked key.
+/// Mutual TLS to the relay's peer listener, ALPN `agentd-relay/1`, the
+/// relay proved by its linked key.
 async fn dial(state: &Core, link: &Link) -> Result<(ClientTls, SocketAddr), String> {
     let tls = state
         .peer
         .tls()
         .ok_or("the data plane has no identity yet")?;
-    let (cfg, name) = {
-        let t = tls.borrow();
-        let cfg = t
-            .tunnel(&link.router_id)
-            .ok_or_else(|| format!("router {} is not our relay", link.router_id))?;
-        (cfg, server_name(&link.router_id)?)
-    };
+    let cfg = tls
+        .borrow()
+        .tunnel(&link.router_id)
+        .ok_or_else(|| format!("router {} is not our relay", link.router_id))?;
     let work = async {
-        let tcp = TcpStream::connect(&*link.data)
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
-        let _ = tcp.set_nodelay(true);
-        let from = tcp.peer_addr().map_err(|e| format!("connect: {e}"))?;
-        let stream = TlsConnector::from(cfg)
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("handshake: {}", error_text(&e)))?;
-        let v = tls
-            .borrow()
-            .verified(stream.get_ref().1, Some(&link.router_id))
-            .map_err(|e| format!("handshake: {e}"))?;
+        let (stream, v) = connect_tls(link, &tls, cfg).await?;
         if !v.tunnel || v.key != link.key {
             return Err("handshake: the relay did not accept a tunnel".to_string());
         }
+        let from = stream
+            .get_ref()
+            .0
+            .peer_addr()
+            .map_err(|e| format!("connect: {e}"))?;
         Ok((stream, from))
     };
     timeout(DIAL_TIMEOUT, work)
         .await
         .map_err(|_| format!("no handshake within {} s", DIAL_TIMEOUT.as_secs()))?
-}
-
-/// `d` ± 20 %, so client routers that lost their relay at once do not
-/// come back in lockstep.
-fn jittered(d: Duration) -> Duration {
-    let mut b = [0u8; 1];
-    let r = if crate::auth::fill_random(&mut b).is_ok() {
-        b[0]
-    } else {
-        128
-    };
-    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    let delta = ms / 5;
-    Duration::from_millis(ms - delta + (u64::from(r) * 2 * delta) / 255)
 }

@@ -201,10 +201,9 @@ impl Peers {
             return Changes::new();
         };
         let steps = f.up(i, now.0);
-        let mut changes = self.relay_steps(steps, now, state);
+        self.relay_steps(steps);
         self.relay_arm();
-        changes.extend(self.relay_apply(now, state));
-        changes
+        self.relay_apply(now, state)
     }
 
     /// Client mode: the dial of relay `i` failed.
@@ -226,10 +225,9 @@ impl Peers {
             return Changes::new();
         };
         let steps = f.poll(now.0);
-        let mut changes = self.relay_steps(steps, now, state);
+        self.relay_steps(steps);
         self.relay_arm();
-        changes.extend(self.relay_apply(now, state));
-        changes
+        self.relay_apply(now, state)
     }
 
     fn relay_arm(&mut self) {
@@ -252,10 +250,9 @@ impl Peers {
             .map_or_else(|| format!("#{i}"), |(h, p)| format!("{h}:{p}"))
     }
 
-    /// Carries out the relay choice's steps (the peer set is applied by
-    /// the caller).
-    fn relay_steps(&mut self, steps: Vec<Step>, _now: Millis, _state: &mut State) -> Changes {
-        let changes = Changes::new();
+    /// Carries out the relay choice's steps on the relay roles' routers
+    /// and the dials; the caller applies the peer set.
+    fn relay_steps(&mut self, steps: Vec<Step>) {
         for step in steps {
             match step {
                 Step::Dial(i) => {
@@ -297,7 +294,6 @@ impl Peers {
                 }
             }
         }
-        changes
     }
 
     /// Settles what the last event did to the relay roles' routers: those
