@@ -30,6 +30,14 @@ for BENCH_RELAY_ROUNDS rounds, medians over rounds; each gateway's RSS
 before and after. Goals: the relay row's p50 within 10 % of samehop's and
 its throughput at least 90 % of samehop's, every size; no size fails (any
 error ends the run with the reason).
+
+Big bodies (BENCH_RELAY_BIG, 16 MiB; rows relay and samehop, concurrency
+1 and 4, BENCH_RELAY_BIG_ROUNDS rounds): p50 and throughput, and each
+gateway's peak RSS during the load above its RSS when the load began
+(sampled every 5 ms). C, where the calls enter, reads each body whole
+(it decides the call on the envelope): its growth is the baseline. A,
+the relay, passes bodies on as they arrive (data-plane.md, "Passing a
+call through"): goal, A's growth at c4 below a quarter of C's.
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -61,6 +71,11 @@ SIZES = [int(x) for x in os.environ.get("BENCH_RELAY_SIZES", "1024 65536 1048576
 P50_GOAL = 1.10
 RPS_GOAL = 0.90
 MIB = 1024 * 1024
+BIG = int(os.environ.get("BENCH_RELAY_BIG", str(16 * MIB)))
+BIG_ROUNDS = int(os.environ.get("BENCH_RELAY_BIG_ROUNDS", "3"))
+BIG_ROWS = ["relay", "samehop"]
+# (concurrency, requests) of the big-body loads: bounded in time.
+BIG_LOADS = ((1, 8), (4, 16))
 
 
 def requests_for(size: int) -> Tuple[int, int]:
@@ -94,6 +109,78 @@ def body_of(intent: str, size: int) -> bytes:
     return json.dumps(env).encode()
 
 
+class PeakRss:
+    """Samples the RSS of some processes every 5 ms while a load runs:
+    the peak above what each held when it started."""
+
+    def __init__(self, pids: Dict[str, int]) -> None:
+        self.pids = pids
+        self.start = {k: bp.rss_of(pid)["VmRSS_kib"] for k, pid in pids.items()}
+        self.peak = dict(self.start)
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + bp.LOAD_TIMEOUT_S
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            for k, pid in self.pids.items():
+                self.peak[k] = max(self.peak[k], bp.rss_of(pid)["VmRSS_kib"])
+            time.sleep(0.005)
+
+    def __enter__(self) -> "PeakRss":
+        self.t.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop.set()
+        self.t.join(timeout=10)
+
+    def growth(self) -> Dict[str, int]:
+        return {k: self.peak[k] - self.start[k] for k in self.pids}
+
+
+def big_bodies(tool: Path, urls: Dict[str, str], intents: Dict[str, str], work: Path,
+               gws: Dict[str, int], watch: Dict[str, Dict[str, int]]) -> Dict[str, Any]:
+    """The big-body rows: latency, throughput and each gateway's peak RSS
+    growth, medians over rounds, rows interleaved."""
+    files = {}
+    for row in BIG_ROWS:
+        files[row] = work / f"body-{row}-big.json"
+        files[row].write_bytes(body_of(intents[row], BIG))
+    runs: Dict[str, Dict[int, List[Tuple[Dict[str, Any], Dict[str, int]]]]] = {
+        r: {c: [] for c, _ in BIG_LOADS} for r in BIG_ROWS}
+    for rnd in range(BIG_ROUNDS):
+        order = BIG_ROWS[rnd % 2:] + BIG_ROWS[:rnd % 2]
+        for row in order:
+            for conc, n in BIG_LOADS:
+                with PeakRss(gws) as peak:
+                    r = bp.load(tool, urls[row], files[row], conc, n, watch[row])
+                runs[row][conc].append((r, peak.growth()))
+        bp.log(f"{BIG >> 20} MiB round {rnd + 1}/{BIG_ROUNDS}: " + "  ".join(
+            f"{row} c{c} {runs[row][c][-1][0]['p50_us'] / 1000:.1f}ms "
+            f"A+{runs[row][c][-1][1]['gw[router-a]'] >> 10}MiB C+{runs[row][c][-1][1]['gw[router-c]'] >> 10}MiB"
+            for row in BIG_ROWS for c, _ in BIG_LOADS))
+    out: Dict[str, Any] = {"body_bytes": BIG, "rounds": BIG_ROUNDS,
+                           "loads": [{"concurrency": c, "requests": n} for c, n in BIG_LOADS]}
+    for row in BIG_ROWS:
+        out[row] = {
+            f"c{c}": {
+                "p50_us": bp.med([r["p50_us"] for r, _ in runs[row][c]]),
+                "throughput_rps": bp.med([r["throughput_rps"] for r, _ in runs[row][c]], 2),
+                "peak_rss_growth_kib": {k: bp.med([g[k] for _, g in runs[row][c]], 0) for k in gws},
+            }
+            for c, _ in BIG_LOADS
+        }
+    rel = out["relay"][f"c{BIG_LOADS[-1][0]}"]["peak_rss_growth_kib"]
+    out["relay_growth_a_to_c"] = round(rel["gw[router-a]"] / max(1, rel["gw[router-c]"]), 3)
+    out["relay_to_samehop"] = {
+        f"c{c}": {"p50": round(out["relay"][f"c{c}"]["p50_us"] / out["samehop"][f"c{c}"]["p50_us"], 3),
+                  "throughput": round(out["relay"][f"c{c}"]["throughput_rps"]
+                                      / out["samehop"][f"c{c}"]["throughput_rps"], 3)}
+        for c, _ in BIG_LOADS}
+    return out
+
+
 def main() -> int:
     if os.geteuid() != 0:
         raise SystemExit("bench_relay: needs root (network namespaces)")
@@ -119,7 +206,7 @@ def main() -> int:
             routers[n] = bp.make_router(bins, net, work, n, ca, reflector=n == "router-a")
         a, b, c, d, e = (routers[n] for n in ("router-a", "router-b", "router-c", "router-d", "router-e"))
         for r in routers.values():
-            r.cfg.section("gateway").options["max_request_bytes"] = 4 * MIB
+            r.cfg.section("gateway").options["max_request_bytes"] = max(4 * MIB, BIG + MIB)
         nat = net.add_router("nat")
         inside = net.link("router-b", "nat")
         wan = net.link("nat", "router-a")
@@ -225,6 +312,8 @@ def main() -> int:
             res["relay_nonat_to_samehop"] = bp.ratio(res["relay_nonat"], res["samehop"])
             results.append(res)
         rss_after = {k: bp.rss_of(pid) for k, pid in daemons.items()}
+        big = big_bodies(tool, urls, intents, work,
+                         {f"gw[{n}]": gw[n] for n in ("router-c", "router-a", "router-b", "router-d")}, watch)
         goals = {
             str(r["body_bytes"]): {
                 "p50_within_10pct_of_samehop": r["relay_to_samehop"]["p50_c1"] <= P50_GOAL,
@@ -232,6 +321,7 @@ def main() -> int:
             }
             for r in results
         }
+        goals["big"] = {"relay_growth_below_quarter_of_ingress": big["relay_growth_a_to_c"] < 0.25}
         out = {
             "benchmark": "bench_relay",
             "rows": ROWS,
@@ -249,6 +339,7 @@ def main() -> int:
             "rounds": ROUNDS,
             "statistic": "median over rounds; rows interleaved in rotating order every round",
             "results": results,
+            "big_bodies": big,
             "goals": goals,
             "rss_kib": {"before_load": rss_before, "after_load": rss_after},
         }
@@ -261,6 +352,14 @@ def main() -> int:
                      for n in ROWS]
             q = r["relay_to_samehop"]
             print(f"{r['body_bytes']:>8} | " + " | ".join(cells) + f" | {q['p50_c1']:.2f}x, {q['throughput_c16']:.2f}x")
+        for row in BIG_ROWS:
+            print(f"{BIG >> 20} MiB {row:>8}: " + "  ".join(
+                f"c{c} p50 {big[row][f'c{c}']['p50_us'] / 1000:.1f} ms {big[row][f'c{c}']['throughput_rps']:.2f}/s "
+                f"peak RSS growth A {big[row][f'c{c}']['peak_rss_growth_kib']['gw[router-a]']} KiB "
+                f"C {big[row][f'c{c}']['peak_rss_growth_kib']['gw[router-c]']} KiB" for c, _ in BIG_LOADS))
+        print(f"{BIG >> 20} MiB relay/samehop: " + ", ".join(
+            f"c{c} p50 {v['p50']:.2f}x rps {v['throughput']:.2f}x" for c, v in big["relay_to_samehop"].items())
+            + f"; relay growth A/C at c{BIG_LOADS[-1][0]} {big['relay_growth_a_to_c']:.2f}")
         print("RSS KiB before -> after load: " + ", ".join(
             f"{k} {rss_before[k]['VmRSS_kib']}->{rss_after[k]['VmRSS_kib']}" for k in daemons))
         missed = [f"{size} B {g}" for size, gs in goals.items() for g, ok in gs.items() if not ok]

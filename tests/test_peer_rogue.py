@@ -17,9 +17,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.http import envelope
-from harness.mesh import PEER_PORT
-from harness.peer_wire import (Claims, PeerClient, assertion, batch, encode_assertion, forward_headers, handler_body,
-                               leaf_hash, merkle, now_ms, root_message)
+from harness.peer_wire import (Claims, assertion, batch, connect_as, encode_assertion, forward_headers,
+                               handler_body, leaf_hash, merkle, now_ms, root_message, wait_accepted)
 from harness.poll import wait_for
 
 SKEW_S = 5
@@ -43,32 +42,6 @@ def pair(mesh):
         yield a, b, backend, echo, slow
     finally:
         backend.close()
-
-
-def connect_as(router, target, workdir, key=None) -> PeerClient:
-    """A data-plane connection to `target`'s peer listener (its management
-    address) claiming to be `router`, with `router`'s key unless told."""
-    client = PeerClient(key or router.key.private, router.name, workdir)
-    return client.connect(target.ns.mgmt_addr, PEER_PORT, authority=target.name)
-
-
-def wait_accepted(router, target, workdir) -> PeerClient:
-    """B's gateway trusts A's key once the ARPX session's link reached it:
-    poll the handshake (a refused one raises) until it is accepted."""
-
-    def attempt():
-        c = connect_as(router, target, workdir)
-        try:
-            # The server's verdict on our certificate arrives after the
-            # client's side of the TLS 1.3 handshake: wait for an answer.
-            r = c.request("GET", "/agent/v1/none", forward_headers("", ""), timeout=5)
-            assert r.status in (403, 404), r.describe()
-            return c
-        except BaseException:
-            c.close()
-            raise
-
-    return wait_for(f"{target.name}'s peer listener to accept {router.name}'s key", attempt, timeout=20, interval=0.2)
 
 
 def call(client, claims, key, route_id, body, **kw):

@@ -67,15 +67,26 @@ def test_an_agent_behind_nat_is_called_through_its_relay_with_bodies_up_to_16_mi
         seen = [r for r in c.stack.routes() if r.get("route_id") == rid]
         assert seen and seen[0].get("path") == ["router-b", "router-a"], seen
 
+        before = a.gateway_stats(after=time.monotonic())
+        sent = 0
         for size in (1024, 64 * 1024, MIB, 16 * MIB):
             blob = "".join(chr(0x61 + (i * 7) % 26) for i in range(size))
             want = hashlib.sha256(blob.encode()).hexdigest()
-            r = c.stack.http.post("/agent/v1/invoke", envelope("nat.echo", {"blob": blob}), headers=auth, timeout=120)
+            body = envelope("nat.echo", {"blob": blob})
+            r = c.stack.http.post("/agent/v1/invoke", body, headers=auth, timeout=120)
+            sent += len(json.dumps(body))
             assert r.status == 200, (size, r.describe()[:300])
             got = r.json()["echo"]["blob"]
             assert hashlib.sha256(got.encode()).hexdigest() == want, f"{size}: the answer differs"
             seen_body = backend.calls("nat.echo")[-1].json()["payload"]["blob"]
             assert hashlib.sha256(seen_body.encode()).hexdigest() == want, f"{size}: the handler got another body"
+        # The relay passed every body on as it arrived (C's link is of
+        # A's domain, B's is signed: A hashed each body on its way and
+        # signed it after it): no body was ever held in A's buffers.
+        after = a.gateway_stats(after=time.monotonic())
+        assert after["peer_transit_calls"] - before["peer_transit_calls"] == 4, (before, after)
+        assert after["peer_transit_bytes"] - before["peer_transit_bytes"] >= sent - 4 * 1024, (sent, after)
+        assert after["buffer"]["peak"] < MIB, f"A held a body in its buffers: {after}"
     finally:
         backend.release()
         backend.close()

@@ -102,7 +102,7 @@ fn receive_per_batch(b: Bencher, n: u64) {
                 peer_key: &vk,
                 us: "router-a",
                 capability: "bench.echo",
-                body_sha256: [7; 32],
+                body_sha256: Some([7; 32]),
                 now_ms: NOW,
                 ttl_ms: 30_000,
                 skew_ms: 30_000,

@@ -210,9 +210,23 @@ pub fn content_length(headers: &http::HeaderMap) -> Result<Option<u64>, ApiError
 /// Reads a whole request body of at most `limit` bytes.
 pub async fn read_limited<B>(
     headers: &http::HeaderMap,
-    mut body: B,
+    body: B,
     limit: usize,
 ) -> Result<Bytes, ApiError>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    Ok(read_with_trailers(headers, body, limit).await?.0)
+}
+
+/// [`read_limited`], keeping the trailers that followed the body, if
+/// any (bounded by the connection's header-list limit).
+pub async fn read_with_trailers<B>(
+    headers: &http::HeaderMap,
+    mut body: B,
+    limit: usize,
+) -> Result<(Bytes, Option<http::HeaderMap>), ApiError>
 where
     B: hyper::body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
@@ -235,6 +249,7 @@ where
     let mut first: Option<Bytes> = None;
     let mut joined: Option<BytesMut> = None;
     let mut len = 0usize;
+    let mut trailers = None;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| {
             ApiError::new(
@@ -242,8 +257,14 @@ where
                 format!("request body could not be read: {e}"),
             )
         })?;
-        let Ok(data) = frame.into_data() else {
-            continue;
+        let data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                if let Ok(t) = frame.into_trailers() {
+                    trailers = Some(t);
+                }
+                continue;
+            }
         };
         if len + data.len() > limit {
             return Err(too_large());
@@ -260,11 +281,12 @@ where
             }
         }
     }
-    Ok(match (joined, first) {
+    let bytes = match (joined, first) {
         (Some(buf), _) => buf.freeze(),
         (None, Some(head)) => head,
         (None, None) => Bytes::new(),
-    })
+    };
+    Ok((bytes, trailers))
 }
 
 #[cfg(test)]

@@ -52,6 +52,8 @@ pub fn snapshot(state: &Core) -> GatewayStats {
         peer_signatures: state.peer.signer.batches.get(),
         peer_assertions_verified: state.peer.stats.assertions_verified.get(),
         peer_signature_checks: state.peer.roots.borrow().checked(),
+        peer_transit_calls: state.peer.stats.transit_calls.get(),
+        peer_transit_bytes: state.peer.stats.transit_bytes.get(),
         remote_tasks: remote as u64,
         refused_remote_full: r.refused_full,
         refused_remote_tenant: r.refused_tenant_share,

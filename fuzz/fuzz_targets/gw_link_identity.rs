@@ -1,5 +1,6 @@
 //! What a neighbour sends with a call: the identity headers of a link of
-//! our domain (decoded, bounded, and stable through encode/decode) and a
+//! our domain and its hop limit (decoded, bounded, and stable through
+//! encode/decode) and a
 //! task operation's query. Never a panic; what decodes encodes back to
 //! the same identity.
 #![no_main]
@@ -21,6 +22,9 @@ fuzz_target!(|data: &[u8]| {
         let mut again = HeaderMap::new();
         identity::encode(&who, &mut again);
         assert_eq!(identity::decode(&again).ok(), Some(who));
+    }
+    if let Ok(Some(n)) = identity::hop_limit(&h) {
+        assert!(n >= 1, "a hop limit of 0 decoded");
     }
     let query = String::from_utf8_lossy(data);
     let _ = TaskRequest::of_request("t1", TaskOp::Events, Some(&query), &h);

@@ -50,6 +50,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from .arpx_wire import pstr, self_signed_cert, varint
+from .mesh import PEER_PORT
+from .poll import wait_for
 
 SIGN_LABEL = b"agentd forwarding batch v2\x00"
 HEADER = "x-agentd-assertion"
@@ -187,6 +189,7 @@ class PeerClient:
         self.conn: Optional[h2.connection.H2Connection] = None
         self.streams: Dict[int, H2Resp] = {}
         self._pending: Dict[int, bytes] = {}  # body bytes not yet sent (flow control)
+        self._trailers: Dict[int, List[Tuple[str, str]]] = {}  # sent after a stream's body
         self.closed: Optional[str] = None  # why the connection ended (GOAWAY, EOF)
         self.authority = ""
 
@@ -235,21 +238,28 @@ class PeerClient:
             self.sock.sendall(data)
 
     # ---- requests ------------------------------------------------------------
-    def start(self, method: str, path: str, headers: Mapping[str, str], body: bytes = b"") -> int:
-        """Opens a stream; the body follows as flow control allows."""
+    def start(self, method: str, path: str, headers: Mapping[str, str], body: bytes = b"",
+              trailers: Optional[Mapping[str, str]] = None, declare_length: bool = True) -> int:
+        """Opens a stream; the body follows as flow control allows, then
+        `trailers` if given. `declare_length=False` sends no
+        content-length (the receiver learns the size as bytes arrive)."""
         assert self.conn is not None
         sid = self.conn.get_next_available_stream_id()
         hdrs: List[Tuple[str, str]] = [
             (":method", method), (":scheme", "https"), (":authority", self.authority), (":path", path),
         ]
         hdrs += [(k.lower(), v) for k, v in headers.items()]
-        if body:
+        if body and declare_length:
             hdrs.append(("content-length", str(len(body))))
         self.streams[sid] = H2Resp(sid)
-        self.conn.send_headers(sid, hdrs, end_stream=not body)
+        if trailers is not None:
+            self._trailers[sid] = [(k.lower(), v) for k, v in trailers.items()]
+        self.conn.send_headers(sid, hdrs, end_stream=not body and trailers is None)
         if body:
             self._pending[sid] = body
             self._send_pending()
+        elif trailers is not None:
+            self.conn.send_headers(sid, self._trailers.pop(sid), end_stream=True)
         self._flush()
         return sid
 
@@ -267,9 +277,12 @@ class PeerClient:
                     if window <= 0:
                         break
                     chunk, data = data[:window], data[window:]
-                    self.conn.send_data(sid, chunk, end_stream=not data)
+                    self.conn.send_data(sid, chunk, end_stream=not data and sid not in self._trailers)
+                if not data and sid in self._trailers:
+                    self.conn.send_headers(sid, self._trailers.pop(sid), end_stream=True)
             except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
                 data = b""
+                self._trailers.pop(sid, None)
             if data:
                 self._pending[sid] = data
             else:
@@ -325,8 +338,8 @@ class PeerClient:
         return [self.streams[s] for s in sids]
 
     def request(self, method: str, path: str, headers: Mapping[str, str], body: bytes = b"",
-                timeout: float = 15.0) -> H2Resp:
-        sid = self.start(method, path, headers, body)
+                timeout: float = 15.0, **kw: Any) -> H2Resp:
+        sid = self.start(method, path, headers, body, **kw)
         return self.wait(sid, timeout=timeout)[0]
 
 
@@ -357,3 +370,33 @@ def forward_headers(assertion_value: str, route_id: str, deadline_ms: int = 10_0
     }
     h.update(extra or {})
     return h
+
+
+# ---- a connection to a router's peer listener, as another router ------------
+
+
+def connect_as(router: Any, target: Any, workdir: Path, key: Optional[Ed25519PrivateKey] = None) -> PeerClient:
+    """A data-plane connection to `target`'s peer listener (its management
+    address) claiming to be `router`, with `router`'s key unless told."""
+    client = PeerClient(key or router.key.private, router.name, workdir)
+    return client.connect(target.ns.mgmt_addr, PEER_PORT, authority=target.name)
+
+
+def wait_accepted(router: Any, target: Any, workdir: Path) -> PeerClient:
+    """`target`'s gateway trusts `router`'s key once the ARPX session's
+    link reached it: poll the handshake (a refused one raises) until it is
+    accepted."""
+
+    def attempt() -> PeerClient:
+        c = connect_as(router, target, workdir)
+        try:
+            # The server's verdict on our certificate arrives after the
+            # client's side of the TLS 1.3 handshake: wait for an answer.
+            r = c.request("GET", "/agent/v1/none", forward_headers("", ""), timeout=5)
+            assert r.status in (403, 404), r.describe()
+            return c
+        except BaseException:
+            c.close()
+            raise
+
+    return wait_for(f"{target.name}'s peer listener to accept {router.name}'s key", attempt, timeout=20, interval=0.2)

@@ -310,26 +310,18 @@ impl Envelope {
         self.direct_control.as_ref()
     }
 
-    /// Takes the hop this forward uses (DESIGN §7): the handler or next
-    /// gateway gets `hop_limit - 1`, capped at the gateway's own
-    /// `hop_limit`; a call arriving with 1 has none left and is refused
-    /// before dispatch, which ends any forwarding loop.
-    /// The refusal names `router` (this router: the caller may be several
-    /// routers away) and the hop_limit the call arrived with.
+    /// Takes the hop this forward uses (DESIGN §7, [`next_hop_limit`]):
+    /// the handler or next gateway gets what is left.
     pub fn consume_hop(&mut self, cap: u8, router: &str) -> Result<(), ApiError> {
-        if self.hop_limit <= 1 {
-            return Err(ApiError::new(
-                ErrorCode::HopLimitExceeded,
-                format!(
-                    "{} not forwarded by router {router}: the call arrived with hop_limit {}, which leaves no hop (a forwarding loop, or more routers on the path than the caller's hop_limit or a gateway.hop_limit on the way allows; docs/data-plane.md, \"Hop limit\")",
-                    self.intent, self.hop_limit
-                ),
-            )
-            .rejected()
-            .capability(&self.intent));
-        }
-        self.hop_limit = (self.hop_limit - 1).min(cap.max(1));
+        self.hop_limit = next_hop_limit(self.hop_limit, cap, router, &self.intent)?;
         Ok(())
+    }
+
+    /// Lowers the hops left to what the sending router stated beside the
+    /// body (`x-agentd-hop-limit`): a router that passed the call through
+    /// counted its hop there, not in the body.
+    pub fn limit_hops(&mut self, stated: u8) {
+        self.hop_limit = self.hop_limit.min(stated);
     }
 
     /// The body a handler receives (docs/sdk-api.md): the protocol's
@@ -361,6 +353,30 @@ impl Envelope {
         doc.insert("hop_limit".into(), self.hop_limit.into());
         Bytes::from(Value::Object(doc).to_string())
     }
+}
+
+/// The hops a call arriving at `router` with `arrived` left may take on:
+/// one fewer, capped at the gateway's own `hop_limit`; a call arriving
+/// with 1 has none left and is refused before dispatch, which ends any
+/// forwarding loop. The refusal names `router` (the caller may be several
+/// routers away) and the hop_limit the call arrived with.
+pub fn next_hop_limit(
+    arrived: u8,
+    cap: u8,
+    router: &str,
+    capability: &str,
+) -> Result<u8, ApiError> {
+    if arrived <= 1 {
+        return Err(ApiError::new(
+            ErrorCode::HopLimitExceeded,
+            format!(
+                "{capability} not forwarded by router {router}: the call arrived with hop_limit {arrived}, which leaves no hop (a forwarding loop, or more routers on the path than the caller's hop_limit or a gateway.hop_limit on the way allows; docs/data-plane.md, \"Hop limit\")"
+            ),
+        )
+        .rejected()
+        .capability(capability));
+    }
+    Ok((arrived - 1).min(cap.max(1)))
 }
 
 #[cfg(test)]

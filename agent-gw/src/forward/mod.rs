@@ -15,6 +15,7 @@ pub mod quickack;
 pub mod response;
 pub mod retry;
 pub mod target;
+pub mod transit;
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -29,7 +30,7 @@ use agentd::route::RouteId;
 
 use crate::api::error::{ApiError, ErrorCode, Outcome};
 use crate::forward::deadline::{Deadline, DEADLINE_NAME};
-use crate::forward::hop::{CallIdentity, HopError, HopRequest, PeerHop};
+use crate::forward::hop::{CallIdentity, HopError, HopRequest, OutBody, PeerHop};
 use crate::forward::pool::{Pool, Sender};
 use crate::forward::retry::{may_move, CallKind, Failure};
 use crate::forward::target::{resolve_checked_from, LanCaller, ResolveError, Target};
@@ -97,13 +98,15 @@ pub struct Candidate {
 /// next hop.
 #[derive(Clone, Debug)]
 pub struct Outgoing {
-    pub body: Bytes,
+    pub body: OutBody,
     pub relay: HeaderMap,
     /// Signed into the forwarding assertion; without it a peer path is
     /// not used (never delivered).
     pub who: Option<Rc<CallIdentity>>,
     /// The next hop's endpoint: `/agent/v1/invoke` or `.../invoke-stream`.
     pub peer_path: &'static str,
+    /// Hops left from the next router on (`HopRequest::hop_limit`).
+    pub hop_limit: Option<u8>,
 }
 
 /// The caller's headers a call relays to its handler.
@@ -127,16 +130,18 @@ impl Outgoing {
     /// `body` with headers already picked (`relayed_headers`).
     pub fn relaying(body: Bytes, relay: HeaderMap) -> Outgoing {
         Outgoing {
-            body,
+            body: OutBody::Whole(body),
             relay,
             who: None,
             peer_path: INVOKE_PATH,
+            hop_limit: None,
         }
     }
 
-    /// The identity peer paths sign for.
-    pub fn acting_for(mut self, who: Rc<CallIdentity>) -> Outgoing {
+    /// The identity peer paths sign for, and the hops the call has left.
+    pub fn acting_for(mut self, who: Rc<CallIdentity>, hop_limit: u8) -> Outgoing {
         self.who = Some(who);
+        self.hop_limit = Some(hop_limit);
         self
     }
 }
@@ -384,10 +389,11 @@ impl Forwarder {
         &self,
         cand: &Candidate,
         target: &Target,
+        body: &Bytes,
         out: &Outgoing,
         deadline: Deadline,
     ) -> Request<Full<Bytes>> {
-        let mut req = Request::new(Full::new(out.body.clone()));
+        let mut req = Request::new(Full::new(body.clone()));
         *req.method_mut() = Method::POST;
         *req.uri_mut() = target.path.clone().into();
         // Sized once: the seven headers below plus the relayed ones.
@@ -404,7 +410,7 @@ impl Forwarder {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        h.insert(header::CONTENT_LENGTH, HeaderValue::from(out.body.len()));
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
         if let Ok(id) = HeaderValue::from_str(cand.route_id.as_str()) {
             h.insert(ROUTE_ID_NAME, id.clone());
             h.insert(NEXUS_ROUTE_ID_NAME, id);
@@ -429,8 +435,18 @@ impl Forwarder {
                 return self.attempt_peer(cand, next_hop, out, deadline, sent).await
             }
         };
+        let OutBody::Whole(body) = &out.body else {
+            // Transit calls take peer paths only (`pipeline::transit`).
+            return Err(AttemptError::Failed(
+                Failure::NotDelivered,
+                format!(
+                    "route {}: a body in transit is never sent to a handler here",
+                    cand.route_id
+                ),
+            ));
+        };
         let key: Box<str> = target.connect_addr().into();
-        let mut req = self.request(cand, target, out, deadline);
+        let mut req = self.request(cand, target, body, out, deadline);
         if let Some(mut sender) = self.pool.take(target) {
             sent.set(true);
             match sender.try_send_request(req).await {
@@ -515,6 +531,7 @@ impl Forwarder {
             method: Method::POST,
             path: out.peer_path,
             body: out.body.clone(),
+            hop_limit: out.hop_limit,
             relay: &relay,
             who,
             deadline,

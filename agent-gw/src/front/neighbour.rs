@@ -6,13 +6,15 @@
 //! (ingress router, tenant, caller) and which capability. Across a
 //! boundary (a pinned neighbour, or `peer.sign_calls`) only a forwarding
 //! assertion it signed says so, over the body and until when, checked
-//! against its key and its own replay windows. The route header says
-//! which route the sender chose.
+//! against its key and its own replay windows; it comes in the headers,
+//! or after a body the sender passed through, in the trailers. The route
+//! header says which route the sender chose.
 //! Then this router applies its own rules as for a local caller — its
 //! in-flight cap, its tenant rate, the hop limit, its policy and the
 //! route's eligibility for that tenant and caller — and serves the route
-//! itself (a local handler: tasks and stream histories live here) or
-//! sends the call on over its own path to it, re-signed.
+//! itself (a local handler: tasks and stream histories live here; the
+//! body is read whole) or sends the call on over its own path to it with
+//! the body streamed (`pipeline::transit`), re-signed.
 //!
 //! Every refusal before dispatch is typed and marked `x-agentd-outcome:
 //! rejected`, so the sender may move the call elsewhere; it resets only
@@ -34,13 +36,16 @@ use agentd::route::RouteId;
 use crate::api::envelope::Envelope;
 use crate::api::error::{ApiError, ErrorCode, Outcome};
 use crate::api::task_request::TaskRequest;
-use crate::body::{read_limited, Body};
+use crate::body::{content_length, read_with_trailers, Body};
 use crate::core::Core;
+use crate::forward::transit::{Check, Transit, TransitError};
 use crate::forward::ROUTE_ID_HEADER;
 use crate::peer::assertion::{self, Assertion, AssertionError, Claims, Expect};
 use crate::peer::outbound::{unix_ms, CallIdentity};
 use crate::peer::{identity, PeerStats, ASSERTION_HEADER};
-use crate::pipeline::{self, admission, ConnAbort, Hints, Invocation, Mode, Neighbour, Principal};
+use crate::pipeline::{
+    self, admission, transit, ConnAbort, Hints, Invocation, Mode, Neighbour, Principal,
+};
 use crate::router::{self, Endpoint, NoEndpoint, TaskOp};
 
 /// The linked router a data connection is with.
@@ -103,6 +108,17 @@ fn refused(e: AssertionError) -> ApiError {
     .rejected()
 }
 
+fn identity_refused(e: identity::IdentityError) -> ApiError {
+    ApiError::new(
+        ErrorCode::Other {
+            code: "identity_refused",
+            status: 403,
+        },
+        e.to_string(),
+    )
+    .rejected()
+}
+
 fn header<'h>(h: &'h HeaderMap, name: &str) -> Result<&'h str, ApiError> {
     h.get(name).and_then(|v| v.to_str().ok()).ok_or_else(|| {
         ApiError::new(
@@ -117,6 +133,10 @@ fn header<'h>(h: &'h HeaderMap, name: &str) -> Result<&'h str, ApiError> {
 enum Vouch {
     /// A forwarding assertion (a signed link).
     Signed(Box<Assertion>),
+    /// A forwarding assertion that follows the body in the trailers (a
+    /// body the sender passed through from a link of its domain, hashed
+    /// as it went).
+    Trailer,
     /// The identity headers on a link of our domain.
     Link(CallIdentity),
 }
@@ -125,25 +145,15 @@ enum Vouch {
 fn hop_headers(peer: &Peer, parts: &Parts) -> Result<(Vouch, RouteId), ApiError> {
     // A neighbour that signs although our link does not ask it to (its
     // section sets `sign_calls`, ours does not) is held to its assertion.
-    let vouch = if peer.signed || parts.headers.contains_key(ASSERTION_HEADER) {
-        let value = parts
-            .headers
-            .get(ASSERTION_HEADER)
-            .ok_or_else(|| refused(AssertionError::Missing))?
-            .to_str()
-            .map_err(|_| refused(AssertionError::Malformed("not text")))?;
-        Vouch::Signed(Box::new(Assertion::decode(value).map_err(refused)?))
+    let trailer = announces_assertion(&parts.headers);
+    let vouch = if peer.signed || trailer || parts.headers.contains_key(ASSERTION_HEADER) {
+        match parts.headers.get(ASSERTION_HEADER) {
+            Some(v) => Vouch::Signed(Box::new(decode_assertion(v)?)),
+            None if trailer => Vouch::Trailer,
+            None => return Err(refused(AssertionError::Missing)),
+        }
     } else {
-        Vouch::Link(identity::decode(&parts.headers).map_err(|e| {
-            ApiError::new(
-                ErrorCode::Other {
-                    code: "identity_refused",
-                    status: 403,
-                },
-                e.to_string(),
-            )
-            .rejected()
-        })?)
+        Vouch::Link(identity::decode(&parts.headers).map_err(identity_refused)?)
     };
     let route = RouteId::new(header(&parts.headers, ROUTE_ID_HEADER)?).map_err(|e| {
         ApiError::new(ErrorCode::InvalidField, format!("{ROUTE_ID_HEADER}: {e}")).rejected()
@@ -151,15 +161,41 @@ fn hop_headers(peer: &Peer, parts: &Parts) -> Result<(Vouch, RouteId), ApiError>
     Ok((vouch, route))
 }
 
+/// Does the request say its assertion follows in the trailers
+/// (`Trailer: x-agentd-assertion`)?
+fn announces_assertion(h: &HeaderMap) -> bool {
+    h.get_all(http::header::TRAILER)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|name| name.trim().eq_ignore_ascii_case(ASSERTION_HEADER))
+}
+
+fn decode_assertion(v: &http::HeaderValue) -> Result<Assertion, ApiError> {
+    let value = v
+        .to_str()
+        .map_err(|_| refused(AssertionError::Malformed("not text")))?;
+    Assertion::decode(value).map_err(refused)
+}
+
+/// The assertion a request announced in its trailers, as they came.
+fn trailed(trailers: Option<&HeaderMap>) -> Result<Vouch, ApiError> {
+    let v = trailers
+        .and_then(|t| t.get(ASSERTION_HEADER))
+        .ok_or_else(|| refused(AssertionError::Missing))?;
+    Ok(Vouch::Signed(Box::new(decode_assertion(v)?)))
+}
+
 /// Whom the call acts for: what the assertion proves (checked against
-/// the TLS identity, this router, the capability and the body), or what
-/// the link's router states (for the same capability).
+/// the TLS identity, this router, the capability and the body — `None`:
+/// a body passed on unread, held to the claimed digest as it streams),
+/// or what the link's router states (for the same capability).
 fn identify(
     state: &Core,
     peer: &Peer,
     vouch: Vouch,
     capability: Option<&str>,
-    body: &[u8],
+    body: Option<&[u8]>,
 ) -> Result<CallIdentity, ApiError> {
     match vouch {
         Vouch::Link(who) => match capability {
@@ -176,6 +212,8 @@ fn identify(
             .rejected()),
             _ => Ok(who),
         },
+        // Only a body read whole brings its trailers (`trailed`).
+        Vouch::Trailer => Err(refused(AssertionError::Missing)),
         Vouch::Signed(a) => {
             let capability = capability.unwrap_or(&a.claims.capability);
             let claims = check(state, peer, &a, capability, body)?;
@@ -195,14 +233,14 @@ fn check<'a>(
     peer: &Peer,
     a: &'a Assertion,
     capability: &str,
-    body: &[u8],
+    body: Option<&[u8]>,
 ) -> Result<&'a Claims, ApiError> {
     let expect = Expect {
         peer: &peer.router_id,
         peer_key: &peer.key,
         us: state.peer.router_id(),
         capability,
-        body_sha256: Sha256::digest(body).into(),
+        body_sha256: body.map(|b| Sha256::digest(b).into()),
         now_ms: unix_ms(),
         ttl_ms: state.cfg.assertion_ttl_ms,
         skew_ms: state.cfg.jwt_clock_skew_s.saturating_mul(1000),
@@ -228,7 +266,9 @@ fn neighbour(peer: &Peer, route: RouteId, who: CallIdentity) -> Rc<Neighbour> {
     })
 }
 
-/// `invoke` / `invoke-stream` from a peer.
+/// `invoke` / `invoke-stream` from a peer: passed on unread when its
+/// route is another router's (`pipeline::transit`), else read whole and
+/// invoked here.
 async fn call(
     state: &Rc<Core>,
     peer: &Peer,
@@ -241,9 +281,41 @@ async fn call(
     let slot = admission::enter_neighbour(state, &peer.router_id)?;
     let (vouch, route) = hop_headers(peer, parts)?;
     admission::refuse_own_forward(state, &parts.headers)?;
+    let hops = identity::hop_limit(&parts.headers).map_err(identity_refused)?;
     let limit = state.cfg.max_request_bytes;
-    let read = read_limited(&parts.headers, body, limit);
-    let bytes: Bytes = tokio::time::timeout(
+    // A body whose assertion follows it is read whole: nothing vouches
+    // for the call before its end.
+    let passes = hops
+        .filter(|_| !matches!(vouch, Vouch::Trailer))
+        .and_then(|h| Some((h, transit::passes(state, &route)?)));
+    if let Some((hop_limit, signed_out)) = passes {
+        // Refused before a byte is passed on, as a whole read would.
+        if content_length(&parts.headers)
+            .map_err(ApiError::rejected)?
+            .is_some_and(|n| n > limit as u64)
+        {
+            return Err(TransitError::TooLarge { limit }.to_api_error());
+        }
+        let check = match &vouch {
+            Vouch::Signed(a) => Check::Expect(a.claims.body_sha256),
+            Vouch::Link(_) if signed_out => Check::Compute,
+            Vouch::Link(_) | Vouch::Trailer => Check::Nothing,
+        };
+        let who = identify(state, peer, vouch, None, None)?;
+        let pass = transit::Pass {
+            neighbour: neighbour(peer, route, who),
+            mode,
+            stream,
+            hints: Hints::of_headers(&parts.headers).map_err(ApiError::rejected)?,
+            started,
+            slot,
+            hop_limit,
+            body: Transit::new(Body::new(body), limit, check),
+        };
+        return transit::pass(state, pass).await;
+    }
+    let read = read_with_trailers(&parts.headers, body, limit);
+    let (bytes, trailers): (Bytes, _) = tokio::time::timeout(
         std::time::Duration::from_millis(state.cfg.body_read_timeout_ms),
         read,
     )
@@ -256,9 +328,16 @@ async fn call(
         .rejected()
     })?
     .map_err(ApiError::rejected)?;
+    let vouch = match vouch {
+        Vouch::Trailer => trailed(trailers.as_ref())?,
+        v => v,
+    };
     let mut env = Envelope::decode(bytes.clone()).map_err(|e| ApiError::from(e).rejected())?;
-    let who = identify(state, peer, vouch, Some(&env.intent), &bytes)?;
+    let who = identify(state, peer, vouch, Some(&env.intent), Some(&bytes))?;
     env.apply_identity(&who.tenant, &who.caller);
+    if let Some(n) = hops {
+        env.limit_hops(n);
+    }
     let inv = Invocation {
         principal: Principal::Neighbour(neighbour(peer, route, who)),
         envelope: env,
@@ -285,7 +364,7 @@ async fn task(
     let _slot = admission::enter_neighbour(state, &peer.router_id)?;
     let (vouch, route) = hop_headers(peer, parts)?;
     // Task operations carry no body; an assertion signs the empty one.
-    let who = identify(state, peer, vouch, None, b"")?;
+    let who = identify(state, peer, vouch, None, Some(b""))?;
     let req = TaskRequest::of_request(id, op, parts.uri.query(), &parts.headers)
         .map_err(ApiError::rejected)?;
     pipeline::remote::neighbour_task_op(state, &neighbour(peer, route, who), &req).await

@@ -138,6 +138,18 @@ pub fn write(
         s.peer_streams_refused,
     )?;
     e.single(
+        "agentgw_peer_transit_calls_total",
+        Kind::Counter,
+        "Calls passed through to another router with their body streamed unread.",
+        s.peer_transit_calls,
+    )?;
+    e.single(
+        "agentgw_peer_transit_bytes_total",
+        Kind::Counter,
+        "Request body bytes of calls passed through unread.",
+        s.peer_transit_bytes,
+    )?;
+    e.single(
         "agentgw_peer_assertions_signed_total",
         Kind::Counter,
         "Forwarding assertions issued to peers.",

@@ -218,9 +218,11 @@ pub struct Expect<'a> {
     pub peer_key: &'a VerifyingKey,
     /// This router.
     pub us: &'a str,
-    /// What the request really asks for and carries.
+    /// What the request really asks for and carries. `None`: a body
+    /// passed through unread, whose digest is checked as it streams
+    /// (`forward::transit`) against the claim this verification accepts.
     pub capability: &'a str,
-    pub body_sha256: [u8; 32],
+    pub body_sha256: Option<[u8; 32]>,
     pub now_ms: u64,
     /// `gateway.assertion_ttl`: no assertion may claim to live longer.
     pub ttl_ms: u64,
@@ -354,7 +356,7 @@ pub fn verify<'a>(
     if c.capability != e.capability {
         return Err(AssertionError::WrongCapability);
     }
-    if c.body_sha256 != e.body_sha256 {
+    if e.body_sha256.is_some_and(|d| d != c.body_sha256) {
         return Err(AssertionError::DigestMismatch);
     }
     let p = &a.proof;

@@ -19,7 +19,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use http_body_util::Full;
 use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
@@ -29,7 +28,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{timeout, timeout_at, Instant};
 use tokio_rustls::TlsConnector;
 
-use crate::forward::hop::Held;
+use crate::forward::hop::{Held, HopBody};
 use crate::peer::coalesce::Coalesce;
 use crate::peer::link::Link;
 use crate::peer::tls::{error_text, server_name, PeerTls, Verified};
@@ -49,7 +48,7 @@ const STABLE: Duration = Duration::from_secs(10);
 const LINK_GRACE: Duration = Duration::from_secs(2);
 const GRACE_RETRY: Duration = Duration::from_millis(20);
 
-pub type PeerSender = SendRequest<Full<Bytes>>;
+pub type PeerSender = SendRequest<HopBody>;
 
 /// The data connections this gateway dials, one per link.
 #[derive(Debug, Default)]
@@ -282,7 +281,7 @@ async fn drive(slot: Rc<Slot>, tls: Rc<RefCell<PeerTls>>, stats: Rc<PeerStats>) 
 
 type Conn = hyper::client::conn::http2::Connection<
     TokioIo<Coalesce<Prefixed<tokio_rustls::client::TlsStream<TcpStream>>>>,
-    Full<Bytes>,
+    HopBody,
     LocalExec,
 >;
 

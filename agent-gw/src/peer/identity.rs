@@ -20,9 +20,17 @@ pub const INGRESS: HeaderName = HeaderName::from_static("x-agentd-ingress");
 pub const CALLER: HeaderName = HeaderName::from_static("x-agentd-caller");
 pub const TENANT: HeaderName = HeaderName::from_static("x-agentd-tenant");
 pub const CAPABILITY: HeaderName = HeaderName::from_static("x-agentd-capability");
+/// Hops the call may still take from the receiving router on (the
+/// envelope's `hop_limit` as the sending router left it). A router that
+/// passes a call through sends the body on unread (`forward::transit`),
+/// so the count travels here, on signed links as well: like the body's
+/// own count it is the sender's word, and only ever lowers what the body
+/// says.
+pub const HOP_LIMIT: HeaderName = HeaderName::from_static("x-agentd-hop-limit");
 
-/// Every identity header, for the listeners that strip them.
-pub const ALL: [HeaderName; 4] = [INGRESS, CALLER, TENANT, CAPABILITY];
+/// Every header a neighbour states a call's handling with, for the
+/// listeners that strip them.
+pub const ALL: [HeaderName; 5] = [INGRESS, CALLER, TENANT, CAPABILITY, HOP_LIMIT];
 
 /// Longest router id (a DNS label).
 const MAX_ROUTER_ID: usize = 63;
@@ -82,6 +90,30 @@ pub fn decode(h: &HeaderMap) -> Result<CallIdentity, IdentityError> {
         capability: capability.into(),
         origin: origin.into(),
     })
+}
+
+/// The hop limit a neighbour stated, if it stated one: exactly one
+/// decimal value from 1 to 255.
+pub fn hop_limit(h: &HeaderMap) -> Result<Option<u8>, IdentityError> {
+    const LABEL: &str = "x-agentd-hop-limit";
+    let mut values = h.get_all(&HOP_LIMIT).iter();
+    let Some(v) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(IdentityError::Missing(LABEL));
+    }
+    let b = v.as_bytes();
+    if b.is_empty() || b.len() > 3 || !b.iter().all(u8::is_ascii_digit) {
+        return Err(IdentityError::Invalid(LABEL, "not a number from 1 to 255"));
+    }
+    match std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.parse::<u8>().ok())
+    {
+        Some(n) if n >= 1 => Ok(Some(n)),
+        _ => Err(IdentityError::Invalid(LABEL, "not a number from 1 to 255")),
+    }
 }
 
 fn field(
@@ -165,6 +197,27 @@ mod tests {
         encode(&who(), &mut h);
         assert_eq!(h["x-agentd-caller"], "agent://lab/caller%20%C3%A9%20100%25");
         assert_eq!(decode(&h).unwrap(), who());
+    }
+
+    #[test]
+    fn a_hop_limit_is_one_number_from_1_to_255_or_absent() {
+        let mut h = HeaderMap::new();
+        assert_eq!(hop_limit(&h), Ok(None));
+        h.insert(HOP_LIMIT, HeaderValue::from(7u16));
+        assert_eq!(hop_limit(&h), Ok(Some(7)));
+        for bad in ["0", "256", "-1", "+3", " 3", "1000", "", "x"] {
+            h.insert(HOP_LIMIT, HeaderValue::from_str(bad).unwrap());
+            assert!(
+                matches!(hop_limit(&h), Err(IdentityError::Invalid(..))),
+                "{bad:?}"
+            );
+        }
+        h.insert(HOP_LIMIT, HeaderValue::from_static("3"));
+        h.append(HOP_LIMIT, HeaderValue::from_static("9"));
+        assert_eq!(
+            hop_limit(&h),
+            Err(IdentityError::Missing("x-agentd-hop-limit"))
+        );
     }
 
     #[test]

@@ -68,6 +68,10 @@ pub struct PeerStats {
     pub streams_refused: Cell<u64>,
     /// Assertions that passed every check.
     pub assertions_verified: Cell<u64>,
+    /// Calls passed through unread (`pipeline::transit`), and their body
+    /// bytes.
+    pub transit_calls: Cell<u64>,
+    pub transit_bytes: Cell<u64>,
 }
 
 impl PeerStats {

@@ -11,14 +11,15 @@
 use std::error::Error as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use http::{header, HeaderName, HeaderValue, Request, Response, Uri};
-use http_body_util::Full;
+use std::rc::Rc;
+
+use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use crate::forward::deadline::DEADLINE_NAME;
-use crate::forward::hop::{HopFuture, PeerHop, OUTCOME_HEADER};
+use crate::forward::hop::{EndSign, HopBody, HopFuture, OutBody, PeerHop, OUTCOME_HEADER};
 use crate::forward::ROUTE_ID_HEADER;
 use crate::peer::assertion::Claims;
 use crate::peer::{identity, PeerPlane, ASSERTION_HEADER};
@@ -45,7 +46,7 @@ impl PeerHop for Hop {
 
 /// Sends `req` to its next hop and returns the next hop's answer.
 pub async fn send(
-    plane: &PeerPlane,
+    plane: &Rc<PeerPlane>,
     ttl_ms: u64,
     req: HopRequest<'_>,
 ) -> Result<Response<Incoming>, HopError> {
@@ -54,17 +55,34 @@ pub async fn send(
         .sender(req.next_hop, req.deadline.instant())
         .await
         .map_err(|u| HopError::NotDelivered(u.0, None))?;
+    let body = req.body.attempt().ok_or_else(|| {
+        HopError::NotDelivered(
+            "the request body in transit already left toward another path".into(),
+            None,
+        )
+    })?;
     // Across a boundary the call carries a signed assertion; inside our
     // domain the link authenticates it and its identity rides in headers.
-    let assertion = if plane.signed(req.next_hop) {
-        Some(sign(plane, ttl_ms, &req).await?)
-    } else {
-        None
+    // A body passed through from a link of our domain is signed once it
+    // has passed: its assertion follows it in the trailers.
+    let signed = plane.signed(req.next_hop);
+    let (body, assertion) = match (body, digest(&req.body)) {
+        (b, _) if !signed => (b, None),
+        (b, Some(d)) => {
+            let c = claims(&req, d, plane.next_nonce(req.next_hop));
+            (b, Some(sign(plane, ttl_ms, c).await?))
+        }
+        (HopBody::Transit(t), None) => {
+            let template = claims(&req, [0; 32], [0; 16]);
+            let sign = end_sign(plane.clone(), ttl_ms, template);
+            (HopBody::signed_at_end(t, sign), None)
+        }
+        (b, None) => (b, None),
     };
     let uri: Uri = format!("https://{}{}", req.next_hop, req.path)
         .parse()
         .map_err(|e| HopError::NotDelivered(format!("request target: {e}"), None))?;
-    let mut r = Request::new(Full::new(req.body.clone()));
+    let mut r = Request::new(body);
     *r.method_mut() = req.method.clone();
     *r.uri_mut() = uri;
     *r.version_mut() = http::Version::HTTP_2;
@@ -82,12 +100,18 @@ pub async fn send(
                 assertion_value(&a).map_err(|_| invalid("the assertion"))?,
             );
         }
+        None if signed => {
+            h.insert(header::TRAILER, HeaderValue::from_static(ASSERTION_HEADER));
+        }
         None => identity::encode(req.who, h),
     }
     h.insert(
         ROUTE_ID_NAME,
         HeaderValue::from_str(req.route).map_err(|_| invalid("the route id"))?,
     );
+    if let Some(n) = req.hop_limit {
+        h.insert(identity::HOP_LIMIT, HeaderValue::from(u16::from(n)));
+    }
     if !req.body.is_empty() {
         h.insert(
             header::CONTENT_TYPE,
@@ -137,23 +161,27 @@ pub async fn send(
     }
 }
 
-/// The forwarding assertion of `req`, signed in this turn's batch.
-async fn sign(plane: &PeerPlane, ttl_ms: u64, req: &HopRequest<'_>) -> Result<String, HopError> {
-    let tls = plane.tls().ok_or_else(|| {
-        HopError::NotDelivered("the peer data plane has no identity loaded".into(), None)
-    })?;
-    // Source and expiry are the signer's: one per batch.
-    let claims = Claims {
+/// The claims of `req`'s assertion over a body with `digest`. Source
+/// and expiry are the signer's (one per batch).
+fn claims(req: &HopRequest<'_>, digest: [u8; 32], nonce: [u8; 16]) -> Claims {
+    Claims {
         source: String::new(),
         target: req.next_hop.to_string(),
         origin: req.who.origin.to_string(),
         caller: req.who.caller.to_string(),
         tenant: req.who.tenant.to_string(),
         capability: req.who.capability.to_string(),
-        body_sha256: Sha256::digest(&req.body).into(),
-        nonce: plane.next_nonce(req.next_hop),
+        body_sha256: digest,
+        nonce,
         expires_ms: 0,
-    };
+    }
+}
+
+/// `claims` signed in this turn's batch, encoded.
+async fn sign(plane: &PeerPlane, ttl_ms: u64, claims: Claims) -> Result<String, HopError> {
+    let tls = plane.tls().ok_or_else(|| {
+        HopError::NotDelivered("the peer data plane has no identity loaded".into(), None)
+    })?;
     let (key, id) = tls.borrow().signer();
     Ok(plane
         .signer
@@ -161,6 +189,42 @@ async fn sign(plane: &PeerPlane, ttl_ms: u64, req: &HopRequest<'_>) -> Result<St
         .await
         .ok_or_else(|| HopError::NotDelivered("the assertion signer went away".into(), None))?
         .encode())
+}
+
+/// The trailers of a body signed once it has passed: `template`'s
+/// claims over its digest, with a nonce taken then (a long body must not
+/// arrive behind the receiver's replay window).
+fn end_sign(plane: Rc<PeerPlane>, ttl_ms: u64, template: Claims) -> EndSign {
+    Box::new(move |digest| {
+        Box::pin(async move {
+            let claims = Claims {
+                body_sha256: digest,
+                nonce: plane.next_nonce(&template.target),
+                ..template
+            };
+            let a = sign(&plane, ttl_ms, claims).await.map_err(|e| match e {
+                HopError::NotDelivered(why, _) | HopError::MaybeDelivered(why) => why,
+            })?;
+            let mut t = HeaderMap::new();
+            t.insert(
+                ASSERTION_NAME,
+                assertion_value(&a)
+                    .map_err(|_| "the assertion is not a header value".to_string())?,
+            );
+            Ok(t)
+        })
+    })
+}
+
+/// The SHA-256 an assertion in the headers signs for `body`: a body in
+/// transit as its sender signed it (checked as it passes); `None` for
+/// one that nothing signed to us, which is signed at its end instead
+/// (`end_sign`).
+fn digest(body: &OutBody) -> Option<[u8; 32]> {
+    match body {
+        OutBody::Whole(b) => Some(Sha256::digest(b).into()),
+        OutBody::Transit(t) => t.digest(),
+    }
 }
 
 /// The next hop reset the stream with REFUSED_STREAM (or went away

@@ -195,7 +195,7 @@ mod tests {
                         peer_key: &vk,
                         us: &a.claims.target,
                         capability: "demo.echo",
-                        body_sha256: [7; 32],
+                        body_sha256: Some([7; 32]),
                         now_ms: now,
                         ttl_ms: 30_000,
                         skew_ms: 1000,

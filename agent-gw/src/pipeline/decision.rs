@@ -85,6 +85,30 @@ pub fn pinned(
     Ok(pinned)
 }
 
+/// The candidates of a call `n` pinned, for its tenant and caller, of
+/// `capability` at `version` (the pinned route's own, for a neighbour's
+/// call that carries no envelope here).
+pub fn pinned_candidates(
+    core: &Core,
+    n: &Neighbour,
+    capability: &str,
+    version: u32,
+) -> Result<Vec<Candidate>, ApiError> {
+    let q = Query {
+        capability,
+        version,
+        tenant: &n.who.tenant,
+        source: Some(&n.who.caller),
+        target_agent: None,
+    };
+    let all = core
+        .fib
+        .borrow()
+        .candidates(&q, Millis::now())
+        .map_err(ApiError::rejected)?;
+    pinned(n, all, capability)
+}
+
 /// The call's one deadline: the smallest budget its headers and
 /// envelope ask for, else the gateway's default, from when it arrived.
 pub fn deadline(core: &Core, inv: &Invocation) -> Deadline {

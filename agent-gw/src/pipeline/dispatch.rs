@@ -42,7 +42,10 @@ pub fn outgoing(core: &Core, inv: &Invocation, body: Bytes, candidates: &[Candid
     {
         return out;
     }
-    out.acting_for(call_identity(core, &inv.principal, &inv.envelope))
+    out.acting_for(
+        call_identity(core, &inv.principal, &inv.envelope),
+        inv.envelope.hop_limit,
+    )
 }
 
 /// Whom a call acts for on the next hop: carried over from the link of
@@ -74,7 +77,7 @@ pub async fn send(
     // bounded by the in-flight cap), so async/stream admission sees it.
     let _held = core.budget.reserve_forced(
         Holder::new(&inv.envelope.tenant, inv.principal.source()),
-        out.body.len(),
+        out.body.held(),
         Some(deadline_millis(d.deadline)),
     );
     if relay == Relay::Stream {

@@ -21,6 +21,7 @@ pub mod placement;
 pub mod remote;
 pub mod stream;
 pub mod tasks;
+pub mod transit;
 
 use std::rc::Rc;
 

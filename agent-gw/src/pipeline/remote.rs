@@ -23,7 +23,7 @@ use crate::api::task_request::TaskRequest;
 use crate::body::Body;
 use crate::core::Core;
 use crate::forward::deadline::Deadline;
-use crate::forward::hop::{CallIdentity, HopError, HopRequest};
+use crate::forward::hop::{CallIdentity, HopError, HopRequest, OutBody};
 use crate::forward::retry::CallKind;
 use crate::forward::{relay_response, Candidate, Dest, Forwarded};
 use crate::peer::remote::RemoteTask;
@@ -261,19 +261,7 @@ pub async fn neighbour_task_op(
         )
         .rejected());
     };
-    let q = Query {
-        capability: &capability,
-        version,
-        tenant: &n.who.tenant,
-        source: Some(&n.who.caller),
-        target_agent: None,
-    };
-    let all = core
-        .fib
-        .borrow()
-        .candidates(&q, Millis::now())
-        .map_err(ApiError::rejected)?;
-    let paths: Vec<Candidate> = decision::pinned(n, all, &capability)?
+    let paths: Vec<Candidate> = decision::pinned_candidates(core, n, &capability, version)?
         .into_iter()
         .filter(|c| matches!(c.dest, Dest::Peer { .. }))
         .collect();
@@ -286,7 +274,7 @@ pub async fn neighbour_task_op(
 
 /// The capability and version of route `route` as this router knows it:
 /// the route itself, or any path to it.
-fn route_info(core: &Core, route: &RouteId) -> Option<(String, u32)> {
+pub fn route_info(core: &Core, route: &RouteId) -> Option<(String, u32)> {
     let fib = core.fib.borrow();
     let table = fib.replica().table();
     if let Some(r) = table.get(route) {
@@ -334,7 +322,8 @@ async fn forward_task_op(
             route: route.as_str(),
             method: method.clone(),
             path: &path,
-            body: bytes::Bytes::new(),
+            body: OutBody::Whole(bytes::Bytes::new()),
+            hop_limit: None,
             relay: &relay,
             who,
             deadline,

@@ -19,13 +19,12 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use agentd::fib::LinkRelay;
-use bytes::Bytes;
-use http_body_util::Full;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
 use crate::core::Core;
+use crate::forward::hop::HopBody;
 use crate::peer::coalesce::Coalesce;
 use crate::peer::conns::{connect_tls, jitter};
 use crate::peer::{Link, PeerStats};
@@ -63,7 +62,7 @@ pub(super) async fn client_tunnel(gw: Rc<Gateway>, tls: Tls, link: Link, from: S
         max_streams: r.max_streams_per_client,
         max_bytes_in_flight: r.max_bytes_in_flight,
     };
-    let opened = tunnel::open::<_, Full<Bytes>>(Coalesce::new(tls), limits, liveness(&state)).await;
+    let opened = tunnel::open::<_, HopBody>(Coalesce::new(tls), limits, liveness(&state)).await;
     let (t, conn) = match opened {
         Ok(x) => x,
         Err(e) => {

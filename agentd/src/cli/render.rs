@@ -466,6 +466,8 @@ pub fn stats_json(s: &StatsView) -> Value {
             "peer_signatures": st.peer_signatures,
             "peer_assertions_verified": st.peer_assertions_verified,
             "peer_signature_checks": st.peer_signature_checks,
+            "peer_transit_calls": st.peer_transit_calls,
+            "peer_transit_bytes": st.peer_transit_bytes,
         })
     });
     json!({ "counters": counters, "gateway": gateway })
@@ -597,6 +599,10 @@ pub fn stats_text(s: &StatsView) -> String {
                         st.peer_assertions_verified, st.peer_signature_checks
                     ),
                 ),
+                (
+                    "peer transit calls/bytes",
+                    format!("{}/{}", st.peer_transit_calls, st.peer_transit_bytes),
+                ),
                 ("report age", format!("{} ms", g.age_ms)),
             ] {
                 t.row(vec![k.to_string(), v]);
@@ -634,6 +640,8 @@ mod tests {
                 peer_signatures: 9,
                 peer_assertions_verified: 12,
                 peer_signature_checks: 5,
+                peer_transit_calls: 2,
+                peer_transit_bytes: 16_777_216,
                 ..GatewayStats::default()
             },
             age_ms: 900,
@@ -648,6 +656,7 @@ mod tests {
         assert_eq!(j["gateway"]["peer_handshakes_out"], 5);
         assert_eq!(j["gateway"]["peer_handshakes_in"], 4);
         assert_eq!(j["gateway"]["peer_streams_refused"], 6);
+        assert_eq!(j["gateway"]["peer_transit_bytes"], 16_777_216);
         assert_eq!(j["gateway"]["peer_signatures"], 9);
         assert_eq!(j["gateway"]["peer_signature_checks"], 5);
         let t = stats_text(&s);

@@ -330,7 +330,10 @@ impl State {
                 ))),
                 Vec::new(),
             ),
-            RequestBody::Stats => (Ok(ResponseBody::Stats(self.stats_at(now))), Vec::new()),
+            RequestBody::Stats => (
+                Ok(ResponseBody::Stats(Box::new(self.stats_at(now)))),
+                Vec::new(),
+            ),
             RequestBody::GatewayStats(s) => {
                 self.gateway = Some((s, now));
                 (Ok(ResponseBody::Noted), Vec::new())

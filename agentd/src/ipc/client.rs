@@ -333,7 +333,7 @@ impl Client {
 
     pub async fn stats(&self) -> Result<StatsView, ClientError> {
         match self.call(RequestBody::Stats).await {
-            Ok(ResponseBody::Stats(s)) => Ok(s),
+            Ok(ResponseBody::Stats(s)) => Ok(*s),
             other => Err(expect_err("stats", other)),
         }
     }

@@ -41,7 +41,7 @@ use crate::time::Millis;
 ///     domains their state.
 /// 14: peer links say how the data plane reaches the router (`relay`:
 ///     direct, a relay client's tunnel, or our relay).
-pub const PROTOCOL_VERSION: u32 = 14;
+pub const PROTOCOL_VERSION: u32 = 15;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -368,7 +368,8 @@ pub enum ResponseBody {
     Reloaded {
         config_generation: u64,
     },
-    Stats(StatsView),
+    /// Boxed: the gateway's counters make it the largest after status.
+    Stats(Box<StatsView>),
     /// `removed` routes of `origin` were withdrawn (at most [`MAX_PAGE`]
     /// of their ids listed); `generation` as for `Unregistered`.
     Flushed {
@@ -780,6 +781,11 @@ pub struct GatewayStats {
     /// count too, so checks above accepted assertions mean refusals).
     pub peer_assertions_verified: u64,
     pub peer_signature_checks: u64,
+    /// Calls passed through to another router with their body streamed
+    /// unread (a relay, a path through a reflector), and the body bytes
+    /// they carried: held here only within the HTTP/2 windows.
+    pub peer_transit_calls: u64,
+    pub peer_transit_bytes: u64,
     /// Handles of tasks that live on other routers (async calls and
     /// streams sent on to a peer path, held by the router that calls the
     /// handler), held here out of `task_capacity`; refusals of that table

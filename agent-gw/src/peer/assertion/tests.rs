@@ -38,7 +38,7 @@ fn expect<'a>(peer_key: &'a VerifyingKey, now_ms: u64) -> Expect<'a> {
         peer_key,
         us: "router-b",
         capability: "demo.echo",
-        body_sha256: [7; 32],
+        body_sha256: Some([7; 32]),
         now_ms,
         ttl_ms: TTL,
         skew_ms: SKEW,
@@ -116,6 +116,17 @@ fn signer_target_signature_capability_and_digest_are_each_checked() {
         Err(AssertionError::DigestMismatch)
     );
     assert!(cache.is_empty(), "refused assertions record no nonce");
+    // A body passed through unread is checked as it streams: the
+    // assertion holds, and its claim is what the stream is held to.
+    let mut c = claims(7);
+    c.body_sha256 = [8; 32];
+    let deferred = Expect {
+        body_sha256: None,
+        ..expect(&vk, NOW)
+    };
+    let a = wire(c, &k);
+    let got = verify(&a, &deferred, &mut cache).unwrap();
+    assert_eq!(got.body_sha256, [8; 32]);
 }
 
 fn wire_again(a: &Assertion) -> Assertion {
