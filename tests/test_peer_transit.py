@@ -20,7 +20,10 @@ import pytest
 from harness.peer_wire import Claims, assertion, forward_headers, handler_body, wait_accepted
 from harness.poll import wait_for
 
-LIMIT = 64 * 1024
+LIMIT = 1024 * 1024
+# Bodies declared within one HTTP/2 stream window (256 KiB) are read
+# before they are passed on; larger ones stream.
+STREAMED = 300 * 1024
 
 
 def _who(capability):
@@ -77,13 +80,14 @@ def _refused(r, status, code, reason=None):
     assert r.headers.get("x-agentd-outcome") == "rejected", r.headers
 
 
-def test_a_transit_router_streams_a_signed_body_on_and_cuts_one_that_breaks_its_bounds(chain):
-    """Proves B's transit path: a call pinned to C's route, signed by A,
-    reaches C's handler with the hops B stated (A says 6 left: B passes on
-    5, C's handler gets 4) and B counts it as passed through, with its
-    bytes. Then a body that is not what A signed (same length, one byte
-    changed) is cut at its end: B answers 403 `assertion_refused` /
-    `assertion_digest` and C's handler never runs. A body over B's
+def test_a_transit_router_passes_signed_bodies_on_and_cuts_one_that_breaks_its_bounds(chain):
+    """Proves B's transit path: calls pinned to C's route, signed by A —
+    one streamed (300 KiB), one read first (small) — reach C's handler
+    with the hops B stated (A says 6 left: B passes on 5, C's handler gets
+    4) and B counts both as passed through, with their bytes. Then a body
+    that is not what A signed (same length, one byte changed) is refused
+    403 `assertion_refused` / `assertion_digest`, streamed (cut at its
+    end) or not, and C's handler never runs. A body over B's
     `max_request_bytes` is refused 413 when declared, and cut as it
     passes when not declared; a call with 1 hop left is refused 508 and a
     malformed hop count 403 `identity_refused` — none of them reaches
@@ -91,21 +95,24 @@ def test_a_transit_router_streams_a_signed_body_on_and_cuts_one_that_breaks_its_
     _, b, _, client, backends, far, _ = chain
     at_c = backends["c"]
     before = b.gateway_stats(after=time.monotonic())
-    body = handler_body("transit.echo", {"n": 1, "pad": "x" * 20_000})
-    r = _send(client, far, body)
-    assert r.status == 200, r.describe()
-    assert r.json()["echo"]["n"] == 1
+    body = handler_body("transit.echo", {"n": 1, "pad": "x" * STREAMED})
+    small = handler_body("transit.echo", {"n": 2})
+    for i, sent in enumerate((body, small)):
+        r = _send(client, far, sent)
+        assert r.status == 200, r.describe()
+        assert r.json()["echo"]["n"] == i + 1
     calls = at_c.calls("transit.echo")
-    assert len(calls) == 1 and calls[0].json()["hop_limit"] == 4, calls[0].json()
-    after = wait_for("B's report of the call it passed through",
-                     lambda: (lambda s: s if s["peer_transit_calls"] > before["peer_transit_calls"] else None)(
+    assert len(calls) == 2 and all(x.json()["hop_limit"] == 4 for x in calls), [x.json()["hop_limit"] for x in calls]
+    after = wait_for("B's report of the calls it passed through",
+                     lambda: (lambda s: s if s["peer_transit_calls"] >= before["peer_transit_calls"] + 2 else None)(
                          b.gateway_stats(after=time.monotonic())), timeout=15)
-    assert after["peer_transit_calls"] == before["peer_transit_calls"] + 1, (before, after)
-    assert after["peer_transit_bytes"] - before["peer_transit_bytes"] == len(body), (len(body), after)
+    assert after["peer_transit_calls"] == before["peer_transit_calls"] + 2, (before, after)
+    assert after["peer_transit_bytes"] - before["peer_transit_bytes"] == len(body) + len(small), after
 
-    tampered = body.replace(b'"n":1', b'"n":2')
-    assert len(tampered) == len(body) and tampered != body
-    _refused(_send(client, far, tampered, claims_body=body), 403, "assertion_refused", "assertion_digest")
+    for signed in (body, small):
+        tampered = signed.replace(b'"n":', b'"m":')
+        assert len(tampered) == len(signed) and tampered != signed
+        _refused(_send(client, far, tampered, claims_body=signed), 403, "assertion_refused", "assertion_digest")
 
     big = handler_body("transit.echo", {"pad": "y" * (LIMIT + 1024)})
     _refused(_send(client, far, big), 413, "payload_too_large")
@@ -114,7 +121,7 @@ def test_a_transit_router_streams_a_signed_body_on_and_cuts_one_that_breaks_its_
     _refused(_send(client, far, body, hop_limit="0"), 403, "identity_refused")
     _refused(_send(client, far, body, hop_limit="many"), 403, "identity_refused")
 
-    assert len(at_c.calls("transit.echo")) == 1, [x.json() for x in at_c.calls()]
+    assert len(at_c.calls("transit.echo")) == 2, [x.json()["payload"].get("n") for x in at_c.calls()]
     # The connection carried every refusal on its own stream and still serves.
     again = handler_body("transit.echo", {"n": 3})
     r = _send(client, far, again)

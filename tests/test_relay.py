@@ -6,7 +6,9 @@ Topology in harness/relay.py."""
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
+import socket
 import sys
 import time
 from pathlib import Path
@@ -283,6 +285,59 @@ def test_256_calls_share_the_one_tunnel_and_an_oversized_call_is_refused_alone(m
             for k in ("peer_handshakes_in", "peer_handshakes_out"):
                 assert after[name][k] == before[name][k], (name, k, before[name], after[name])
     finally:
+        backend.release()
+        backend.close()
+
+
+def test_a_caller_that_reads_nothing_slows_only_its_own_stream_through_the_relay(mesh):
+    """Proves flow control end to end across the relay: a caller on C asks
+    B's handler for a 16 MiB answer and reads none of it (its socket's
+    receive buffer held small), so the answer backs up from C through A
+    and the tunnel to B; meanwhile 20 calls to B over the same tunnel
+    answer; then the caller reads its answer, whole and exact, and no
+    router made a new handshake."""
+    t = start(build_nat(mesh, gateway=BIG))
+    a, b, c = t.relays[0], t.b, t.c
+    auth = bearer(t.token)
+    backend = b.lan_backend()
+    s = None
+    try:
+        b.serve(backend, "nat.echo")
+        wait_callable(c, "nat.echo", {}, headers=auth)
+        before = {r.name: r.gateway_stats(after=time.monotonic()) for r in (a, b, c)}
+        blob = "".join(chr(0x61 + (i * 11) % 26) for i in range(16 * MIB))
+        want = hashlib.sha256(blob.encode()).hexdigest()
+        body = json.dumps(envelope("nat.echo", {"blob": blob})).encode()
+        head = "".join([
+            "POST /agent/v1/invoke HTTP/1.1\r\n",
+            f"Host: {c.stack.http.host}\r\n",
+            "Content-Type: application/json\r\n",
+            f"Content-Length: {len(body)}\r\n",
+            *(f"{k}: {v}\r\n" for k, v in auth.items()),
+            "\r\n",
+        ]).encode()
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+        s.settimeout(60)
+        s.connect((c.stack.http.host, c.stack.http.port))
+        s.sendall(head + body)
+        wait_for("B's handler to take the big call",
+                 lambda: any(len(x.body) > 16 * MIB for x in backend.calls("nat.echo")), timeout=60)
+        for i in range(20):
+            r = c.stack.http.post("/agent/v1/invoke", envelope("nat.echo", {"i": i}), headers=auth, timeout=20)
+            assert r.status == 200 and r.json()["echo"] == {"i": i}, r.describe()[:300]
+        resp = http.client.HTTPResponse(s)
+        resp.begin()
+        assert resp.status == 200, resp.status
+        got = json.loads(resp.read())["echo"]["blob"]
+        assert hashlib.sha256(got.encode()).hexdigest() == want, "the big answer differs"
+        after = {r.name: r.gateway_stats(after=time.monotonic()) for r in (a, b, c)}
+        for name in ("router-a", "router-b", "router-c"):
+            for k in ("peer_handshakes_in", "peer_handshakes_out"):
+                assert after[name][k] == before[name][k], (name, k, before[name], after[name])
+    finally:
+        if s is not None:
+            s.close()
         backend.release()
         backend.close()
 

@@ -38,6 +38,7 @@ use crate::api::error::{ApiError, ErrorCode, Outcome};
 use crate::api::task_request::TaskRequest;
 use crate::body::{content_length, read_with_trailers, Body};
 use crate::core::Core;
+use crate::forward::hop::OutBody;
 use crate::forward::transit::{Check, Transit, TransitError};
 use crate::forward::ROUTE_ID_HEADER;
 use crate::peer::assertion::{self, Assertion, AssertionError, Claims, Expect};
@@ -290,18 +291,28 @@ async fn call(
         .and_then(|h| Some((h, transit::passes(state, &route)?)));
     if let Some((hop_limit, signed_out)) = passes {
         // Refused before a byte is passed on, as a whole read would.
-        if content_length(&parts.headers)
-            .map_err(ApiError::rejected)?
-            .is_some_and(|n| n > limit as u64)
-        {
+        let declared = content_length(&parts.headers).map_err(ApiError::rejected)?;
+        if declared.is_some_and(|n| n > limit as u64) {
             return Err(TransitError::TooLarge { limit }.to_api_error());
         }
-        let check = match &vouch {
-            Vouch::Signed(a) => Check::Expect(a.claims.body_sha256),
-            Vouch::Link(_) if signed_out => Check::Compute,
-            Vouch::Link(_) | Vouch::Trailer => Check::Nothing,
+        // A body declared within one stream window is in flow control's
+        // grant anyway: read first, it goes on in one write with its
+        // assertion (if any) in the headers. A larger or undeclared one
+        // streams.
+        let (who, body) = if declared.is_some_and(|n| n <= transit::WHOLE_UP_TO as u64) {
+            let (bytes, _) = read_body(state, parts, body, limit).await?;
+            let who = identify(state, peer, vouch, None, Some(&bytes))?;
+            (who, OutBody::Whole(bytes))
+        } else {
+            let check = match &vouch {
+                Vouch::Signed(a) => Check::Expect(a.claims.body_sha256),
+                Vouch::Link(_) if signed_out => Check::Compute,
+                Vouch::Link(_) | Vouch::Trailer => Check::Nothing,
+            };
+            let who = identify(state, peer, vouch, None, None)?;
+            let t = Transit::new(Body::new(body), limit, check);
+            (who, OutBody::Transit(t))
         };
-        let who = identify(state, peer, vouch, None, None)?;
         let pass = transit::Pass {
             neighbour: neighbour(peer, route, who),
             mode,
@@ -310,24 +321,11 @@ async fn call(
             started,
             slot,
             hop_limit,
-            body: Transit::new(Body::new(body), limit, check),
+            body,
         };
         return transit::pass(state, pass).await;
     }
-    let read = read_with_trailers(&parts.headers, body, limit);
-    let (bytes, trailers): (Bytes, _) = tokio::time::timeout(
-        std::time::Duration::from_millis(state.cfg.body_read_timeout_ms),
-        read,
-    )
-    .await
-    .map_err(|_| {
-        ApiError::new(
-            ErrorCode::RequestTimeout,
-            "request body not received in time",
-        )
-        .rejected()
-    })?
-    .map_err(ApiError::rejected)?;
+    let (bytes, trailers) = read_body(state, parts, body, limit).await?;
     let vouch = match vouch {
         Vouch::Trailer => trailed(trailers.as_ref())?,
         v => v,
@@ -348,6 +346,30 @@ async fn call(
         conn: Rc::new(ConnAbort::default()),
     };
     Ok(pipeline::invoke(state, inv).await?.into_response())
+}
+
+/// The whole body of a request and its trailers, within
+/// `gateway.body_read_timeout_ms`.
+async fn read_body(
+    state: &Core,
+    parts: &Parts,
+    body: Incoming,
+    limit: usize,
+) -> Result<(Bytes, Option<HeaderMap>), ApiError> {
+    let read = read_with_trailers(&parts.headers, body, limit);
+    tokio::time::timeout(
+        std::time::Duration::from_millis(state.cfg.body_read_timeout_ms),
+        read,
+    )
+    .await
+    .map_err(|_| {
+        ApiError::new(
+            ErrorCode::RequestTimeout,
+            "request body not received in time",
+        )
+        .rejected()
+    })?
+    .map_err(ApiError::rejected)
 }
 
 /// A task operation from a peer: served here when the task is ours,

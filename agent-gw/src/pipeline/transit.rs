@@ -22,16 +22,16 @@ use agentd::route::{RouteId, RouteSource};
 use crate::api::envelope::next_hop_limit;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::{with_deadline, Body};
+use crate::budget::Holder;
 use crate::core::Core;
 use crate::forward::deadline::{fold_budget, Deadline};
 use crate::forward::hop::OutBody;
 use crate::forward::retry::CallKind;
-use crate::forward::transit::Transit;
 use crate::forward::{relay_response, Outgoing, INVOKE_PATH, INVOKE_STREAM_PATH};
 use crate::limits::InflightGuard;
 use crate::peer::PeerStats;
 
-use super::decision;
+use super::decision::{self, deadline_millis};
 use super::dispatch::hold;
 use super::invocation::{Hints, Mode, Neighbour, Principal};
 use super::{admission, remote};
@@ -49,8 +49,16 @@ pub struct Pass {
     pub slot: InflightGuard,
     /// Hops left as the neighbour stated them.
     pub hop_limit: u8,
-    pub body: Transit,
+    /// Streamed, or — declared within [`WHOLE_UP_TO`] — read already.
+    pub body: OutBody,
 }
+
+/// Bodies declared at most this long are read before they are passed on:
+/// one stream's flow-control window, what the neighbour may send before
+/// we read anyway. They go on in one write (headers and body in one TLS
+/// record, the assertion in the headers) instead of a body followed by
+/// trailers a turn later.
+pub const WHOLE_UP_TO: usize = crate::peer::h2_settings::STREAM_WINDOW as usize;
 
 /// Does a call pinned to `route` pass through here unread? When the
 /// route is another router's and a path to it is known: `Some`, saying
@@ -112,8 +120,20 @@ pub async fn pass(core: &Rc<Core>, p: Pass) -> Result<Response<Body>, ApiError> 
             HeaderValue::from_static("text/event-stream"),
         );
     }
+    let transit = match &p.body {
+        OutBody::Transit(t) => Some(t.clone()),
+        OutBody::Whole(_) => None,
+    };
+    // A body read here counts against the buffer budget while it is held,
+    // as a whole-read call's does (never refused: the in-flight cap bounds
+    // these).
+    let _held = core.budget.reserve_forced(
+        Holder::new(&who.tenant, n.addr.ip()),
+        p.body.held(),
+        Some(deadline_millis(deadline)),
+    );
     let out = Outgoing {
-        body: OutBody::Transit(p.body.clone()),
+        body: p.body,
         relay,
         who: Some(who.clone()),
         peer_path: if p.stream {
@@ -129,11 +149,15 @@ pub async fn pass(core: &Rc<Core>, p: Pass) -> Result<Response<Body>, ApiError> 
         .forwarder
         .forward(&who.capability, &candidates, &out, kind, deadline)
         .await;
-    PeerStats::add(&stats.transit_bytes, p.body.seen() as u64);
+    let passed = match &transit {
+        Some(t) => t.seen(),
+        None => out.body.held(),
+    };
+    PeerStats::add(&stats.transit_bytes, passed as u64);
     // A body cut on its way (too large, not what was signed, its sender
     // gone) never ended at the next hop: nothing was dispatched there,
     // whatever the attempt saw.
-    if let Some(cut) = p.body.failure() {
+    if let Some(cut) = transit.and_then(|t| t.failure()) {
         return Err(cut.to_api_error().capability(&who.capability));
     }
     let resp = relay_response(sent?);
