@@ -602,6 +602,7 @@ CROSS_CASES = [
     ("settings", "relay", "relay", {"mode": "server", "reconnect_min_ms": "5000", "reconnect_max_ms": "1000"},
      ["reconnect_min_ms", "reconnect_max_ms"]),
     ("settings", "ipv6", "ipv6", {"mode": "ndp-proxy"}, ["prefix"]),
+    ("settings", "ipv6", "ipv6", {"mode": "ndp-proxy", "prefix": "2001:db8:1::/56"}, ["ndp-proxy", "/64"]),
     ("settings", "gateway", "gateway", {"public_cert": "/etc/agentd/public.pem"}, ["public_key"]),
     ("mappings", "mapping", "both_schemas", {"capability": "demo.echo", "input_schema": "{}",
                                              "input_schema_file": "/etc/agentd/schema.json"}, ["input_schema"]),

@@ -29,3 +29,5 @@ pub mod config;
 pub mod daemon;
 #[cfg(feature = "daemon")]
 pub mod discovery;
+#[cfg(feature = "daemon")]
+pub mod ipv6;

@@ -496,6 +496,27 @@ fn conditional_requirements() {
             }
         )
     );
+    // Proxy NDP answers on the upstream's on-link /64 only.
+    let e = one_error(
+        "config ipv6 'ipv6'\n\toption mode 'ndp-proxy'\n\toption prefix '2001:db8:1::/56'\n",
+    );
+    assert_eq!(e.option.as_deref(), Some("prefix"));
+    assert!(e.to_string().contains("must be that /64"), "{e}");
+    for prefix in ["2001:db8:1::/64", "auto"] {
+        let text =
+            format!("config ipv6 'ipv6'\n\toption mode 'ndp-proxy'\n\toption prefix '{prefix}'\n");
+        assert_eq!(ok(&text).ipv6.prefix, prefix);
+    }
+    assert_eq!(
+        ok("config ipv6 'ipv6'\n\toption mode 'routed-prefix'\n\toption prefix '2001:db8::/48'\n")
+            .ipv6
+            .prefix,
+        "2001:db8::/48"
+    );
+    let e = one_error(
+        "config ipv6 'ipv6'\n\toption mode 'routed-prefix'\n\toption prefix '2001:db8::/72'\n",
+    );
+    assert!(e.to_string().contains("/48 to /64"), "{e}");
     let e = one_error("config cloud 'cloud'\n\toption enabled '1'\n");
     assert_eq!(e.option.as_deref(), Some("url"));
     let e = one_error("config relay 'relay'\n\toption reconnect_min_ms '5000'\n\toption reconnect_max_ms '1000'\n");

@@ -673,6 +673,24 @@ fn ipv6(r: &mut Reader) -> Ipv6 {
         &v.prefix,
         format!("mode is '{}'", v.mode),
     );
+    // Proxy NDP answers for addresses on the upstream's on-link subnet:
+    // one /64, never a wider prefix the upstream does not put on its link.
+    let len = v
+        .prefix
+        .rsplit_once('/')
+        .and_then(|(_, l)| l.parse::<u8>().ok());
+    let wide = v.prefix != "auto" && !v.prefix.is_empty() && len != Some(64);
+    if v.mode == Ipv6Mode::NdpProxy && wide && r.ok("prefix") {
+        r.error(
+            Some("prefix"),
+            ConfigErrorKind::Refused {
+                reason: format!(
+                    "mode 'ndp-proxy' answers neighbour solicitations on the upstream link's /64: the prefix must be that /64 (or 'auto'), not {}",
+                    v.prefix
+                ),
+            },
+        );
+    }
     v
 }
 

@@ -48,7 +48,7 @@ pub fn check_value(kind: Kind, s: &str) -> bool {
                 && s.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'-'))
         }
-        Kind::Ipv6Prefix => ipv6_prefix(s),
+        Kind::AgentPrefix => s == "auto" || agent_prefix(s),
         Kind::IpNet => parse_ip_net(s).is_some(),
         Kind::Name => token(s, &[]),
         Kind::RouteId => token(s, b":"),
@@ -157,13 +157,16 @@ fn host_port(s: &str) -> bool {
     }
 }
 
-fn ipv6_prefix(s: &str) -> bool {
-    match s.split_once('/') {
-        Some((addr, len)) => {
-            addr.parse::<Ipv6Addr>().is_ok() && parse_uint(len).is_some_and(|l| l <= 128)
-        }
-        None => false,
-    }
+fn agent_prefix(s: &str) -> bool {
+    let Some((addr, len)) = s.split_once('/') else {
+        return false;
+    };
+    let (Ok(a), Some(len)) = (addr.parse::<Ipv6Addr>(), parse_uint(len)) else {
+        return false;
+    };
+    let first = a.segments()[0];
+    let len_ok = u8::try_from(len).is_ok_and(|l| super::AGENT_PREFIX_LEN.contains(&l));
+    len_ok && (first & 0xe000 == 0x2000 || first & 0xfe00 == 0xfc00)
 }
 
 /// Parses `addr/len` (IPv4 or IPv6) or a bare address (a host network)
@@ -312,9 +315,22 @@ mod tests {
         assert!(check_value(Kind::Host, "192.0.2.2"));
         assert!(check_value(Kind::Host, "router-b.lab.example"));
         assert!(!check_value(Kind::Host, "router b"));
-        assert!(check_value(Kind::Ipv6Prefix, "2001:db8:1::/64"));
-        assert!(!check_value(Kind::Ipv6Prefix, "2001:db8:1::/129"));
-        assert!(!check_value(Kind::Ipv6Prefix, "192.0.2.0/24"));
+        for ok in ["2001:db8:1::/64", "2001:db8::/48", "fd00:1::/56", "auto"] {
+            assert!(check_value(Kind::AgentPrefix, ok), "{ok}");
+        }
+        for bad in [
+            "2001:db8:1::/129",
+            "2001:db8:1::/65",
+            "2001:db8::/47",
+            "fe80::/64",
+            "ff02::/64",
+            "::/64",
+            "192.0.2.0/24",
+            "Auto",
+            "",
+        ] {
+            assert!(!check_value(Kind::AgentPrefix, bad), "{bad}");
+        }
         assert!(check_value(Kind::IpNet, "192.0.2.0/24"));
         assert!(check_value(Kind::IpNet, "fd00::/8"));
         assert!(check_value(Kind::IpNet, "::1"));

@@ -60,6 +60,11 @@ pub enum DefaultValue {
     SectionName,
 }
 
+/// Prefix lengths per-agent addresses may come from: /64 is the smallest
+/// on-link subnet NDP proxying and SLAAC work with, a /48 the largest a
+/// site is usually delegated.
+pub const AGENT_PREFIX_LEN: std::ops::RangeInclusive<u8> = 48..=64;
+
 /// What values an option accepts. `Display` gives the phrase used in
 /// errors: "expected {kind}".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,8 +100,10 @@ pub enum Kind {
     DomainName,
     /// Network interface name: `[A-Za-z0-9._@-]{1,15}`.
     Ifname,
-    /// IPv6 prefix `addr/len`.
-    Ipv6Prefix,
+    /// The prefix per-agent addresses come from: IPv6 `addr/len`,
+    /// [`AGENT_PREFIX_LEN`] long, global unicast (2000::/3) or unique
+    /// local (fc00::/7); or `auto` (the router's delegated or WAN prefix).
+    AgentPrefix,
     /// IPv4 or IPv6 network `addr/len`; a bare address is a host (`/32`,
     /// `/128`).
     IpNet,
@@ -142,7 +149,9 @@ impl fmt::Display for Kind {
             Kind::DnsLabel => f.write_str("a DNS label (letters, digits, inner '-', at most 63)"),
             Kind::DomainName => f.write_str("a DNS domain name"),
             Kind::Ifname => f.write_str("an interface name (at most 15 characters)"),
-            Kind::Ipv6Prefix => f.write_str("an IPv6 prefix 'addr/len'"),
+            Kind::AgentPrefix => f.write_str(
+                "'auto' or an IPv6 prefix 'addr/len' of /48 to /64 in 2000::/3 or fc00::/7",
+            ),
             Kind::IpNet => f.write_str("an IP network 'addr/len' or an address"),
             Kind::Name => f.write_str("a name of letters, digits, '.', '_' and '-'"),
             Kind::RouteId => f.write_str("an id of letters, digits, '.', '_', ':' and '-'"),

@@ -323,7 +323,7 @@ const MAPPING: &[OptionSpec] = &[
 #[rustfmt::skip]
 const IPV6: &[OptionSpec] = &[
     one_of("mode", Ipv6Mode::NAMES, "off", "Per-agent /128 addresses."),
-    text("prefix", Kind::Ipv6Prefix, "", "Prefix /128s are taken from.").or_empty("none (required unless mode is off)"),
+    text("prefix", Kind::AgentPrefix, "", "Prefix the /128s are derived from (/48 to /64), or 'auto': the delegated or WAN prefix of upstream_interface.").or_empty("none (required unless mode is off)"),
     text("interface", Kind::Ifname, "agent0", "Dummy interface holding the /128s."),
     text("upstream_interface", Kind::Ifname, "wan", "Interface for proxy NDP entries (ndp-proxy)."),
     uint("max_addresses", "256", 1, 65536, "Most /128s at once."),

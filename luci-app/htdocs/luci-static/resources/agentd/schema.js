@@ -1025,9 +1025,9 @@ return baseclass.extend({
 	      },
 	      "prefix": {
 	        "default": "",
-	        "doc": "Prefix /128s are taken from.",
+	        "doc": "Prefix the /128s are derived from (/48 to /64), or 'auto': the delegated or WAN prefix of upstream_interface.",
 	        "empty": "none (required unless mode is off)",
-	        "kind": "ipv6prefix",
+	        "kind": "agentprefix",
 	        "label": "Prefix",
 	        "list": false
 	      },

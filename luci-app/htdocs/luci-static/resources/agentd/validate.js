@@ -234,12 +234,18 @@ var CHECKS = {
 	dnslabel: function(k, s) { return dnsLabel(s) },
 	domainname: function(k, s) { return domainName(s) },
 	ifname: function(k, s) { return s.length >= 1 && s.length <= 15 && /^[A-Za-z0-9._@-]+$/.test(s) },
-	ipv6prefix: function(k, s) {
+	agentprefix: function(k, s) {
+		if (s == 'auto')
+			return true;
 		var i = s.indexOf('/');
 		if (i < 0 || !ipv6(s.substring(0, i)))
 			return false;
 		var len = parseUint(s.substring(i + 1));
-		return len != null && len <= 128n;
+		if (len == null || len < 48n || len > 64n)
+			return false;
+		var head = s.substring(0, i);
+		var first = head.indexOf('::') == 0 ? 0 : parseInt(head.split(':')[0], 16);
+		return (first & 0xe000) == 0x2000 || (first & 0xfe00) == 0xfc00;
 	},
 	ipnet: function(k, s) { return ipNet(s) },
 	name: function(k, s) { return token(s, '') },
@@ -267,7 +273,7 @@ function expected(k) {
 	case 'dnslabel': return _("a DNS label (letters, digits, inner '-', at most 63)");
 	case 'domainname': return _('a DNS domain name');
 	case 'ifname': return _('an interface name (at most 15 characters)');
-	case 'ipv6prefix': return _("an IPv6 prefix 'addr/len'");
+	case 'agentprefix': return _("'auto' or an IPv6 prefix 'addr/len' of /48 to /64 in 2000::/3 or fc00::/7");
 	case 'ipnet': return _("an IP network 'addr/len' or an address");
 	case 'name': return _("a name of letters, digits, '.', '_' and '-'");
 	case 'routeid': return _("an id of letters, digits, '.', '_', ':' and '-'");
@@ -283,7 +289,8 @@ function expected(k) {
 /*
  * The checks between options of one section that uci-schema makes when it
  * builds the config (uci-schema/src/config/build.rs: required_when, order,
- * Exclusive) for the sections these pages edit. test_luci.py holds each
+ * Exclusive, and the rules a `check` names with `fails`) for the sections
+ * these pages edit. test_luci.py holds each
  * to `agentd --check-config`: the page refuses what the check refuses.
  */
 var CROSS = {
@@ -291,7 +298,15 @@ var CROSS = {
 		{ need: 'public_key', when: 'public_cert', holds: nonEmpty, because: _('public_cert is set') },
 		{ need: 'public_cert', when: 'public_key', holds: nonEmpty, because: _('public_key is set') }
 	],
-	ipv6: [ { need: 'prefix', when: 'mode', holds: function(v) { return v != 'off'; }, because: _('mode is not off') } ],
+	ipv6: [
+		{ need: 'prefix', when: 'mode', holds: function(v) { return v != 'off'; }, because: _('mode is not off') },
+		{ check: [ 'mode', 'prefix' ], fails: function(val) {
+			var p = String(val('prefix'));
+			if (String(val('mode')) != 'ndp-proxy' || p == '' || p == 'auto' || parseUint(p.split('/')[1] || '') == 64n)
+				return null;
+			return _("mode 'ndp-proxy' answers neighbour solicitations on the upstream link's /64: the prefix must be that /64 (or 'auto')");
+		} }
+	],
 	relay: [
 		{ need: 'server', when: 'mode', holds: function(v) { return v == 'client'; }, because: _("mode is 'client'") },
 		{ lower: 'reconnect_min_ms', upper: 'reconnect_max_ms' }
@@ -410,6 +425,11 @@ return baseclass.extend({
 				var lo = String(val(r.lower)), hi = String(val(r.upper));
 				if (/^[0-9]+$/.test(lo) && /^[0-9]+$/.test(hi) && BigInt(lo) > BigInt(hi))
 					return _('%s (%s) must not exceed %s (%s)').format(r.lower, lo, r.upper, hi);
+			}
+			if (r.check && r.check.indexOf(name) >= 0) {
+				var why = r.fails(val);
+				if (why)
+					return why;
 			}
 			if (r.exclusive && r.exclusive.indexOf(name) >= 0 &&
 			    r.exclusive.filter(function(n) { return nonEmpty(val(n)); }).length > 1)
