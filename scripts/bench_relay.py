@@ -358,7 +358,7 @@ def main() -> int:
                 f"peak RSS growth A {big[row][f'c{c}']['peak_rss_growth_kib']['gw[router-a]']} KiB "
                 f"C {big[row][f'c{c}']['peak_rss_growth_kib']['gw[router-c]']} KiB" for c, _ in BIG_LOADS))
         print(f"{BIG >> 20} MiB relay/samehop: " + ", ".join(
-            f"c{c} p50 {v['p50']:.2f}x rps {v['throughput']:.2f}x" for c, v in big["relay_to_samehop"].items())
+            f"{c} p50 {v['p50']:.2f}x rps {v['throughput']:.2f}x" for c, v in big["relay_to_samehop"].items())
             + f"; relay growth A/C at c{BIG_LOADS[-1][0]} {big['relay_growth_a_to_c']:.2f}")
         print("RSS KiB before -> after load: " + ", ".join(
             f"{k} {rss_before[k]['VmRSS_kib']}->{rss_after[k]['VmRSS_kib']}" for k in daemons))

@@ -7,9 +7,12 @@
 //! restart or a re-registration, and nobody outside can guess which
 //! addresses are in use. [`derive`] is that function; [`pool`] the
 //! bounded table of addresses bound now. Both are pure: the kernel side
-//! (rtnetlink) applies what the pool decided.
+//! ([`kernel`], rtnetlink messages of [`netlink`]) applies what the pool
+//! decided.
 
 pub mod derive;
+pub mod kernel;
+pub mod netlink;
 pub mod pool;
 
 pub use derive::{derive, AgentKey, Prefix, PrefixError};
