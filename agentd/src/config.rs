@@ -109,6 +109,8 @@ pub struct Runtime {
     /// Notes on options of other sections that do more than they seem
     /// to (see [`Runtime::advice`]).
     pub notes: Vec<String>,
+    /// The per-agent address section (`daemon::ipv6`).
+    pub ipv6: uci_schema::Ipv6,
 }
 
 impl Runtime {
@@ -353,6 +355,7 @@ pub fn convert(p: &Partial, file: &str) -> (Runtime, Vec<String>) {
         mesh,
         discovery: crate::daemon::discovery::settings::DiscoverySettings::of_config(c),
         notes: notes(c),
+        ipv6: c.ipv6.clone(),
     };
     (rt, errors)
 }

@@ -9,6 +9,7 @@ pub mod args;
 pub mod command;
 pub mod discovery;
 mod discovery_records;
+pub mod ipv6;
 pub mod peers;
 pub mod pki;
 pub mod pki_identity;

@@ -51,6 +51,7 @@ pub fn status_json(s: &StatusView) -> Value {
             "detail": s.nexus_alias.detail.as_deref(),
         },
         "relay": s.relay.as_deref().map(super::peers::relay_json),
+        "ipv6": s.ipv6.as_deref().map(super::ipv6::ipv6_json),
     })
 }
 
@@ -120,6 +121,12 @@ pub fn status_text(s: &StatusView) -> String {
         .as_deref()
         .into_iter()
         .flat_map(super::peers::relay_rows)
+        .chain(
+            s.ipv6
+                .as_deref()
+                .into_iter()
+                .flat_map(super::ipv6::ipv6_rows),
+        )
     {
         kv(&k, v);
     }

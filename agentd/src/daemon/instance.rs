@@ -44,6 +44,7 @@ use std::path::PathBuf;
 use super::discovery::{Discovery, Own};
 use super::effect::Effect;
 use super::input::{Admission, ConfigEdit, Control, Input, ReloadCause, Signal};
+use super::ipv6::Ipv6Service;
 use super::options::ConfigSource;
 use super::peers::tls::Identity;
 use super::peers::Peers;
@@ -84,6 +85,18 @@ pub struct Instance {
     effects: Vec<Effect>,
     /// When the table has shrunk enough to give memory back.
     trim: super::memory::TrimPolicy,
+    /// The per-agent address service (`ipv6.mode`), `None` when off.
+    ipv6: Option<Ipv6Service>,
+}
+
+/// Brings up the per-agent address service `rt` configures.
+fn start_ipv6(rt: &Runtime) -> Option<Ipv6Service> {
+    let env = super::ipv6::Env {
+        identity: &rt.mesh.identity,
+        dhcp_config: std::path::Path::new(super::ipv6::DHCP_CONFIG),
+        odhcpd_running: rt.ipv6.mode != uci_schema::Ipv6Mode::Off && super::ipv6::odhcpd_running(),
+    };
+    Ipv6Service::start(&rt.ipv6, &env)
 }
 
 impl Instance {
@@ -95,6 +108,7 @@ impl Instance {
         let monitor = Monitor::new(monitor_config(&state.runtime().health));
         let peers = Peers::new(state.runtime().mesh.clone(), identity);
         let discovery = Discovery::new(state.runtime().discovery.clone());
+        let ipv6 = start_ipv6(state.runtime());
         Instance {
             state,
             source,
@@ -108,6 +122,7 @@ impl Instance {
             discovery,
             effects: Vec::new(),
             trim: super::memory::TrimPolicy::default(),
+            ipv6,
         }
     }
 
@@ -283,6 +298,7 @@ impl Instance {
                         s.fib_subscribers = self.exporter.len() as u64;
                         s.nexus_alias = self.discovery.alias_view();
                         s.relay = self.peers.relay_view(now).map(Box::new);
+                        s.ipv6 = self.ipv6.as_ref().map(|v| Box::new(v.view()));
                     }
                     Ok(ResponseBody::Stats(s)) => {
                         let e = self.exporter.stats();
@@ -414,6 +430,14 @@ impl Instance {
                 }
                 // Check kind, pacing or thresholds may have changed.
                 self.sync_health(now);
+                let rt = self.state.runtime();
+                let same = match &self.ipv6 {
+                    Some(s) => s.same_config(&rt.ipv6),
+                    None => rt.ipv6.mode == uci_schema::Ipv6Mode::Off,
+                };
+                if !same {
+                    self.ipv6 = start_ipv6(rt);
+                }
                 Ok(self.state.config_generation())
             }
             Err(e) => {

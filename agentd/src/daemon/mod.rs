@@ -19,6 +19,7 @@ pub mod input;
 pub mod instance;
 #[cfg(test)]
 mod instance_tests;
+pub mod ipv6;
 pub mod lookup;
 pub mod memory;
 pub mod options;

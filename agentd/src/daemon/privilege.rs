@@ -56,6 +56,11 @@ fn current() -> io::Result<[CapData; 2]> {
     Ok(data)
 }
 
+/// Whether this thread holds capability `cap` in its effective set.
+pub fn holds(cap: u32) -> bool {
+    current().is_ok_and(|d| d[(cap / 32) as usize].effective & (1 << (cap % 32)) != 0)
+}
+
 /// What [`keep_only`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dropped {

@@ -41,7 +41,7 @@ use crate::time::Millis;
 ///     domains their state.
 /// 14: peer links say how the data plane reaches the router (`relay`:
 ///     direct, a relay client's tunnel, or our relay).
-pub const PROTOCOL_VERSION: u32 = 15;
+pub const PROTOCOL_VERSION: u32 = 16;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;
@@ -454,6 +454,32 @@ pub struct StatusView {
     pub nexus_alias: AliasView,
     /// The relay role (`relay.mode`), `None` when off.
     pub relay: Option<Box<RelayView>>,
+    /// The per-agent address service (`ipv6.mode`), `None` when off.
+    pub ipv6: Option<Box<Ipv6View>>,
+}
+
+/// The per-agent address service as `agentctl status` and ubus show it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ipv6View {
+    /// `routed-prefix` or `ndp-proxy`.
+    pub mode: Box<str>,
+    /// The prefix in use (`auto` resolved); `None` when none could be.
+    pub prefix: Option<Box<str>>,
+    /// `ipv6.prefix` as written (`auto` or a prefix).
+    pub configured_prefix: Box<str>,
+    pub interface: Box<str>,
+    pub upstream_interface: Box<str>,
+    /// Addresses bound to agents now, and the most allowed.
+    pub bound: u64,
+    pub max_addresses: u64,
+    /// Addresses can be bound (no problem below).
+    pub ready: bool,
+    /// Why addresses cannot be bound now.
+    pub problems: Vec<Box<str>>,
+    /// Cautions that do not stop it (odhcpd relaying NDP upstream).
+    pub warnings: Vec<Box<str>>,
+    /// Addresses and proxy entries an earlier run left, removed at start.
+    pub stale_removed: u64,
 }
 
 /// The relay role as `agentctl status` / `peers` and ubus show it.

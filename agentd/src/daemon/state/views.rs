@@ -35,6 +35,7 @@ impl State {
             // Discovery's, filled in by the daemon.
             nexus_alias: Default::default(),
             relay: None,
+            ipv6: None,
         }
     }
 
