@@ -15,6 +15,7 @@ from __future__ import annotations
 import subprocess
 from typing import List
 
+from harness.backend import registration
 from harness.config import Section
 from harness.poll import wait_for
 
@@ -122,3 +123,69 @@ def test_what_keeps_addresses_from_being_bound_is_in_status_up_front(mesh):
     v = ipv6_status(b)
     assert not v["ready"], v
     assert any("CAP_NET_ADMIN" in p for p in v["problems"]), v
+
+
+def test_an_agent_that_asks_holds_its_address_for_as_long_as_its_route_lives(mesh):
+    """Proves binding in `ndp-proxy` mode: a nexilume-shaped registration
+    (`public_ipv6: "auto"`) gets an address of the prefix, added to the
+    address link with a proxy entry upstream (read back from the kernel),
+    and the reply says so — offering no `public_endpoint` while agent-gw
+    does not serve it; with `max_addresses 1` a second agent's
+    registration still succeeds and its reply names the limit; when the
+    first route is unregistered the address and its proxy entry go, the
+    second agent then gets one when it registers again, and the first
+    agent registering again gets its old address back, and again after
+    agentd is stopped and started (its lease restored); a route whose
+    lease ends loses its address without anyone asking."""
+    a = mesh.router("router-a", agentd={"min_lease": "1"})
+    up = upstream(mesh, a)
+    ns = a.ns.netns
+    a.cfg.sections.append(Section("ipv6", "ipv6", {
+        "mode": "ndp-proxy", "prefix": "2001:db8:66:1::/64", "interface": "lo", "upstream_interface": up,
+        "max_addresses": "1"}))
+    a.start()
+    backend = a.lan_backend()
+    try:
+        first = registration("v6.one", backend.endpoint, name="one", lease_seconds=60, public_ipv6="auto")
+        got = a.stack.register(first)
+        addr = got["public_ipv6_status"]["address"]
+        assert addr and addr.startswith("2001:db8:66:1:"), got
+        assert "public_endpoint" not in got and "public_ipv6" not in got, got
+        assert f"{addr}/128" in addrs(ns, "lo") and proxies(ns, up) == [addr], (addrs(ns, "lo"), proxies(ns, up))
+        assert ipv6_status(a)["bound"] == 1
+
+        second = registration("v6.two", backend.endpoint, name="two", lease_seconds=60, public_ipv6="auto")
+        got2 = a.stack.register(second)
+        assert got2["public_ipv6_status"]["address"] is None, got2
+        assert "max_addresses" in got2["public_ipv6_status"]["reason"], got2
+
+        r = a.stack.http.post("/agent/v1/unregister", {"route_id": got["route_id"]})
+        assert r.status == 200, r.describe()
+        wait_for("the first address to go", lambda: f"{addr}/128" not in addrs(ns, "lo"), timeout=10)
+        assert proxies(ns, up) != [addr]
+        again2 = a.stack.register(second)
+        addr2 = again2["public_ipv6_status"]["address"]
+        assert addr2 and addr2 != addr, again2
+        assert f"{addr2}/128" in addrs(ns, "lo")
+
+        a.stack.http.post("/agent/v1/unregister", {"route_id": again2["route_id"]})
+        wait_for("the second address to go", lambda: f"{addr2}/128" not in addrs(ns, "lo"), timeout=10)
+        back = a.stack.register(first)
+        assert back["public_ipv6_status"]["address"] == addr, (back, addr)
+
+        # agentd stopped (it writes its leases on the way out) and started
+        # again within the boot: the lease comes back from its state file
+        # with its request, and so does the address (removed as stale at
+        # start, bound again with the restored route).
+        a.stack.agentd.stop()
+        a.stack.start_agentd()
+        wait_for("the restored route's address", lambda: ipv6_status(a)["bound"] == 1, timeout=10)
+        assert f"{addr}/128" in addrs(ns, "lo") and proxies(ns, up) == [addr], addrs(ns, "lo")
+        a.stack.wait_gw_ready()
+
+        short = registration("v6.one", backend.endpoint, name="one", lease_seconds=1, public_ipv6="auto")
+        a.stack.register(short)
+        wait_for("the address of the ended lease to go", lambda: f"{addr}/128" not in addrs(ns, "lo"), timeout=15)
+        wait_for("status to count none bound", lambda: ipv6_status(a)["bound"] == 0, timeout=5)
+    finally:
+        backend.close()

@@ -101,7 +101,15 @@ def test_a_sending_gateway_costs_one_replay_window_at_any_rate(mesh):
     to each neighbour, so a sender is one window whatever its rate — and
     none is refused as `assertion_cache_full`."""
     tiny = {"replay_cache": 2}
-    ch = build_chain(mesh, a_gateway=tiny, b_gateway=tiny)
+
+    def unmetered(a, b, c):
+        # 300 calls as fast as the path allows: the tenant's rate at C
+        # (100/s, burst 200 by default) is not what this test is about.
+        for s in c.cfg.sections:
+            if s.type == "tenant":
+                s.options.update({"rate_per_second": "100000", "rate_burst": "100000"})
+
+    ch = build_chain(mesh, a_gateway=tiny, b_gateway=tiny, configure=unmetered)
     backend = ch.a.lan_backend()
     try:
         ch.a.serve(backend, "flow.echo")

@@ -141,6 +141,7 @@ fn the_gateway_learns_the_peer_link_and_is_notified_when_it_changes() {
                 lease_seconds: Some(300),
                 caller: None,
                 owner: None,
+                public_ipv6: false,
             })
             .await
             .unwrap();

@@ -84,7 +84,17 @@ fn registers_through_agentd_and_keeps_forwarding_while_agentd_is_down() {
         let route_id = lease["route_id"].as_str().unwrap().to_string();
         assert!(lease["generation"].as_u64().is_some());
         assert_eq!(lease["lease_seconds"], 300);
-        assert_eq!(lease["ignored"][0], "public_ipv6");
+        // nexilume asks for an address by default; with ipv6.mode off the
+        // registration stands and the reply says why none was bound,
+        // offering no endpoint the SDK would read.
+        assert!(lease.get("ignored").is_none(), "{lease}");
+        let v6 = &lease["public_ipv6_status"];
+        assert!(v6["address"].is_null() && v6["served"] == false, "{lease}");
+        assert!(
+            v6["reason"].as_str().unwrap().contains("ipv6.mode 'off'"),
+            "{lease}"
+        );
+        assert!(lease.get("public_ipv6").is_none() && lease.get("public_endpoint").is_none());
         // Read-your-writes: the answer comes once the gateway can route.
         assert_eq!(state.fib.borrow().routes(), 1);
 

@@ -75,6 +75,7 @@ fn register() -> Request {
             lease_seconds: Some(30),
             caller: None,
             owner: None,
+            public_ipv6: false,
         }),
     }
 }

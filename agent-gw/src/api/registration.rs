@@ -20,7 +20,7 @@ const MAX_DESCRIPTION: usize = 512;
 const MAX_ACCESS_ITEMS: usize = 32;
 
 /// Optional fields accepted but not acted on yet; echoed in `ignored`.
-const UNSUPPORTED: [&str; 3] = ["public_ipv6", "backend_tls", "cloud"];
+const UNSUPPORTED: [&str; 2] = ["backend_tls", "cloud"];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Registration {
@@ -35,6 +35,9 @@ pub struct Registration {
     pub lease_seconds: Option<u64>,
     pub contract: Option<Contract>,
     pub access: Access,
+    /// The agent asks for a public IPv6 address: nexilume's
+    /// `public_ipv6: "auto"` (its default) or `true`.
+    pub public_ipv6: bool,
     pub ignored: Vec<&'static str>,
 }
 
@@ -62,6 +65,8 @@ pub struct LeaseReply {
     pub lease_seconds: u64,
     pub removed: bool,
     pub ignored: Vec<&'static str>,
+    /// Our extension: what became of `public_ipv6` (docs/ipv6.md).
+    pub public_ipv6_status: Option<Value>,
 }
 
 impl LeaseReply {
@@ -75,16 +80,34 @@ impl LeaseReply {
         if !self.ignored.is_empty() {
             v["ignored"] = json!(self.ignored);
         }
+        if let Some(s) = &self.public_ipv6_status {
+            v["public_ipv6_status"] = s.clone();
+        }
         v
     }
 }
 
 fn ignored(doc: &Map<String, Value>) -> Vec<&'static str> {
-    UNSUPPORTED
+    let mut out: Vec<&'static str> = UNSUPPORTED
         .iter()
         .copied()
         .filter(|k| doc.get(*k).is_some_and(|v| !v.is_null()))
-        .collect()
+        .collect();
+    // A value that is neither a request nor a refusal: not understood,
+    // never a failure (the registration itself stands).
+    if doc
+        .get("public_ipv6")
+        .is_some_and(|v| !v.is_null() && !v.is_boolean() && v != "auto")
+    {
+        out.insert(0, "public_ipv6");
+    }
+    out
+}
+
+/// Whether the registration asks for a public IPv6 address.
+fn wants_public_ipv6(doc: &Map<String, Value>) -> bool {
+    matches!(doc.get("public_ipv6"), Some(Value::Bool(true)))
+        || doc.get("public_ipv6").is_some_and(|v| v == "auto")
 }
 
 fn route_id(doc: &Map<String, Value>) -> Result<Option<RouteId>, DecodeError> {
@@ -219,6 +242,7 @@ impl Registration {
             lease_seconds,
             contract: contract(&doc)?,
             access,
+            public_ipv6: wants_public_ipv6(&doc),
             ignored: ignored(&doc),
         })
     }
@@ -266,8 +290,21 @@ mod tests {
         assert_eq!(r.attrs.latency_ms, 3);
         assert_eq!(r.lease_seconds, Some(300));
         assert_eq!(r.route_id, None);
-        assert_eq!(r.ignored, vec!["public_ipv6"]);
+        assert!(r.public_ipv6, "nexilume's default asks for an address");
+        assert!(r.ignored.is_empty(), "{:?}", r.ignored);
         assert_eq!(r.contract, None);
+        let base = r#"{"intent":"demo.echo","origin":"agent://lab/echo","endpoint":"http://192.0.2.5:4000/invoke","tenant":"lab""#;
+        for (value, asks, ignored) in [
+            ("true", true, false),
+            ("false", false, false),
+            ("null", false, false),
+            ("\"2001:db8::1\"", false, true),
+            ("7", false, true),
+        ] {
+            let r = reg(&format!(r#"{base},"public_ipv6":{value}}}"#)).unwrap();
+            assert_eq!(r.public_ipv6, asks, "{value}");
+            assert_eq!(r.ignored.contains(&"public_ipv6"), ignored, "{value}");
+        }
     }
 
     #[test]
@@ -348,6 +385,7 @@ mod tests {
             lease_seconds: 30,
             removed: false,
             ignored: vec![],
+            public_ipv6_status: None,
         };
         assert_eq!(
             r.to_json(),

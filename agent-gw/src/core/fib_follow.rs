@@ -187,6 +187,7 @@ async fn reseed(state: &Core, client: &Client) {
                     // route was bound to (and its id).
                     caller: None,
                     owner: r.owner,
+                    public_ipv6: false,
                 }
             })
             .collect()

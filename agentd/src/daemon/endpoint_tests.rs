@@ -54,6 +54,7 @@ fn reg(endpoint: &str) -> Registration {
         lease_seconds: None,
         caller: None,
         owner: None,
+        public_ipv6: false,
     }
 }
 

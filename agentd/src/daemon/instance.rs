@@ -56,7 +56,9 @@ use crate::fib::export::{FibExporter, SubscriberId};
 use crate::fib::FibChange;
 use crate::health::monitor::{Monitor, MonitorConfig};
 use crate::health::schedule::Pacing;
-use crate::ipc::message::{AdmissionDone, AdmissionRefusal, IpcError, RequestBody, ResponseBody};
+use crate::ipc::message::{
+    AdmissionDone, AdmissionRefusal, IpcError, Ipv6Grant, RequestBody, ResponseBody,
+};
 use crate::ipc::server::{ConnId, Disconnect, FibSink, IncomingRequest, Replier, ServerEvent};
 use crate::route::RouteSource;
 use crate::time::Millis;
@@ -87,6 +89,8 @@ pub struct Instance {
     trim: super::memory::TrimPolicy,
     /// The per-agent address service (`ipv6.mode`), `None` when off.
     ipv6: Option<Ipv6Service>,
+    /// The table generation the addresses were last brought in line with.
+    ipv6_seen: u64,
 }
 
 /// Brings up the per-agent address service `rt` configures.
@@ -123,6 +127,7 @@ impl Instance {
             effects: Vec::new(),
             trim: super::memory::TrimPolicy::default(),
             ipv6,
+            ipv6_seen: u64::MAX,
         }
     }
 
@@ -134,6 +139,7 @@ impl Instance {
     /// `effects`, for the effect [`Driver`](super::effect::Driver).
     pub fn process(&mut self, input: Input, now: Millis, effects: &mut Vec<Effect>) -> Control {
         let control = self.step(input, now);
+        self.sync_ipv6(false);
         if self.trim.observe(self.state.table().len()) {
             self.effects.push(Effect::TrimMemory);
         }
@@ -292,7 +298,17 @@ impl Instance {
                     let known = super::peer_addrs::known(&self.peers, &self.discovery, now);
                     self.state.set_peer_addrs(known);
                 }
+                let wants_ipv6 = matches!(&body, RequestBody::Register(r) if r.public_ipv6);
                 let mut handled = self.state.handle(body, now);
+                if let (true, Ok(ResponseBody::Lease(grant))) = (wants_ipv6, &mut handled.reply) {
+                    self.sync_ipv6(true);
+                    grant.public_ipv6 = Some(match &self.ipv6 {
+                        Some(v6) => v6.grant(&grant.route_id),
+                        None => Ipv6Grant::NotBound(
+                            "IPv6 binding is off on this router (ipv6.mode 'off')".into(),
+                        ),
+                    });
+                }
                 match &mut handled.reply {
                     Ok(ResponseBody::Status(s)) => {
                         s.fib_subscribers = self.exporter.len() as u64;
@@ -437,6 +453,7 @@ impl Instance {
                 };
                 if !same {
                     self.ipv6 = start_ipv6(rt);
+                    self.sync_ipv6(true);
                 }
                 Ok(self.state.config_generation())
             }
@@ -447,6 +464,20 @@ impl Instance {
                 );
                 Err(e)
             }
+        }
+    }
+
+    /// Brings the per-agent addresses in line with the routes that asked
+    /// for one, when the table changed since the last time (or `force`:
+    /// a registration that asks needs its answer now).
+    fn sync_ipv6(&mut self, force: bool) {
+        let Some(v6) = &mut self.ipv6 else {
+            return;
+        };
+        let generation = self.state.table().generation();
+        if force || generation != self.ipv6_seen {
+            self.ipv6_seen = generation;
+            v6.reconcile(&self.state.ipv6_wanted());
         }
     }
 
@@ -768,6 +799,8 @@ impl Instance {
             }
             Err(e) => log_warn!("ignoring {}: {e}", path.display()),
         }
+        // The restored routes that asked for an address get it back.
+        self.sync_ipv6(true);
     }
 
     /// Closes every FIB subscription (shutdown).

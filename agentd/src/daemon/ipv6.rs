@@ -10,16 +10,19 @@
 //! kernel (`ipv6::kernel`); they run here, on the loop, at start and
 //! reload only.
 
+use std::collections::{HashMap, HashSet};
+use std::net::Ipv6Addr;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
 use uci_schema::uci::Package;
 use uci_schema::Ipv6Mode;
 
-use crate::ipc::message::Ipv6View;
+use crate::ipc::message::{Ipv6Grant, Ipv6View};
 use crate::ipv6::kernel::{enable_proxy_ndp, index_of, Rtnl};
 use crate::ipv6::netlink::AddrEntry;
-use crate::ipv6::{Pool, Prefix};
+use crate::ipv6::{AgentKey, Bound, Pool, Prefix};
+use crate::route::RouteId;
 use crate::{log_info, log_warn};
 
 use super::privilege;
@@ -38,6 +41,38 @@ pub struct Ipv6Service {
     /// Cautions that do not stop it (odhcpd's NDP relay).
     warnings: Vec<String>,
     stale_removed: u64,
+    /// The kernel side, once the service is up: the socket, the link
+    /// holding the addresses, the upstream link (`ndp-proxy`).
+    kernel: Option<Kernel>,
+    /// Routes that asked and got no address, and why.
+    refused: HashMap<Box<str>, String>,
+}
+
+#[derive(Debug)]
+struct Kernel {
+    nl: Rtnl,
+    link: u32,
+    upstream: Option<u32>,
+}
+
+impl Kernel {
+    fn add(&mut self, addr: Ipv6Addr) -> std::io::Result<()> {
+        self.nl.add_addr(self.link, addr)?;
+        if let Some(up) = self.upstream {
+            if let Err(e) = self.nl.add_proxy(up, addr) {
+                let _ = self.nl.del_addr(self.link, addr);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn del(&mut self, addr: Ipv6Addr) -> std::io::Result<()> {
+        if let Some(up) = self.upstream {
+            self.nl.del_proxy(up, addr)?;
+        }
+        self.nl.del_addr(self.link, addr)
+    }
 }
 
 /// What the service needs from outside its section.
@@ -66,6 +101,8 @@ impl Ipv6Service {
             problems: Vec::new(),
             warnings: Vec::new(),
             stale_removed: 0,
+            kernel: None,
+            refused: HashMap::new(),
         };
         s.bring_up(env);
         for p in &s.problems {
@@ -157,22 +194,24 @@ impl Ipv6Service {
                 self.cfg.interface
             )),
         }
+        let mut upstream = None;
         if ndp {
             let up = &self.cfg.upstream_interface;
-            let Some(upstream) = index_of(up).ok().flatten() else {
+            let Some(index) = index_of(up).ok().flatten() else {
                 self.problems
                     .push(format!("upstream_interface {up} does not exist"));
                 return;
             };
+            upstream = Some(index);
             if let Err(e) = enable_proxy_ndp(up) {
                 self.problems
                     .push(format!("cannot turn proxy_ndp on for {up}: {e}"));
                 return;
             }
-            match nl.proxies(upstream) {
+            match nl.proxies(index) {
                 Ok(found) => {
                     for stale in pool.stale(found.iter().map(|n| n.addr)) {
-                        match nl.del_proxy(upstream, stale) {
+                        match nl.del_proxy(index, stale) {
                             Ok(()) => self.stale_removed += 1,
                             Err(e) => self.problems.push(format!(
                                 "cannot remove the proxy entry of {stale} on {up}: {e}"
@@ -186,6 +225,73 @@ impl Ipv6Service {
             }
         }
         self.pool = Some(pool);
+        self.kernel = Some(Kernel { nl, link, upstream });
+    }
+
+    /// Brings the bound addresses in line with `wanted` — the live local
+    /// routes whose agents asked, and who the agents are: binds what is
+    /// missing and releases what no route holds any more, adding and
+    /// removing the kernel's addresses (and proxy entries). A route that
+    /// gets none is remembered with the reason ([`Ipv6Service::grant`]).
+    pub fn reconcile(&mut self, wanted: &[(RouteId, AgentKey)]) {
+        let (Some(pool), Some(kernel)) = (&mut self.pool, &mut self.kernel) else {
+            return;
+        };
+        let want: HashSet<&str> = wanted.iter().map(|(r, _)| r.as_str()).collect();
+        let held: Vec<Box<str>> = pool
+            .bindings()
+            .flat_map(|(_, b)| b.routes.iter().cloned())
+            .filter(|r| !want.contains(&**r))
+            .collect();
+        for route in held {
+            if let Some(addr) = pool.release(&route) {
+                match kernel.del(addr) {
+                    Ok(()) => log_info!("ipv6: {addr} released (route {route} is gone)"),
+                    Err(e) => log_warn!("ipv6: cannot remove {addr} of route {route}: {e}"),
+                }
+            }
+        }
+        self.refused.retain(|r, _| want.contains(&**r));
+        for (route, agent) in wanted {
+            let bound = match pool.bind(agent, route.as_str()) {
+                Ok(Bound::Held(_)) => continue,
+                Ok(Bound::New(addr)) => match kernel.add(addr) {
+                    Ok(()) => {
+                        log_info!("ipv6: {addr} bound to route {route} ({})", agent.origin);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        pool.release(route.as_str());
+                        Err(format!("the kernel refused {addr}: {e}"))
+                    }
+                },
+                Err(e) => Err(e.to_string()),
+            };
+            match bound {
+                Ok(()) => {
+                    self.refused.remove(route.as_str());
+                }
+                Err(why) => {
+                    if self.refused.get(route.as_str()) != Some(&why) {
+                        log_warn!("ipv6: no address for route {route}: {why}");
+                    }
+                    self.refused.insert(route.as_str().into(), why);
+                }
+            }
+        }
+    }
+
+    /// What became of route `route`'s request for an address.
+    pub fn grant(&self, route: &RouteId) -> Ipv6Grant {
+        if let Some(addr) = self.pool.as_ref().and_then(|p| p.addr_of(route.as_str())) {
+            return Ipv6Grant::Bound(addr);
+        }
+        let why = match (self.problems.first(), self.refused.get(route.as_str())) {
+            (_, Some(why)) => why.clone(),
+            (Some(p), None) => format!("IPv6 binding is not ready on this router: {p}"),
+            (None, None) => "no address bound".to_string(),
+        };
+        Ipv6Grant::NotBound(why.into())
     }
 
     /// What `agentctl status` and ubus show.

@@ -84,6 +84,7 @@ fn registration(caller: Option<Caller>, port: u16) -> Registration {
         lease_seconds: Some(10),
         caller,
         owner: None,
+        public_ipv6: false,
     }
 }
 

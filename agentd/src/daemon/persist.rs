@@ -28,8 +28,8 @@ use crate::route::Route;
 pub const FILE_NAME: &str = "leases";
 /// Format tag and version; a different one is refused, not misread
 /// (2: routes carry their owner; 3: and their origin proof and dispute
-/// mark).
-const MAGIC: &[u8; 8] = b"AGLEASE3";
+/// mark; 4: and whether the agent asked for a public IPv6 address).
+const MAGIC: &[u8; 8] = b"AGLEASE4";
 /// Largest file read back (about 10 000 routes of generous size).
 pub const MAX_FILE_BYTES: usize = 32 * 1024 * 1024;
 
@@ -38,6 +38,8 @@ pub const MAX_FILE_BYTES: usize = 32 * 1024 * 1024;
 pub struct SavedLease {
     pub route: Route,
     pub lease_s: u32,
+    /// The agent asked for a public IPv6 address (`daemon::ipv6`).
+    pub public_ipv6: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -188,6 +190,7 @@ mod tests {
                 disputed: false,
             },
             lease_s: 30,
+            public_ipv6: false,
         }
     }
 

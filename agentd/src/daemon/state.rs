@@ -10,7 +10,7 @@
 //! succeeded, so a failure leaves the last valid state untouched (and
 //! `status` reports why).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::origins::{scoped_route_id, Ledger};
 use super::persist::SavedLease;
@@ -57,6 +57,9 @@ pub struct State {
     /// Granted lease length of each local route, so a renewal without a
     /// length keeps the one the agent asked for.
     lease_len: HashMap<RouteId, u32>,
+    /// Local routes whose agent asked for a public IPv6 address (pruned
+    /// to live routes by [`State::ipv6_wanted`]).
+    ipv6_wanted: HashSet<RouteId>,
     /// Owners, route ids and counts of the local routes (ownership and
     /// quotas).
     ledger: Ledger,
@@ -106,6 +109,7 @@ impl State {
             table: RouteTable::new(0),
             runtime: Runtime::default(),
             lease_len: HashMap::new(),
+            ipv6_wanted: HashSet::new(),
             ledger: Ledger::default(),
             claims: claims::Claims::default(),
             config_generation: 0,
@@ -471,6 +475,29 @@ impl State {
         self.may_act(origin, Some(caller))
     }
 
+    /// The live local routes whose agent asked for a public IPv6
+    /// address, with who the agent is (what its address derives from).
+    pub fn ipv6_wanted(&mut self) -> Vec<(RouteId, crate::ipv6::AgentKey)> {
+        let table = &self.table;
+        self.ipv6_wanted.retain(|id| {
+            table
+                .get(id)
+                .is_some_and(|r| r.source == RouteSource::Local)
+        });
+        self.ipv6_wanted
+            .iter()
+            .filter_map(|id| table.get(id))
+            .map(|r| {
+                let key = crate::ipv6::AgentKey {
+                    tenant: r.tenant.clone(),
+                    origin: r.origin.clone(),
+                    capability: r.capability.clone(),
+                };
+                (r.id.clone(), key)
+            })
+            .collect()
+    }
+
     // ===== persistence =====
 
     /// Every locally registered route with its granted lease length, for
@@ -482,6 +509,7 @@ impl State {
             .map(|r| SavedLease {
                 route: r.clone(),
                 lease_s: self.lease_len.get(&r.id).copied().unwrap_or(0),
+                public_ipv6: self.ipv6_wanted.contains(&r.id),
             })
             .collect()
     }
@@ -498,7 +526,12 @@ impl State {
         let mut restored = 0;
         let bounds = self.runtime.lease;
         let max_ms = bounds.max_s().saturating_mul(1000);
-        for SavedLease { mut route, lease_s } in saved {
+        for SavedLease {
+            mut route,
+            lease_s,
+            public_ipv6,
+        } in saved
+        {
             // The file does not grant leave; today's option does. The
             // proof follows from the owner; disputes are decided afresh.
             route.allow_loopback = self.loopback_allowed(&route.origin);
@@ -526,6 +559,7 @@ impl State {
                 lease_seconds: Some(lease_s),
                 caller: None,
                 owner: route.owner,
+                public_ipv6: false,
             };
             let ok = live
                 && route.source == RouteSource::Local
@@ -545,6 +579,9 @@ impl State {
             let kept = route.clone();
             if self.table.upsert(route).is_ok() {
                 self.ledger.add(&kept);
+                if public_ipv6 {
+                    self.ipv6_wanted.insert(id.clone());
+                }
                 self.lease_len.insert(id, lease_s);
                 self.count("leases.restored");
                 restored += 1;

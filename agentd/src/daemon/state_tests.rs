@@ -99,6 +99,7 @@ pub(super) fn registration(origin: &str, port: u16, lease: Option<u32>) -> Regis
         lease_seconds: lease,
         caller: None,
         owner: None,
+        public_ipv6: false,
     }
 }
 

@@ -192,6 +192,9 @@ pub struct Registration {
     /// the gateway handing a restarted agentd the routes of its last FIB
     /// keeps their owners. Ignored when `caller` is set.
     pub owner: Option<Owner>,
+    /// The agent asks for a public IPv6 address of its own (nexilume's
+    /// `public_ipv6: "auto"`, our SDK's `public_ipv6=True`; docs/ipv6.md).
+    pub public_ipv6: bool,
 }
 
 impl Registration {
@@ -416,6 +419,18 @@ pub struct LeaseGrant {
     pub lease_seconds: u32,
     /// Absolute deadline on the system-wide monotonic clock.
     pub expires_at: Millis,
+    /// The answer to `public_ipv6`; `None` when the agent did not ask.
+    pub public_ipv6: Option<Ipv6Grant>,
+}
+
+/// What became of an agent's request for a public IPv6 address. The
+/// registration succeeds either way.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Ipv6Grant {
+    /// The agent's address, bound.
+    Bound(std::net::Ipv6Addr),
+    /// Why none was bound (binding off, not ready, the pool full).
+    NotBound(Box<str>),
 }
 
 /// `agentctl status`.

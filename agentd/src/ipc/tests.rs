@@ -66,6 +66,7 @@ fn registration(name: &str) -> Registration {
         lease_seconds: Some(30),
         caller: None,
         owner: None,
+        public_ipv6: false,
     }
 }
 
@@ -136,6 +137,7 @@ async fn fake_daemon(
                         generation: routes.generation(),
                         lease_seconds: 30,
                         expires_at: expires,
+                        public_ipv6: None,
                     }))
                 }
             },

@@ -325,6 +325,7 @@ pub fn register_ipc(
             lease_seconds: Some(lease_seconds),
             caller,
             owner: None,
+            public_ipv6: false,
         };
         client.register(reg).await.unwrap().route_id.to_string()
     })

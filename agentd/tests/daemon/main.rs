@@ -689,6 +689,7 @@ fn local_leases_survive_kill_9_of_agentd() {
             lease_seconds: Some(600),
             caller: None,
             owner: None,
+            public_ipv6: false,
         };
         client.register(reg).await.unwrap()
     });

@@ -20,6 +20,7 @@ impl State {
         now: Millis,
     ) -> Result<(LeaseGrant, Option<Route>), IpcError> {
         reg.validate()?;
+        let wants_ipv6 = reg.public_ipv6;
         self.may_act(&reg.origin, reg.caller.as_ref())?;
         // How this registration proves its origin: a caller's credential,
         // or (an administrator, the gateway handing routes back) the
@@ -142,11 +143,17 @@ impl State {
             self.ledger.add(&route);
         }
         self.lease_len.insert(id.clone(), secs);
+        if wants_ipv6 {
+            self.ipv6_wanted.insert(id.clone());
+        } else {
+            self.ipv6_wanted.remove(&id);
+        }
         let grant = LeaseGrant {
             route_id: id,
             generation: self.table.generation(),
             lease_seconds: secs,
             expires_at,
+            public_ipv6: None,
         };
         Ok((
             grant,
@@ -215,6 +222,7 @@ impl State {
             generation: self.table.generation(),
             lease_seconds: secs,
             expires_at,
+            public_ipv6: None,
         };
         Ok((
             grant,

@@ -16,6 +16,7 @@ fn registration() -> Registration {
         lease_seconds: None,
         caller: None,
         owner: None,
+        public_ipv6: false,
     }
 }
 

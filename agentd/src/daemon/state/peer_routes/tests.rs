@@ -249,6 +249,7 @@ fn a_route_id_of_ours_is_never_shadowed_by_a_path_and_back() {
         lease_seconds: None,
         caller: None,
         owner: None,
+        public_ipv6: false,
     };
     let h = s.handle(RequestBody::Register(reg.clone()), NOW);
     assert!(h.reply.is_ok(), "{:?}", h.reply);
