@@ -93,11 +93,14 @@ class Lab:
 def lab(mesh: Any, bins: Any, workdir: Path) -> Iterator[Lab]:
     """router-a and router-b with a session, a local registration on each
     (router-a learns router-b's as a peer route), the harness on router-a;
-    router-a is also a relay (no client connects)."""
+    router-a is also a relay (no client connects) and binds per-agent
+    IPv6 addresses of 2001:db8:55::/64 on its loopback."""
     a = mesh.router("router-a")
     b = mesh.router("router-b")
     mesh.link("router-a", "router-b")
     a.cfg.sections.append(ConfigSection("relay", "relay", {"mode": "server"}))
+    a.cfg.sections.append(ConfigSection("ipv6", "ipv6", {"mode": "routed-prefix", "prefix": "2001:db8:55::/64",
+                                                         "interface": "lo"}))
     a.start()
     b.start()
     a.wait_established("router-b")
@@ -166,6 +169,7 @@ def test_every_page_renders_the_live_daemon_without_js_errors(browser: Browser, 
             if page == "overview":
                 wait_for("overview: health", lambda: text(p, "#agentd-router-id") == "router-a", timeout=10)
                 assert text(p, "#agentd-health") == "running"
+                assert text(p, "#agentd-ipv6") == "routed-prefix: 2001:db8:55::/64 on lo, 0 of 256 bound"
                 assert wait_for("overview: the gateway's task report",
                                 lambda: (lambda t: "held" in t and t)(text(p, "#agentd-tasks")), timeout=10).startswith("0 of ")
                 peer = wait_for("overview: router-b established",

@@ -46,6 +46,18 @@ var callReload = rpc.declare({
 var MAX_EVENTS = 20;
 
 return view.extend({
+	/* The per-agent address service (`status.ipv6`): mode, prefix, link,
+	 * addresses bound, and the first reason it cannot bind, if any. */
+	ipv6Text: function(v) {
+		if (!v || typeof(v) != 'object')
+			return _('off');
+		var line = _('%s: %s on %s, %d of %d bound').format(v.mode,
+			v.prefix || _('no prefix'), v.interface, v.bound, v.max_addresses);
+		if (!v.ready && Array.isArray(v.problems) && v.problems.length)
+			line += ' — ' + _('not ready: %s').format(v.problems[0]);
+		return line;
+	},
+
 	/* What the last poll saw, to turn changes into events. */
 	last: null,
 	events: [],
@@ -107,6 +119,7 @@ return view.extend({
 			set('agentd-policy', st.policy.ok ? _('ok') : st.policy.error);
 			set('agentd-routes', _('%d (local %d, static %d, peer %d)').format(
 				st.routes.total, st.routes.local, st.routes.static, st.routes.peer));
+			set('agentd-ipv6', this.ipv6Text(st.ipv6));
 		}
 
 		var list = Array.isArray(peers.peers) ? peers.peers : [];
@@ -158,6 +171,7 @@ return view.extend({
 					row(_('Uptime'), 'agentd-uptime'),
 					row(_('Configuration'), 'agentd-config'),
 					row(_('Policy'), 'agentd-policy'),
+					row(_('IPv6 per agent'), 'agentd-ipv6'),
 					row(_('Gateway'), 'agentd-gateway')
 				]),
 				E('div', { 'class': 'right' }, [
