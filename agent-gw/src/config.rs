@@ -31,6 +31,12 @@ pub struct GatewayConfig {
     /// `gateway.public_cert` and `public_key`; `None`: the public
     /// listener presents the router's own certificate.
     pub public_cert: Option<(PathBuf, PathBuf)>,
+    /// `gateway.client_ca`: callers of the public listeners may show a
+    /// certificate it issued instead of a token.
+    pub client_ca: Option<PathBuf>,
+    /// `agentd.domain_ca`: names the trust bundle of the router's own
+    /// certificate in registration replies.
+    pub domain_ca: Option<PathBuf>,
     /// `agentd.router_id` was configured: the gateway takes part in the
     /// mesh data plane (a host-name fallback is no mesh identity, as in
     /// agentd's ARPX driver).
@@ -349,6 +355,8 @@ impl GatewayConfig {
             public_listen,
             admin_listen,
             public_cert,
+            client_ca: (!g.client_ca.is_empty()).then(|| PathBuf::from(&g.client_ca)),
+            domain_ca: (!c.agentd.domain_ca.is_empty()).then(|| PathBuf::from(&c.agentd.domain_ca)),
             mesh: !c.agentd.router_id.is_empty(),
             assertion_ttl_ms: g.assertion_ttl.saturating_mul(1000),
             replay_cache: usize_of(g.replay_cache),

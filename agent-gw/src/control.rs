@@ -87,26 +87,7 @@ fn reply(g: LeaseGrant, ignored: Vec<&'static str>) -> LeaseReply {
         lease_seconds: u64::from(g.lease_seconds),
         removed: false,
         ignored,
-        public_ipv6_status: g.public_ipv6.map(|v6| ipv6_status(&v6)),
-    }
-}
-
-/// What became of an agent's `public_ipv6`, as our reply's extension.
-/// Nothing the nexilume SDK reads (`public_ipv6`, `public_endpoint`) is
-/// set: this gateway does not serve per-agent addresses yet, and an
-/// endpoint nothing answers on must not be offered (docs/ipv6.md).
-fn ipv6_status(g: &ipc::Ipv6Grant) -> serde_json::Value {
-    match g {
-        ipc::Ipv6Grant::Bound(addr) => serde_json::json!({
-            "address": addr.to_string(),
-            "served": false,
-            "reason": "the address is bound on this router; agent-gw does not serve per-agent addresses yet, so no public endpoint is offered",
-        }),
-        ipc::Ipv6Grant::NotBound(why) => serde_json::json!({
-            "address": null,
-            "served": false,
-            "reason": &**why,
-        }),
+        public_ipv6: g.public_ipv6,
     }
 }
 
@@ -191,6 +172,12 @@ impl Control {
         link.gateway_stats(stats).await.map_err(from_client)
     }
 
+    /// agentd's status (`agentctl status`).
+    pub async fn status(&self) -> Result<ipc::StatusView, ApiError> {
+        let link = self.link()?;
+        link.status().await.map_err(from_client)
+    }
+
     /// agentd's counters (`agentctl stats`), for `/metrics`.
     pub async fn stats(&self) -> Result<ipc::StatsView, ApiError> {
         let link = self.link()?;
@@ -213,7 +200,7 @@ impl Control {
             lease_seconds: 0,
             removed: true,
             ignored: Vec::new(),
-            public_ipv6_status: None,
+            public_ipv6: None,
         })
     }
 }

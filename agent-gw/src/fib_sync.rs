@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use agentd::fib::replica::{Applied, FibReplica, ReplicaError};
-use agentd::fib::{FibEvent, PeerLink};
+use agentd::fib::{AgentAddr, FibEvent, PeerLink};
 use agentd::route::{Route, RouteSource};
 use agentd::select::{self, Denial, Query, Refusal, Reject};
 use agentd::time::Millis;
@@ -84,6 +84,21 @@ impl Fib {
     /// Grows whenever the link set changes.
     pub fn links_generation(&self) -> u64 {
         self.replica.links_generation()
+    }
+
+    /// The agent bound to local address `ip` (DESIGN §7 "IPv6 /128").
+    /// An IPv4 address (or IPv4-mapped one) is never an agent's.
+    pub fn agent_at(&self, ip: std::net::IpAddr) -> Option<std::sync::Arc<AgentAddr>> {
+        let addrs = self.replica.agent_addrs();
+        match ip.to_canonical() {
+            std::net::IpAddr::V6(v6) if !addrs.is_empty() => addrs.get(&v6).cloned(),
+            _ => None,
+        }
+    }
+
+    /// The agent addresses, with a generation that grows when they change.
+    pub fn agent_addrs(&self) -> &agentd::fib::agent_addrs::AgentAddrs {
+        self.replica.agent_addrs()
     }
 
     pub fn routes(&self) -> usize {

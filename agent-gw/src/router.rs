@@ -52,6 +52,20 @@ impl Endpoint<'_> {
             Endpoint::Bootstrap | Endpoint::Register | Endpoint::Renew | Endpoint::Unregister
         )
     }
+
+    /// Served at an agent's own address: calls to that agent and their
+    /// tasks, the health check and the authentication document — never
+    /// what would list or reach other agents (`route`, MCP, A2A).
+    pub fn agent(&self) -> bool {
+        matches!(
+            self,
+            Endpoint::Invoke
+                | Endpoint::InvokeStream
+                | Endpoint::Task { .. }
+                | Endpoint::Healthz
+                | Endpoint::Authentication
+        )
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -135,6 +135,7 @@ fn one_host_holds_only_its_share_of_public_handshakes() {
         let tls = router_pki::tls::public::public_server_config(
             router_pki::tls::public::PublicCert::Router(&identity),
             &[b"h2", b"http/1.1"],
+            None,
         )
         .unwrap();
         let listener = agent_gw::serve::http::bind("127.0.0.1:0".parse().unwrap())

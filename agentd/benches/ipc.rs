@@ -131,7 +131,7 @@ fn replica_snapshot(b: Bencher, n: usize) {
     }
     let mut ex = FibExporter::new();
     let id = ex
-        .subscribe(Queue::default(), &rib, &Policy::default(), &[])
+        .subscribe(Queue::default(), &rib, &Policy::default(), &[], &[])
         .unwrap();
     let events = ex.unsubscribe(id).unwrap().0;
     b.with_inputs(|| events.clone())

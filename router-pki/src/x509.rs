@@ -17,6 +17,7 @@ const OID_SAN: &[u64] = &[2, 5, 29, 17];
 const OID_BASIC_CONSTRAINTS: &[u64] = &[2, 5, 29, 19];
 /// GeneralName `[2] IMPLICIT IA5String` (dNSName).
 const SAN_DNS: u8 = 0x82;
+const SAN_URI: u8 = 0x86;
 /// Caps on what one certificate may list, so output stays bounded.
 const MAX_NAMES: usize = 64;
 const MAX_ATTRS: usize = 32;
@@ -139,6 +140,9 @@ pub struct Summary {
     pub not_after: i64,
     /// subjectAltName dNSName entries (others are skipped).
     pub dns_names: Vec<String>,
+    /// subjectAltName uniformResourceIdentifier entries (a caller's
+    /// `agent://tenant/name` on the public listeners).
+    pub uris: Vec<String>,
     /// basicConstraints cA.
     pub is_ca: bool,
     pub key: PublicKey,
@@ -215,6 +219,7 @@ pub fn read(cert: &[u8]) -> Result<Summary, CertReadError> {
     t.optional(0x81)?; // issuerUniqueID
     t.optional(0x82)?; // subjectUniqueID
     let mut dns_names = Vec::new();
+    let mut uris = Vec::new();
     let mut is_ca = false;
     if let Some(exts) = t.optional(0xa3)? {
         let mut wrapper = Reader::new(exts);
@@ -227,7 +232,7 @@ pub fn read(cert: &[u8]) -> Result<Summary, CertReadError> {
             let value = ext.expect(der::OCTET_STRING)?;
             ext.finish()?;
             if oid == OID_SAN {
-                dns_names = san_dns_names(value)?;
+                (dns_names, uris) = san_names(value)?;
             } else if oid == OID_BASIC_CONSTRAINTS {
                 is_ca = basic_constraints_ca(value)?;
             }
@@ -240,6 +245,7 @@ pub fn read(cert: &[u8]) -> Result<Summary, CertReadError> {
         not_before,
         not_after,
         dns_names,
+        uris,
         is_ca,
         key,
         serial,
@@ -292,18 +298,25 @@ fn spki(value: &[u8]) -> Result<PublicKey, CertReadError> {
     }
 }
 
-fn san_dns_names(value: &[u8]) -> Result<Vec<String>, CertReadError> {
+/// The dNSName and uniformResourceIdentifier entries, at most
+/// [`MAX_NAMES`] of each.
+fn san_names(value: &[u8]) -> Result<(Vec<String>, Vec<String>), CertReadError> {
     let mut wrapper = Reader::new(value);
     let mut names = Reader::new(wrapper.expect(der::SEQUENCE)?);
     wrapper.finish()?;
-    let mut out = Vec::new();
+    let (mut dns, mut uris) = (Vec::new(), Vec::new());
     while !names.is_empty() {
         let gn = names.read()?;
-        if gn.tag == SAN_DNS && out.len() < MAX_NAMES {
-            out.push(string_value(0x16, gn.value));
+        let into = match gn.tag {
+            SAN_DNS => &mut dns,
+            SAN_URI => &mut uris,
+            _ => continue,
+        };
+        if into.len() < MAX_NAMES {
+            into.push(string_value(0x16, gn.value));
         }
     }
-    Ok(out)
+    Ok((dns, uris))
 }
 
 fn basic_constraints_ca(value: &[u8]) -> Result<bool, CertReadError> {

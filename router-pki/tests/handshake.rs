@@ -46,8 +46,12 @@ impl Domain {
             Validity::days_from(SystemTime::now(), 30),
         )
         .unwrap();
+        // Tests run in parallel and may make the same router twice: each
+        // file gets a directory of its own.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!(
-            "router-pki-hs-{}-{router_id}-{seed}",
+            "router-pki-hs-{}-{router_id}-{seed}-{n}",
             std::process::id()
         ));
         std::fs::create_dir_all(&dir).unwrap();

@@ -65,8 +65,10 @@ pub struct LeaseReply {
     pub lease_seconds: u64,
     pub removed: bool,
     pub ignored: Vec<&'static str>,
-    /// Our extension: what became of `public_ipv6` (docs/ipv6.md).
-    pub public_ipv6_status: Option<Value>,
+    /// What became of the registration's `public_ipv6` request, if it
+    /// made one (the front end renders it with how the address is
+    /// served, docs/ipv6.md).
+    pub public_ipv6: Option<agentd::ipc::message::Ipv6Grant>,
 }
 
 impl LeaseReply {
@@ -79,9 +81,6 @@ impl LeaseReply {
         });
         if !self.ignored.is_empty() {
             v["ignored"] = json!(self.ignored);
-        }
-        if let Some(s) = &self.public_ipv6_status {
-            v["public_ipv6_status"] = s.clone();
         }
         v
     }
@@ -385,7 +384,7 @@ mod tests {
             lease_seconds: 30,
             removed: false,
             ignored: vec![],
-            public_ipv6_status: None,
+            public_ipv6: None,
         };
         assert_eq!(
             r.to_json(),

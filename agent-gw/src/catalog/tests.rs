@@ -51,6 +51,7 @@ fn fib(routes: Vec<Route>, policy: Policy) -> Fib {
             policy: Box::new(policy),
             peers_down: vec![],
             links: vec![],
+            agent_addrs: vec![],
         },
         now,
     )

@@ -72,17 +72,26 @@ pub async fn run(state: Rc<Core>) {
                     };
                     match ev {
                         Some(Ok(ev)) => {
-                            let (applied, links_changed) = {
+                            let (applied, links_changed, addrs_changed) = {
                                 let mut fib = state.fib.borrow_mut();
                                 let before = fib.links_generation();
+                                let addrs_before = fib.agent_addrs().generation();
                                 let applied = fib.apply(ev, Millis::now());
-                                (applied, fib.links_generation() != before)
+                                (
+                                    applied,
+                                    fib.links_generation() != before,
+                                    fib.agent_addrs().generation() != addrs_before,
+                                )
                             };
                             state.fib_applied.notify_waiters();
                             if links_changed {
                                 // One consumer (the peer connection
                                 // driver); a permit is kept until it looks.
                                 state.links_changed.notify_one();
+                            }
+                            if addrs_changed {
+                                let g = state.fib.borrow().agent_addrs().generation();
+                                state.agent_addrs_changed.send_replace(g);
                             }
                             if let Err(e) = applied {
                                 break e.to_string();

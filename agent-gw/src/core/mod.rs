@@ -21,6 +21,7 @@ use crate::limits::{Inflight, RateLimiter};
 use crate::peer::PeerPlane;
 use crate::sources::{CapLog, ConnCaps, ConnLimits};
 
+pub mod agent_door;
 pub mod fib_follow;
 use crate::task::{SharedTasks, TaskTable};
 
@@ -33,6 +34,15 @@ pub struct Core {
     /// Notified (`notify_one`) after a FIB event changed the peer link set;
     /// its one consumer then reads `fib.links()`.
     pub links_changed: tokio::sync::Notify,
+    /// The generation of the agent addresses, sent after every FIB event
+    /// that changed them: the listener driver binds and closes their
+    /// listeners, and each connection to one closes when it is released.
+    pub agent_addrs_changed: tokio::sync::watch::Sender<u64>,
+    /// How callers reach the per-agent addresses, or why they cannot
+    /// (set when the listeners start).
+    pub agent_door: RefCell<agent_door::Door>,
+    /// agentd's address service was ready (when last asked).
+    pub ipv6_ready: std::cell::Cell<Option<(Millis, bool)>>,
     pub control: Control,
     pub forwarder: Forwarder,
     /// The data plane between routers (links, connections, assertions).
@@ -80,6 +90,9 @@ impl Core {
             fib: RefCell::new(Fib::new(cfg.max_routes)),
             fib_applied: tokio::sync::Notify::new(),
             links_changed: tokio::sync::Notify::new(),
+            agent_addrs_changed: tokio::sync::watch::Sender::new(0),
+            agent_door: RefCell::new(agent_door::Door::starting()),
+            ipv6_ready: std::cell::Cell::new(None),
             control: Control::new(cfg.lease_min_s, cfg.lease_max_s),
             forwarder: Forwarder::new(
                 Pool::new(PoolConfig::default()),

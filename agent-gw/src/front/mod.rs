@@ -18,7 +18,10 @@ pub mod sdk;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Poll;
+
+use agentd::fib::AgentAddr;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -44,11 +47,14 @@ pub struct Ctx {
     pub conn: Rc<ConnAbort>,
     /// The listener the request came in on.
     pub ingress: Ingress,
+    /// What the connection's client certificate proved (public listeners
+    /// with `gateway.client_ca`): its agent, or why it names none.
+    pub client: Option<Rc<Result<Verified, Box<str>>>>,
 }
 
 /// The listener a request came in on: what it may reach, and the scheme
 /// of the URLs an answer names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ingress {
     /// The LAN SDK listener (HTTP/1.1).
     Lan,
@@ -58,6 +64,25 @@ pub enum Ingress {
     Public,
     /// A peer router's data connection.
     Peer,
+    /// An agent's own address (DESIGN §7 "IPv6 /128"): TLS like the
+    /// public listener, and every call goes to this agent or nowhere.
+    Agent(Arc<AgentAddr>),
+}
+
+impl Ingress {
+    /// A TLS listener open to callers off the LAN: each request must
+    /// prove who it acts for (a token, or a client certificate).
+    pub fn is_public(&self) -> bool {
+        matches!(self, Ingress::Public | Ingress::Agent(_))
+    }
+
+    /// The agent an agent address pins every call to.
+    pub fn pin(&self) -> Option<&Arc<AgentAddr>> {
+        match self {
+            Ingress::Agent(a) => Some(a),
+            _ => None,
+        }
+    }
 }
 
 /// What an endpoint needs the caller to be allowed to do.
@@ -100,11 +125,33 @@ pub fn authenticate(cx: &Ctx, parts: &Parts, need: Need) -> Result<Option<Verifi
         Need::Route => Scope::Route,
         Need::Invoke => Scope::Invoke,
     };
+    let bearer = parts.headers.contains_key(http::header::AUTHORIZATION);
+    if let (Some(cert), false) = (&cx.client, bearer) {
+        // A certificate proves an agent for invoking, not for managing
+        // routes (registration stays on the LAN with tokens).
+        return match (&**cert, need) {
+            (Ok(v), Need::Invoke | Need::Route) => Ok(Some(v.clone())),
+            (Ok(v), Need::Register) => Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "a client certificate ({}) may invoke, not register",
+                    v.subject
+                ),
+            )),
+            (Err(why), _) => Err(ApiError::new(ErrorCode::Unauthenticated, why.to_string())),
+        };
+    }
     match cx
         .state
         .auth
         .authenticate(&parts.headers, cx.peer.ip(), UnixSeconds::now(), scope)
     {
+        // A public listener serves in auth 'none' only for callers with
+        // a client certificate (`gateway.client_ca`).
+        Ok(AuthCaller::Unauthenticated) if cx.ingress.is_public() => Err(ApiError::new(
+            ErrorCode::Unauthenticated,
+            "this listener needs a client certificate from gateway.client_ca (auth is 'none' here)",
+        )),
         Ok(AuthCaller::Unauthenticated) => Ok(None),
         Ok(AuthCaller::Verified(v)) => Ok(Some(Verified {
             proof: v.proof(),

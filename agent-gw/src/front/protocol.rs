@@ -148,6 +148,7 @@ pub fn invocation(
     Ok(Invocation {
         principal: Principal::Caller {
             source: cx.peer.ip(),
+            pin: cx.ingress.pin().cloned(),
         },
         envelope,
         mode,

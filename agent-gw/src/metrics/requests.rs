@@ -61,11 +61,12 @@ pub struct RequestCounts {
 
 impl RequestCounts {
     /// Counts one response of `ingress` with this status and headers.
-    pub fn note(&self, ingress: Ingress, status: StatusCode, headers: &HeaderMap) {
+    pub fn note(&self, ingress: &Ingress, status: StatusCode, headers: &HeaderMap) {
         let listener = match ingress {
             Ingress::Lan => "lan",
             Ingress::Public => "public",
             Ingress::Peer => "peer",
+            Ingress::Agent(_) => "agent",
         };
         let outcome = match headers.get(OUTCOME_HEADER) {
             None => "answered",
@@ -102,15 +103,15 @@ mod tests {
     #[test]
     fn responses_count_by_listener_outcome_and_status() {
         let c = RequestCounts::default();
-        c.note(Ingress::Lan, StatusCode::OK, &HeaderMap::new());
-        c.note(Ingress::Lan, StatusCode::OK, &HeaderMap::new());
+        c.note(&Ingress::Lan, StatusCode::OK, &HeaderMap::new());
+        c.note(&Ingress::Lan, StatusCode::OK, &HeaderMap::new());
         c.note(
-            Ingress::Public,
+            &Ingress::Public,
             StatusCode::TOO_MANY_REQUESTS,
             &marked("rejected"),
         );
         c.note(
-            Ingress::Lan,
+            &Ingress::Lan,
             StatusCode::BAD_GATEWAY,
             &marked("not_delivered"),
         );
@@ -129,7 +130,7 @@ mod tests {
         let c = RequestCounts::default();
         for code in 520..600 {
             c.note(
-                Ingress::Lan,
+                &Ingress::Lan,
                 StatusCode::from_u16(code).unwrap(),
                 &marked("made-up"),
             );

@@ -15,6 +15,8 @@ use crate::forward::deadline::{fold_budget, Deadline};
 use crate::forward::retry::CallKind;
 use crate::forward::{Candidate, Dest};
 
+use agentd::fib::AgentAddr;
+
 use super::invocation::{Invocation, Neighbour, Principal};
 
 /// Where and how a call is sent: one ordered FIB snapshot, the retry
@@ -50,11 +52,84 @@ pub fn candidates(
     principal: &Principal,
     env: &Envelope,
 ) -> Result<Vec<Candidate>, ApiError> {
-    let all = core.fib.borrow().candidates(&query(env), Millis::now())?;
     match principal {
-        Principal::Caller { .. } => Ok(all),
-        Principal::Neighbour(n) => pinned(n, all, &env.intent),
+        Principal::Caller { pin: None, .. } => {
+            core.fib.borrow().candidates(&query(env), Millis::now())
+        }
+        Principal::Caller { pin: Some(a), .. } => at_agent_addr(core, a, env),
+        Principal::Neighbour(n) => {
+            let all = core.fib.borrow().candidates(&query(env), Millis::now())?;
+            pinned(n, all, &env.intent)
+        }
     }
+}
+
+/// The candidates of a call to agent address `a`: that agent's own
+/// routes on this router, under the caller's policy — never another
+/// agent's, never a path through a peer, no fallback when it has none.
+pub fn at_agent_addr(
+    core: &Core,
+    a: &AgentAddr,
+    env: &Envelope,
+) -> Result<Vec<Candidate>, ApiError> {
+    let refuse = |why: String| {
+        ApiError::new(
+            ErrorCode::NoRoute,
+            format!(
+                "[{}] serves {} of {} only: {why}",
+                a.addr, a.capability, a.origin
+            ),
+        )
+        .rejected()
+        .capability(&env.intent)
+    };
+    if *env.intent != *a.capability {
+        return Err(refuse(format!("this call is for {}", env.intent)));
+    }
+    if env.target_agent.as_deref().is_some_and(|t| *t != *a.origin) {
+        return Err(refuse(format!(
+            "this call targets {}",
+            env.target_agent.as_deref().unwrap_or_default()
+        )));
+    }
+    let q = Query {
+        target_agent: Some(&a.origin),
+        ..query(env)
+    };
+    let own: Vec<Candidate> = core
+        .fib
+        .borrow()
+        .candidates(&q, Millis::now())
+        .map_err(|mut e| {
+            // The selection's own refusal (its code, e.g. a policy's),
+            // saying which address it is about.
+            e.message = format!(
+                "[{}] ({} of {}): {}",
+                a.addr, a.capability, a.origin, e.message
+            );
+            e
+        })?
+        .into_iter()
+        .filter(|c| matches!(c.dest, Dest::Handler(_)))
+        .collect();
+    if own.is_empty() {
+        return Err(refuse("its agent has no route on this router now".into()));
+    }
+    Ok(own)
+}
+
+/// Whether route `id` is one of agent address `a`'s own routes here (a
+/// task or stream it may be asked about).
+pub fn is_agents_route(core: &Core, a: &AgentAddr, id: &agentd::route::RouteId) -> bool {
+    let fib = core.fib.borrow();
+    fib.replica().table().get(id).is_some_and(|r| {
+        *r.origin == *a.origin
+            && *r.capability == *a.capability
+            && matches!(
+                r.source,
+                agentd::route::RouteSource::Local | agentd::route::RouteSource::Static
+            )
+    })
 }
 
 /// `all` (the ordered candidates for the call's tenant and caller)

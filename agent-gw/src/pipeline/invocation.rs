@@ -7,6 +7,9 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
+use std::sync::Arc;
+
+use agentd::fib::AgentAddr;
 
 use http::{HeaderMap, HeaderName};
 use tokio::time::Instant;
@@ -45,8 +48,12 @@ pub struct Invocation {
 pub enum Principal {
     /// A caller of this router: an agent or protocol client on one of
     /// its listeners. Its tenant and subject are in the envelope (what
-    /// authentication proved, or the body's own in auth `none`).
-    Caller { source: IpAddr },
+    /// authentication proved, or the body's own in auth `none`). `pin`:
+    /// it called an agent's own address, and reaches that agent only.
+    Caller {
+        source: IpAddr,
+        pin: Option<Arc<AgentAddr>>,
+    },
     /// A neighbour router that sent the call over its link.
     Neighbour(Rc<Neighbour>),
 }
@@ -55,7 +62,7 @@ impl Principal {
     /// The address shares and budgets are counted by.
     pub fn source(&self) -> IpAddr {
         match self {
-            Principal::Caller { source } => *source,
+            Principal::Caller { source, .. } => *source,
             Principal::Neighbour(n) => n.addr.ip(),
         }
     }

@@ -58,7 +58,9 @@ pub async fn serve(
                 return dispatch::forward(core, inv, d, Relay::Stream).await;
             }
         }
-        Principal::Caller { .. } => {
+        // At an agent's address the stream is that agent's, here.
+        Principal::Caller { pin: Some(_), .. } => {}
+        Principal::Caller { pin: None, .. } => {
             if let Some(answer) = remote::stream_elsewhere(core, &inv, kind).await {
                 return answer;
             }
@@ -66,6 +68,18 @@ pub async fn serve(
     }
     match plan(core, &inv.envelope, cursor)? {
         Plan::Resume(id) => {
+            if let Principal::Caller { pin: Some(a), .. } = &inv.principal {
+                let route = core
+                    .tasks
+                    .borrow_mut()
+                    .task(&id)
+                    .and_then(|t| t.route_id.clone());
+                if !route.is_some_and(|r| decision::is_agents_route(core, a, &r)) {
+                    return Err(decision::at_agent_addr(core, a, &inv.envelope)
+                        .err()
+                        .unwrap_or_else(|| not_this_agents(a)));
+                }
+            }
             let slot = inv.slot.take();
             follow(core, &inv, id, cursor, slot)
         }
@@ -77,6 +91,17 @@ pub async fn serve(
             start(core, inv, (key, digest), d).await
         }
     }
+}
+
+/// A stream or task of another agent, asked about at agent address `a`.
+pub fn not_this_agents(a: &agentd::fib::AgentAddr) -> ApiError {
+    ApiError::new(
+        crate::api::error::ErrorCode::NotFound,
+        format!(
+            "no such task of {} ({}) at [{}]",
+            a.origin, a.capability, a.addr
+        ),
+    )
 }
 
 /// How a stream request is to be served.

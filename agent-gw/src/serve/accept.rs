@@ -31,6 +31,9 @@ pub enum Listener {
     Public(TlsAcceptor),
     /// The peer listener: mutual TLS with linked routers, h2.
     Peer,
+    /// The listener of one agent's address (when the public listener
+    /// does not take it): TLS as the public one, pinned to that agent.
+    Agent(TlsAcceptor),
 }
 
 impl std::fmt::Debug for Listener {
@@ -46,6 +49,7 @@ impl Listener {
             Listener::Lan => "LAN listener",
             Listener::Public(_) => "public listener",
             Listener::Peer => "peer listener",
+            Listener::Agent(_) => "agent address listener",
         }
     }
 
@@ -53,7 +57,7 @@ impl Listener {
     fn handshakes(&self) -> Option<Handshakes> {
         let (total, per_source) = match self {
             Listener::Lan => return None,
-            Listener::Public(_) => (
+            Listener::Public(_) | Listener::Agent(_) => (
                 super::public::MAX_HANDSHAKES,
                 super::public::MAX_HANDSHAKES_PER_SOURCE,
             ),
@@ -85,6 +89,10 @@ pub async fn serve(listener: TcpListener, kind: Listener, gw: Rc<Gateway>) {
         // On a dual-stack listener an IPv4 client arrives as
         // `::ffff:a.b.c.d`: every per-source rule sees its IPv4 address.
         let from = SocketAddr::new(from.ip().to_canonical(), from.port());
+        let Some(ingress) = ingress(&gw, &kind, &stream) else {
+            agentd::log_debug!("{name}: connection from {from} to an agent's address closed: the address serves TLS on its own port only, or was released");
+            continue;
+        };
         let handshake = match handshakes.as_ref().map(|h| h.take(from.ip())) {
             None => None,
             Some(Ok(h)) => Some(h),
@@ -105,7 +113,7 @@ pub async fn serve(listener: TcpListener, kind: Listener, gw: Rc<Gateway>) {
         let _ = stream.set_nodelay(true);
         tokio::task::spawn_local(connection(
             stream,
-            from,
+            (from, ingress),
             kind.clone(),
             gw.clone(),
             (handshake, slot),
@@ -117,18 +125,20 @@ pub async fn serve(listener: TcpListener, kind: Listener, gw: Rc<Gateway>) {
 /// handshake ends and its connection slot until it closes.
 async fn connection(
     stream: TcpStream,
-    from: SocketAddr,
+    (from, ingress): (SocketAddr, Ingress),
     kind: Listener,
     gw: Rc<Gateway>,
     (handshake, _slot): (Option<HandshakeSlot>, ConnSlot),
 ) {
     match kind {
-        Listener::Lan => super::http::http1_connection(stream, from, gw, Ingress::Lan).await,
-        Listener::Public(acceptor) => {
+        Listener::Lan => {
+            super::http::http1_connection(stream, super::http::Link::plain(from, ingress), gw).await
+        }
+        Listener::Public(acceptor) | Listener::Agent(acceptor) => {
             let tls = super::public::handshake(&acceptor, stream, from).await;
             drop(handshake);
             if let Some(tls) = tls {
-                super::public::connection(tls, from, gw).await;
+                super::public::connection(tls, from, gw, ingress).await;
             }
         }
         Listener::Peer => {
@@ -140,6 +150,29 @@ async fn connection(
                 None => {}
             }
         }
+    }
+}
+
+/// What a connection to `stream`'s local address may reach, by the
+/// listener that took it; `None`: close it. An agent's address (DESIGN
+/// §7 "IPv6 /128") is served by TLS listeners only, each call pinned to
+/// that agent: never in plaintext on the LAN listener, never as a peer
+/// link, and not at all once it was released.
+fn ingress(gw: &Gateway, kind: &Listener, stream: &TcpStream) -> Option<Ingress> {
+    let pin = {
+        let fib = gw.core.fib.borrow();
+        match fib.agent_addrs().is_empty() {
+            // No agent address here: no syscall per connection.
+            true => None,
+            false => fib.agent_at(stream.local_addr().ok()?.ip()),
+        }
+    };
+    match (kind, pin) {
+        (Listener::Public(_) | Listener::Agent(_), Some(a)) => Some(Ingress::Agent(a)),
+        (Listener::Public(_), None) => Some(Ingress::Public),
+        (Listener::Lan, None) => Some(Ingress::Lan),
+        (Listener::Peer, None) => Some(Ingress::Peer),
+        (Listener::Agent(_) | Listener::Lan | Listener::Peer, _) => None,
     }
 }
 

@@ -28,7 +28,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::Body;
 use crate::front::sdk::{auth, health, invoke, lease, tasks};
-use crate::front::{ConnAbort, Ctx, Ingress};
+use crate::front::{ConnAbort, Ctx, Ingress, Verified};
 use crate::http_head::HeadFault;
 use crate::router::{self, Endpoint, NoEndpoint};
 use crate::serve::http_guard::{ConnGuard, GuardedIo, Stream};
@@ -41,27 +41,43 @@ pub use crate::http_head::MAX_HEAD_BYTES;
 
 pub use super::listen::{bind, means_no_ipv6};
 
+/// A client connection as its requests see it.
+#[derive(Debug)]
+pub struct Link {
+    pub peer: SocketAddr,
+    pub ingress: Ingress,
+    /// What its client certificate proved (public listeners).
+    pub client: Option<Rc<Result<Verified, Box<str>>>>,
+}
+
+impl Link {
+    /// A connection without a client certificate.
+    pub fn plain(peer: SocketAddr, ingress: Ingress) -> Link {
+        Link {
+            peer,
+            ingress,
+            client: None,
+        }
+    }
+}
+
 /// A new request context for a client connection.
-fn context(gw: &Gateway, peer: SocketAddr, ingress: Ingress) -> (Ctx, Rc<ConnAbort>) {
+fn context(gw: &Gateway, link: Link) -> (Ctx, Rc<ConnAbort>) {
     let conn = Rc::new(ConnAbort::default());
     let cx = Ctx {
         state: gw.core.clone(),
-        peer,
+        peer: link.peer,
         conn: conn.clone(),
-        ingress,
+        ingress: link.ingress,
+        client: link.client,
     };
     (cx, conn)
 }
 
 /// Serves one HTTP/1.1 client connection (keep-alive) until it ends or
 /// an endpoint aborts it.
-pub(crate) async fn http1_connection<S: Stream + 'static>(
-    stream: S,
-    peer: SocketAddr,
-    gw: Rc<Gateway>,
-    ingress: Ingress,
-) {
-    let (cx, conn) = context(&gw, peer, ingress);
+pub(crate) async fn http1_connection<S: Stream + 'static>(stream: S, link: Link, gw: Rc<Gateway>) {
+    let (cx, conn) = context(&gw, link);
     // JSON errors also for heads hyper refuses itself (http_guard).
     let guard = ConnGuard::new();
     let g = guard.clone();
@@ -95,13 +111,8 @@ pub(crate) async fn http1_connection<S: Stream + 'static>(
 /// Serves one HTTP/2 client connection (public listener, ALPN `h2`).
 /// hyper's h2 server answers protocol faults itself (RST_STREAM or
 /// GOAWAY), so no head guard is needed.
-pub(crate) async fn h2_connection<S: Stream + 'static>(
-    stream: S,
-    peer: SocketAddr,
-    gw: Rc<Gateway>,
-    ingress: Ingress,
-) {
-    let (cx, conn) = context(&gw, peer, ingress);
+pub(crate) async fn h2_connection<S: Stream + 'static>(stream: S, link: Link, gw: Rc<Gateway>) {
+    let (cx, conn) = context(&gw, link);
     let svc = service_fn(move |req| {
         let cx = cx.clone();
         let gw = gw.clone();
@@ -126,7 +137,7 @@ pub const MAX_H2_STREAMS: u32 = 64;
 /// answer for `/metrics`.
 pub async fn dispatch(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
     let resp = route(gw, cx, req).await;
-    gw.requests.note(cx.ingress, resp.status(), resp.headers());
+    gw.requests.note(&cx.ingress, resp.status(), resp.headers());
     resp
 }
 
@@ -165,9 +176,22 @@ async fn route(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Response<Body>
         )
         .into_response();
     }
+    if let (Some(pin), false) = (cx.ingress.pin(), ep.agent()) {
+        return ApiError::new(
+            ErrorCode::NotFound,
+            format!(
+                "{} is not served at {}: an agent's address serves its invoke, invoke-stream and task endpoints only ({} of {})",
+                parts.uri.path(),
+                pin.addr,
+                pin.capability,
+                pin.origin
+            ),
+        )
+        .into_response();
+    }
     let result = match ep {
         Endpoint::Healthz => Ok(health::healthz(cx)),
-        Endpoint::Authentication => Ok(auth::authentication(cx)),
+        Endpoint::Authentication => Ok(auth::authentication(cx).await),
         Endpoint::Bootstrap => auth::bootstrap(cx, &parts, body).await,
         Endpoint::Register => lease::register(cx, &parts, body).await,
         Endpoint::Renew => lease::renew(cx, &parts, body).await,

@@ -10,6 +10,7 @@
 //! ```
 
 pub mod accept;
+pub mod agent;
 pub mod follow;
 pub mod gateway;
 pub mod http;
@@ -26,6 +27,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::AuthMode;
+use crate::core::agent_door::Door;
 
 use accept::Listener;
 pub use gateway::Gateway;
@@ -62,32 +64,48 @@ pub async fn run(gw: Rc<Gateway>) -> io::Result<()> {
     Ok(())
 }
 
-/// Binds and serves the public listener when it is configured and
-/// authentication is on.
+/// Binds and serves the public listener when it is configured, and the
+/// agents' addresses — both when callers can authenticate there (auth
+/// `jwt`, or client certificates of `gateway.client_ca`). Says in
+/// `core.agent_door` how registration replies name the agent addresses,
+/// or why they are not served.
 async fn start_public(gw: &Rc<Gateway>) -> io::Result<()> {
     let state = &gw.core;
-    let Some(addr) = state.cfg.public_listen else {
-        return Ok(());
-    };
-    if state.cfg.auth == AuthMode::None {
-        agentd::log_warn!(
-            "public listener {addr} not served: gateway.auth is 'none' (a public ingress must authenticate its callers)"
-        );
+    let cfg = &state.cfg;
+    if cfg.auth == AuthMode::None && cfg.client_ca.is_none() {
+        let why = "gateway.auth is 'none' and no gateway.client_ca is set: the public listener and the agents' addresses are not served (a public ingress must authenticate its callers)";
+        if let Some(addr) = cfg.public_listen {
+            agentd::log_warn!("public listener {addr} not served: {why}");
+        }
+        *state.agent_door.borrow_mut() = Door::Closed(why.into());
         return Ok(());
     }
-    let tls = public::tls_config(state).map_err(|e| {
-        io::Error::other(format!(
-            "public listener (gateway.public_listen) {addr}: {e}"
-        ))
-    })?;
-    let listener = listen::bind(addr).await.map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("public listener (gateway.public_listen) {addr}: {e}"),
-        )
-    })?;
-    agentd::log_notice!("listening public={}", listener.local_addr()?);
-    tokio::task::spawn_local(serve_public(listener, TlsAcceptor::from(tls), gw.clone()));
+    let what = match cfg.public_listen {
+        Some(addr) => format!("public listener (gateway.public_listen) {addr}"),
+        None => "the agents' addresses".to_string(),
+    };
+    let (tls, endpoint) =
+        public::tls_config(state).map_err(|e| io::Error::other(format!("{what}: {e}")))?;
+    let acceptor = TlsAcceptor::from(tls);
+    let port = public::agent_port(cfg);
+    *state.agent_door.borrow_mut() = match endpoint {
+        Ok(e) => Door::Open(e),
+        Err(why) => {
+            agentd::log_warn!("the agents' addresses are not served: {why}");
+            Door::Closed(why.into())
+        }
+    };
+    if let Some(addr) = cfg.public_listen {
+        let listener = listen::bind(addr)
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("{what}: {e}")))?;
+        agentd::log_notice!("listening public={}", listener.local_addr()?);
+        tokio::task::spawn_local(serve_public(listener, acceptor.clone(), gw.clone()));
+    }
+    let open = matches!(*state.agent_door.borrow(), Door::Open(_));
+    if open && !agent::covered_by(cfg.public_listen, port) {
+        tokio::task::spawn_local(agent::run(gw.clone(), acceptor, port));
+    }
     Ok(())
 }
 

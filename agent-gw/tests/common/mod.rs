@@ -143,6 +143,7 @@ pub fn load_fib(state: &Core, generation: u64, routes: Vec<Route>) {
             policy: Box::new(Policy::default()),
             peers_down: vec![],
             links: vec![],
+            agent_addrs: vec![],
         },
         now,
     )

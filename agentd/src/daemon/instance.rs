@@ -91,6 +91,8 @@ pub struct Instance {
     ipv6: Option<Ipv6Service>,
     /// The table generation the addresses were last brought in line with.
     ipv6_seen: u64,
+    /// The agent addresses the FIB subscribers hold, sorted.
+    agent_addrs: Vec<crate::fib::AgentAddr>,
 }
 
 /// Brings up the per-agent address service `rt` configures.
@@ -128,6 +130,7 @@ impl Instance {
             trim: super::memory::TrimPolicy::default(),
             ipv6,
             ipv6_seen: u64::MAX,
+            agent_addrs: Vec::new(),
         }
     }
 
@@ -280,6 +283,7 @@ impl Instance {
                     self.state.table(),
                     self.state.policy(),
                     self.state.links(),
+                    &self.agent_addrs,
                 ) {
                     Some(id) => {
                         if let Some(old) = self.subscribers.insert(conn, id) {
@@ -470,14 +474,22 @@ impl Instance {
     /// Brings the per-agent addresses in line with the routes that asked
     /// for one, when the table changed since the last time (or `force`:
     /// a registration that asks needs its answer now).
+    /// What was bound or released goes out to the FIB subscribers at once
+    /// (agent-gw serves exactly the bound addresses).
     fn sync_ipv6(&mut self, force: bool) {
-        let Some(v6) = &mut self.ipv6 else {
-            return;
-        };
         let generation = self.state.table().generation();
-        if force || generation != self.ipv6_seen {
-            self.ipv6_seen = generation;
-            v6.reconcile(&self.state.ipv6_wanted());
+        let bound = match &mut self.ipv6 {
+            None => Vec::new(),
+            Some(v6) if !force && generation == self.ipv6_seen => return,
+            Some(v6) => {
+                self.ipv6_seen = generation;
+                v6.reconcile(&self.state.ipv6_wanted());
+                v6.agent_addrs()
+            }
+        };
+        let changes = crate::fib::agent_addrs::changes(&mut self.agent_addrs, bound);
+        for gone in self.exporter.publish(generation, changes) {
+            self.subscribers.retain(|_, id| *id != gone);
         }
     }
 
@@ -503,8 +515,8 @@ impl Instance {
             self.dirty |= batch.iter().any(|c| match c {
                 FibChange::Upsert(r) => !matches!(r.source, RouteSource::Peer | RouteSource::Relay),
                 FibChange::Remove(id) => id.next_hop().is_none(),
-                FibChange::PeerUp { .. } | FibChange::Link(_) | FibChange::Unlink(_) => false,
                 FibChange::Policy(_) => true,
+                _ => false,
             });
             let exports = self.peers.exports_of(&batch, now);
             for gone in self.exporter.publish(self.state.generation(), batch) {
@@ -705,10 +717,7 @@ impl Instance {
                 }
                 FibChange::Upsert(route) => self.monitor.untrack(&route.id),
                 FibChange::Remove(id) => self.monitor.untrack(id),
-                FibChange::PeerUp { .. }
-                | FibChange::Policy(_)
-                | FibChange::Link(_)
-                | FibChange::Unlink(_) => {}
+                _ => {}
             }
         }
     }

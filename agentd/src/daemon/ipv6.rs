@@ -19,7 +19,7 @@ use uci_schema::uci::Package;
 use uci_schema::Ipv6Mode;
 
 use crate::ipc::message::{Ipv6Grant, Ipv6View};
-use crate::ipv6::kernel::{enable_proxy_ndp, index_of, Rtnl};
+use crate::ipv6::kernel::{enable_proxy_ndp, forwarding, index_of, Rtnl};
 use crate::ipv6::netlink::AddrEntry;
 use crate::ipv6::{AgentKey, Bound, Pool, Prefix};
 use crate::route::RouteId;
@@ -194,6 +194,13 @@ impl Ipv6Service {
                 self.cfg.interface
             )),
         }
+        if !ndp {
+            // What of the prefix no agent holds is refused at once. (In
+            // ndp-proxy mode the prefix is the upstream link's own.)
+            if let Err(e) = nl.ensure_unreachable(prefix.network(), prefix.prefix_len()) {
+                self.warnings.push(format!("cannot add an unreachable route for {prefix}: {e} (callers of released addresses wait out their timeouts)"));
+            }
+        }
         let mut upstream = None;
         if ndp {
             let up = &self.cfg.upstream_interface;
@@ -207,6 +214,9 @@ impl Ipv6Service {
                 self.problems
                     .push(format!("cannot turn proxy_ndp on for {up}: {e}"));
                 return;
+            }
+            if matches!(forwarding(up), Ok(false)) {
+                self.warnings.push(format!("IPv6 forwarding is off on {up}: the kernel answers neighbour solicitations for proxy entries only on a forwarding link (a router's normal state; net.ipv6.conf.{up}.forwarding=1)"));
             }
             match nl.proxies(index) {
                 Ok(found) => {
@@ -292,6 +302,25 @@ impl Ipv6Service {
             (None, None) => "no address bound".to_string(),
         };
         Ipv6Grant::NotBound(why.into())
+    }
+
+    /// The bound addresses with their agents, sorted by address: what
+    /// the FIB carries to agent-gw.
+    pub fn agent_addrs(&self) -> Vec<crate::fib::AgentAddr> {
+        let Some(pool) = &self.pool else {
+            return Vec::new();
+        };
+        let mut out: Vec<crate::fib::AgentAddr> = pool
+            .bindings()
+            .map(|(k, b)| crate::fib::AgentAddr {
+                addr: b.addr,
+                tenant: k.tenant.clone(),
+                origin: k.origin.clone(),
+                capability: k.capability.clone(),
+            })
+            .collect();
+        out.sort_by_key(|a| a.addr);
+        out
     }
 
     /// What `agentctl status` and ubus show.

@@ -26,7 +26,7 @@
 //! keeps a replica whose clock read came a little early from holding a
 //! route agentd already dropped.
 
-use crate::fib::{FibChange, FibEvent, PeerLink};
+use crate::fib::{AgentAddr, FibChange, FibEvent, PeerLink};
 use crate::ipc::frame::MAX_FRAME_LEN;
 use crate::policy::Policy;
 use crate::table::RouteTable;
@@ -120,6 +120,7 @@ impl<S: FibSink> FibExporter<S> {
         table: &RouteTable,
         policy: &Policy,
         links: &[PeerLink],
+        agent_addrs: &[AgentAddr],
     ) -> Option<SubscriberId> {
         let generation = table.generation();
         let mut ok = sink.offer(FibEvent::SnapshotBegin { generation });
@@ -141,22 +142,29 @@ impl<S: FibSink> FibExporter<S> {
         }
         let mut sorted = links.to_vec();
         sorted.sort_by(|a, b| a.router_id.cmp(&b.router_id));
-        let mut parts = link_parts(sorted, &mut self.stats).into_iter();
+        let mut parts = parts_of(sorted, &mut self.stats).into_iter();
+        let mut addrs = agent_addrs.to_vec();
+        addrs.sort_by_key(|a| a.addr);
+        let mut addr_parts = parts_of(addrs, &mut self.stats).into_iter();
         ok = ok
             && sink.offer(FibEvent::SnapshotEnd {
                 generation,
                 policy: Box::new(policy.clone()),
                 peers_down: table.peers_down().map(Box::from).collect(),
                 links: parts.next().unwrap_or_default(),
+                agent_addrs: addr_parts.next().unwrap_or_default(),
             });
-        for rest in parts {
+        let rest = parts
+            .map(|p| p.into_iter().map(FibChange::Link).collect::<Vec<_>>())
+            .chain(addr_parts.map(|p| p.into_iter().map(FibChange::Bind).collect()));
+        for changes in rest {
             if !ok {
                 break;
             }
             ok = sink.offer(FibEvent::Delta {
                 base: generation,
                 generation,
-                changes: rest.into_iter().map(FibChange::Link).collect(),
+                changes,
             });
         }
         if !ok {
@@ -221,14 +229,15 @@ impl<S: FibSink> FibExporter<S> {
     }
 }
 
-/// `links` in chunks of about [`CHUNK_BYTES`]. agentd's links are
-/// validated (`MAX_LINK_DATA_LEN`), so none is near a frame's size; one
-/// that were would be counted like an oversized route.
-fn link_parts(links: Vec<PeerLink>, stats: &mut ExportStats) -> Vec<Vec<PeerLink>> {
+/// `items` (links, agent addresses) in chunks of about [`CHUNK_BYTES`].
+/// agentd validates what it publishes (`MAX_LINK_DATA_LEN`, identifier
+/// lengths), so none is near a frame's size; one that were would be
+/// counted like an oversized route.
+fn parts_of<T: serde::Serialize>(items: Vec<T>, stats: &mut ExportStats) -> Vec<Vec<T>> {
     let mut parts = Vec::new();
     let mut chunker = Chunker::default();
-    for link in links {
-        match chunker.add(link) {
+    for item in items {
+        match chunker.add(item) {
             Err(()) => stats.oversized_routes += 1,
             Ok(Some(full)) => parts.push(full),
             Ok(None) => {}
@@ -351,6 +360,7 @@ mod tests {
             policy: Box::default(),
             peers_down: vec![],
             links: vec![],
+            agent_addrs: vec![],
         }
     }
 
@@ -365,7 +375,7 @@ mod tests {
     fn snapshot_is_chunked_by_encoded_size_and_every_chunk_fits_a_frame() {
         let routes: Vec<_> = (0..40).map(|i| route(i, 10_000)).collect();
         let mut ex = FibExporter::new();
-        ex.subscribe(sink(1000), &table_of(&routes), &Policy::default(), &[])
+        ex.subscribe(sink(1000), &table_of(&routes), &Policy::default(), &[], &[])
             .unwrap();
         let events = sinks(&mut ex).remove(0);
         assert_eq!(
@@ -392,12 +402,13 @@ mod tests {
         let mut t = RouteTable::new(10);
         t.set_peer_up("router-b", false);
         let policy = Policy::invalid("broken config");
-        ex.subscribe(sink(10), &t, &policy, &[]).unwrap();
+        ex.subscribe(sink(10), &t, &policy, &[], &[]).unwrap();
         let end = FibEvent::SnapshotEnd {
             generation: 1,
             policy: Box::new(policy),
             peers_down: vec!["router-b".into()],
             links: vec![],
+            agent_addrs: vec![],
         };
         assert_eq!(
             sinks(&mut ex).remove(0),
@@ -421,6 +432,7 @@ mod tests {
             &t,
             &Policy::default(),
             &[link("router-c"), link("router-b")],
+            &[],
         )
         .unwrap();
         // Link changes do not move the table generation.
@@ -435,6 +447,7 @@ mod tests {
                     policy: Box::default(),
                     peers_down: vec![],
                     links: vec![link("router-b"), link("router-c")],
+                    agent_addrs: vec![],
                 },
                 FibEvent::Delta {
                     base: 0,
@@ -450,14 +463,14 @@ mod tests {
     fn deltas_name_each_subscribers_base() {
         let mut ex = FibExporter::new();
         let mut t = table_of(&[route(0, 0), route(1, 0), route(2, 0)]);
-        ex.subscribe(sink(100), &t, &Policy::default(), &[])
+        ex.subscribe(sink(100), &t, &Policy::default(), &[], &[])
             .unwrap();
         t.remove(&RouteId::new("r0").unwrap());
         ex.publish(
             t.generation(),
             vec![FibChange::Remove(RouteId::new("r0").unwrap())],
         );
-        ex.subscribe(sink(100), &t, &Policy::default(), &[])
+        ex.subscribe(sink(100), &t, &Policy::default(), &[], &[])
             .unwrap();
         // Empty change sets send nothing.
         assert!(ex.publish(5, vec![]).is_empty());
@@ -484,6 +497,7 @@ mod tests {
             sink(100),
             &table_of(&[route(0, 0)]),
             &Policy::default(),
+            &[],
             &[],
         )
         .unwrap();
@@ -513,9 +527,11 @@ mod tests {
     fn a_full_sink_is_dropped_and_others_keep_receiving() {
         let mut ex = FibExporter::new();
         let t = RouteTable::new(10);
-        let slow = ex.subscribe(sink(3), &t, &Policy::default(), &[]).unwrap();
+        let slow = ex
+            .subscribe(sink(3), &t, &Policy::default(), &[], &[])
+            .unwrap();
         let fast = ex
-            .subscribe(sink(100), &t, &Policy::default(), &[])
+            .subscribe(sink(100), &t, &Policy::default(), &[], &[])
             .unwrap();
         let rm = |g: u64| vec![FibChange::Remove(RouteId::new(&format!("x{g}")).unwrap())];
         assert!(ex.publish(1, rm(1)).is_empty());
@@ -531,7 +547,7 @@ mod tests {
         let routes: Vec<_> = (0..10).map(|i| route(i, 40_000)).collect();
         let mut ex = FibExporter::new();
         assert_eq!(
-            ex.subscribe(sink(4), &table_of(&routes), &Policy::default(), &[]),
+            ex.subscribe(sink(4), &table_of(&routes), &Policy::default(), &[], &[]),
             None
         );
         assert!(ex.is_empty());
@@ -542,7 +558,7 @@ mod tests {
     fn a_route_too_big_for_any_frame_is_skipped_and_counted() {
         let routes = [route(0, 0), route(1, MAX_FRAME_LEN), route(2, 0)];
         let mut ex = FibExporter::new();
-        ex.subscribe(sink(10), &table_of(&routes), &Policy::default(), &[])
+        ex.subscribe(sink(10), &table_of(&routes), &Policy::default(), &[], &[])
             .unwrap();
         assert_eq!(ex.stats().oversized_routes, 1);
         let events = sinks(&mut ex).remove(0);

@@ -30,9 +30,15 @@
 //! changes, link changes do not advance the table generation (a delta
 //! carrying only them has `base == generation`).
 //!
+//! Agent addresses follow the per-agent IPv6 service (DESIGN §7): `Bind`
+//! once an agent's /128 is on its link, `Unbind` once it is released.
+//! agent-gw serves exactly these addresses, each pinned to its agent.
+//! Like links they do not advance the table generation.
+//!
 //! [`export::FibExporter`] is the agentd side, [`replica::FibReplica`] the
 //! agent-gw side; both are sans-IO.
 
+pub mod agent_addrs;
 pub mod export;
 pub mod replica;
 
@@ -49,6 +55,37 @@ pub const MAX_LINKS: usize = 4096;
 /// Longest `data` address a link may carry: a DNS name (253) in brackets
 /// plus `:65535`.
 pub const MAX_LINK_DATA_LEN: usize = 253 + 2 + 6;
+
+/// Most agent addresses a FIB may hold: the largest `ipv6.max_addresses`.
+pub const MAX_AGENT_ADDRS: usize = 65536;
+
+/// A public IPv6 address bound to one agent (DESIGN §7 "IPv6 /128"): what
+/// arrives there goes to this agent's routes and nowhere else.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AgentAddr {
+    pub addr: std::net::Ipv6Addr,
+    pub tenant: Box<str>,
+    /// The agent's URI (`agent://tenant/name`): the routes it may reach.
+    pub origin: Box<str>,
+    pub capability: Box<str>,
+}
+
+impl AgentAddr {
+    /// Whether it is well-formed: the identifiers a route of its agent
+    /// would have. agentd publishes only its own bindings; the replica
+    /// checks what it receives.
+    pub fn check(&self) -> Result<(), String> {
+        let a = self.addr;
+        crate::route::check_tenant(&self.tenant)
+            .and_then(|()| crate::route::check_agent_uri(&self.origin))
+            .and_then(|()| crate::route::check_capability(&self.capability))
+            .map_err(|e| format!("agent address {a}: {e}"))?;
+        if a.is_unspecified() || a.is_loopback() || a.is_multicast() {
+            return Err(format!("agent address {a}: not a unicast address"));
+        }
+        Ok(())
+    }
+}
 
 /// An established ARPX session's data-plane facts: the data plane trusts
 /// exactly the key the ARPX handshake verified (no second trust config).
@@ -135,6 +172,9 @@ pub enum FibEvent {
         /// for one frame continues in deltas right after (`base ==
         /// generation`), which the replica applies like any other.
         links: Vec<PeerLink>,
+        /// The bound agent addresses, sorted; like links, a set too big
+        /// for one frame continues in deltas right after.
+        agent_addrs: Vec<AgentAddr>,
     },
     /// Changes turning generation `base` into `generation`.
     Delta {
@@ -161,4 +201,9 @@ pub enum FibChange {
     Link(PeerLink),
     /// The session with this router closed.
     Unlink(Box<str>),
+    /// An agent's address is on its link now: replaces any binding of
+    /// the same address.
+    Bind(AgentAddr),
+    /// The address was released.
+    Unbind(std::net::Ipv6Addr),
 }

@@ -22,6 +22,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::fib::agent_addrs::{AgentAddrs, TooManyAgentAddrs};
 use crate::fib::{FibChange, FibEvent, PeerLink, MAX_LINKS};
 use crate::policy::Policy;
 use crate::route::{Route, RouteId};
@@ -43,6 +44,8 @@ pub enum ReplicaError {
     /// A snapshot or delta would leave the replica with more than
     /// [`MAX_LINKS`] links; nothing of it was applied.
     TooManyLinks { links: usize, max: usize },
+    /// Likewise for agent addresses ([`crate::fib::MAX_AGENT_ADDRS`]).
+    TooManyAgentAddrs(TooManyAgentAddrs),
 }
 
 impl fmt::Display for ReplicaError {
@@ -78,6 +81,7 @@ impl fmt::Display for ReplicaError {
                     "FIB stream would hold {links} peer links, more than the bound of {max}"
                 )
             }
+            ReplicaError::TooManyAgentAddrs(e) => e.fmt(f),
         }
     }
 }
@@ -132,6 +136,7 @@ pub struct FibReplica {
     links: BTreeMap<Box<str>, PeerLink>,
     /// Grows by one whenever `links` changes.
     links_generation: u64,
+    agent_addrs: AgentAddrs,
 }
 
 impl FibReplica {
@@ -149,7 +154,13 @@ impl FibReplica {
             stats: ReplicaStats::default(),
             links: BTreeMap::new(),
             links_generation: 0,
+            agent_addrs: AgentAddrs::default(),
         }
+    }
+
+    /// The agent addresses agentd bound.
+    pub fn agent_addrs(&self) -> &AgentAddrs {
+        &self.agent_addrs
     }
 
     /// The established peer sessions, sorted by router_id.
@@ -249,6 +260,7 @@ impl FibReplica {
                 policy,
                 peers_down,
                 links,
+                agent_addrs,
             } => {
                 let Some(mut staging) = self.staging.take() else {
                     return Err(ReplicaError::OutOfOrder {
@@ -268,6 +280,9 @@ impl FibReplica {
                         max: MAX_LINKS,
                     });
                 }
+                self.agent_addrs
+                    .replace(agent_addrs)
+                    .map_err(ReplicaError::TooManyAgentAddrs)?;
                 let mut fresh = BTreeMap::new();
                 for link in links {
                     if link.check().is_ok() {
@@ -312,6 +327,9 @@ impl FibReplica {
                     });
                 }
                 self.check_link_count(&changes)?;
+                self.agent_addrs
+                    .check_count(&changes)
+                    .map_err(ReplicaError::TooManyAgentAddrs)?;
                 let n = changes.len();
                 for change in changes {
                     match change {
@@ -331,6 +349,8 @@ impl FibReplica {
                                 self.links_generation += 1;
                             }
                         }
+                        FibChange::Bind(a) => self.agent_addrs.bind(a),
+                        FibChange::Unbind(a) => self.agent_addrs.unbind(&a),
                     }
                 }
                 // A route may arrive with a deadline already behind us.
@@ -476,6 +496,7 @@ mod tests {
                 policy: Box::default(),
                 peers_down: vec![],
                 links: vec![],
+                agent_addrs: vec![],
             },
         ]
     }
@@ -637,6 +658,7 @@ mod tests {
             policy: Box::default(),
             peers_down: vec![],
             links: vec![],
+            agent_addrs: vec![],
         };
         assert!(matches!(
             r.apply(end, Millis(0)),
@@ -658,6 +680,7 @@ mod tests {
             policy: Box::default(),
             peers_down: vec![],
             links: vec![],
+            agent_addrs: vec![],
         };
         assert_eq!(
             r.apply(end, Millis(0)),
@@ -741,6 +764,7 @@ mod tests {
                 policy: Box::default(),
                 peers_down: vec!["router-b".into()],
                 links: vec![],
+                agent_addrs: vec![],
             },
         ];
         feed(&mut r, events, 0);
@@ -852,7 +876,9 @@ mod tests {
             .unwrap();
         }
         let mut ex: FibExporter<Queue> = FibExporter::new();
-        let sub = ex.subscribe(Queue::default(), &rib, &policy, &[]).unwrap();
+        let sub = ex
+            .subscribe(Queue::default(), &rib, &policy, &[], &[])
+            .unwrap();
         // Churn: removals, renewals, health, a peer route and its session.
         let mut changes = Vec::new();
         for i in (0..300).step_by(3) {

@@ -41,7 +41,11 @@ use crate::time::Millis;
 ///     domains their state.
 /// 14: peer links say how the data plane reaches the router (`relay`:
 ///     direct, a relay client's tunnel, or our relay).
-pub const PROTOCOL_VERSION: u32 = 16;
+/// 15–16: the per-agent IPv6 service: its status, registrations that
+///     ask for an address and what became of the request.
+/// 17: the FIB carries the bound agent addresses (`SnapshotEnd`,
+///     `Bind`/`Unbind`).
+pub const PROTOCOL_VERSION: u32 = 17;
 
 /// Request id reserved for connection-level errors.
 pub const CONNECTION_ERROR_ID: u64 = 0;

@@ -157,7 +157,7 @@ async fn fake_daemon(
             RequestBody::SubscribeFib => {
                 let sink = req.reply.fib_sink();
                 req.reply.send(Ok(ResponseBody::Subscribed));
-                fib.subscribe(sink, &routes, &policy, &[]);
+                fib.subscribe(sink, &routes, &policy, &[], &[]);
                 continue;
             }
             RequestBody::Status => Ok(ResponseBody::Status(Box::new(StatusView {

@@ -202,6 +202,15 @@ impl Rtnl {
             .collect())
     }
 
+    /// Adds an `unreachable` route for the prefix; one there already
+    /// (ours from an earlier run, or netifd's) is not an error.
+    pub fn ensure_unreachable(&mut self, net: Ipv6Addr, len: u8) -> io::Result<()> {
+        match self.request(|seq| netlink::add_unreachable(net, len, seq)) {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+            r => r,
+        }
+    }
+
     pub fn add_proxy(&mut self, index: u32, addr: Ipv6Addr) -> io::Result<()> {
         self.request(|seq| netlink::add_proxy(index, addr, seq))
     }
@@ -263,6 +272,20 @@ pub fn enable_proxy_ndp(name: &str) -> io::Result<()> {
         ));
     }
     std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/proxy_ndp"), "1")
+}
+
+/// Whether the kernel forwards IPv6 on link `name` — without it, it
+/// answers no neighbour solicitation for a proxy entry (`ndisc_recv_ns`
+/// checks the link's `forwarding`).
+pub fn forwarding(name: &str) -> io::Result<bool> {
+    if !valid_ifname(name) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not a link name"),
+        ));
+    }
+    let v = std::fs::read_to_string(format!("/proc/sys/net/ipv6/conf/{name}/forwarding"))?;
+    Ok(v.trim() != "0")
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ pub const RTM_NEWLINK: u16 = 16;
 pub const RTM_NEWADDR: u16 = 20;
 pub const RTM_DELADDR: u16 = 21;
 pub const RTM_GETADDR: u16 = 22;
+pub const RTM_NEWROUTE: u16 = 24;
 pub const RTM_NEWNEIGH: u16 = 28;
 pub const RTM_DELNEIGH: u16 = 29;
 pub const RTM_GETNEIGH: u16 = 30;
@@ -60,6 +61,11 @@ const HDR: usize = 16;
 const IFINFOMSG: usize = 16;
 const IFADDRMSG: usize = 8;
 const NDMSG: usize = 12;
+const RTMSG: usize = 12;
+const RTA_DST: u16 = 1;
+const RT_TABLE_MAIN: u8 = 254;
+const RTPROT_STATIC: u8 = 4;
+const RTN_UNREACHABLE: u8 = 7;
 /// Longest answer message this decoder takes (a dump datagram is at most
 /// a page or two; anything longer is not one of ours).
 pub const MAX_MESSAGE: usize = 64 * 1024;
@@ -204,6 +210,29 @@ pub fn del_addr(index: u32, addr: Ipv6Addr, seq: u32) -> Vec<u8> {
         .attr(IFA_LOCAL, &addr.octets())
         .attr(IFA_ADDRESS, &addr.octets())
         .finish()
+}
+
+/// An `unreachable` route for `net`/`len` in the main table: what of the
+/// prefix no agent holds is refused with an ICMPv6 unreachable at once
+/// (instead of a caller waiting out its connect timeout, or a forwarding
+/// router sending it back upstream). Fails with `EEXIST` where one is
+/// there already (netifd adds one for a delegated prefix).
+pub fn add_unreachable(net: Ipv6Addr, len: u8, seq: u32) -> Vec<u8> {
+    let mut m = [0u8; RTMSG];
+    m[0] = AF_INET6;
+    m[1] = len;
+    m[4] = RT_TABLE_MAIN;
+    m[5] = RTPROT_STATIC;
+    m[6] = RT_SCOPE_UNIVERSE;
+    m[7] = RTN_UNREACHABLE;
+    Msg::new(
+        RTM_NEWROUTE,
+        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        seq,
+    )
+    .bytes(&m)
+    .attr(RTA_DST, &net.octets())
+    .finish()
 }
 
 /// Asks for every IPv6 address of every link.
@@ -454,6 +483,21 @@ mod tests {
         assert_eq!(
             attrs(at[1].1).unwrap(),
             vec![(IFLA_INFO_KIND, &b"dummy"[..])]
+        );
+
+        let u = add_unreachable(a("2001:db8:55::"), 56, 3);
+        assert_eq!(
+            (u16_at(&u, 4), u16_at(&u, 6)),
+            (
+                RTM_NEWROUTE,
+                NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+            )
+        );
+        let body = &u[HDR..];
+        assert_eq!((body[0], body[1], body[7]), (AF_INET6, 56, RTN_UNREACHABLE));
+        assert_eq!(
+            attrs(&body[RTMSG..]).unwrap()[0],
+            (RTA_DST, &a("2001:db8:55::").octets()[..])
         );
 
         let p = add_proxy(3, a("2001:db8::9"), 2);

@@ -1,6 +1,8 @@
 //! The public HTTPS listener's TLS: a server certificate for callers that
-//! are not routers (MCP and A2A clients, agents off the LAN), so no client
-//! certificate is asked for — callers authenticate with bearer tokens.
+//! are not routers (MCP and A2A clients, agents off the LAN). Callers
+//! authenticate with bearer tokens or — where the operator names a client
+//! CA — with a certificate it issued, which is then asked for but not
+//! required (a caller without one still shows a token).
 //!
 //! Same ring provider as router links (TLS 1.3, X25519, no resumption:
 //! nothing here needs a second protocol surface). The certificate is the
@@ -46,10 +48,13 @@ pub enum PublicCert<'a> {
     Files { cert: &'a Path, key: &'a Path },
 }
 
-/// The public listener's config, offering `alpn` in that order.
+/// The public listener's config, offering `alpn` in that order; with
+/// `client_ca` (a PEM file of CA certificates) it asks callers for a
+/// certificate one of them issued (Ed25519, as every key here).
 pub fn public_server_config(
     cert: PublicCert<'_>,
     alpn: &[&[u8]],
+    client_ca: Option<&Path>,
 ) -> Result<Arc<ServerConfig>, PublicTlsError> {
     let resolver: Arc<dyn ResolvesServerCert> = match cert {
         PublicCert::Router(identity) => identity.cert_resolver(),
@@ -57,15 +62,53 @@ pub fn public_server_config(
             load_certified(cert, key)?,
         )),
     };
-    let mut cfg = ServerConfig::builder_with_provider(provider())
+    let builder = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| PublicTlsError(format!("TLS configuration: {e}")))?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .map_err(|e| PublicTlsError(format!("TLS configuration: {e}")))?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => builder.with_client_cert_verifier(client_verifier(path)?),
+    };
+    let mut cfg = builder.with_cert_resolver(resolver);
     cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
     cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     cfg.send_tls13_tickets = 0;
     Ok(Arc::new(cfg))
+}
+
+/// Accepts a client certificate that a CA of `path` issued, and a
+/// client that shows none (it must then carry a token).
+fn client_verifier(
+    path: &Path,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, PublicTlsError> {
+    let text = read_pem(path, "client CA")?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(&text) {
+        let c =
+            c.map_err(|e| PublicTlsError(format!("client CA {}: not PEM: {e}", path.display())))?;
+        if roots.len() == MAX_CHAIN {
+            return Err(PublicTlsError(format!(
+                "client CA {}: more than {MAX_CHAIN} certificates",
+                path.display()
+            )));
+        }
+        roots.add(c).map_err(|e| {
+            PublicTlsError(format!(
+                "client CA {}: not a usable CA certificate: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    if roots.is_empty() {
+        return Err(PublicTlsError(format!(
+            "client CA {}: no CERTIFICATE block",
+            path.display()
+        )));
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| PublicTlsError(format!("client CA {}: {e}", path.display())))
 }
 
 fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, PublicTlsError> {
@@ -172,7 +215,8 @@ mod tests {
         let c = write(&dir, "c.pem", &pem("CERTIFICATE", cert.der()));
         let k = write(&dir, "k.pem", &pem("PRIVATE KEY", &key.serialize_der()));
         assert!(load_certified(&c, &k).is_ok());
-        let cfg = public_server_config(PublicCert::Files { cert: &c, key: &k }, &[b"h2"]).unwrap();
+        let cfg =
+            public_server_config(PublicCert::Files { cert: &c, key: &k }, &[b"h2"], None).unwrap();
         assert_eq!(cfg.alpn_protocols, vec![b"h2".to_vec()]);
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -385,6 +385,7 @@ fn gateway(r: &mut Reader) -> Gateway {
         public_listen: r.text("public_listen"),
         public_cert: r.text("public_cert"),
         public_key: r.text("public_key"),
+        client_ca: r.text("client_ca"),
         peer_listen: r.text("peer_listen"),
         admin_listen: r.text("admin_listen"),
         auth: r.choice("auth"),

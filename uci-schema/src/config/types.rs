@@ -58,6 +58,8 @@ pub struct Gateway {
     pub public_cert: String,
     /// Required with `public_cert`.
     pub public_key: String,
+    /// Empty: callers authenticate with tokens only.
+    pub client_ca: String,
     pub peer_listen: String,
     pub admin_listen: String,
     pub auth: Auth,

@@ -119,6 +119,7 @@ pub(crate) fn to_package(c: &Config) -> Package {
             .text("public_listen", &g.public_listen)
             .text("public_cert", &g.public_cert)
             .text("public_key", &g.public_key)
+            .text("client_ca", &g.client_ca)
             .text("peer_listen", &g.peer_listen)
             .text("admin_listen", &g.admin_listen)
             .choice("auth", g.auth)

@@ -68,6 +68,7 @@ pub(super) const LABELS: &[(&str, &str, &str)] = &[
     ("gateway", "public_listen", "Public HTTPS listener"),
     ("gateway", "public_cert", "Public certificate"),
     ("gateway", "public_key", "Public certificate key"),
+    ("gateway", "client_ca", "Client certificate CA"),
     ("gateway", "peer_listen", "Peer data plane listener"),
     ("gateway", "admin_listen", "Metrics listener"),
     ("gateway", "auth", "Caller authentication"),

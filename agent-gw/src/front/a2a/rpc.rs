@@ -172,8 +172,8 @@ pub fn agent_card(cx: &Ctx, parts: &Parts, agent: Agent<'_>) -> Result<Response<
 /// listener is HTTPS, the LAN one plain HTTP); an absolute-form target
 /// names its own.
 fn scheme(cx: &Ctx, parts: &Parts) -> &'static str {
-    match (cx.ingress, parts.uri.scheme_str()) {
-        (crate::front::Ingress::Public, _) | (_, Some("https")) => "https",
+    match (cx.ingress.is_public(), parts.uri.scheme_str()) {
+        (true, _) | (_, Some("https")) => "https",
         _ => "http",
     }
 }

@@ -576,7 +576,8 @@ fn start_call(
         state: cx.state.clone(),
         peer: cx.peer,
         conn: Rc::new(ConnAbort::default()),
-        ingress: cx.ingress,
+        ingress: cx.ingress.clone(),
+        client: cx.client.clone(),
     };
     let headers = parts.headers.clone();
     let task_mcp = mcp.clone();

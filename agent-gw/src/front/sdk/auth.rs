@@ -18,9 +18,47 @@ use crate::body::{read_limited, Body};
 use crate::front::sdk::lease::admit_control;
 use crate::front::{json, Ctx};
 
-/// Advertises bootstrap only to a source that may use it.
-pub fn authentication(cx: &Ctx) -> Response<Body> {
-    json(StatusCode::OK, &cx.state.auth.metadata(cx.peer.ip()))
+/// Advertises bootstrap only to a source that may use it, and which
+/// transports this router offers agents (`cloud.transports`, as the
+/// nexilume SDK reads them): `direct_ipv6` is true only while agentd can
+/// bind agent addresses and this gateway serves them, so the SDK asks
+/// for an address only where one would answer.
+pub async fn authentication(cx: &Ctx) -> Response<Body> {
+    let mut doc = cx.state.auth.metadata(cx.peer.ip());
+    let direct_ipv6 = direct_ipv6(cx).await;
+    doc["cloud"] = serde_json::json!({
+        // No cloud connector runs here: the suite works without one.
+        "connector_enabled": false,
+        "enrolled": false,
+        "status_endpoint": "/healthz",
+        "transports": {"direct_ipv6": direct_ipv6, "relay": false, "auto": false},
+        "manifest_schema_version": 1,
+    });
+    json(StatusCode::OK, &doc)
+}
+
+/// Whether agents get a served address here now: agent-gw serves agent
+/// addresses and agentd's address service is ready (asked at most once
+/// a second).
+async fn direct_ipv6(cx: &Ctx) -> bool {
+    use crate::core::agent_door::Door;
+    if !matches!(*cx.state.agent_door.borrow(), Door::Open(_)) {
+        return false;
+    }
+    let now = Millis::now();
+    if let Some((at, ready)) = cx.state.ipv6_ready.get() {
+        if now.saturating_sub(at) < 1000 {
+            return ready;
+        }
+    }
+    let ready = cx
+        .state
+        .control
+        .status()
+        .await
+        .is_ok_and(|s| s.ipv6.is_some_and(|v| v.ready));
+    cx.state.ipv6_ready.set(Some((now, ready)));
+    ready
 }
 
 /// The bootstrap side of route ownership, decided with agentd's own rule

@@ -41,6 +41,7 @@ async fn admit(
 fn principal(cx: &Ctx) -> Principal {
     Principal::Caller {
         source: cx.peer.ip(),
+        pin: cx.ingress.pin().cloned(),
     }
 }
 

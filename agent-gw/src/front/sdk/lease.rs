@@ -166,7 +166,16 @@ pub async fn register(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Respons
         f.replica().table().get(&id).is_some()
     })
     .await;
-    Ok(json(StatusCode::OK, &reply.to_json()))
+    let mut doc = reply.to_json();
+    if let Some(grant) = &reply.public_ipv6 {
+        if let agentd::ipc::message::Ipv6Grant::Bound(addr) = grant {
+            // The address is served from the moment the reply says so.
+            let at = std::net::IpAddr::V6(*addr);
+            wait_fib(&cx.state, FIB_CATCH_UP, |f| f.agent_at(at).is_some()).await;
+        }
+        super::public_ipv6::answer(&mut doc, grant, &cx.state.agent_door.borrow());
+    }
+    Ok(json(StatusCode::OK, &doc))
 }
 
 pub async fn renew(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<Body>, ApiError> {

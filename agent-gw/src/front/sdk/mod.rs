@@ -7,4 +7,5 @@ pub mod auth;
 pub mod health;
 pub mod invoke;
 pub mod lease;
+pub mod public_ipv6;
 pub mod tasks;

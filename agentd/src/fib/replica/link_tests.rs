@@ -23,6 +23,7 @@ fn snapshot(generation: u64, links: Vec<PeerLink>) -> Vec<FibEvent> {
             policy: Box::default(),
             peers_down: vec![],
             links,
+            agent_addrs: vec![],
         },
     ]
 }
@@ -328,7 +329,9 @@ fn the_largest_accepted_policy_and_a_links_chunk_fit_in_one_frame() {
     }
     assert_eq!(rib.peers_down().count(), down);
     let mut ex: FibExporter<Queue> = FibExporter::new();
-    let sub = ex.subscribe(Queue::default(), &rib, &policy, &set).unwrap();
+    let sub = ex
+        .subscribe(Queue::default(), &rib, &policy, &set, &[])
+        .unwrap();
     let events = ex.unsubscribe(sub).unwrap().0;
     let end = events
         .iter()
@@ -351,7 +354,7 @@ fn the_exporter_sends_every_link_within_frame_bounds_and_the_replica_mirrors_the
     let rib = RouteTable::new(10);
     let mut ex: FibExporter<Queue> = FibExporter::new();
     let sub = ex
-        .subscribe(Queue::default(), &rib, &Policy::default(), &set)
+        .subscribe(Queue::default(), &rib, &Policy::default(), &set, &[])
         .unwrap();
     let events = ex.unsubscribe(sub).unwrap().0;
     assert!(events.len() > 2, "the links continue in deltas");

@@ -31,6 +31,7 @@ async fn fib_subscription_gets_snapshot_then_deltas() {
             policy: Box::default(),
             peers_down: vec![],
             links: vec![],
+            agent_addrs: vec![],
         }))
     );
 

@@ -117,7 +117,7 @@ fn a_subscriber_gets_the_current_links_in_its_snapshot_and_then_the_changes() {
     s.set_link(link("router-b", 2));
     let mut ex: FibExporter<Queue> = FibExporter::new();
     let sub = ex
-        .subscribe(Queue::default(), s.table(), s.policy(), s.links())
+        .subscribe(Queue::default(), s.table(), s.policy(), s.links(), &[])
         .unwrap();
     // The session with B ends and comes back with another key.
     let mut changes = s.unlink("router-b");

@@ -428,7 +428,7 @@ fn the_changes_carry_paths_to_the_gateways_replica_intact() {
     let mut s = state();
     let mut ex: FibExporter<Queue> = FibExporter::new();
     let sub = ex
-        .subscribe(Queue::default(), s.table(), s.policy(), &[])
+        .subscribe(Queue::default(), s.table(), s.policy(), &[], &[])
         .unwrap();
     let mut publish = |s: &State, c: Changes| {
         ex.publish(s.generation(), c);

@@ -648,6 +648,14 @@ return baseclass.extend({
 	        "max": "4294967296",
 	        "min": "1048576"
 	      },
+	      "client_ca": {
+	        "default": "",
+	        "doc": "PEM CA certificate(s) whose client certificates authenticate callers on the public listener and the per-agent IPv6 addresses: the certificate names its agent as a subjectAltName URI agent://tenant/name (Ed25519 keys). With it those listeners are served in auth 'none' too, for callers with such a certificate only.",
+	        "empty": "none: bearer tokens only",
+	        "kind": "path",
+	        "label": "Client certificate CA",
+	        "list": false
+	      },
 	      "clock_skew": {
 	        "default": "30",
 	        "doc": "Tolerated clock skew (s) when checking iat/exp.",
@@ -948,6 +956,7 @@ return baseclass.extend({
 	      "public_listen",
 	      "public_cert",
 	      "public_key",
+	      "client_ca",
 	      "peer_listen",
 	      "admin_listen",
 	      "auth",
