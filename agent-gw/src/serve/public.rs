@@ -48,9 +48,7 @@ const ALPN_HTTP1: &[u8] = b"http/1.1";
 /// The TLS config the public listener and the per-agent addresses serve
 /// with, and the endpoint registration replies name for the latter (or
 /// why there is none: an operator's certificate that names no host).
-pub fn tls_config(
-    state: &Core,
-) -> Result<(Arc<ServerConfig>, Result<Endpoint, String>), String> {
+pub fn tls_config(state: &Core) -> Result<(Arc<ServerConfig>, Result<Endpoint, String>), String> {
     let cfg = &state.cfg;
     let alpn: &[&[u8]] = &[ALPN_H2, ALPN_HTTP1];
     let client_ca = cfg.client_ca.as_deref();
