@@ -88,7 +88,7 @@ class V6Router:
 
 
 def v6_router(mesh, *, mode: str = "routed-prefix", prefix: str = "2001:db8:55::/56", ipv6: Optional[Dict] = None,
-              gateway: Optional[Dict] = None) -> V6Router:
+              gateway: Optional[Dict] = None, configure: Any = None) -> V6Router:
     """router-a (auth jwt, its certificate issued by a domain CA) with
     the address service in `mode`; an upstream that routes `prefix` to it
     (`routed-prefix`) or shares the /64 `prefix` with it (`ndp-proxy`);
@@ -127,6 +127,8 @@ def v6_router(mesh, *, mode: str = "routed-prefix", prefix: str = "2001:db8:55::
             "max_addresses": "8"}
     opts.update(ipv6 or {})
     r.cfg.sections.append(Section("ipv6", "ipv6", opts))
+    if configure is not None:
+        configure(r)
     if "sdk_listen" in gw:
         argv = r.stack.gw.argv
         argv[argv.index("--listen") + 1] = gw["sdk_listen"]
@@ -167,8 +169,9 @@ def test_routed_prefix_callers_reach_exactly_the_agent_at_its_address(mesh, work
     agent's registration reply names its address in the nexilume shape
     (public_ipv6, public_endpoint with the router's TLS name and CA
     bundle, the flat fields); a caller behind the upstream reaches that
-    agent over TLS verified against the router's domain CA — raw, and
-    with nexilume's `DirectIPv6Agent` unchanged — while another agent of the same capability on the
+    agent over TLS verified against the router's domain CA — raw, with
+    nexilume's `DirectIPv6Agent` unchanged, and with our SDK's
+    `DirectAgent` — while another agent of the same capability on the
     same router is never called; the capability of another agent, the
     route listing, MCP and plaintext on the LAN port are refused at the
     address; the authentication document says direct IPv6 is offered."""
@@ -200,7 +203,10 @@ def test_routed_prefix_callers_reach_exactly_the_agent_at_its_address(mesh, work
         nx = caller(op="nexilume", intent="v6.echo", payload={"via": "nexilume"}, tenant="lab",
                     source_agent="agent://lab/caller", **at)
         assert nx.get("status") == 200 and nx["body"]["echo"] == {"via": "nexilume"}, nx
-        assert len(one.calls("v6.echo")) == 2 and two.calls("v6.echo") == [], "a call went to another agent"
+        ours = caller(op="sdk", intent="v6.echo", payload={"via": "sdk"}, tenant="lab",
+                      source_agent="agent://lab/caller", **at)
+        assert ours.get("status") == 200 and ours["body"]["echo"] == {"via": "sdk"}, ours
+        assert len(one.calls("v6.echo")) == 3 and two.calls("v6.echo") == [], "a call went to another agent"
 
         # The other agent is the other address's, and only its.
         r2 = caller(op="raw", path="/agent/v1/invoke", body=envelope({"n": 2}), **{**at, "addr": addr2})
@@ -217,12 +223,63 @@ def test_routed_prefix_callers_reach_exactly_the_agent_at_its_address(mesh, work
         plain = caller(op="raw", path="/agent/v1/invoke", body=envelope({}), tls=False,
                        **{**at, "port": 7446})
         assert "error" in plain, plain
-        assert len(one.calls("v6.echo")) == 2 and len(two.calls("v6.echo")) == 1
+        assert len(one.calls("v6.echo")) == 3 and len(two.calls("v6.echo")) == 1
 
         doc = env.r.stack.http.get("/agent/v1/authentication").json()
         assert doc["cloud"]["transports"]["direct_ipv6"] is True, doc
     finally:
         caller.close()
+        env.close()
+
+
+def test_sdk_agents_get_their_public_url_and_are_called_there(mesh, workdir):
+    """Proves both SDKs end to end: an unmodified nexilume agent (auth
+    "auto": it reads `cloud.transports.direct_ipv6` and bootstraps on the
+    LAN) and an agent of our SDK (`public_ipv6=True`) each learn a
+    `public_url` https://[addr]:7443 of the router's prefix (one per
+    capability); a nexilume
+    caller behind the upstream invokes the nexilume agent at its address
+    and our SDK's caller ours at its own, each answer from that agent."""
+
+    def lan_bootstrap(r: Any) -> None:
+        # The agents run on the router's LAN: the test host's side of its
+        # management link.
+        r.cfg.section("gateway").options.update(bootstrap_networks=[f"{r.ns.mgmt_host_addr}/32"],
+                                                 bootstrap_tenant=["lab"])
+
+    env = v6_router(mesh, configure=lan_bootstrap)
+    nx = AgentProcess([sys.executable, str(AGENTS / "nexilume_agent.py"), env.r.sdk_url, "lab", "nx-echo", "30", "0",
+                       "auto"], workdir / "nexilume-agent.log")
+    ours = AgentProcess([sys.executable, str(AGENTS / "sdk_agent.py"), env.r.sdk_url, "lab", "sdk-echo", "30", "1"],
+                        workdir / "sdk-agent.log")
+    caller = Caller(env.caller_ns, workdir / "v6-caller.log")
+    try:
+        nx_ready = nx.wait_message("ready", timeout=30)
+        urls = nx_ready["public_urls"]
+        assert all(u and u.startswith("https://[2001:db8:55:") and u.endswith("]:7443") for u in urls.values()), urls
+        # An address per capability of the agent.
+        assert set(urls) == {"nx.echo", "nx.count"} and len(set(urls.values())) == 2, urls
+        nx_addr = urls["nx.echo"][len("https://["):-len("]:7443")]
+        ours_ready = ours.wait_message("ready", timeout=30)
+        lease = ours_ready["leases"][0]
+        assert lease["public_url"] == f"https://[{lease['public_ipv6']}]:7443", lease
+        assert lease["public_endpoint"]["tls_server_name"] == "router-a", lease
+        assert lease["public_ipv6"] != nx_addr and lease["public_ipv6"].startswith("2001:db8:55:"), lease
+
+        tok = env.token("agent://lab/caller", "agent.invoke")
+        common = {"port": 7443, "server_name": "router-a", "ca": str(env.ca), "token": tok, "tenant": "lab",
+                  "source_agent": "agent://lab/caller"}
+        a = caller(op="nexilume", addr=nx_addr, intent="nx.echo", payload={"to": "nexilume"}, **common)
+        assert a.get("body") == {"echo": {"to": "nexilume"}, "via": "nexilume"}, a
+        b = caller(op="sdk", addr=lease["public_ipv6"], intent="sdk.echo", payload={"to": "ours"}, **common)
+        assert b.get("body") == {"echo": {"to": "ours"}, "via": "agentd_sdk"}, b
+        # Each address is its agent's: the other capability is refused.
+        c = caller(op="sdk", addr=lease["public_ipv6"], intent="nx.echo", payload={}, **common)
+        assert c.get("code") == "no_route", c
+    finally:
+        caller.close()
+        ours.stop()
+        nx.stop()
         env.close()
 
 

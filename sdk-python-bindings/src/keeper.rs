@@ -6,6 +6,13 @@
 //! `renew::LeaseMachine` (one per registration); this file only reads the
 //! clock, performs the HTTP calls and sleeps on a condvar that `close()`
 //! signals.
+//!
+//! Each register (and re-register) reply may also offer the agent a public
+//! IPv6 address with its TLS endpoint (`wire::PublicIpv6`); the keeper
+//! keeps the latest answer per registration so `status()` can tell the
+//! agent where callers outside the mesh reach it. A re-registration may
+//! move or withdraw that address, hence "latest"; renew replies do not
+//! carry it and leave it as it is.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
@@ -15,7 +22,7 @@ use agentd::time::Millis;
 
 use crate::call::{CallError, Client};
 use crate::renew::{Action, LeaseMachine, Outcome, RenewConfig};
-use crate::wire::LeaseReply;
+use crate::wire::{LeaseReply, PublicEndpoint, PublicIpv6, PublicIpv6Status};
 
 /// One registration as the router should receive it: a JSON object
 /// (without `route_id`) and the lease it asks for.
@@ -35,6 +42,15 @@ pub struct LeaseStatus {
     pub reregistrations: u64,
     pub failures: u32,
     pub last_error: Option<String>,
+    /// The agent's public IPv6 address (`public_ipv6` of the last register
+    /// reply), while a lease is held.
+    pub public_ipv6: Option<String>,
+    /// Where callers outside the mesh reach it (`public_endpoint`).
+    pub public_endpoint: Option<PublicEndpoint>,
+    /// `https://[address]:port` of `public_endpoint`.
+    pub public_url: Option<String>,
+    /// The router's report on the request (`public_ipv6_status`).
+    pub public_ipv6_status: Option<PublicIpv6Status>,
 }
 
 #[derive(Debug)]
@@ -42,6 +58,17 @@ struct Slot {
     reg: Registration,
     machine: LeaseMachine,
     last_error: Option<String>,
+    /// The public-IPv6 answer of the last register reply.
+    public: PublicIpv6,
+}
+
+/// The public-IPv6 answer of a register reply, and the problem to report
+/// as `last_error` when part of it was invalid and ignored.
+fn public_answer(body: &[u8]) -> (PublicIpv6, Option<String>) {
+    let (public, problem) = PublicIpv6::decode(body);
+    let problem =
+        problem.map(|e| format!("register reply: public IPv6 answer ignored in part: {e}"));
+    (public, problem)
 }
 
 #[derive(Debug)]
@@ -79,12 +106,11 @@ impl Rng {
     }
 }
 
-fn perform(
-    client: &Client,
-    action: &Action,
-    reg: &Registration,
-    timeout: Duration,
-) -> (Outcome, Option<String>) {
+/// What one lease action produced: the outcome for the machine, an error to
+/// report, and — for a register reply — the public-IPv6 answer.
+type Performed = (Outcome, Option<String>, Option<PublicIpv6>);
+
+fn perform(client: &Client, action: &Action, reg: &Registration, timeout: Duration) -> Performed {
     let result = match action {
         Action::Register => client.call("POST", "/agent/v1/register", &[], &reg.body, timeout),
         Action::Renew { route_id } => {
@@ -101,23 +127,31 @@ fn perform(
     };
     match result {
         Ok(resp) => match LeaseReply::decode(&resp.body) {
-            Ok(reply) => (Outcome::Leased(reply), None),
+            Ok(reply) if matches!(action, Action::Register) => {
+                let (public, problem) = public_answer(&resp.body);
+                (Outcome::Leased(reply), problem, Some(public))
+            }
+            Ok(reply) => (Outcome::Leased(reply), None, None),
             Err(e) => (
                 Outcome::Refused {
                     status: resp.status,
                 },
                 Some(e.to_string()),
+                None,
             ),
         },
         Err(CallError::Status { status: 404, .. }) if matches!(action, Action::Renew { .. }) => (
             Outcome::NotFound,
             Some("renew: router no longer knows the route (404); re-registering".into()),
+            None,
         ),
-        Err(e @ CallError::Transport { .. }) => (Outcome::Unreachable, Some(e.to_string())),
+        Err(e @ CallError::Transport { .. }) => (Outcome::Unreachable, Some(e.to_string()), None),
         Err(e @ CallError::Status { status, .. }) => {
-            (Outcome::Refused { status }, Some(e.to_string()))
+            (Outcome::Refused { status }, Some(e.to_string()), None)
         }
-        Err(e @ CallError::Decode(_)) => (Outcome::Refused { status: 0 }, Some(e.to_string())),
+        Err(e @ CallError::Decode(_)) => {
+            (Outcome::Refused { status: 0 }, Some(e.to_string()), None)
+        }
     }
 }
 
@@ -141,10 +175,13 @@ impl Keeper {
             let mut machine = LeaseMachine::new(cfg, now);
             let action = machine.poll(now).unwrap_or(Action::Register);
             let result = client.call("POST", "/agent/v1/register", &[], &reg.body, timeout);
+            let mut public = PublicIpv6::default();
+            let mut last_error = None;
             let failure = match result {
                 Ok(resp) => match LeaseReply::decode(&resp.body) {
                     Ok(reply) => {
                         machine.on_outcome(Millis::now(), Outcome::Leased(reply), rng.next());
+                        (public, last_error) = public_answer(&resp.body);
                         None
                     }
                     Err(e) => Some(CallError::Decode(e.to_string())),
@@ -155,7 +192,8 @@ impl Keeper {
             slots.push(Slot {
                 reg,
                 machine,
-                last_error: None,
+                last_error,
+                public,
             });
             if let Some(err) = failure {
                 slots.pop();
@@ -189,6 +227,10 @@ impl Keeper {
             .iter()
             .map(|s| {
                 let lease = s.machine.lease();
+                // The answer describes the live route; none without a lease
+                // (withdrawn, or forgotten by the router until re-registered).
+                let public = lease.map(|_| &s.public);
+                let endpoint = public.and_then(|p| p.endpoint.clone());
                 LeaseStatus {
                     route_id: lease.map(|l| l.route_id.clone()),
                     generation: lease.map_or(0, |l| l.generation),
@@ -197,6 +239,10 @@ impl Keeper {
                     reregistrations: s.machine.reregistrations,
                     failures: s.machine.failures(),
                     last_error: s.last_error.clone(),
+                    public_ipv6: public.and_then(|p| p.address).map(|a| a.to_string()),
+                    public_url: endpoint.as_ref().map(PublicEndpoint::url),
+                    public_endpoint: endpoint,
+                    public_ipv6_status: public.and_then(|p| p.status.clone()),
                 }
             })
             .collect()
@@ -267,12 +313,15 @@ fn run(shared: &Shared, mut rng: Rng) {
             if *shared.stop.lock().unwrap_or_else(|p| p.into_inner()) {
                 break;
             }
-            let (outcome, error) = perform(&shared.client, &action, &reg, shared.timeout);
+            let (outcome, error, public) = perform(&shared.client, &action, &reg, shared.timeout);
             let mut slots = shared.slots.lock().unwrap_or_else(|p| p.into_inner());
             let s = &mut slots[i];
             s.machine.on_outcome(Millis::now(), outcome, rng.next());
             if error.is_some() {
                 s.last_error = error;
+            }
+            if let Some(public) = public {
+                s.public = public;
             }
             next = next.min(s.machine.due());
         }
@@ -379,6 +428,187 @@ mod tests {
             )
         );
         assert_eq!(k.status()[0].route_id, None);
+    }
+
+    const SERVED: &str = r#"{"route_id":"r1","generation":1,"lease_seconds":30,
+        "public_ipv6":"2001:db8:66::7",
+        "public_endpoint":{"address":"2001:db8:66::7","port":7443,"scheme":"https",
+            "tls_server_name":"router-a","ca_bundle_id":"agentd-ca-0011223344556677"},
+        "public_port":7443,"tls_server_name":"router-a","ca_bundle_id":"agentd-ca-0011223344556677",
+        "public_ipv6_status":{"address":"2001:db8:66::7","served":true}}"#;
+    const UNREGISTERED: &str = r#"{"route_id":"r1","generation":1,"removed":true}"#;
+
+    fn public_reg(lease_seconds: u64) -> Registration {
+        Registration {
+            body: br#"{"intent":"demo.echo","public_ipv6":true}"#.to_vec(),
+            lease_seconds,
+        }
+    }
+
+    #[test]
+    fn a_served_public_address_is_kept_with_its_endpoint_and_url() {
+        let (port, _rx, h) = peer(vec![(200, SERVED), (200, UNREGISTERED)]);
+        let mut k =
+            Keeper::start(client(port), vec![public_reg(30)], Duration::from_secs(5)).unwrap();
+        let st = k.status().remove(0);
+        assert_eq!(st.public_ipv6.as_deref(), Some("2001:db8:66::7"));
+        assert_eq!(
+            st.public_url.as_deref(),
+            Some("https://[2001:db8:66::7]:7443")
+        );
+        let e = st.public_endpoint.unwrap();
+        assert_eq!(
+            e.address,
+            "2001:db8:66::7".parse::<std::net::Ipv6Addr>().unwrap()
+        );
+        assert_eq!((e.port, e.scheme.as_str()), (7443, "https"));
+        assert_eq!(e.tls_server_name.as_deref(), Some("router-a"));
+        assert_eq!(
+            e.ca_bundle_id.as_deref(),
+            Some("agentd-ca-0011223344556677")
+        );
+        let status = st.public_ipv6_status.unwrap();
+        assert!(status.served && status.reason.is_none());
+        assert_eq!(st.last_error, None);
+        assert!(k.close().is_empty());
+        h.join().unwrap();
+        // Withdrawn: the address went with the route.
+        let st = k.status().remove(0);
+        assert_eq!(
+            (st.public_ipv6, st.public_url, st.public_endpoint),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn a_reply_without_a_public_address_leaves_the_fields_empty() {
+        let (port, _rx, h) = peer(vec![
+            (
+                200,
+                r#"{"route_id":"r1","generation":1,"lease_seconds":30,
+                    "public_ipv6_status":{"address":null,"served":false,"reason":"ipv6.mode 'off'"}}"#,
+            ),
+            (200, UNREGISTERED),
+            (
+                200,
+                r#"{"route_id":"r2","generation":1,"lease_seconds":30}"#,
+            ),
+            (200, UNREGISTERED),
+        ]);
+        let mut k =
+            Keeper::start(client(port), vec![public_reg(30)], Duration::from_secs(5)).unwrap();
+        let st = k.status().remove(0);
+        assert_eq!(
+            (st.public_ipv6, st.public_url, st.public_endpoint),
+            (None, None, None)
+        );
+        assert_eq!(
+            st.public_ipv6_status,
+            Some(PublicIpv6Status {
+                address: None,
+                served: false,
+                reason: Some("ipv6.mode 'off'".into()),
+            })
+        );
+        assert_eq!(st.last_error, None);
+        assert!(k.close().is_empty());
+        // A router that knows nothing of public_ipv6 says nothing about it.
+        let reg = Registration {
+            body: b"{}".to_vec(),
+            lease_seconds: 30,
+        };
+        let mut k = Keeper::start(client(port), vec![reg], Duration::from_secs(5)).unwrap();
+        let st = k.status().remove(0);
+        assert_eq!(st.route_id.as_deref(), Some("r2"));
+        assert_eq!((st.public_ipv6, st.public_url), (None, None));
+        assert_eq!((st.public_endpoint, st.public_ipv6_status), (None, None));
+        assert!(k.close().is_empty());
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn a_mismatched_endpoint_is_ignored_with_an_error_and_the_route_kept() {
+        let (port, _rx, h) = peer(vec![
+            (
+                200,
+                r#"{"route_id":"r1","generation":1,"lease_seconds":30,
+                    "public_ipv6":"2001:db8:66::7",
+                    "public_endpoint":{"address":"2001:db8:66::8","port":7443,"scheme":"https",
+                        "tls_server_name":"router-a","ca_bundle_id":"agentd-ca-1"},
+                    "public_ipv6_status":{"address":"2001:db8:66::7","served":true}}"#,
+            ),
+            (200, UNREGISTERED),
+        ]);
+        let mut k =
+            Keeper::start(client(port), vec![public_reg(30)], Duration::from_secs(5)).unwrap();
+        let st = k.status().remove(0);
+        assert_eq!(st.route_id.as_deref(), Some("r1"));
+        assert_eq!(
+            (st.public_ipv6, st.public_url, st.public_endpoint),
+            (None, None, None)
+        );
+        assert!(st.public_ipv6_status.unwrap().served, "the report is kept");
+        let err = st.last_error.unwrap();
+        assert!(
+            err.contains("public_endpoint.address") && err.contains("differs from public_ipv6"),
+            "{err}"
+        );
+        assert!(k.close().is_empty());
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn a_reregistration_replaces_the_public_answer() {
+        // A 1 s lease renews after ~0.6 s; the renewal meets a 404 (the
+        // router forgot the route) and the re-register reply has no address.
+        let short: &'static str = Box::leak(
+            SERVED
+                .replace(r#""lease_seconds":30"#, r#""lease_seconds":1"#)
+                .into(),
+        );
+        let (port, rx, h) = peer(vec![
+            (200, short),
+            (
+                404,
+                r#"{"error":{"code":"not_found","message":"no route r1"}}"#,
+            ),
+            (
+                200,
+                r#"{"route_id":"r2","generation":2,"lease_seconds":30,
+                    "public_ipv6_status":{"address":null,"served":false,"reason":"all 256 bound"}}"#,
+            ),
+            (200, UNREGISTERED),
+        ]);
+        let mut k =
+            Keeper::start(client(port), vec![public_reg(1)], Duration::from_secs(5)).unwrap();
+        assert!(k.status()[0].public_url.is_some());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while k.status()[0].reregistrations < 1 {
+            assert!(std::time::Instant::now() < deadline, "no re-registration");
+            thread::sleep(Duration::from_millis(20));
+        }
+        let st = k.status().remove(0);
+        assert_eq!(st.route_id.as_deref(), Some("r2"));
+        assert_eq!(
+            (st.public_ipv6, st.public_url, st.public_endpoint),
+            (None, None, None)
+        );
+        assert_eq!(
+            st.public_ipv6_status.unwrap().reason.as_deref(),
+            Some("all 256 bound")
+        );
+        assert!(k.close().is_empty());
+        h.join().unwrap();
+        let paths: Vec<_> = rx.try_iter().map(|(p, _)| p).collect();
+        assert_eq!(
+            paths,
+            [
+                "/agent/v1/register",
+                "/agent/v1/renew",
+                "/agent/v1/register",
+                "/agent/v1/unregister"
+            ]
+        );
     }
 
     #[test]

@@ -28,6 +28,23 @@ RELEASING = {"id": "task-2", "token": "tok-456", "released": False}
 MODE = {"bootstrap": False, "tokens": 0}
 
 
+def public_ipv6_answer(body):
+    """The register reply's answer to ``public_ipv6: true`` in the shape
+    agent-gw sends (agent-gw/src/front/sdk/public_ipv6.rs): served for
+    every capability but ``*.unserved``, which is told why not."""
+    if str(body.get("intent", "")).endswith(".unserved"):
+        return {"public_ipv6_status": {"address": None, "served": False,
+                                       "reason": "ipv6.mode 'off' on this router"}}
+    addr = "2001:db8:66::7"
+    return {
+        "public_ipv6": addr,
+        "public_endpoint": {"address": addr, "port": 7443, "scheme": "https",
+                            "tls_server_name": "router-a", "ca_bundle_id": "agentd-ca-0011223344556677"},
+        "public_port": 7443, "tls_server_name": "router-a", "ca_bundle_id": "agentd-ca-0011223344556677",
+        "public_ipv6_status": {"address": addr, "served": True},
+    }
+
+
 def emit(record):
     sys.stdout.write(json.dumps(record) + "\n")
     sys.stdout.flush()
@@ -121,8 +138,10 @@ class Handler(BaseHTTPRequestHandler):
             COUNTER["route"] += 1
             rid = f"r{COUNTER['route']}"
             ROUTES[rid] = body
-            return self._send(200, {"route_id": rid, "generation": COUNTER["route"],
-                                    "lease_seconds": body.get("lease_seconds", 30)})
+            reply = {"route_id": rid, "generation": COUNTER["route"], "lease_seconds": body.get("lease_seconds", 30)}
+            if body.get("public_ipv6") is True:
+                reply.update(public_ipv6_answer(body))
+            return self._send(200, reply)
         if self.path == "/agent/v1/renew":
             rid = body.get("route_id")
             if rid not in ROUTES:

@@ -49,6 +49,43 @@ def test_registers_with_the_nexus_fields_renews_and_withdraws(recorder):
     assert unreg["body"] == {"route_id": "r1"}
 
 
+def test_public_ipv6_is_asked_for_only_when_wanted_and_reported_per_lease(recorder):
+    agent = make_agent(recorder.url)
+
+    @agent.capability("demo.public", public_ipv6=True)
+    def public(payload):
+        return payload
+
+    @agent.capability("demo.unserved", public_ipv6=True)
+    def unserved(payload):
+        return payload
+
+    with pytest.raises(ValueError):
+        agent.capability("demo.bad", public_ipv6="auto")
+    handle = agent.start()
+    try:
+        seen = recorder.until(lambda r: r["path"] == "/agent/v1/register" and r["body"]["intent"] == "demo.unserved")
+        regs = {r["body"]["intent"]: r["body"] for r in seen if r["path"] == "/agent/v1/register"}
+        assert "public_ipv6" not in regs["demo.echo"]
+        assert regs["demo.public"]["public_ipv6"] is True and regs["demo.unserved"]["public_ipv6"] is True
+        echo, pub, uns = handle.leases()
+        for key in ("public_ipv6", "public_url", "public_endpoint", "public_ipv6_status"):
+            assert echo[key] is None, key
+        assert pub["public_ipv6"] == "2001:db8:66::7"
+        assert pub["public_url"] == "https://[2001:db8:66::7]:7443"
+        assert pub["public_endpoint"] == {"address": "2001:db8:66::7", "port": 7443, "scheme": "https",
+                                          "tls_server_name": "router-a",
+                                          "ca_bundle_id": "agentd-ca-0011223344556677"}
+        assert pub["public_ipv6_status"] == {"address": "2001:db8:66::7", "served": True}
+        assert pub["last_error"] is None
+        assert (uns["public_ipv6"], uns["public_url"], uns["public_endpoint"]) == (None, None, None)
+        assert uns["public_ipv6_status"] == {"address": None, "served": False,
+                                             "reason": "ipv6.mode 'off' on this router"}
+    finally:
+        handle.close()
+    assert all(lease["public_url"] is None for lease in handle.leases())
+
+
 def test_peer_restart_leads_to_reregistration(recorder):
     handle = make_agent(recorder.url).start()
     try:

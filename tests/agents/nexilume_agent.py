@@ -9,7 +9,8 @@ by re-registering with its route_id (an upsert); 0 makes it use
 /agent/v1/renew and re-register only after a 404. AUTH (default "none")
 is nexilume's `auth=` argument: "auto" discovers the router's auth and uses
 its trusted-LAN bootstrap.
-Prints one JSON line `{"ready": true, "route_ids": [...], "endpoint": ...}`
+Prints one JSON line `{"ready": true, "route_ids": [...], "public_urls":
+{capability: url or null}, "endpoint": ...}`
 once registered, runs until stdin closes, then stops (unregistering) and
 prints `{"closed": true}`.
 """
@@ -52,6 +53,7 @@ print(
         {
             "ready": True,
             "route_ids": [p.route_id for p in handle.published],
+            "public_urls": {p.intent: p.public_url for p in handle.published},
             "endpoint": agent.backend_endpoint,
         }
     ),

@@ -22,6 +22,13 @@ Call::
     for event in client.stream("demo.count", {"to": 3}):
         print(event.id, event.data)
 
+Call one agent at its own public IPv6 address (``public_ipv6=True``)::
+
+    from agentd_sdk import DirectAgent
+
+    agent = DirectAgent.from_lease(handle.leases()[0], ca_file="agentd-ca.pem")
+    agent.invoke("demo.echo", {"text": "hi"}, tenant="lab", source_agent="agent://lab/caller")
+
 Router discovery: an explicit URL, then ``AGENTD_ROUTER_URL``, then the
 IPv4 default gateway on port 7446. Auth: ``token=`` or ``AGENTD_TOKEN``
 (bearer), else the router's trusted-LAN bootstrap when offered.
@@ -29,6 +36,7 @@ IPv4 default gateway on port 7446. Auth: ``token=`` or ``AGENTD_TOKEN``
 
 from .agent import Agent, AgentHandle, Capability, Context, Event
 from .client import Client, Stream, StreamEvent, Task
+from .direct import DirectAgent
 from .errors import (
     AgentdError,
     AuthError,
@@ -65,6 +73,7 @@ __all__ = [
     "Context",
     "DeadlineExceededError",
     "DeliveryError",
+    "DirectAgent",
     "Event",
     "ForbiddenError",
     "HandlerError",

@@ -141,11 +141,17 @@ class Capability:
     latency_ms: int = 0
     trust: int = 50
     load_permille: int = 0
+    #: Ask the router for a public IPv6 /128 of this agent's own, reachable
+    #: over TLS from outside the mesh (docs/ipv6.md). The registration
+    #: succeeds whether or not one is granted; ``AgentHandle.leases()`` says.
+    public_ipv6: bool = False
     extra: Dict[str, Any] = field(default_factory=dict)
 
     def registration(self, *, origin: str, endpoint: str, tenant: str) -> Dict[str, Any]:
         """The registration body (Nexus router protocol fields, plus the
-        optional contract of DESIGN §4)."""
+        optional contract of DESIGN §4). ``public_ipv6: true`` only when
+        asked for: a router that does not know the field lists it as
+        ignored, and an agent that did not ask should not make it look."""
         body: Dict[str, Any] = {
             "intent": self.name,
             "origin": origin,
@@ -168,6 +174,8 @@ class Capability:
         if self.description:
             contract["description"] = self.description
         body["contract"] = contract
+        if self.public_ipv6:
+            body["public_ipv6"] = True
         body.update(self.extra)
         return body
 
@@ -377,7 +385,21 @@ class AgentHandle:
 
     def leases(self) -> List[Dict[str, Any]]:
         """Per capability: route_id, generation, lease_seconds, renewals,
-        reregistrations, failures, last_error."""
+        reregistrations, failures, last_error, and the router's answer to
+        ``public_ipv6=True`` from the last (re-)registration, while the
+        route is leased:
+
+        - ``public_ipv6``: the agent's own address (str) or None;
+        - ``public_url``: ``https://[address]:port`` or None;
+        - ``public_endpoint``: dict of ``address``, ``port``, ``scheme``,
+          ``tls_server_name``, ``ca_bundle_id`` (what ``DirectAgent.
+          from_lease`` needs) or None;
+        - ``public_ipv6_status``: the router's report, dict of ``address``,
+          ``served`` and, when not served, ``reason``; or None when the
+          router said nothing (not asked, or an older router).
+
+        An endpoint the router described inconsistently is left out (None)
+        and ``last_error`` says why."""
         return self.keeper.status() if self.keeper is not None else []
 
     def wait(self, timeout: Optional[float] = None) -> bool:
@@ -479,6 +501,7 @@ class Agent:
         latency_ms: int = 0,
         trust: int = 50,
         load_permille: int = 0,
+        public_ipv6: bool = False,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Declares a capability served by the decorated function.
 
@@ -487,7 +510,11 @@ class Agent:
         A generator function is a streaming capability: each yielded value
         (or ``Event``) becomes one SSE event. ``async def`` handlers work
         too. Raise ``HandlerError(message, code=..., status=...)`` for a
-        typed failure."""
+        typed failure.
+
+        ``public_ipv6=True`` asks the router for a public IPv6 address of
+        this capability's own (see ``AgentHandle.leases()`` and
+        ``DirectAgent``)."""
 
         if not isinstance(name, str) or not name or len(name) > 127 or not set(name) <= _NAME_CHARS:
             raise ValueError("capability name must be 1-127 characters of [A-Za-z0-9._-]")
@@ -499,6 +526,8 @@ class Agent:
             raise ValueError("schema must be a JSON schema object")
         if not 0 <= trust <= 100 or not 0 <= load_permille <= 1000 or cost_microunits < 0 or latency_ms < 0:
             raise ValueError("trust must be 0-100, load_permille 0-1000, cost and latency >= 0")
+        if not isinstance(public_ipv6, bool):
+            raise ValueError("public_ipv6 must be True or False")
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             if self._handle is not None:
@@ -522,6 +551,7 @@ class Agent:
                 latency_ms=latency_ms,
                 trust=trust,
                 load_permille=load_permille,
+                public_ipv6=public_ipv6,
             )
             return fn
 

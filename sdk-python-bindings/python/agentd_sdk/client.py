@@ -50,6 +50,41 @@ def _loads(raw: bytes, what: str) -> Any:
         raise ProtocolError(f"{what} is not JSON: {exc}") from None
 
 
+def _envelope(
+    capability: str,
+    payload: Any,
+    *,
+    version: int,
+    source_agent: str,
+    tenant: str,
+    target_agent: Optional[str] = None,
+    constraints: Optional[Mapping[str, Any]] = None,
+    task_id: Optional[str] = None,
+    hop_limit: int = 8,
+) -> Dict[str, Any]:
+    """The invocation envelope (Nexus router protocol, DESIGN §9); shared
+    by ``Client`` and ``DirectAgent`` so both send the same document."""
+
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError("version must be an integer >= 1")
+    if payload is None:
+        raise ValueError("payload must not be None (use {} for an empty payload)")
+    env: Dict[str, Any] = {
+        "version": "1.0",
+        "intent": capability,
+        "intent_version": version,
+        "task_id": task_id or str(uuid.uuid4()),
+        "source_agent": source_agent,
+        "tenant": tenant,
+        "hop_limit": hop_limit,
+        "constraints": dict(constraints or {}),
+        "payload": payload,
+    }
+    if target_agent is not None:
+        env["target_agent"] = target_agent
+    return env
+
+
 @dataclass(frozen=True)
 class StreamEvent:
     """One event of a stream: ``id`` (int, increasing), ``event`` (name or
@@ -160,24 +195,17 @@ class Client:
     ) -> Dict[str, Any]:
         """The invocation envelope (Nexus router protocol, DESIGN §9)."""
 
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise ValueError("version must be an integer >= 1")
-        if payload is None:
-            raise ValueError("payload must not be None (use {} for an empty payload)")
-        env: Dict[str, Any] = {
-            "version": "1.0",
-            "intent": capability,
-            "intent_version": version,
-            "task_id": task_id or str(uuid.uuid4()),
-            "source_agent": self.origin,
-            "tenant": tenant or self.tenant,
-            "hop_limit": hop_limit,
-            "constraints": dict(constraints or {}),
-            "payload": payload,
-        }
-        if target_agent is not None:
-            env["target_agent"] = target_agent
-        return env
+        return _envelope(
+            capability,
+            payload,
+            version=version,
+            source_agent=self.origin,
+            tenant=tenant or self.tenant,
+            target_agent=target_agent,
+            constraints=constraints,
+            task_id=task_id,
+            hop_limit=hop_limit,
+        )
 
     @staticmethod
     def _call_headers(timeout: float, idempotency_key: Optional[str]) -> List[Tuple[str, str]]:

@@ -157,7 +157,12 @@ impl LeaseKeeper {
     }
 
     /// One dict per registration: route_id, generation, lease_seconds,
-    /// renewals, reregistrations, failures, last_error.
+    /// renewals, reregistrations, failures, last_error, and the public-IPv6
+    /// answer of the last register reply: public_ipv6 (str or None),
+    /// public_url (`https://[addr]:port` or None), public_endpoint (dict of
+    /// address, port, scheme, tls_server_name, ca_bundle_id, or None) and
+    /// public_ipv6_status (dict of address, served and, when not served,
+    /// reason; or None).
     fn status<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let status = self
             .inner
@@ -175,6 +180,34 @@ impl LeaseKeeper {
                 d.set_item("reregistrations", s.reregistrations)?;
                 d.set_item("failures", s.failures)?;
                 d.set_item("last_error", s.last_error)?;
+                d.set_item("public_ipv6", s.public_ipv6)?;
+                d.set_item("public_url", s.public_url)?;
+                let endpoint = match s.public_endpoint {
+                    Some(e) => {
+                        let ed = PyDict::new(py);
+                        ed.set_item("address", e.address.to_string())?;
+                        ed.set_item("port", e.port)?;
+                        ed.set_item("scheme", e.scheme.as_str())?;
+                        ed.set_item("tls_server_name", e.tls_server_name)?;
+                        ed.set_item("ca_bundle_id", e.ca_bundle_id)?;
+                        Some(ed)
+                    }
+                    None => None,
+                };
+                d.set_item("public_endpoint", endpoint)?;
+                let status = match s.public_ipv6_status {
+                    Some(st) => {
+                        let sd = PyDict::new(py);
+                        sd.set_item("address", st.address.map(|a| a.to_string()))?;
+                        sd.set_item("served", st.served)?;
+                        if let Some(reason) = st.reason {
+                            sd.set_item("reason", reason)?;
+                        }
+                        Some(sd)
+                    }
+                    None => None,
+                };
+                d.set_item("public_ipv6_status", status)?;
                 Ok(d)
             })
             .collect()
