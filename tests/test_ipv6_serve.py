@@ -422,7 +422,8 @@ def test_a_token_or_a_client_certificate_and_nothing_else(mesh, workdir):
 
 def test_limits_and_binding_off_replies(mesh, workdir):
     """Proves the registration always succeeds: with `max_addresses 1`
-    the second agent's reply names the limit and offers no endpoint;
+    the second agent's reply names the limit (code `ipv6_max_addresses`)
+    and offers no endpoint;
     with auth 'none' and no client CA the address is bound but not
     served, the reply says why, and the authentication document says
     direct IPv6 is not offered (so nexilume stops asking)."""
@@ -434,6 +435,7 @@ def test_limits_and_binding_off_replies(mesh, workdir):
         second = env.register("two", b, public_ipv6="auto")
         assert "public_ipv6" not in second and "public_endpoint" not in second, second
         assert second["public_ipv6_status"]["served"] is False, second
+        assert second["public_ipv6_status"]["code"] == "ipv6_max_addresses", second
         assert "max_addresses" in second["public_ipv6_status"]["reason"], second
     finally:
         env.close()
@@ -448,7 +450,7 @@ def test_limits_and_binding_off_replies(mesh, workdir):
                                               public_ipv6="auto"))
         status = got["public_ipv6_status"]
         assert status["address"] and status["served"] is False, got
-        assert "auth is 'none'" in status["reason"], got
+        assert status["code"] == "ipv6_not_served" and "auth is 'none'" in status["reason"], got
         assert "public_ipv6" not in got and "public_endpoint" not in got, got
         doc = lab.stack.http.get("/agent/v1/authentication").json()
         assert doc["cloud"]["transports"]["direct_ipv6"] is False, doc

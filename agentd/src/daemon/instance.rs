@@ -308,9 +308,10 @@ impl Instance {
                     self.sync_ipv6(true);
                     grant.public_ipv6 = Some(match &self.ipv6 {
                         Some(v6) => v6.grant(&grant.route_id),
-                        None => Ipv6Grant::NotBound(
-                            "IPv6 binding is off on this router (ipv6.mode 'off')".into(),
-                        ),
+                        None => Ipv6Grant::NotBound {
+                            why: crate::ipc::message::Ipv6Refusal::Off,
+                            reason: "IPv6 binding is off on this router (ipv6.mode 'off')".into(),
+                        },
                     });
                 }
                 match &mut handled.reply {

@@ -18,10 +18,10 @@ use sha2::{Digest, Sha256};
 use uci_schema::uci::Package;
 use uci_schema::Ipv6Mode;
 
-use crate::ipc::message::{Ipv6Grant, Ipv6View};
+use crate::ipc::message::{Ipv6Grant, Ipv6Refusal, Ipv6View};
 use crate::ipv6::kernel::{enable_proxy_ndp, forwarding, index_of, Rtnl};
 use crate::ipv6::netlink::AddrEntry;
-use crate::ipv6::{AgentKey, Bound, Pool, Prefix};
+use crate::ipv6::{AgentKey, Bound, Pool, PoolError, Prefix};
 use crate::route::RouteId;
 use crate::{log_info, log_warn};
 
@@ -45,7 +45,7 @@ pub struct Ipv6Service {
     /// holding the addresses, the upstream link (`ndp-proxy`).
     kernel: Option<Kernel>,
     /// Routes that asked and got no address, and why.
-    refused: HashMap<Box<str>, String>,
+    refused: HashMap<Box<str>, (Ipv6Refusal, String)>,
 }
 
 #[derive(Debug)]
@@ -272,10 +272,14 @@ impl Ipv6Service {
                     }
                     Err(e) => {
                         pool.release(route.as_str());
-                        Err(format!("the kernel refused {addr}: {e}"))
+                        Err((
+                            Ipv6Refusal::Failed,
+                            format!("the kernel refused {addr}: {e}"),
+                        ))
                     }
                 },
-                Err(e) => Err(e.to_string()),
+                Err(e @ PoolError::Full { .. }) => Err((Ipv6Refusal::Full, e.to_string())),
+                Err(e) => Err((Ipv6Refusal::Failed, e.to_string())),
             };
             match bound {
                 Ok(()) => {
@@ -283,7 +287,7 @@ impl Ipv6Service {
                 }
                 Err(why) => {
                     if self.refused.get(route.as_str()) != Some(&why) {
-                        log_warn!("ipv6: no address for route {route}: {why}");
+                        log_warn!("ipv6: no address for route {route}: {}", why.1);
                     }
                     self.refused.insert(route.as_str().into(), why);
                 }
@@ -296,12 +300,18 @@ impl Ipv6Service {
         if let Some(addr) = self.pool.as_ref().and_then(|p| p.addr_of(route.as_str())) {
             return Ipv6Grant::Bound(addr);
         }
-        let why = match (self.problems.first(), self.refused.get(route.as_str())) {
-            (_, Some(why)) => why.clone(),
-            (Some(p), None) => format!("IPv6 binding is not ready on this router: {p}"),
-            (None, None) => "no address bound".to_string(),
+        let (why, reason) = match (self.problems.first(), self.refused.get(route.as_str())) {
+            (_, Some((why, reason))) => (*why, reason.clone()),
+            (Some(p), None) => (
+                Ipv6Refusal::NotReady,
+                format!("IPv6 binding is not ready on this router: {p}"),
+            ),
+            (None, None) => (Ipv6Refusal::Failed, "no address bound".to_string()),
         };
-        Ipv6Grant::NotBound(why.into())
+        Ipv6Grant::NotBound {
+            why,
+            reason: reason.into(),
+        }
     }
 
     /// The bound addresses with their agents, sorted by address: what

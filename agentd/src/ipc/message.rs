@@ -433,8 +433,33 @@ pub struct LeaseGrant {
 pub enum Ipv6Grant {
     /// The agent's address, bound.
     Bound(std::net::Ipv6Addr),
-    /// Why none was bound (binding off, not ready, the pool full).
-    NotBound(Box<str>),
+    /// Why none was bound.
+    NotBound { why: Ipv6Refusal, reason: Box<str> },
+}
+
+/// Why an agent got no address, as a stable code (the reply's
+/// `public_ipv6_status.code`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Ipv6Refusal {
+    /// `ipv6.mode 'off'`.
+    Off,
+    /// The service cannot bind addresses now (status says why).
+    NotReady,
+    /// All `ipv6.max_addresses` are bound.
+    Full,
+    /// The kernel refused the address, or none could be derived.
+    Failed,
+}
+
+impl Ipv6Refusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ipv6Refusal::Off => "ipv6_off",
+            Ipv6Refusal::NotReady => "ipv6_not_ready",
+            Ipv6Refusal::Full => "ipv6_max_addresses",
+            Ipv6Refusal::Failed => "ipv6_bind_failed",
+        }
+    }
 }
 
 /// `agentctl status`.

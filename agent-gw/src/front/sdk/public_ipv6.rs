@@ -33,14 +33,16 @@ pub fn answer(reply: &mut Value, grant: &Ipv6Grant, door: &Door) {
             reply["public_ipv6_status"] = json!({
                 "address": addr.to_string(),
                 "served": false,
+                "code": "ipv6_not_served",
                 "reason": format!("the address is bound on this router but not served: {why}"),
             });
         }
-        (Ipv6Grant::NotBound(why), _) => {
+        (Ipv6Grant::NotBound { why, reason }, _) => {
             reply["public_ipv6_status"] = json!({
                 "address": null,
                 "served": false,
-                "reason": &**why,
+                "code": why.as_str(),
+                "reason": &**reason,
             });
         }
     }
@@ -84,7 +86,13 @@ mod tests {
                 Ipv6Grant::Bound("2001:db8::7".parse().unwrap()),
                 Door::Closed("auth is 'none'".into()),
             ),
-            (Ipv6Grant::NotBound("all 256 bound".into()), open()),
+            (
+                Ipv6Grant::NotBound {
+                    why: agentd::ipc::message::Ipv6Refusal::Full,
+                    reason: "all 256 bound".into(),
+                },
+                open(),
+            ),
         ] {
             let mut v = json!({});
             answer(&mut v, &grant, &door);
@@ -98,6 +106,10 @@ mod tests {
                 assert!(v.get(k).is_none(), "{k} in {v}");
             }
             assert_eq!(v["public_ipv6_status"]["served"], false);
+            assert!(v["public_ipv6_status"]["code"]
+                .as_str()
+                .unwrap()
+                .starts_with("ipv6_"));
             assert!(v["public_ipv6_status"]["reason"].as_str().unwrap().len() > 5);
         }
     }
