@@ -194,6 +194,7 @@ bench: toolchain venv
 	$(VENV)/bin/python scripts/bench_mesh.py
 	$(VENV)/bin/python scripts/bench_peer.py $(BENCH_PEER_ARGS)
 	$(VENV)/bin/python scripts/bench_relay.py
+	$(VENV)/bin/python scripts/bench_ipv6.py
 	$(PYTHON) scripts/bench_local.py $(BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench_memory.py
 

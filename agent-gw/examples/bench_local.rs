@@ -6,7 +6,15 @@
 //! bench_local backend [IP]       # echo server on IP:<free> (default 127.0.0.1); prints "listening ADDR"
 //! bench_local load URL BODY_FILE CONCURRENCY REQUESTS WARMUP
 //!                                # prints one JSON object with latencies and throughput
+//! bench_local handshake URL N    # N fresh connections one after another: connect
+//!                                # and TLS handshake times apart, p50/p99 (JSON)
 //! ```
+//!
+//! With `BENCH_TLS_NAME` and `BENCH_TLS_CA` set, connections are TLS 1.3
+//! (HTTP/1.1 by ALPN) to the URL's address, verifying a certificate for
+//! that name against that CA — as a caller of an agent's own IPv6 address
+//! does (`scripts/bench_ipv6.py`). `BENCH_BEARER` adds `Authorization:
+//! Bearer` to every request.
 //!
 //! Both run on a tokio current-thread runtime, like the daemons: one core
 //! each, no work-stealing noise. The load generator keeps one keep-alive
@@ -40,6 +48,9 @@ fn main() -> Result<(), BoxError> {
             let ip: std::net::IpAddr = args.get(1).map_or("127.0.0.1", String::as_str).parse()?;
             local.block_on(&rt, backend(ip))
         }
+        Some("handshake") if args.len() == 3 => {
+            local.block_on(&rt, handshakes(args[1].clone(), args[2].parse()?))
+        }
         Some("load") if args.len() == 6 => {
             let load = Load {
                 url: args[1].clone(),
@@ -51,7 +62,7 @@ fn main() -> Result<(), BoxError> {
             local.block_on(&rt, load.run())
         }
         _ => Err(
-            "usage: bench_local backend [IP] | load URL BODY_FILE CONCURRENCY REQUESTS WARMUP"
+            "usage: bench_local backend [IP] | load URL BODY_FILE CONCURRENCY REQUESTS WARMUP | handshake URL N"
                 .into(),
         ),
     }
@@ -165,17 +176,102 @@ struct WorkerResult {
     measured_to: Instant,
 }
 
-/// One HTTP/1.1 connection; its driver runs as a local task.
+/// TLS of the load (`BENCH_TLS_NAME`, `BENCH_TLS_CA`), if asked for.
+fn tls() -> Result<Option<(tokio_rustls::TlsConnector, String)>, BoxError> {
+    use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
+    let (Ok(name), Ok(ca)) = (
+        std::env::var("BENCH_TLS_NAME"),
+        std::env::var("BENCH_TLS_CA"),
+    ) else {
+        return Ok(None);
+    };
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(&ca)? {
+        roots.add(c?)?;
+    }
+    let mut cfg = tokio_rustls::rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Some((
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg)),
+        name,
+    )))
+}
+
+fn bearer() -> Option<String> {
+    std::env::var("BENCH_BEARER")
+        .ok()
+        .map(|t| format!("Bearer {t}"))
+}
+
+/// One HTTP/1.1 connection (over TLS with `BENCH_TLS_*`); its driver
+/// runs as a local task.
 async fn connect(
     addr: SocketAddr,
 ) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, BoxError> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::task::spawn_local(async move {
-        let _ = conn.await;
-    });
+    let sender = match tls()? {
+        None => {
+            let (sender, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            tokio::task::spawn_local(async move {
+                let _ = conn.await;
+            });
+            sender
+        }
+        Some((connector, name)) => {
+            let name = tokio_rustls::rustls::pki_types::ServerName::try_from(name)?;
+            let tls = connector.connect(name, stream).await?;
+            let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+            tokio::task::spawn_local(async move {
+                let _ = conn.await;
+            });
+            sender
+        }
+    };
     Ok(sender)
+}
+
+/// `n` connections one after another, each closed at once: the TCP
+/// connect and the TLS handshake timed apart.
+async fn handshakes(url: String, n: usize) -> Result<(), BoxError> {
+    let uri: hyper::Uri = url.parse()?;
+    let addr: SocketAddr = uri
+        .authority()
+        .ok_or("URL without host:port")?
+        .as_str()
+        .parse()?;
+    let tls = tls()?;
+    let (mut tcp, mut hs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let t0 = Instant::now();
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        tcp.push(t0.elapsed());
+        if let Some((connector, name)) = &tls {
+            let t1 = Instant::now();
+            let name = tokio_rustls::rustls::pki_types::ServerName::try_from(name.clone())?;
+            let s = connector.connect(name, stream).await?;
+            hs.push(t1.elapsed());
+            drop(s);
+        }
+    }
+    let pct = |v: &mut Vec<Duration>, p: f64| -> f64 {
+        v.sort_unstable();
+        v.get(((v.len().max(1) - 1) as f64 * p).round() as usize)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    };
+    let out = serde_json::json!({
+        "connections": n,
+        "tcp_p50_us": pct(&mut tcp, 0.50),
+        "tcp_p99_us": pct(&mut tcp, 0.99),
+        "tls_p50_us": pct(&mut hs, 0.50),
+        "tls_p99_us": pct(&mut hs, 0.99),
+    });
+    println!("{out}");
+    Ok(())
 }
 
 async fn worker(
@@ -187,6 +283,7 @@ async fn worker(
     count: usize,
 ) -> Result<WorkerResult, BoxError> {
     let mut sender = connect(addr).await?;
+    let auth = bearer();
     let mut reconnect = false;
     let mut result = WorkerResult {
         latencies: Vec::with_capacity(count),
@@ -199,10 +296,13 @@ async fn worker(
         if i == warmup {
             result.measured_from = Instant::now();
         }
-        let req = Request::post(path.as_str())
+        let mut req = Request::post(path.as_str())
             .header(hyper::header::HOST, host.as_str())
-            .header(hyper::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(body.clone()))?;
+            .header(hyper::header::CONTENT_TYPE, "application/json");
+        if let Some(a) = &auth {
+            req = req.header(hyper::header::AUTHORIZATION, a.as_str());
+        }
+        let req = req.body(Full::new(body.clone()))?;
         let t0 = Instant::now();
         // A server may end a keep-alive connection (nginx does after
         // `keepalive_requests`): open a new one, as an HTTP client must.
