@@ -426,7 +426,9 @@ def test_limits_and_binding_off_replies(mesh, workdir):
     and offers no endpoint;
     with auth 'none' and no client CA the address is bound but not
     served, the reply says why, and the authentication document says
-    direct IPv6 is not offered (so nexilume stops asking)."""
+    direct IPv6 is not offered (so nexilume stops asking); a reload that
+    turns binding off removes the bound address from the link, and the
+    next reply says binding is off (`ipv6_off`)."""
     env = v6_router(mesh, ipv6={"max_addresses": "1"})
     try:
         a, b = env.backend(), env.backend()
@@ -441,8 +443,8 @@ def test_limits_and_binding_off_replies(mesh, workdir):
         env.close()
 
     lab = mesh.router("router-b", gateway={"auth": "none"})
-    lab.cfg.sections.append(Section("ipv6", "ipv6", {"mode": "routed-prefix", "prefix": "2001:db8:56::/64",
-                                                     "interface": "lo"}))
+    section = Section("ipv6", "ipv6", {"mode": "routed-prefix", "prefix": "2001:db8:56::/64", "interface": "lo"})
+    lab.cfg.sections.append(section)
     lab.start()
     backend = lab.lan_backend()
     try:
@@ -454,5 +456,17 @@ def test_limits_and_binding_off_replies(mesh, workdir):
         assert "public_ipv6" not in got and "public_endpoint" not in got, got
         doc = lab.stack.http.get("/agent/v1/authentication").json()
         assert doc["cloud"]["transports"]["direct_ipv6"] is False, doc
+
+        # Turned off by a reload: the bound address leaves the link (it
+        # would no longer be pinned to its agent), the next one asking is
+        # told binding is off.
+        assert status["address"] in lo_addrs(lab.ns.netns)
+        section.options["mode"] = "off"
+        lab.reload()
+        wait_for("the address to leave the link", lambda: status["address"] not in lo_addrs(lab.ns.netns),
+                 timeout=10)
+        off = lab.stack.register(registration("v6.echo", backend.endpoint, name="three", lease_seconds=60,
+                                              public_ipv6=True))
+        assert off["public_ipv6_status"]["code"] == "ipv6_off", off
     finally:
         backend.close()

@@ -457,7 +457,10 @@ impl Instance {
                     None => rt.ipv6.mode == uci_schema::Ipv6Mode::Off,
                 };
                 if !same {
-                    self.ipv6 = start_ipv6(rt);
+                    if let Some(old) = self.ipv6.take() {
+                        old.stop();
+                    }
+                    self.ipv6 = start_ipv6(self.state.runtime());
                     self.sync_ipv6(true);
                 }
                 Ok(self.state.config_generation())

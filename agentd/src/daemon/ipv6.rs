@@ -53,6 +53,8 @@ struct Kernel {
     nl: Rtnl,
     link: u32,
     upstream: Option<u32>,
+    /// The prefix's `unreachable` route, when this service added it.
+    unreachable: Option<Prefix>,
 }
 
 impl Kernel {
@@ -127,6 +129,29 @@ impl Ipv6Service {
         Some(s)
     }
 
+    /// Takes down what the service put into the kernel — every agent
+    /// address, its proxy entry, the prefix's unreachable route — before a
+    /// reload replaces or ends it: an address left on the link would no
+    /// longer be pinned to its agent. (A stopping agentd leaves them: its
+    /// gateway keeps serving them pinned, and the next start removes or
+    /// binds them again.)
+    pub fn stop(mut self) {
+        let (Some(pool), Some(kernel)) = (self.pool.take(), self.kernel.as_mut()) else {
+            return;
+        };
+        for (_, b) in pool.bindings() {
+            match kernel.del(b.addr) {
+                Ok(()) => log_info!("ipv6: {} released (the service stops)", b.addr),
+                Err(e) => log_warn!("ipv6: cannot remove {}: {e}", b.addr),
+            }
+        }
+        if let Some(p) = kernel.unreachable.take() {
+            if let Err(e) = kernel.nl.del_unreachable(p.network(), p.prefix_len()) {
+                log_warn!("ipv6: cannot remove the unreachable route of {p}: {e}");
+            }
+        }
+    }
+
     /// Whether `other` would come up differently (a reload restarts the
     /// service only then).
     pub fn same_config(&self, other: &uci_schema::Ipv6) -> bool {
@@ -194,11 +219,13 @@ impl Ipv6Service {
                 self.cfg.interface
             )),
         }
+        let mut unreachable = None;
         if !ndp {
             // What of the prefix no agent holds is refused at once. (In
             // ndp-proxy mode the prefix is the upstream link's own.)
-            if let Err(e) = nl.ensure_unreachable(prefix.network(), prefix.prefix_len()) {
-                self.warnings.push(format!("cannot add an unreachable route for {prefix}: {e} (callers of released addresses wait out their timeouts)"));
+            match nl.ensure_unreachable(prefix.network(), prefix.prefix_len()) {
+                Ok(added) => unreachable = added.then_some(prefix),
+                Err(e) => self.warnings.push(format!("cannot add an unreachable route for {prefix}: {e} (callers of released addresses wait out their timeouts)")),
             }
         }
         let mut upstream = None;
@@ -235,7 +262,12 @@ impl Ipv6Service {
             }
         }
         self.pool = Some(pool);
-        self.kernel = Some(Kernel { nl, link, upstream });
+        self.kernel = Some(Kernel {
+            nl,
+            link,
+            upstream,
+            unreachable,
+        });
     }
 
     /// Brings the bound addresses in line with `wanted` — the live local

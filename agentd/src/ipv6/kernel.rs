@@ -203,10 +203,19 @@ impl Rtnl {
     }
 
     /// Adds an `unreachable` route for the prefix; one there already
-    /// (ours from an earlier run, or netifd's) is not an error.
-    pub fn ensure_unreachable(&mut self, net: Ipv6Addr, len: u8) -> io::Result<()> {
+    /// (ours from an earlier run, or netifd's) is not an error. `true`:
+    /// this call added it.
+    pub fn ensure_unreachable(&mut self, net: Ipv6Addr, len: u8) -> io::Result<bool> {
         match self.request(|seq| netlink::add_unreachable(net, len, seq)) {
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(false),
+            r => r.map(|()| true),
+        }
+    }
+
+    /// Removes the `unreachable` route of the prefix; none is not an error.
+    pub fn del_unreachable(&mut self, net: Ipv6Addr, len: u8) -> io::Result<()> {
+        match self.request(|seq| netlink::del_unreachable(net, len, seq)) {
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
             r => r,
         }
     }

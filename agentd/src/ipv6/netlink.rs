@@ -30,6 +30,7 @@ pub const RTM_NEWADDR: u16 = 20;
 pub const RTM_DELADDR: u16 = 21;
 pub const RTM_GETADDR: u16 = 22;
 pub const RTM_NEWROUTE: u16 = 24;
+pub const RTM_DELROUTE: u16 = 25;
 pub const RTM_NEWNEIGH: u16 = 28;
 pub const RTM_DELNEIGH: u16 = 29;
 pub const RTM_GETNEIGH: u16 = 30;
@@ -218,6 +219,21 @@ pub fn del_addr(index: u32, addr: Ipv6Addr, seq: u32) -> Vec<u8> {
 /// router sending it back upstream). Fails with `EEXIST` where one is
 /// there already (netifd adds one for a delegated prefix).
 pub fn add_unreachable(net: Ipv6Addr, len: u8, seq: u32) -> Vec<u8> {
+    unreachable(
+        RTM_NEWROUTE,
+        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        net,
+        len,
+        seq,
+    )
+}
+
+/// Removes the `unreachable` route [`add_unreachable`] added.
+pub fn del_unreachable(net: Ipv6Addr, len: u8, seq: u32) -> Vec<u8> {
+    unreachable(RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK, net, len, seq)
+}
+
+fn unreachable(kind: u16, flags: u16, net: Ipv6Addr, len: u8, seq: u32) -> Vec<u8> {
     let mut m = [0u8; RTMSG];
     m[0] = AF_INET6;
     m[1] = len;
@@ -225,14 +241,10 @@ pub fn add_unreachable(net: Ipv6Addr, len: u8, seq: u32) -> Vec<u8> {
     m[5] = RTPROT_STATIC;
     m[6] = RT_SCOPE_UNIVERSE;
     m[7] = RTN_UNREACHABLE;
-    Msg::new(
-        RTM_NEWROUTE,
-        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-        seq,
-    )
-    .bytes(&m)
-    .attr(RTA_DST, &net.octets())
-    .finish()
+    Msg::new(kind, flags, seq)
+        .bytes(&m)
+        .attr(RTA_DST, &net.octets())
+        .finish()
 }
 
 /// Asks for every IPv6 address of every link.
