@@ -174,7 +174,8 @@ def test_routed_prefix_callers_reach_exactly_the_agent_at_its_address(mesh, work
     `DirectAgent` — while another agent of the same capability on the
     same router is never called; the capability of another agent, the
     route listing, MCP and plaintext on the LAN port are refused at the
-    address; the authentication document says direct IPv6 is offered."""
+    address; the authentication document says direct IPv6 is offered;
+    one host's handshake slots are counted over every agent address."""
     # The LAN listener on every address: the acceptor, not the bind,
     # keeps the agents' addresses off it.
     env = v6_router(mesh, gateway={"sdk_listen": "[::]:7446"})
@@ -227,6 +228,18 @@ def test_routed_prefix_callers_reach_exactly_the_agent_at_its_address(mesh, work
 
         doc = env.r.stack.http.get("/agent/v1/authentication").json()
         assert doc["cloud"]["transports"]["direct_ipv6"] is True, doc
+
+        # One host holding its share of handshake slots at one address
+        # holds them at every agent address (one pool for all of them):
+        # the next handshake, at the other address, is refused at accept.
+        # Let go, that address answers again.
+        assert caller(op="hold", n=8, **at) == {"held": 8}
+        held_out = caller(op="raw", path="/agent/v1/invoke", body=envelope({}), **{**at, "addr": addr2})
+        assert "error" in held_out, held_out
+        assert caller(op="drop") == {"dropped": 8}
+        again = wait_for("the other address to answer again", lambda: (lambda r: r if r.get("status") == 200 else None)(
+            caller(op="raw", path="/agent/v1/invoke", body=envelope({"n": 3}), **{**at, "addr": addr2})), timeout=10)
+        assert again["body"]["echo"] == {"n": 3}, again
     finally:
         caller.close()
         env.close()

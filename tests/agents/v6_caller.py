@@ -16,6 +16,11 @@ Commands (every one names `addr`, `port`, and for TLS `server_name` and
       → {"status": 200, "body": <the agent's JSON>} or {"error", "code"}.
   {"op": "sdk", "intent": I, "payload": P, "tenant": T, "source_agent": S}
       Our SDK's direct caller (`agentd_sdk.DirectAgent`), same answers.
+  {"op": "hold", "n": N}
+      Opens N TCP connections and starts no TLS handshake on them (a
+      host holding handshake slots); kept until "drop". → {"held": N}.
+  {"op": "drop"}
+      Closes the held connections. → {"dropped": N}.
 """
 
 from __future__ import annotations
@@ -52,6 +57,21 @@ class Conn(http.client.HTTPConnection):
 
 
 kept: Optional[Conn] = None
+held: list = []
+
+
+def hold(cmd: Dict[str, Any]) -> Dict[str, Any]:
+    for _ in range(cmd["n"]):
+        held.append(socket.create_connection((cmd["addr"], cmd["port"]), timeout=10))
+    return {"held": len(held)}
+
+
+def drop(cmd: Dict[str, Any]) -> Dict[str, Any]:
+    n = len(held)
+    for s in held:
+        s.close()
+    held.clear()
+    return {"dropped": n}
 
 
 def raw(cmd: Dict[str, Any]) -> Dict[str, Any]:
@@ -102,7 +122,7 @@ def sdk(cmd: Dict[str, Any]) -> Dict[str, Any]:
         return {"error": str(e), "code": getattr(e, "code", None)}
 
 
-OPS = {"raw": raw, "nexilume": nexilume, "sdk": sdk}
+OPS = {"raw": raw, "nexilume": nexilume, "sdk": sdk, "hold": hold, "drop": drop}
 
 print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:

@@ -33,7 +33,9 @@ pub enum Listener {
     Peer,
     /// The listener of one agent's address (when the public listener
     /// does not take it): TLS as the public one, pinned to that agent.
-    Agent(TlsAcceptor),
+    /// All of them share one set of handshake slots, so more addresses
+    /// do not mean more handshakes in progress.
+    Agent(TlsAcceptor, Handshakes),
 }
 
 impl std::fmt::Debug for Listener {
@@ -49,7 +51,7 @@ impl Listener {
             Listener::Lan => "LAN listener",
             Listener::Public(_) => "public listener",
             Listener::Peer => "peer listener",
-            Listener::Agent(_) => "agent address listener",
+            Listener::Agent(..) => "agent address listener",
         }
     }
 
@@ -57,7 +59,8 @@ impl Listener {
     fn handshakes(&self) -> Option<Handshakes> {
         let (total, per_source) = match self {
             Listener::Lan => return None,
-            Listener::Public(_) | Listener::Agent(_) => (
+            Listener::Agent(_, shared) => return Some(shared.clone()),
+            Listener::Public(_) => (
                 super::public::MAX_HANDSHAKES,
                 super::public::MAX_HANDSHAKES_PER_SOURCE,
             ),
@@ -134,7 +137,7 @@ async fn connection(
         Listener::Lan => {
             super::http::http1_connection(stream, super::http::Link::plain(from, ingress), gw).await
         }
-        Listener::Public(acceptor) | Listener::Agent(acceptor) => {
+        Listener::Public(acceptor) | Listener::Agent(acceptor, _) => {
             let tls = super::public::handshake(&acceptor, stream, from).await;
             drop(handshake);
             if let Some(tls) = tls {
@@ -168,11 +171,11 @@ fn ingress(gw: &Gateway, kind: &Listener, stream: &TcpStream) -> Option<Ingress>
         }
     };
     match (kind, pin) {
-        (Listener::Public(_) | Listener::Agent(_), Some(a)) => Some(Ingress::Agent(a)),
+        (Listener::Public(_) | Listener::Agent(..), Some(a)) => Some(Ingress::Agent(a)),
         (Listener::Public(_), None) => Some(Ingress::Public),
         (Listener::Lan, None) => Some(Ingress::Lan),
         (Listener::Peer, None) => Some(Ingress::Peer),
-        (Listener::Agent(_) | Listener::Lan | Listener::Peer, _) => None,
+        (Listener::Agent(..) | Listener::Lan | Listener::Peer, _) => None,
     }
 }
 

@@ -35,6 +35,11 @@ pub fn covered_by(public: Option<SocketAddr>, port: u16) -> bool {
 pub async fn run(gw: Rc<Gateway>, acceptor: TlsAcceptor, port: u16) {
     let mut serving: HashMap<Ipv6Addr, JoinHandle<()>> = HashMap::new();
     let mut changed = gw.core.agent_addrs_changed.subscribe();
+    let handshakes = crate::handshake::Handshakes::new(
+        "agent address listeners",
+        super::public::MAX_HANDSHAKES,
+        super::public::MAX_HANDSHAKES_PER_SOURCE,
+    );
     loop {
         let wanted: Vec<Ipv6Addr> = gw
             .core
@@ -59,7 +64,8 @@ pub async fn run(gw: Rc<Gateway>, acceptor: TlsAcceptor, port: u16) {
             match bind(addr, port) {
                 Ok(l) => {
                     agentd::log_info!("serving agent address [{addr}]:{port}");
-                    let task = accept::serve(l, Listener::Agent(acceptor.clone()), gw.clone());
+                    let kind = Listener::Agent(acceptor.clone(), handshakes.clone());
+                    let task = accept::serve(l, kind, gw.clone());
                     serving.insert(addr, tokio::task::spawn_local(task));
                 }
                 // Tried again at the next change of the set.
