@@ -142,10 +142,11 @@ fuzz-check: toolchain
 # The router build as OpenWrt's packages feed makes it (profile
 # router-openwrt = rust-package.mk's settings: opt-level z (Cargo.toml
 # keeps dependencies at s), LTO, one codegen unit, overflow checks on,
-# panic=unwind), only the three binaries; their
-# sizes as JSON (target/router-openwrt/sizes.json); then the OpenWrt
-# packaging tests (rpcd plugin against a running stack, init scripts,
-# reload) on those binaries, so an overflow panic shows up here.
+# panic=unwind), only what the feed installs: the multi-call binary
+# agentd-suite and its links agentd, agent-gw, agentctl; its size as JSON
+# (target/router-openwrt/sizes.json); then the OpenWrt packaging tests
+# (rpcd plugin against a running stack, init scripts, reload) on those
+# links, so an overflow panic shows up here.
 router-openwrt: toolchain venv
 	$(PYTHON) scripts/router_build.py
 	AGENTD_BIN_DIR=target/router-openwrt AGENTD_TEST_NO_BUILD=1 $(VENV)/bin/python -m pytest \

@@ -7,10 +7,14 @@ release` and CARGO_PROFILE_RELEASE_* set to opt-level z, LTO, one codegen
 unit, overflow checks on and panic=unwind; the `router-openwrt` profile in
 Cargo.toml carries exactly those settings (plus release's per-package
 overrides, which the environment variables leave in place). This builds
-agentd, agentctl and agent-gw with it (host target: the sizes are the
-x86_64 ones; a MIPS or ARM build differs, its trend does not) and prints
-one JSON object — also written to target/router-openwrt/sizes.json, with
-the change against the previous run's file when there is one.
+what the feed installs — the multi-call binary `agentd-suite` (agentd,
+agent-gw and agentctl in one file, suite/) — with it (host target: the
+sizes are the x86_64 ones; a MIPS or ARM build differs, its trend does
+not), makes the links the packages install (target/router-openwrt/agentd,
+agent-gw, agentctl → agentd-suite) and prints one JSON object — also
+written to target/router-openwrt/sizes.json, with the change against the
+previous run's file when there is one. Stripped sizes too: OpenWrt's
+build strips what it packages.
 
     scripts/router_build.py [--no-build]
 """
@@ -26,7 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = "router-openwrt"
 OUT = REPO / "target" / PROFILE
-BINS = ["agentd", "agentctl", "agent-gw"]
+SUITE = "agentd-suite"
+LINKS = ["agentd", "agentctl", "agent-gw"]
 # What rust-package.mk sets (rust-values.mk, CARGO_PKG_CONFIG_VARS).
 SETTINGS = {
     "opt-level": "z",
@@ -42,28 +47,34 @@ SETTINGS = {
 
 def main() -> int:
     if "--no-build" not in sys.argv[1:]:
-        cmd = ["cargo", "build", "--locked", "--profile", PROFILE, "-p", "agentd", "-p", "agent-gw", "--bins"]
+        cmd = ["cargo", "build", "--locked", "--profile", PROFILE, "-p", SUITE, "--bins"]
         print("$ " + " ".join(cmd), file=sys.stderr)
         subprocess.run(cmd, cwd=REPO, check=True, stdin=subprocess.DEVNULL)
-    sizes = {}
-    for name in BINS:
-        path = OUT / name
-        if not path.is_file():
-            print(f"router_build: {path} was not built", file=sys.stderr)
-            return 1
-        sizes[name] = path.stat().st_size
+    path = OUT / SUITE
+    if not path.is_file():
+        print(f"router_build: {path} was not built", file=sys.stderr)
+        return 1
+    for name in LINKS:
+        link = OUT / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(SUITE)
+    stripped = OUT / f"{SUITE}.stripped"
+    subprocess.run(["strip", "-o", str(stripped), str(path)], check=True, stdin=subprocess.DEVNULL)
+    sizes = {SUITE: path.stat().st_size, f"{SUITE} (stripped)": stripped.stat().st_size}
     report = {
         "profile": PROFILE,
         "settings": SETTINGS,
         "host": f"{platform.machine()}-{platform.system().lower()}",
         "bytes": sizes,
-        "total_bytes": sum(sizes.values()),
+        "links": LINKS,
+        "total_bytes": sizes[SUITE],
     }
     previous = OUT / "sizes.json"
     if previous.is_file():
         try:
             before = json.loads(previous.read_text())["bytes"]
-            report["change_bytes"] = {n: sizes[n] - before[n] for n in BINS if n in before}
+            report["change_bytes"] = {n: sizes[n] - before[n] for n in sizes if n in before}
         except (ValueError, KeyError, TypeError):
             pass
     text = json.dumps(report, indent=2)

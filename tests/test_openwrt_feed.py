@@ -51,7 +51,21 @@ def test_package_versions_are_what_apk_and_opkg_accept(pkg: str) -> None:
     assert re.fullmatch(r"\d+", v["PKG_RELEASE"]), v["PKG_RELEASE"]
 
 
-@pytest.mark.parametrize("pkg,crate,bins", [("agentd", "agentd", {"agentd", "agentctl"}), ("agent-gw", "agent-gw", {"agent-gw"})])
+def test_the_suite_is_one_binary_installed_once_with_links() -> None:
+    """agentd's package builds the multi-call binary and installs it as
+    /usr/sbin/agentd with agentctl a link to it; agent-gw's package builds
+    nothing, depends on agentd and installs a link named agent-gw."""
+    agentd = (FEED / "agentd" / "Makefile").read_text()
+    assert "$(PKG_INSTALL_DIR)/bin/agentd-suite $(1)/usr/sbin/agentd" in agentd
+    assert "$(LN) ../sbin/agentd $(1)/usr/bin/agentctl" in agentd
+    gw = (FEED / "agent-gw" / "Makefile").read_text()
+    assert "$(LN) agentd $(1)/usr/sbin/agent-gw" in gw
+    depends = re.search(r"^\s*DEPENDS:=(.*)$", gw, re.M)
+    assert depends and "+agentd" in depends.group(1).split(), depends
+    assert "Build/Compile/Cargo" not in gw and "PKG_INSTALL_DIR" not in gw
+
+
+@pytest.mark.parametrize("pkg,crate,bins", [("agentd", "suite", {"agentd-suite"})])
 def test_rust_packages_build_their_workspace_member_with_rust_package_mk(pkg: str, crate: str, bins: set) -> None:
     text = (FEED / pkg / "Makefile").read_text()
     v = make_vars(text)

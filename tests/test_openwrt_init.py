@@ -174,7 +174,7 @@ def stand_in_root(tmp: Path) -> Path:
 
 
 def run_uci_defaults(root: Path, bins) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "IPKG_INSTROOT": str(root), "AGENTCTL": str(Path(bins.agentctl).resolve())}
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "IPKG_INSTROOT": str(root), "AGENTCTL": str(Path(bins.agentctl).absolute())}
     # /etc/init.d/boot and default_postinst source the script in a subshell
     # from its own directory; running it with sh is the same here.
     return subprocess.run(

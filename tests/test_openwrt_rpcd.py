@@ -29,7 +29,7 @@ METHODS = {"status", "routes", "agents", "lookup", "peers", "candidates", "appro
 
 
 def plugin_env(agentctl: Path, config: Optional[Path]) -> Dict[str, str]:
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "AGENTCTL": str(Path(agentctl).resolve())}
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "AGENTCTL": str(Path(agentctl).absolute())}
     if config is not None:
         env["AGENTD_CONFIG"] = str(config)
     return env

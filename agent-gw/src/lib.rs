@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod origin;
 pub mod peer;
 pub mod pipeline;
+pub mod program;
 pub mod relay;
 pub mod router;
 pub mod serve;

@@ -352,7 +352,13 @@ fn report(json: bool, result: Result<(Output, u8), Failure>) -> u8 {
 
 /// Entry point of the `agentctl` binary.
 pub fn main() -> ExitCode {
-    match super::command::parse(super::args::Parser::from_env()) {
+    main_with(std::env::args().skip(1))
+}
+
+/// [`main`] on `args` (without the program name), for the multi-call
+/// binary.
+pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
+    match super::command::parse(super::args::Parser::new(args)) {
         Ok(opts) => ExitCode::from(run(opts)),
         Err(e) => {
             warn(&format!("{e}\n{}", super::command::USAGE));

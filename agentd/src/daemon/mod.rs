@@ -80,8 +80,14 @@ pub const SOFTWARE: &str = concat!("agentd ", env!("CARGO_PKG_VERSION"));
 
 /// Entry point of the `agentd` binary.
 pub fn main() -> ExitCode {
+    main_with(std::env::args().skip(1))
+}
+
+/// [`main`] on `args` (without the program name): the suite's multi-call
+/// binary hands over what follows the applet's name.
+pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
     let demo_env = std::env::var("AGENTD_DEMO").ok();
-    match options::parse(Parser::from_env(), demo_env.as_deref()) {
+    match options::parse(Parser::new(args), demo_env.as_deref()) {
         Ok(Mode::Help) => {
             print!("{}", options::USAGE);
             ExitCode::SUCCESS
