@@ -187,7 +187,10 @@ bench-local: toolchain
 # target/bench/local.json (bench-local's one-hop comparison with nginx),
 # target/bench/memory.json (agentd RSS before, at and after a transient
 # 10k-route snapshot over a real ARPX session). Each JSON's "goals" object
-# says which of the data plane's goals held.
+# says which of the data plane's goals held. target/bench/cgroup.json: the
+# smallest memory cgroup (1 MiB steps) the router build's agentd + agent-gw
+# serve a bounded 8 KiB echo load at c16 in, with two mTLS peers, discovery
+# on and 1k routes (knobs BENCH_CGROUP_CALLS, BENCH_CGROUP_ROUTES).
 # BENCH_PEER_ARGS=--rows ... picks rows of bench_peer.py (default: all).
 bench: toolchain venv
 	$(CARGO) bench -p agentd --bench select
@@ -197,6 +200,7 @@ bench: toolchain venv
 	$(VENV)/bin/python scripts/bench_relay.py
 	$(VENV)/bin/python scripts/bench_ipv6.py
 	$(VENV)/bin/python scripts/bench_footprint.py
+	$(VENV)/bin/python scripts/bench_cgroup.py
 	$(PYTHON) scripts/bench_local.py $(BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench_memory.py
 
