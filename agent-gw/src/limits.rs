@@ -229,6 +229,8 @@ pub struct Inflight {
 #[derive(Debug, Default)]
 struct InflightCounts {
     current: Cell<usize>,
+    /// Requests that have finished, ever (`core::relief` watches it).
+    finished: Cell<u64>,
     /// Sources and neighbours with a request in flight (at most `max`
     /// entries).
     per_holder: RefCell<HashMap<Holder, usize>>,
@@ -279,6 +281,7 @@ impl Drop for InflightGuard {
     fn drop(&mut self) {
         let c = &self.counts;
         c.current.set(c.current.get().saturating_sub(1));
+        c.finished.set(c.finished.get().wrapping_add(1));
         let mut per = c.per_holder.borrow_mut();
         if let Some(n) = per.get_mut(&self.holder) {
             *n -= 1;
@@ -340,6 +343,11 @@ impl Inflight {
             counts: c.clone(),
             holder,
         })
+    }
+
+    /// Requests finished since the start (wraps).
+    pub fn finished(&self) -> u64 {
+        self.counts.finished.get()
     }
 
     pub fn current(&self) -> usize {

@@ -10,8 +10,13 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 #[cfg(target_pointer_width = "64")]
+mod alloc;
+
+/// mimalloc for the gateway, libc's malloc for agentd and agentctl
+/// (`alloc` says why and how one binary holds both).
+#[cfg(target_pointer_width = "64")]
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: alloc::SuiteAlloc = alloc::SuiteAlloc;
 
 /// The programs, by the name they are called with.
 const APPLETS: [&str; 3] = ["agentd", "agent-gw", "agentctl"];
@@ -54,7 +59,11 @@ fn main() -> ExitCode {
     match applet(std::env::args_os().collect()) {
         Ok(("agentd", args)) => agentd::daemon::main_with(args),
         Ok(("agentctl", args)) => agentd::cli::run::main_with(args),
-        Ok((_, args)) => agent_gw::program::main_with(args),
+        Ok((_, args)) => {
+            #[cfg(target_pointer_width = "64")]
+            agent_gw::core::relief::set_release(alloc::release);
+            agent_gw::program::main_with(args)
+        }
         Err(e) => {
             eprintln!("agentd-suite: {e}\n{USAGE}");
             ExitCode::from(2)

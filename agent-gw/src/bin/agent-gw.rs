@@ -10,5 +10,7 @@
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    #[cfg(target_pointer_width = "64")]
+    agent_gw::core::relief::set_release(agent_gw::core::relief::mimalloc_release);
     agent_gw::program::main()
 }

@@ -23,6 +23,7 @@ use crate::sources::{CapLog, ConnCaps, ConnLimits};
 
 pub mod agent_door;
 pub mod fib_follow;
+pub mod relief;
 use crate::task::{SharedTasks, TaskTable};
 
 #[derive(Debug)]

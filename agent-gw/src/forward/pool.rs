@@ -168,11 +168,66 @@ impl Pool {
         Ok(sender)
     }
 
+    /// Closes every idle connection past `max_idle` (never handed out
+    /// again) or already closed, and forgets emptied hosts, so a load's
+    /// connections and their read buffers do not outlive it. Returns how
+    /// many it let go.
+    pub fn sweep(&self) -> usize {
+        let now = Instant::now();
+        let mut idle = self.idle.borrow_mut();
+        let before: usize = idle.values().map(Vec::len).sum();
+        idle.retain(|_, list| {
+            list.retain(|(s, since)| {
+                !s.is_closed() && now.saturating_duration_since(*since) <= self.cfg.max_idle
+            });
+            !list.is_empty()
+        });
+        if idle.is_empty() {
+            idle.shrink_to_fit();
+        }
+        before - idle.values().map(Vec::len).sum::<usize>()
+    }
+
     /// Idle connections currently kept for `addr` (tests, stats).
     pub fn idle_count(&self, addr: &str) -> usize {
         self.idle
             .borrow()
             .get(addr)
             .map_or(0, |l| l.iter().filter(|(s, _)| !s.is_closed()).count())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_sweep_closes_connections_idle_past_their_reuse() {
+        tokio::task::LocalSet::new()
+            .run_until(async {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                let pool = Pool::new(PoolConfig {
+                    max_idle: Duration::from_secs(10),
+                    ..PoolConfig::default()
+                });
+                let key = addr.to_string();
+                let (sender, accepted) = tokio::join!(pool.connect(addr), listener.accept());
+                let (mut handler_side, _) = accepted.unwrap();
+                pool.put(&key, sender.unwrap());
+                assert_eq!(pool.sweep(), 0, "still reusable");
+                assert_eq!(pool.idle_count(&key), 1);
+                tokio::time::advance(Duration::from_secs(11)).await;
+                assert_eq!(pool.sweep(), 1, "idle past max_idle");
+                assert_eq!(pool.idle_count(&key), 0);
+                assert!(pool.idle.borrow().is_empty(), "the host is forgotten");
+                // The connection itself is closed, not just unlisted: the
+                // handler reads the end of the stream.
+                let mut byte = [0u8; 1];
+                assert_eq!(handler_side.read(&mut byte).await.unwrap(), 0);
+            })
+            .await;
     }
 }

@@ -59,6 +59,7 @@ pub async fn run(gw: Rc<Gateway>) -> io::Result<()> {
     }
     tokio::task::spawn_local(crate::core::fib_follow::run(core.clone()));
     tokio::task::spawn_local(crate::task::live::expiry_driver(core.tasks.clone()));
+    tokio::task::spawn_local(crate::core::relief::run(core.clone()));
     tokio::task::spawn_local(crate::stats::report(core));
     serve_lan(listener, gw).await;
     Ok(())

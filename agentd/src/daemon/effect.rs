@@ -13,7 +13,6 @@ use super::input::{Admission, ConfigEdit, Input, ReloadCause};
 use super::options::ConfigSource;
 use super::peers::io::{PeerIo, PeerTasks};
 use super::peers::tls::Identity;
-use super::persist::SavedLease;
 use super::probe::{self, ProbeTarget};
 use crate::config::{self, LoadError, Runtime};
 use crate::discovery::approval::EditError;
@@ -38,8 +37,8 @@ pub enum Effect {
     /// `Input::PersistFailed`.
     SaveLeases {
         dir: PathBuf,
-        boot_id: Box<str>,
-        leases: Vec<SavedLease>,
+        /// The encoded file (`persist::encode`).
+        bytes: Vec<u8>,
     },
     /// The route table shrank to half its peak: return the heap's free
     /// pages to the system (see `daemon::memory`).
@@ -189,15 +188,10 @@ impl Effect {
     /// Writes the lease file now, on this thread (the daemon's exit).
     /// Other effects are not for this.
     pub fn save(self) -> Result<(), String> {
-        let Effect::SaveLeases {
-            dir,
-            boot_id,
-            leases,
-        } = self
-        else {
+        let Effect::SaveLeases { dir, bytes } = self else {
             return Ok(());
         };
-        super::persist::save(&dir, &boot_id, &leases).map_err(|e| {
+        super::persist::write(&dir, &bytes).map_err(|e| {
             format!(
                 "cannot write {}: {e}",
                 super::persist::path_in(&dir).display()

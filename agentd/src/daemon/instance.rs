@@ -789,11 +789,16 @@ impl Instance {
             return None;
         }
         self.dirty = false;
-        Some(Effect::SaveLeases {
-            dir: self.state.runtime().state_dir.clone(),
-            boot_id: self.boot_id.clone(),
-            leases: self.state.local_leases(),
-        })
+        match super::persist::encode(&self.boot_id, &self.state.local_lease_refs()) {
+            Ok(bytes) => Some(Effect::SaveLeases {
+                dir: self.state.runtime().state_dir.clone(),
+                bytes,
+            }),
+            Err(e) => {
+                crate::log_error!("cannot encode the lease file: {e}");
+                None
+            }
+        }
     }
 
     /// Takes back the leases a previous agentd process saved.

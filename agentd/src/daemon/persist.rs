@@ -42,10 +42,36 @@ pub struct SavedLease {
     pub public_ipv6: bool,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+impl SavedLease {
+    pub fn borrowed(&self) -> LeaseRef<'_> {
+        LeaseRef {
+            route: &self.route,
+            lease_s: self.lease_s,
+            public_ipv6: self.public_ipv6,
+        }
+    }
+}
+
+/// [`SavedLease`] borrowed from the route table: the file is encoded from
+/// it directly, so a write costs the encoded bytes and no copy of the
+/// routes (encoded exactly as a `SavedLease`: serde writes `&T` as `T`).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LeaseRef<'a> {
+    pub route: &'a Route,
+    pub lease_s: u32,
+    pub public_ipv6: bool,
+}
+
+#[derive(Debug, Deserialize)]
 struct SavedFile {
     boot_id: Box<str>,
     leases: Vec<SavedLease>,
+}
+
+#[derive(Serialize)]
+struct SavedFileRef<'a> {
+    boot_id: &'a str,
+    leases: &'a [LeaseRef<'a>],
 }
 
 /// Why a lease file was not used.
@@ -89,14 +115,9 @@ pub fn boot_id() -> Box<str> {
         .unwrap_or_default()
 }
 
-pub fn encode(boot_id: &str, leases: &[SavedLease]) -> Result<Vec<u8>, postcard::Error> {
-    let file = SavedFile {
-        boot_id: boot_id.into(),
-        leases: leases.to_vec(),
-    };
-    let mut out = MAGIC.to_vec();
-    out.extend(postcard::to_stdvec(&file)?);
-    Ok(out)
+pub fn encode(boot_id: &str, leases: &[LeaseRef<'_>]) -> Result<Vec<u8>, postcard::Error> {
+    let file = SavedFileRef { boot_id, leases };
+    postcard::to_extend(&file, MAGIC.to_vec())
 }
 
 /// Decodes a lease file written during boot `boot_id`.
@@ -127,9 +148,8 @@ pub fn path_in(state_dir: &Path) -> PathBuf {
     state_dir.join(FILE_NAME)
 }
 
-/// Writes atomically (temp file + rename), mode 0600.
-pub fn save(state_dir: &Path, boot_id: &str, leases: &[SavedLease]) -> Result<(), PersistError> {
-    let bytes = encode(boot_id, leases).map_err(PersistError::Decode)?;
+/// Writes an encoded lease file atomically (temp file + rename), mode 0600.
+pub fn write(state_dir: &Path, bytes: &[u8]) -> Result<(), PersistError> {
     std::fs::create_dir_all(state_dir).map_err(|e| PersistError::Io(e.kind()))?;
     let tmp = state_dir.join(format!(".{FILE_NAME}.tmp"));
     let io = |e: std::io::Error| PersistError::Io(e.kind());
@@ -140,7 +160,7 @@ pub fn save(state_dir: &Path, boot_id: &str, leases: &[SavedLease]) -> Result<()
         .mode(0o600)
         .open(&tmp)
         .map_err(io)?;
-    f.write_all(&bytes).map_err(io)?;
+    f.write_all(bytes).map_err(io)?;
     drop(f);
     std::fs::rename(&tmp, path_in(state_dir)).map_err(io)
 }
@@ -194,16 +214,21 @@ mod tests {
         }
     }
 
+    fn encoded(boot_id: &str, leases: &[SavedLease]) -> Vec<u8> {
+        let refs: Vec<_> = leases.iter().map(SavedLease::borrowed).collect();
+        encode(boot_id, &refs).unwrap()
+    }
+
     #[test]
     fn round_trips_within_one_boot() {
         let leases = vec![lease("r-1"), lease("r-2")];
-        let bytes = encode("boot-a", &leases).unwrap();
+        let bytes = encoded("boot-a", &leases);
         assert_eq!(decode(&bytes, "boot-a"), Ok(leases));
     }
 
     #[test]
     fn another_boot_or_format_is_refused() {
-        let bytes = encode("boot-a", &[lease("r-1")]).unwrap();
+        let bytes = encoded("boot-a", &[lease("r-1")]);
         assert_eq!(decode(&bytes, "boot-b"), Err(PersistError::OtherBoot));
         assert_eq!(
             decode(b"AGLEASE0xxxx", "boot-a"),
@@ -226,7 +251,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("agentd-persist-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(load(&dir, "b"), Ok(Vec::new()), "no file yet");
-        save(&dir, "b", &[lease("r-1")]).unwrap();
+        write(&dir, &encoded("b", &[lease("r-1")])).unwrap();
         assert_eq!(load(&dir, "b"), Ok(vec![lease("r-1")]));
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(path_in(&dir))

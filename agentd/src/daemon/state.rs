@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::origins::{scoped_route_id, Ledger};
-use super::persist::SavedLease;
+use super::persist::{LeaseRef, SavedLease};
 use crate::config::{LoadError, Runtime, STATIC_ID_PREFIX};
 use crate::endpoint::{LocalAddrs, Refused};
 use crate::fib::FibChange;
@@ -501,15 +501,28 @@ impl State {
     // ===== persistence =====
 
     /// Every locally registered route with its granted lease length, for
-    /// the lease file.
-    pub fn local_leases(&self) -> Vec<SavedLease> {
+    /// the lease file (borrowed: the file is encoded from the table).
+    pub fn local_lease_refs(&self) -> Vec<LeaseRef<'_>> {
         self.table
             .iter()
             .filter(|r| r.source == RouteSource::Local)
-            .map(|r| SavedLease {
-                route: r.clone(),
+            .map(|r| LeaseRef {
+                route: r,
                 lease_s: self.lease_len.get(&r.id).copied().unwrap_or(0),
                 public_ipv6: self.ipv6_wanted.contains(&r.id),
+            })
+            .collect()
+    }
+
+    /// [`State::local_lease_refs`], owned (what a restart reads back).
+    #[cfg(test)]
+    pub fn local_leases(&self) -> Vec<SavedLease> {
+        self.local_lease_refs()
+            .into_iter()
+            .map(|l| SavedLease {
+                route: l.route.clone(),
+                lease_s: l.lease_s,
+                public_ipv6: l.public_ipv6,
             })
             .collect()
     }
