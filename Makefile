@@ -199,8 +199,8 @@ bench: toolchain venv
 	$(VENV)/bin/python scripts/bench_peer.py $(BENCH_PEER_ARGS)
 	$(VENV)/bin/python scripts/bench_relay.py
 	$(VENV)/bin/python scripts/bench_ipv6.py
-	$(VENV)/bin/python scripts/bench_footprint.py
 	$(VENV)/bin/python scripts/bench_cgroup.py
+	$(VENV)/bin/python scripts/bench_footprint.py
 	$(PYTHON) scripts/bench_local.py $(BENCH_ARGS)
 	$(VENV)/bin/python scripts/bench_memory.py
 

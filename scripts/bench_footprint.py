@@ -152,6 +152,40 @@ def memory() -> Dict[str, Any]:
         stack.stop()
 
 
+def issue_table(out: Dict[str, Any]) -> List[str]:
+    """Issue 25's figures table, refilled: this run's sizes and memory, the
+    peer benchmark's gateway RSS (target/bench/peer.json) and the smallest
+    cgroup (target/bench/cgroup.json) when `make bench` wrote them."""
+    mib = 1024 * 1024
+    s, m = out["sizes"], out["memory"]
+    rows = [f"| binary, router-openwrt (stripped) | {s['router_openwrt']['agentd-suite'] / mib:.2f} MiB "
+            f"(gzip -9 {s['router_openwrt']['gzip_9'] / mib:.2f}) | ≤ 4 MiB |"]
+    idle = m["by_routes"]["0"]
+    rows.append("| RSS / PSS idle, 0 routes, both daemons | "
+                f"{sum(idle[k]['rss_kib'] for k in idle) / 1024:.1f} / {sum(idle[k]['pss_kib'] for k in idle) / 1024:.1f}"
+                " MiB | ≤ 6 MiB |")
+    for n, b in m["anonymous_bytes_per_route"].items():
+        rows.append(f"| anonymous bytes per route, both daemons, {int(n):,} routes | {b['both']} B "
+                    f"(agentd {b['agentd']}, agent-gw {b['agent-gw']}) | ≤ 600 B at 10k |")
+    peer = REPO / "target" / "bench" / "peer.json"
+    if peer.is_file():
+        rss = json.loads(peer.read_text()).get("rss_kib", {})
+        if "quiet" in rss:
+            gws = [k for k in rss["before_load"] if k.startswith("agent_gw[")]
+            rows.append("| gateway RSS before → after the peer benchmark's load → "
+                        f"{rss['quiet_after_s']:.0f} s later (MiB) | " + ", ".join(
+                            f"{k[9:-1]} {rss['before_load'][k]['VmRSS_kib'] / 1024:.1f} → "
+                            f"{rss['after_load'][k]['VmRSS_kib'] / 1024:.1f} → {rss['quiet'][k]['VmRSS_kib'] / 1024:.1f}"
+                            for k in gws) + " | within 1 MiB of idle |")
+    cg = REPO / "target" / "bench" / "cgroup.json"
+    if cg.is_file():
+        c = json.loads(cg.read_text())
+        rows.append(f"| smallest memory cgroup (cgroup {c['cgroup']}), 2 mTLS peers, discovery, 1k routes, "
+                    f"8 KiB echo c16 | {c['smallest_limit_mib']} MiB (unlimited peak "
+                    f"{c['unlimited_peak_bytes'] / mib:.1f} MiB) | ≤ 8 MiB |")
+    return ["| what | now | goal |", "|---|---|---|"] + rows
+
+
 def main() -> int:
     build = "--no-build" not in sys.argv[1:]
     out = {"sizes": sizes(build)}
@@ -169,6 +203,7 @@ def main() -> int:
               f"{g['rss_kib']:>8} {g['pss_kib']:>7} {g['anonymous_kib']:>7}")
     for n, b in out["memory"]["anonymous_bytes_per_route"].items():
         print(f"anonymous bytes per route at {n}: {b['both']} (agentd {b['agentd']}, agent-gw {b['agent-gw']})")
+    print("\n".join(issue_table(out)))
     print(f"wrote {dest}")
     return 0
 

@@ -63,6 +63,12 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 SIZES = [int(x) for x in os.environ.get("BENCH_SIZES", "128 1024 8192 65536").split()]
 # Issue 21's goal for gateway memory: RSS after the load at most idle + 2 MiB.
 RSS_GROWTH_GOAL_KIB = 2048
+# Issue 25's: once the load is over, back within 1 MiB of idle. "Over" is
+# QUIET_S after the last call: the gateway keeps handler connections for
+# reuse up to 10 s (forward::pool), then closes them and gives the
+# allocator's free pages back on its next quiet tick (core::relief).
+RSS_RETURN_GOAL_KIB = 1024
+QUIET_S = float(os.environ.get("BENCH_QUIET_S", "15"))
 INTENT = "b.e"
 # The split_handler row: a Python http.server handler (head and body in
 # two writes, Nagle on, as nexilume's), c=1 only: each direct call waits
@@ -106,7 +112,7 @@ class Proc:
         with open(f"/proc/{self.p.pid}/status", encoding="ascii") as f:
             for line in f:
                 key, _, value = line.partition(":")
-                if key in ("VmRSS", "VmHWM"):
+                if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
                     out[key + "_kib"] = int(value.split()[0])
         return out
 
@@ -349,12 +355,14 @@ def split_handler_row(tool: Path, work: Path, split_url: str, gateways: List[Tup
 
 
 def goals(results: List[Dict[str, Any]], split_row: Dict[str, Any], rss_idle: Dict[str, Dict[str, int]],
-          rss_loaded: Dict[str, Dict[str, int]], headline: str) -> Dict[str, Any]:
+          rss_loaded: Dict[str, Dict[str, int]], rss_quiet: Dict[str, Dict[str, int]],
+          headline: str) -> Dict[str, Any]:
     """Issue 21's goals for the local path, per body size, for the router
     build: against nginx one hop, p50 at most 1.0x, c16 throughput at
     least 1.0x and the proxy CPU per request (c16) at most nginx's; the
     split handler's p50 through the gateway at most its direct p50; the
-    gateway's RSS after the load at most idle + 2 MiB."""
+    gateway's RSS after the load at most idle + 2 MiB; and issue 25's:
+    QUIET_S later, back within 1 MiB of idle."""
     out: Dict[str, Any] = {}
     for row in results:
         if "nginx" not in row:
@@ -369,7 +377,9 @@ def goals(results: List[Dict[str, Any]], split_row: Dict[str, Any], rss_idle: Di
     gw = "agent_gw" + headline[2:]
     out["split_handler"] = {"p50_at_most_direct": split_row[headline]["p50_us"] <= split_row["direct"]["p50_us"]}
     out["memory"] = {"rss_after_load_within_2mib_of_idle":
-                     rss_loaded[gw]["VmRSS_kib"] <= rss_idle[gw]["VmRSS_kib"] + RSS_GROWTH_GOAL_KIB}
+                     rss_loaded[gw]["VmRSS_kib"] <= rss_idle[gw]["VmRSS_kib"] + RSS_GROWTH_GOAL_KIB,
+                     "rss_when_quiet_within_1mib_of_idle":
+                     rss_quiet[gw]["VmRSS_kib"] <= rss_idle[gw]["VmRSS_kib"] + RSS_RETURN_GOAL_KIB}
     return out
 
 
@@ -545,6 +555,9 @@ def main() -> int:
             results.append(row)
         split_row = split_handler_row(tool, work, split_url, [(n, u) for n, u in paths if n.startswith("gw[")])
         rss_loaded = {k: p.rss() for k, p in daemons.items()}
+        log(f"load over; RSS again in {QUIET_S:.0f} s")
+        time.sleep(QUIET_S)
+        rss_quiet = {k: p.rss() for k, p in daemons.items()}
 
         headline = f"gw[{PROFILES[0]}]"
         out = {
@@ -567,8 +580,8 @@ def main() -> int:
                        "all processes share the machine's cores.",
             "results": results,
             "split_handler": split_row,
-            "rss_kib": {"idle": rss_idle, "after_load": rss_loaded},
-            "goals": goals(results, split_row, rss_idle, rss_loaded, headline),
+            "rss_kib": {"idle": rss_idle, "after_load": rss_loaded, "quiet": rss_quiet, "quiet_after_s": QUIET_S},
+            "goals": goals(results, split_row, rss_idle, rss_loaded, rss_quiet, headline),
         }
         dest = REPO / "target" / "bench" / "local.json"
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -592,6 +605,7 @@ def main() -> int:
               + "  " + "  ".join(f"{k} {v:.3f}" for k, v in split_row["ratios"].items()))
         print(f"RSS KiB idle: {json.dumps(rss_idle)}")
         print(f"RSS KiB after load: {json.dumps(rss_loaded)}")
+        print(f"RSS KiB {QUIET_S:.0f} s later: {json.dumps(rss_quiet)}")
         missed = [f"{k} {g}" for k, by in out["goals"].items() for g, ok in by.items() if not ok]
         print("goals: " + ("all met" if not missed else "missed: " + "; ".join(missed)))
         print(f"headline: {out['headline']}")
