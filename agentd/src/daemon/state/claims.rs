@@ -23,8 +23,11 @@
 //! losing router itself their renewals are refused, so they end with
 //! their lease.
 
+mod small;
+
 use std::collections::{BTreeMap, HashMap};
 
+use self::small::SmallMap;
 use super::Changes;
 use crate::config::{Runtime, STATIC_ID_PREFIX};
 use crate::fib::FibChange;
@@ -36,9 +39,11 @@ const OURS: &str = "";
 
 /// The claims of one origin router: table id → proof, and how many of
 /// them are proven (so the race rule costs the routers, not the routes).
+/// Inline while there is one (the common case: a tree per origin cost
+/// most of a local route's memory).
 #[derive(Debug, Default)]
 struct RouterClaims {
-    ids: BTreeMap<RouteId, OriginProof>,
+    ids: SmallMap<RouteId, OriginProof>,
     proven: usize,
 }
 
@@ -57,8 +62,9 @@ impl RouterClaims {
     }
 }
 
-/// The claims of one origin: origin router (`""`: us) → its claims.
-type Routers = BTreeMap<Box<str>, RouterClaims>;
+/// The claims of one origin: origin router (`""`: us) → its claims;
+/// inline while one router claims it (no race to decide).
+type Routers = SmallMap<Box<str>, RouterClaims>;
 
 /// One origin's claims and the decision its marks were last set by: a
 /// change that leaves the decision as it was re-marks only the claims it
@@ -140,8 +146,7 @@ impl Claims {
             .entry(route.origin.clone())
             .or_default()
             .routers
-            .entry(router.into())
-            .or_default()
+            .get_or_insert_with(router.into(), RouterClaims::default)
             .set(route.id.clone(), route.proof);
         self.by_id
             .insert(route.id.clone(), (route.origin.clone(), router.into()));
