@@ -6,8 +6,9 @@
 //! constructors for the identifiers that arrive from untrusted input.
 
 use std::fmt;
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::time::Millis;
 
@@ -62,8 +63,30 @@ pub const PATH_SEPARATOR: char = '@';
 /// A path learned from a peer is its own table entry with the id
 /// `<route_id>@<next_hop>` (multipath keeps one path per advertising peer);
 /// only [`RouteId::via`] makes such an id.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct RouteId(Box<str>);
+///
+/// Shared, not copied: the table and the daemon's indexes (claims,
+/// origins, health targets, leases) each hold every id, and a clone that
+/// is a reference count instead of a heap string is most of what an id
+/// costs per route. The wire encoding is a `Box<str>` newtype's, as it
+/// always was (IPC frames and the lease file carry ids).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouteId(Arc<str>);
+
+impl Serialize for RouteId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_newtype_struct("RouteId", &*self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for RouteId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RouteId, D::Error> {
+        /// The encoding `#[derive(Deserialize)]` gave `RouteId(Box<str>)`.
+        #[derive(Deserialize)]
+        #[serde(rename = "RouteId")]
+        struct Wire(Box<str>);
+        Wire::deserialize(d).map(|w| RouteId(w.0.into()))
+    }
+}
 
 /// Validates a router_id (a DNS label: letters, digits, inner `-`, ≤ 63),
 /// the schema's `peer.router_id` kind.
@@ -455,6 +478,26 @@ impl Route {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `RouteId` was before it shared its string: the wire encoding
+    /// must stay this one.
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    #[serde(rename = "RouteId")]
+    struct BoxedId(Box<str>);
+
+    #[test]
+    fn route_id_keeps_the_boxed_string_encoding() {
+        let id = RouteId::parse_table_id("svc:1@router-b").unwrap();
+        let old = BoxedId("svc:1@router-b".into());
+        let bytes = postcard::to_allocvec(&old).unwrap();
+        assert_eq!(postcard::to_allocvec(&id).unwrap(), bytes);
+        assert_eq!(postcard::from_bytes::<RouteId>(&bytes).unwrap(), id);
+        let json = serde_json::to_string(&old).unwrap();
+        assert_eq!(serde_json::to_string(&id).unwrap(), json);
+        assert_eq!(serde_json::from_str::<RouteId>(&json).unwrap(), id);
+        // A clone shares the string.
+        assert!(Arc::ptr_eq(&id.0, &id.clone().0));
+    }
 
     #[test]
     fn route_id_rejects_empty_long_and_odd_characters() {
