@@ -46,9 +46,9 @@ impl Instance {
     /// What `peer` should hold for `route_id` now.
     fn export_for(&self, now: u64, peer: &Peer, route_id: &str) -> Option<RouteAd> {
         if let Some(local) = self.locals.routes.get(route_id) {
-            return peer
-                .exports_tenant(&local.ad.tenant)
-                .then(|| local.export(now));
+            return local
+                .export(now, &self.cfg.router_id, &self.cfg.cert)
+                .filter(|ad| peer.exports_tenant(&ad.tenant));
         }
         let (via, ad) = self.best_path(route_id)?;
         let to = peer.cfg.router_id.as_str();

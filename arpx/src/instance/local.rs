@@ -15,22 +15,58 @@ use crate::bytes::Bytes;
 use crate::message::RouteAd;
 use crate::sign;
 
+/// One of our routes as signed. Held compactly: the instance keeps every
+/// local route of the router (with or without peers), and a decoded
+/// [`RouteAd`] with its dozen heap strings cost several times the route's
+/// wire size. So the advertisement is kept in the wire's own encoding,
+/// without the fields every one of ours shares (origin router, path,
+/// certificate: restored from the instance's configuration, which they
+/// were taken from), and decoded when exported or compared.
 #[derive(Debug)]
 pub(super) struct Local {
-    /// Signed, path `[us]`; `lease_ms` is filled in at export.
-    pub ad: RouteAd,
+    /// Postcard of the signed advertisement with `origin_router`, `path`
+    /// and `origin_cert` empty and `lease_ms` 0.
+    wire: Box<[u8]>,
     /// Lease end on the instance clock; None: permanent.
     pub lease_until: Option<u64>,
 }
 
 impl Local {
+    fn new(mut ad: RouteAd, lease_until: Option<u64>) -> Local {
+        ad.origin_router = String::new();
+        ad.path = Vec::new();
+        ad.origin_cert = Vec::new();
+        Local {
+            // Encoding a validated advertisement does not fail.
+            wire: postcard::to_allocvec(&ad)
+                .unwrap_or_default()
+                .into_boxed_slice(),
+            lease_until,
+        }
+    }
+
+    /// The stored advertisement, without the shared fields; `None` only
+    /// if what was encoded does not decode, which would be a bug.
+    fn stable(&self) -> Option<RouteAd> {
+        postcard::from_bytes(&self.wire).ok()
+    }
+
+    /// The signed advertisement (path `[us]`, `lease_ms` 0).
+    pub fn ad(&self, us: &str, cert: &[u8]) -> Option<RouteAd> {
+        let mut ad = self.stable()?;
+        ad.origin_router = us.to_owned();
+        ad.path = vec![us.to_owned()];
+        ad.origin_cert = cert.to_vec();
+        Some(ad)
+    }
+
     /// The advertisement as sent at `now` (remaining lease filled in).
-    pub fn export(&self, now: u64) -> RouteAd {
-        let mut ad = self.ad.clone();
+    pub fn export(&self, now: u64, us: &str, cert: &[u8]) -> Option<RouteAd> {
+        let mut ad = self.ad(us, cert)?;
         ad.lease_ms = self
             .lease_until
             .map_or(0, |until| until.saturating_sub(now).max(1));
-        ad
+        Some(ad)
     }
 }
 
@@ -91,7 +127,7 @@ impl Locals {
         self.start.get_or_insert(now);
         let lease_until = (r.lease_ms > 0).then(|| now.saturating_add(r.lease_ms));
         if let Some(l) = self.routes.get_mut(&r.route_id) {
-            if same_stable(&r, &l.ad) {
+            if l.stable().is_some_and(|ad| same_stable(&r, &ad)) {
                 l.lease_until = lease_until;
                 return Ok(false);
             }
@@ -122,7 +158,7 @@ impl Locals {
         ad.serial = self.next_serial(now);
         sign::sign(&mut ad, key);
         self.routes
-            .insert(ad.route_id.clone(), Local { ad, lease_until });
+            .insert(ad.route_id.clone(), Local::new(ad, lease_until));
         Ok(true)
     }
 
@@ -132,5 +168,43 @@ impl Locals {
 
     pub fn contains(&self, route_id: &str) -> bool {
         self.routes.contains_key(route_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{key, local};
+
+    #[test]
+    fn a_local_route_exports_as_signed_with_our_path_cert_and_lease() {
+        let mut l = Locals::new(1000);
+        let cert = [7u8; 300];
+        assert_eq!(
+            l.upsert(5, "router-a", &key(1), &cert, local("r1")),
+            Ok(true)
+        );
+        let held = &l.routes["r1"];
+        let ad = held.export(10_005, "router-a", &cert).unwrap();
+        assert_eq!(crate::sign::verify(&ad), Ok(()));
+        assert_eq!(ad.route_id, "r1");
+        assert_eq!(ad.origin_router, "router-a");
+        assert_eq!(ad.path, ["router-a"]);
+        assert_eq!(ad.origin_cert, cert);
+        assert_eq!(ad.lease_ms, 20_000);
+        assert_eq!(ad.attrs, local("r1").attrs);
+        // A renewal keeps the signature; a changed field signs anew.
+        let mut renewed = local("r1");
+        renewed.lease_ms = 60_000;
+        assert_eq!(l.upsert(6, "router-a", &key(1), &cert, renewed), Ok(false));
+        let again = l.routes["r1"].export(6, "router-a", &cert).unwrap();
+        assert_eq!((again.serial, again.signature), (ad.serial, ad.signature));
+        assert_eq!(again.lease_ms, 60_000);
+        let mut changed = local("r1");
+        changed.version = 2;
+        assert_eq!(l.upsert(7, "router-a", &key(1), &cert, changed), Ok(true));
+        let signed = l.routes["r1"].export(7, "router-a", &cert).unwrap();
+        assert!(signed.serial > ad.serial);
+        assert_eq!(crate::sign::verify(&signed), Ok(()));
     }
 }
