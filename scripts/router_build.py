@@ -4,9 +4,10 @@ report their sizes.
 
 OpenWrt's lang/rust/rust-package.mk builds with `cargo install --profile
 release` and CARGO_PROFILE_RELEASE_* set to opt-level z, LTO, one codegen
-unit, overflow checks on and panic=unwind; the `router-openwrt` profile in
-Cargo.toml carries exactly those settings (plus release's per-package
-overrides, which the environment variables leave in place). This builds
+unit, overflow checks on and panic=unwind, which our package Makefile
+sets back to abort; the `router-openwrt` profile in Cargo.toml carries
+exactly those settings (plus release's per-package overrides, which the
+environment variables leave in place). This builds
 what the feed installs — the multi-call binary `agentd-suite` (agentd,
 agent-gw and agentctl in one file, suite/) — with it (host target: the
 sizes are the x86_64 ones; a MIPS or ARM build differs, its trend does
@@ -32,7 +33,8 @@ PROFILE = "router-openwrt"
 OUT = REPO / "target" / PROFILE
 SUITE = "agentd-suite"
 LINKS = ["agentd", "agentctl", "agent-gw"]
-# What rust-package.mk sets (rust-values.mk, CARGO_PKG_CONFIG_VARS).
+# What rust-package.mk sets (rust-values.mk, CARGO_PKG_CONFIG_VARS), with
+# openwrt-feed/agentd/Makefile's panic=abort.
 SETTINGS = {
     "opt-level": "z",
     "lto": True,
@@ -40,7 +42,7 @@ SETTINGS = {
     "debug": False,
     "debug-assertions": False,
     "overflow-checks": True,
-    "panic": "unwind",
+    "panic": "abort",
     "rpath": False,
 }
 
