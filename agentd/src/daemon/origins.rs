@@ -19,7 +19,54 @@ use crate::route::{Route, RouteId, MAX_ID_LEN};
 #[derive(Debug, Default)]
 struct OriginEntry {
     owner: Option<Owner>,
-    routes: Vec<RouteId>,
+    routes: Ids,
+}
+
+/// One origin's route ids in registration order, the first held inline:
+/// almost every origin registers one route, and a `Vec` of one id cost a
+/// heap block (~64 B with malloc's overhead) per origin. The same size as
+/// a `Vec` (its capacity's niche tells the variants apart).
+#[derive(Debug, Default)]
+enum Ids {
+    #[default]
+    Empty,
+    One(RouteId),
+    /// Two or more (removals that leave one keep the vector: rare).
+    Many(Vec<RouteId>),
+}
+
+impl Ids {
+    fn as_slice(&self) -> &[RouteId] {
+        match self {
+            Ids::Empty => &[],
+            Ids::One(id) => std::slice::from_ref(id),
+            Ids::Many(v) => v,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
+    }
+
+    fn push(&mut self, id: RouteId) {
+        match std::mem::take(self) {
+            Ids::Empty => *self = Ids::One(id),
+            Ids::One(first) => *self = Ids::Many(vec![first, id]),
+            Ids::Many(mut v) => {
+                v.push(id);
+                *self = Ids::Many(v);
+            }
+        }
+    }
+
+    fn remove(&mut self, id: &RouteId) {
+        match self {
+            Ids::Empty => {}
+            Ids::One(x) if x == id => *self = Ids::Empty,
+            Ids::One(_) => {}
+            Ids::Many(v) => v.retain(|x| x != id),
+        }
+    }
 }
 
 /// Local routes by origin, tenant and source.
@@ -83,7 +130,9 @@ impl Ledger {
 
     /// Ids of `origin`'s local routes.
     pub fn routes_of(&self, origin: &str) -> &[RouteId] {
-        self.origins.get(origin).map_or(&[], |e| &e.routes)
+        self.origins
+            .get(origin)
+            .map_or(&[], |e| e.routes.as_slice())
     }
 
     /// Whether one more route for `origin`/`tenant` by `owner` fits the
@@ -128,7 +177,7 @@ impl Ledger {
     /// Forgets a local route; the origin is free again after its last.
     pub fn remove(&mut self, route: &Route) {
         if let Some(e) = self.origins.get_mut(&*route.origin) {
-            e.routes.retain(|id| *id != route.id);
+            e.routes.remove(&route.id);
             if e.routes.is_empty() {
                 self.origins.remove(&*route.origin);
             }
