@@ -38,7 +38,7 @@ pub enum Effect {
     SaveLeases {
         dir: PathBuf,
         /// The encoded file (`persist::encode`).
-        bytes: Vec<u8>,
+        file: super::persist::Encoded,
     },
     /// The route table shrank to half its peak: return the heap's free
     /// pages to the system (see `daemon::memory`).
@@ -188,10 +188,10 @@ impl Effect {
     /// Writes the lease file now, on this thread (the daemon's exit).
     /// Other effects are not for this.
     pub fn save(self) -> Result<(), String> {
-        let Effect::SaveLeases { dir, bytes } = self else {
+        let Effect::SaveLeases { dir, file } = self else {
             return Ok(());
         };
-        super::persist::write(&dir, &bytes).map_err(|e| {
+        super::persist::write(&dir, &file).map_err(|e| {
             format!(
                 "cannot write {}: {e}",
                 super::persist::path_in(&dir).display()

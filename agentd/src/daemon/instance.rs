@@ -789,10 +789,10 @@ impl Instance {
             return None;
         }
         self.dirty = false;
-        match super::persist::encode(&self.boot_id, &self.state.local_lease_refs()) {
-            Ok(bytes) => Some(Effect::SaveLeases {
+        match super::persist::encode(&self.boot_id, self.state.local_lease_refs()) {
+            Ok(file) => Some(Effect::SaveLeases {
                 dir: self.state.runtime().state_dir.clone(),
-                bytes,
+                file,
             }),
             Err(e) => {
                 crate::log_error!("cannot encode the lease file: {e}");

@@ -166,11 +166,12 @@ fn the_lease_file_is_an_effect_written_once_per_change_and_again_after_a_failure
     run(&mut i, read(PRINTER), 2_001);
     assert!(i.wants_persist());
     let effects = run(&mut i, Input::Persist, 3_000);
-    let [Effect::SaveLeases { dir, bytes }] = &effects[..] else {
+    let [Effect::SaveLeases { dir, file }] = &effects[..] else {
         panic!("one SaveLeases: {effects:?}")
     };
     assert_eq!(dir, &PathBuf::from("/nonexistent/agentd-test-state"));
-    let leases = crate::daemon::persist::decode(bytes, &crate::daemon::persist::boot_id()).unwrap();
+    let leases =
+        crate::daemon::persist::decode(&file.to_vec(), &crate::daemon::persist::boot_id()).unwrap();
     assert!(
         leases.is_empty(),
         "static routes are not leases: {leases:?}"

@@ -12,15 +12,25 @@
 //! boot mean nothing, so such a file is ignored. `state_dir` is normally
 //! `/var/run/agentd` (tmpfs), which a reboot clears anyway.
 //!
+//! The file is encoded on the daemon's loop (a snapshot of the table)
+//! into fixed-size pieces ([`Encoded`]) that a blocking thread writes out:
+//! one growing buffer for the whole file cost a doubling `Vec`'s slack and
+//! copies, and left malloc holding blocks of every size it grew through
+//! (~180 B per route at 2 000 routes); pieces of one size are reused by
+//! the next write and by everything else.
+//!
 //! The file is read back as untrusted bytes: bounded size, magic, postcard
 //! with typed errors; the state re-validates every route before use.
 
+use std::cell::Cell;
 use std::fmt;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use postcard::ser_flavors::Flavor;
+use serde::ser::{Error as _, SerializeSeq};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::route::Route;
 
@@ -68,10 +78,76 @@ struct SavedFile {
     leases: Vec<SavedLease>,
 }
 
-#[derive(Serialize)]
-struct SavedFileRef<'a> {
-    boot_id: &'a str,
-    leases: &'a [LeaseRef<'a>],
+/// The size of one piece of an encoded file: below glibc's smallest
+/// mmap threshold (128 KiB), so pieces come from (and go back to) the
+/// heap the routes use, never raise that threshold, and are all alike.
+const PIECE: usize = 16 * 1024;
+
+/// An encoded lease file as pieces of [`PIECE`] bytes (the last one
+/// shorter), written one after the other.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Encoded {
+    pieces: Vec<Vec<u8>>,
+}
+
+impl Encoded {
+    /// The file's bytes in order.
+    pub fn pieces(&self) -> impl Iterator<Item = &[u8]> {
+        self.pieces.iter().map(|p| &p[..])
+    }
+
+    /// The whole file in one buffer (tests compare it).
+    #[cfg(test)]
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.pieces.concat()
+    }
+}
+
+/// postcard's output into [`Encoded`]'s pieces.
+impl Flavor for Encoded {
+    type Output = Encoded;
+
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        self.try_extend(&[byte])
+    }
+
+    fn try_extend(&mut self, mut data: &[u8]) -> postcard::Result<()> {
+        while !data.is_empty() {
+            if self.pieces.last().is_none_or(|p| p.len() == PIECE) {
+                self.pieces.push(Vec::with_capacity(PIECE));
+            }
+            let piece = self.pieces.last_mut().expect("one was pushed");
+            let n = (PIECE - piece.len()).min(data.len());
+            piece.extend_from_slice(&data[..n]);
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<Encoded> {
+        Ok(self)
+    }
+}
+
+/// The leases of a file, serialized straight from an iterator over the
+/// table (no list of them is built): postcard's sequence length first,
+/// counted by a pass over a clone of the iterator.
+struct Leases<I> {
+    items: Cell<Option<I>>,
+}
+
+impl<'a, I: Iterator<Item = LeaseRef<'a>> + Clone> Serialize for Leases<I> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let items = self
+            .items
+            .take()
+            .ok_or_else(|| S::Error::custom("lease list serialized twice"))?;
+        let mut seq = s.serialize_seq(Some(items.clone().count()))?;
+        for lease in items {
+            seq.serialize_element(&lease)?;
+        }
+        seq.end()
+    }
 }
 
 /// Why a lease file was not used.
@@ -115,9 +191,19 @@ pub fn boot_id() -> Box<str> {
         .unwrap_or_default()
 }
 
-pub fn encode(boot_id: &str, leases: &[LeaseRef<'_>]) -> Result<Vec<u8>, postcard::Error> {
-    let file = SavedFileRef { boot_id, leases };
-    postcard::to_extend(&file, MAGIC.to_vec())
+/// Encodes a lease file of `leases` (as [`SavedLease`]s: postcard writes a
+/// struct as its fields in order, so the pair below is `SavedFile`'s
+/// encoding).
+pub fn encode<'a, I>(boot_id: &str, leases: I) -> Result<Encoded, postcard::Error>
+where
+    I: Iterator<Item = LeaseRef<'a>> + Clone,
+{
+    let leases = Leases {
+        items: Cell::new(Some(leases)),
+    };
+    let mut out = Encoded::default();
+    out.try_extend(MAGIC)?;
+    postcard::serialize_with_flavor(&(boot_id, &leases), out)
 }
 
 /// Decodes a lease file written during boot `boot_id`.
@@ -149,7 +235,7 @@ pub fn path_in(state_dir: &Path) -> PathBuf {
 }
 
 /// Writes an encoded lease file atomically (temp file + rename), mode 0600.
-pub fn write(state_dir: &Path, bytes: &[u8]) -> Result<(), PersistError> {
+pub fn write(state_dir: &Path, file: &Encoded) -> Result<(), PersistError> {
     std::fs::create_dir_all(state_dir).map_err(|e| PersistError::Io(e.kind()))?;
     let tmp = state_dir.join(format!(".{FILE_NAME}.tmp"));
     let io = |e: std::io::Error| PersistError::Io(e.kind());
@@ -160,7 +246,9 @@ pub fn write(state_dir: &Path, bytes: &[u8]) -> Result<(), PersistError> {
         .mode(0o600)
         .open(&tmp)
         .map_err(io)?;
-    f.write_all(bytes).map_err(io)?;
+    for piece in file.pieces() {
+        f.write_all(piece).map_err(io)?;
+    }
     drop(f);
     std::fs::rename(&tmp, path_in(state_dir)).map_err(io)
 }
@@ -214,21 +302,46 @@ mod tests {
         }
     }
 
-    fn encoded(boot_id: &str, leases: &[SavedLease]) -> Vec<u8> {
-        let refs: Vec<_> = leases.iter().map(SavedLease::borrowed).collect();
-        encode(boot_id, &refs).unwrap()
+    fn encoded(boot_id: &str, leases: &[SavedLease]) -> Encoded {
+        encode(boot_id, leases.iter().map(SavedLease::borrowed)).unwrap()
+    }
+
+    /// The format as it was written in one buffer before the pieces: the
+    /// file must not change.
+    #[test]
+    fn pieces_are_the_whole_buffer_encoding_byte_for_byte() {
+        #[derive(Serialize)]
+        struct Whole<'a> {
+            boot_id: &'a str,
+            leases: &'a [SavedLease],
+        }
+        for n in [0, 1, 2, 300] {
+            let leases: Vec<_> = (0..n).map(|i| lease(&format!("r-{i}"))).collect();
+            let whole = Whole {
+                boot_id: "boot-a",
+                leases: &leases,
+            };
+            let expected = postcard::to_extend(&whole, MAGIC.to_vec()).unwrap();
+            let file = encoded("boot-a", &leases);
+            assert!(file.pieces().all(|p| p.len() <= PIECE));
+            if n == 300 {
+                assert!(file.pieces().count() > 1, "{} bytes", expected.len());
+            }
+            assert_eq!(file.to_vec(), expected, "{n} leases");
+            assert_eq!(decode(&file.to_vec(), "boot-a"), Ok(leases));
+        }
     }
 
     #[test]
     fn round_trips_within_one_boot() {
         let leases = vec![lease("r-1"), lease("r-2")];
-        let bytes = encoded("boot-a", &leases);
+        let bytes = encoded("boot-a", &leases).to_vec();
         assert_eq!(decode(&bytes, "boot-a"), Ok(leases));
     }
 
     #[test]
     fn another_boot_or_format_is_refused() {
-        let bytes = encoded("boot-a", &[lease("r-1")]);
+        let bytes = encoded("boot-a", &[lease("r-1")]).to_vec();
         assert_eq!(decode(&bytes, "boot-b"), Err(PersistError::OtherBoot));
         assert_eq!(
             decode(b"AGLEASE0xxxx", "boot-a"),

@@ -502,7 +502,7 @@ impl State {
 
     /// Every locally registered route with its granted lease length, for
     /// the lease file (borrowed: the file is encoded from the table).
-    pub fn local_lease_refs(&self) -> Vec<LeaseRef<'_>> {
+    pub fn local_lease_refs(&self) -> impl Iterator<Item = LeaseRef<'_>> + Clone {
         self.table
             .iter()
             .filter(|r| r.source == RouteSource::Local)
@@ -511,14 +511,12 @@ impl State {
                 lease_s: self.lease_len.get(&r.id).copied().unwrap_or(0),
                 public_ipv6: self.ipv6_wanted.contains(&r.id),
             })
-            .collect()
     }
 
     /// [`State::local_lease_refs`], owned (what a restart reads back).
     #[cfg(test)]
     pub fn local_leases(&self) -> Vec<SavedLease> {
         self.local_lease_refs()
-            .into_iter()
             .map(|l| SavedLease {
                 route: l.route.clone(),
                 lease_s: l.lease_s,

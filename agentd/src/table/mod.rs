@@ -771,7 +771,7 @@ impl RouteTable {
         self.by_schema.names()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Route> {
+    pub fn iter(&self) -> impl Iterator<Item = &Route> + Clone {
         self.slab.iter().filter_map(|s| s.route.as_ref())
     }
 
