@@ -49,25 +49,26 @@ pub fn mimalloc_release() {
     }
 }
 
-/// When to release, from the count of calls finished so far, the number
-/// in flight and how many connections the tick's sweep let go (sans-IO).
+/// When to release, from a count of work done so far (calls finished plus
+/// FIB changes applied), the number of calls in flight and how many
+/// connections the tick's sweep let go (sans-IO).
 #[derive(Debug, Default)]
 pub struct Quiet {
-    /// Calls finished at the previous tick.
+    /// Work done at the previous tick.
     seen: u64,
     /// Work happened since the last release.
     dirty: bool,
 }
 
 impl Quiet {
-    /// Whether to release now: nothing in flight, nothing finished and
-    /// no connection let go during the last tick, after some of that since
+    /// Whether to release now: nothing in flight, no work done and no
+    /// connection let go during the last tick, after some of that since
     /// the last release. (Connections the sweep lets go close on their own
     /// tasks, after this one yields: their buffers are free by the next
     /// tick, not this one.)
-    pub fn tick(&mut self, finished: u64, in_flight: usize, swept: usize) -> bool {
-        let moved = finished != self.seen;
-        self.seen = finished;
+    pub fn tick(&mut self, work: u64, in_flight: usize, swept: usize) -> bool {
+        let moved = work != self.seen;
+        self.seen = work;
         if moved || in_flight > 0 || swept > 0 {
             self.dirty = true;
             return false;
@@ -83,7 +84,11 @@ pub async fn run(core: Rc<Core>) {
     loop {
         every.tick().await;
         let swept = core.forwarder.pool().sweep();
-        if quiet.tick(core.inflight.finished(), core.inflight.current(), swept) {
+        // A burst of registrations grows the replica's table by doubling:
+        // the old copies are free memory too.
+        let fib_changes = core.fib.borrow().generation().unwrap_or(0);
+        let work = core.inflight.finished().wrapping_add(fib_changes);
+        if quiet.tick(work, core.inflight.current(), swept) {
             if let Some(release) = RELEASE.get() {
                 release();
             }
