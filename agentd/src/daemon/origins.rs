@@ -1,8 +1,12 @@
-//! Who holds what among the locally registered routes: per origin its
-//! owner and route ids, per tenant and per source address a count. The
+//! Who holds what among the locally registered routes: per tenant and per
+//! source address a count, and the quotas checked against them. The
 //! daemon's state keeps this ledger next to the table (every local route
 //! added or removed goes through [`Ledger::add`] / [`Ledger::remove`]), so
-//! ownership checks and quotas cost a hash lookup, never a table scan.
+//! ownership checks and quotas cost a hash lookup, never a table scan. Per
+//! origin, the owner and route ids are kept by the claims index
+//! (`state::claims`), in the one entry an origin has there: a map of its
+//! own keyed by origin cost a hash slot and a copy of the origin string
+//! per local route.
 //!
 //! Route ids are scoped to (tenant, origin) by [`scoped_route_id`]: no
 //! caller can name an id that another origin's registration would need.
@@ -16,63 +20,9 @@ use crate::ipc::error::Quota;
 use crate::owner::Owner;
 use crate::route::{Route, RouteId, MAX_ID_LEN};
 
-#[derive(Debug, Default)]
-struct OriginEntry {
-    owner: Option<Owner>,
-    routes: Ids,
-}
-
-/// One origin's route ids in registration order, the first held inline:
-/// almost every origin registers one route, and a `Vec` of one id cost a
-/// heap block (~64 B with malloc's overhead) per origin. The same size as
-/// a `Vec` (its capacity's niche tells the variants apart).
-#[derive(Debug, Default)]
-enum Ids {
-    #[default]
-    Empty,
-    One(RouteId),
-    /// Two or more (removals that leave one keep the vector: rare).
-    Many(Vec<RouteId>),
-}
-
-impl Ids {
-    fn as_slice(&self) -> &[RouteId] {
-        match self {
-            Ids::Empty => &[],
-            Ids::One(id) => std::slice::from_ref(id),
-            Ids::Many(v) => v,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.as_slice().is_empty()
-    }
-
-    fn push(&mut self, id: RouteId) {
-        match std::mem::take(self) {
-            Ids::Empty => *self = Ids::One(id),
-            Ids::One(first) => *self = Ids::Many(vec![first, id]),
-            Ids::Many(mut v) => {
-                v.push(id);
-                *self = Ids::Many(v);
-            }
-        }
-    }
-
-    fn remove(&mut self, id: &RouteId) {
-        match self {
-            Ids::Empty => {}
-            Ids::One(x) if x == id => *self = Ids::Empty,
-            Ids::One(_) => {}
-            Ids::Many(v) => v.retain(|x| x != id),
-        }
-    }
-}
-
-/// Local routes by origin, tenant and source.
+/// Local routes by tenant and source.
 #[derive(Debug, Default)]
 pub struct Ledger {
-    origins: HashMap<Box<str>, OriginEntry>,
     tenants: HashMap<Box<str>, u64>,
     sources: HashMap<IpAddr, u64>,
 }
@@ -122,30 +72,17 @@ impl Default for TrustCaps {
 }
 
 impl Ledger {
-    /// The identity `origin`'s live routes are bound to; `None` when it
-    /// has none (or only routes an administrator registered unowned).
-    pub fn owner_of(&self, origin: &str) -> Option<Owner> {
-        self.origins.get(origin).and_then(|e| e.owner)
-    }
-
-    /// Ids of `origin`'s local routes.
-    pub fn routes_of(&self, origin: &str) -> &[RouteId] {
-        self.origins
-            .get(origin)
-            .map_or(&[], |e| e.routes.as_slice())
-    }
-
-    /// Whether one more route for `origin`/`tenant` by `owner` fits the
-    /// quotas; the first one exceeded is named with its holder.
+    /// Whether one more route for `origin` (which holds `held` local
+    /// routes) and `tenant` by `owner` fits the quotas; the first one
+    /// exceeded is named with its holder.
     pub fn check_new(
         &self,
         q: &Quotas,
-        origin: &str,
+        (origin, held): (&str, usize),
         tenant: &str,
         owner: Option<Owner>,
     ) -> Result<(), (Quota, String, u64)> {
-        let held = self.routes_of(origin).len() as u64;
-        if held >= q.per_origin {
+        if held as u64 >= q.per_origin {
             return Err((Quota::PerOrigin, format!("origin {origin}"), q.per_origin));
         }
         if let Some(src) = owner.and_then(Owner::source) {
@@ -161,27 +98,16 @@ impl Ledger {
         Ok(())
     }
 
-    /// Records a new local route (not an update of one already held).
+    /// Counts a new local route (not an update of one already held).
     pub fn add(&mut self, route: &Route) {
-        let e = self.origins.entry(route.origin.clone()).or_default();
-        if e.routes.is_empty() || e.owner.is_none() {
-            e.owner = route.owner;
-        }
-        e.routes.push(route.id.clone());
         *self.tenants.entry(route.tenant.clone()).or_insert(0) += 1;
         if let Some(src) = route.owner.and_then(Owner::source) {
             *self.sources.entry(src).or_insert(0) += 1;
         }
     }
 
-    /// Forgets a local route; the origin is free again after its last.
+    /// Stops counting a local route.
     pub fn remove(&mut self, route: &Route) {
-        if let Some(e) = self.origins.get_mut(&*route.origin) {
-            e.routes.remove(&route.id);
-            if e.routes.is_empty() {
-                self.origins.remove(&*route.origin);
-            }
-        }
         decrement(&mut self.tenants, &*route.tenant);
         if let Some(src) = route.owner.and_then(Owner::source) {
             decrement(&mut self.sources, &src);
@@ -350,35 +276,29 @@ mod tests {
         let mut l = Ledger::default();
         l.add(&route("agent://lab/a", "r1", owner));
         l.add(&route("agent://lab/a", "r2", owner));
-        assert_eq!(l.owner_of("agent://lab/a"), owner);
         assert_eq!(
-            l.check_new(&q, "agent://lab/a", "lab", owner)
+            l.check_new(&q, ("agent://lab/a", 2), "lab", owner)
                 .unwrap_err()
                 .0,
             Quota::PerOrigin
         );
         l.add(&route("agent://lab/b", "r3", owner));
         assert_eq!(
-            l.check_new(&q, "agent://lab/c", "lab", owner)
+            l.check_new(&q, ("agent://lab/c", 0), "lab", owner)
                 .unwrap_err()
                 .0,
             Quota::PerSource
         );
         assert_eq!(
-            l.check_new(&q, "agent://lab/c", "lab", Some(Owner::Subject))
+            l.check_new(&q, ("agent://lab/c", 0), "lab", Some(Owner::Subject))
                 .unwrap_err()
                 .0,
             Quota::PerTenant
         );
-        assert_eq!(l.check_new(&q, "agent://ops/c", "ops", None), Ok(()));
+        assert_eq!(l.check_new(&q, ("agent://ops/c", 0), "ops", None), Ok(()));
         l.remove(&route("agent://lab/a", "r1", owner));
         l.remove(&route("agent://lab/a", "r2", owner));
-        assert_eq!(
-            l.owner_of("agent://lab/a"),
-            None,
-            "free after its last route"
-        );
-        assert_eq!(l.check_new(&q, "agent://lab/a", "lab", owner), Ok(()));
+        assert_eq!(l.check_new(&q, ("agent://lab/a", 0), "lab", owner), Ok(()));
         assert_eq!(l.tenant_routes("lab"), 1);
     }
 }

@@ -461,7 +461,7 @@ impl State {
     /// Whether `caller` may act for `origin` (ownership and pins).
     fn may_act(&self, origin: &str, caller: Option<&Caller>) -> Result<(), IpcError> {
         let pin = self.runtime.pins.get(origin);
-        may_act(origin, self.ledger.owner_of(origin), caller, pin).map_err(|reason| {
+        may_act(origin, self.claims.owner_of(origin), caller, pin).map_err(|reason| {
             IpcError::Forbidden {
                 origin: origin.into(),
                 reason,
@@ -590,6 +590,7 @@ impl State {
             let kept = route.clone();
             if self.table.upsert(route).is_ok() {
                 self.ledger.add(&kept);
+                self.claims.add_local(&kept);
                 if public_ipv6 {
                     self.ipv6_wanted.insert(id.clone());
                 }
@@ -612,6 +613,7 @@ impl State {
             .map(|r| {
                 if r.source == RouteSource::Local {
                     self.ledger.remove(&r);
+                    self.claims.remove_local(&r);
                 }
                 self.lease_len.remove(&r.id);
                 FibChange::Remove(r.id)

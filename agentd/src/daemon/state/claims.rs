@@ -28,11 +28,12 @@ mod small;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use self::small::SmallMap;
+use self::small::{Ids, SmallMap};
 use super::Changes;
 use crate::config::{Runtime, STATIC_ID_PREFIX};
 use crate::fib::FibChange;
 use crate::ipc::message::IpcError;
+use crate::owner::Owner;
 use crate::route::{OriginProof, Route, RouteId, RouteSource};
 
 /// The key of this router's own claims (router ids are never empty).
@@ -71,10 +72,19 @@ type Routers = SmallMap<Box<str>, RouterClaims>;
 /// change that leaves the decision as it was re-marks only the claims it
 /// touched (one neighbour's thousands of routes of one origin must not
 /// cost thousands of re-marks each).
+///
+/// The entry is also the origin's record of its local routes (what
+/// `origins::Ledger` does not keep: their ids and owner), so an origin
+/// costs one hash entry and one copy of its string for both; it lives
+/// while either has something.
 #[derive(Debug, Default)]
 struct OriginClaims {
     routers: Routers,
     decided: Option<Decision>,
+    /// Ids of our local routes of the origin, in registration order.
+    local: Ids,
+    /// The identity those are bound to (`None` while there are none).
+    owner: Option<Owner>,
 }
 
 /// Claims of origins by origin and by table id. The origin string is
@@ -145,14 +155,7 @@ impl Claims {
             // The same id with another origin or origin router: replace.
             self.remove(&route.id);
         }
-        let origin = match self.by_origin.get_key_value(&*route.origin) {
-            Some((key, _)) => key.clone(),
-            None => {
-                let key: Arc<str> = Arc::from(&*route.origin);
-                self.by_origin.insert(key.clone(), OriginClaims::default());
-                key
-            }
-        };
+        let origin = self.key(&route.origin);
         if let Some(o) = self.by_origin.get_mut(&origin) {
             o.routers
                 .get_or_insert_with(router.into(), RouterClaims::default)
@@ -173,21 +176,82 @@ impl Claims {
                 }
             }
             if o.routers.is_empty() {
-                self.by_origin.remove(&origin);
+                // Decided again from scratch by its next claim.
+                o.decided = None;
+                if o.local.is_empty() {
+                    self.by_origin.remove(&origin);
+                }
             }
         }
         Some(origin)
     }
 
-    /// Drops every claim (before a rebuild from the table).
+    /// The key of `origin`'s entry, which is made when missing.
+    fn key(&mut self, origin: &str) -> Arc<str> {
+        if let Some((key, _)) = self.by_origin.get_key_value(origin) {
+            return key.clone();
+        }
+        let key: Arc<str> = Arc::from(origin);
+        self.by_origin.insert(key.clone(), OriginClaims::default());
+        key
+    }
+
+    /// Drops every claim (before a rebuild from the table); the local
+    /// routes' records stay.
     pub fn clear(&mut self) {
-        self.by_origin.clear();
         self.by_id.clear();
+        self.by_origin.retain(|_, o| {
+            o.routers = Routers::default();
+            o.decided = None;
+            !o.local.is_empty()
+        });
     }
 
     /// Every origin with claims.
     pub fn origins(&self) -> impl Iterator<Item = &str> {
-        self.by_origin.keys().map(|o| &**o)
+        self.by_origin
+            .iter()
+            .filter(|(_, o)| !o.routers.is_empty())
+            .map(|(k, _)| &**k)
+    }
+
+    /// Records a new local route of ours (not an update of one held).
+    pub fn add_local(&mut self, route: &Route) {
+        let key = self.key(&route.origin);
+        if let Some(o) = self.by_origin.get_mut(&key) {
+            if o.local.is_empty() || o.owner.is_none() {
+                o.owner = route.owner;
+            }
+            o.local.push(route.id.clone());
+        }
+    }
+
+    /// Forgets a local route; the origin is free again after its last.
+    pub fn remove_local(&mut self, route: &Route) {
+        let Some(o) = self.by_origin.get_mut(&*route.origin) else {
+            return;
+        };
+        o.local.remove(&route.id);
+        if o.local.is_empty() {
+            o.owner = None;
+            if o.routers.is_empty() {
+                self.by_origin.remove(&*route.origin);
+            }
+        }
+    }
+
+    /// The identity `origin`'s live local routes are bound to; `None`
+    /// when it has none (or only routes an administrator registered
+    /// unowned).
+    pub fn owner_of(&self, origin: &str) -> Option<Owner> {
+        self.by_origin.get(origin).and_then(|o| o.owner)
+    }
+
+    /// Ids of `origin`'s local routes, in registration order.
+    pub fn local_of(&self, origin: &str) -> &[RouteId] {
+        self.by_origin
+            .get(origin)
+            .map_or(&[], |o| o.local.as_slice())
     }
 
     /// Table ids of `origin`'s claims with their origin router key and
@@ -223,7 +287,9 @@ impl Claims {
 
     fn set_decided(&mut self, origin: &str, d: Decision) {
         if let Some(o) = self.by_origin.get_mut(origin) {
-            o.decided = Some(d);
+            if !o.routers.is_empty() {
+                o.decided = Some(d);
+            }
         }
     }
 
@@ -556,6 +622,35 @@ mod tests {
         );
         assert_eq!(c.origins().count(), 0);
         assert_eq!(c.remove(&RouteId::parse_table_id("a@r-z").unwrap()), None);
+    }
+
+    #[test]
+    fn local_routes_share_the_origins_entry_with_its_claims() {
+        let src = "192.0.2.9".parse().unwrap();
+        let owner = Some(Owner::Bootstrap(src));
+        let mut c = Claims::default();
+        let mut r1 = claim("r1", O, "", OriginProof::Bootstrap);
+        r1.owner = owner;
+        let r2 = claim("r2", O, "", OriginProof::None);
+        c.add_local(&r1);
+        c.add_local(&r2);
+        assert_eq!(c.owner_of(O), owner, "the first route's owner");
+        assert_eq!(c.local_of(O), [r1.id.clone(), r2.id.clone()]);
+        assert_eq!(c.origins().count(), 0, "records, not claims");
+        c.add(&r1);
+        assert_eq!(c.of(O).count(), 1);
+        // A rebuild drops claims, not the records.
+        c.clear();
+        assert_eq!(c.of(O).count(), 0);
+        assert_eq!(c.local_of(O).len(), 2);
+        c.add(&r1);
+        c.remove_local(&r1);
+        c.remove_local(&r2);
+        assert_eq!(c.owner_of(O), None, "free after its last route");
+        assert!(c.local_of(O).is_empty());
+        assert_eq!(c.of(O).count(), 1, "the claim stays until removed");
+        assert_eq!(c.remove(&r1.id).as_deref(), Some(O));
+        assert!(c.by_origin.is_empty(), "{:?}", c.by_origin);
     }
 
     #[test]

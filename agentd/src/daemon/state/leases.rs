@@ -88,13 +88,18 @@ impl State {
         let owner: Option<Owner> = match (existing, &reg.caller) {
             (Some(e), _) => e.owner,
             (None, Some(c)) => Some(c.owner()),
-            (None, None) => reg.owner.or(self.ledger.owner_of(&reg.origin)),
+            (None, None) => reg.owner.or(self.claims.owner_of(&reg.origin)),
         };
         // Quotas bound what LAN callers add; an update of a route already
         // held (and an administrator) is never refused by one.
         if is_new && reg.caller.is_some() {
             self.ledger
-                .check_new(&self.runtime.quotas, &reg.origin, &reg.tenant, owner)
+                .check_new(
+                    &self.runtime.quotas,
+                    (&reg.origin, self.claims.local_of(&reg.origin).len()),
+                    &reg.tenant,
+                    owner,
+                )
                 .map_err(|(quota, holder, limit)| IpcError::QuotaExceeded {
                     quota,
                     holder: holder.into(),
@@ -141,6 +146,7 @@ impl State {
             .map_err(|e| IpcError::from_table(e, &tenant))?;
         if outcome == UpsertOutcome::Created {
             self.ledger.add(&route);
+            self.claims.add_local(&route);
         }
         self.lease_len.insert(id.clone(), secs);
         if wants_ipv6 {
@@ -252,6 +258,7 @@ impl State {
     pub(super) fn remove_local(&mut self, id: &RouteId) {
         if let Some(route) = self.table.remove(id) {
             self.ledger.remove(&route);
+            self.claims.remove_local(&route);
         }
         self.lease_len.remove(id);
     }
@@ -259,7 +266,7 @@ impl State {
     /// `agentctl flush --origin`: withdraws every local route of `origin`
     /// at once (the FIB sees one removal per route in the same batch).
     pub(super) fn flush(&mut self, origin: &str) -> (Result<ResponseBody, IpcError>, Changes) {
-        let ids: Vec<RouteId> = self.ledger.routes_of(origin).to_vec();
+        let ids: Vec<RouteId> = self.claims.local_of(origin).to_vec();
         for id in &ids {
             self.remove_local(id);
         }

@@ -1,4 +1,4 @@
-//! A sorted map that keeps a single entry inline.
+//! A sorted map and an id list that keep a single entry inline.
 //!
 //! The claims ledger holds, per origin, a map of origin routers and per
 //! origin router a map of table ids. Almost every origin has one claimant
@@ -10,6 +10,8 @@
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
+
+use crate::route::RouteId;
 
 #[derive(Debug, Default)]
 pub(super) enum SmallMap<K, V> {
@@ -144,6 +146,53 @@ impl<K: Ord, V> SmallMap<K, V> {
 
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.iter().map(|(_, v)| v)
+    }
+}
+
+/// One origin's route ids in registration order, the first held inline:
+/// almost every origin registers one route, and a `Vec` of one id cost a
+/// heap block (~64 B with malloc's overhead) per origin. The same size as
+/// a `Vec` (its capacity's niche tells the variants apart).
+#[derive(Debug, Default)]
+pub(super) enum Ids {
+    #[default]
+    Empty,
+    One(RouteId),
+    /// Two or more (removals that leave one keep the vector: rare).
+    Many(Vec<RouteId>),
+}
+
+impl Ids {
+    pub fn as_slice(&self) -> &[RouteId] {
+        match self {
+            Ids::Empty => &[],
+            Ids::One(id) => std::slice::from_ref(id),
+            Ids::Many(v) => v,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
+    }
+
+    pub fn push(&mut self, id: RouteId) {
+        match std::mem::take(self) {
+            Ids::Empty => *self = Ids::One(id),
+            Ids::One(first) => *self = Ids::Many(vec![first, id]),
+            Ids::Many(mut v) => {
+                v.push(id);
+                *self = Ids::Many(v);
+            }
+        }
+    }
+
+    pub fn remove(&mut self, id: &RouteId) {
+        match self {
+            Ids::Empty => {}
+            Ids::One(x) if x == id => *self = Ids::Empty,
+            Ids::One(_) => {}
+            Ids::Many(v) => v.retain(|x| x != id),
+        }
     }
 }
 
