@@ -201,7 +201,7 @@ mod tests {
     fn http_probe_sends_get_healthz_and_accepts_2xx() {
         let (addr, h) = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
         let t = ProbeTarget::Http {
-            authority: addr.to_string(),
+            authority: addr.to_string().into(),
         };
         assert_eq!(
             rt().block_on(probe(&t, &open_guard(), Duration::from_secs(5))),
@@ -219,7 +219,7 @@ mod tests {
     fn http_probe_rejects_error_status() {
         let (addr, h) = serve_once(b"HTTP/1.1 503 Service Unavailable\r\n\r\n");
         let t = ProbeTarget::Http {
-            authority: addr.to_string(),
+            authority: addr.to_string().into(),
         };
         assert_eq!(
             rt().block_on(probe(&t, &open_guard(), Duration::from_secs(5))),
@@ -236,7 +236,7 @@ mod tests {
             .local_addr()
             .unwrap();
         let t = ProbeTarget::Tcp {
-            authority: addr.to_string(),
+            authority: addr.to_string().into(),
         };
         assert!(matches!(
             rt().block_on(probe(&t, &open_guard(), Duration::from_secs(5))),
@@ -250,7 +250,7 @@ mod tests {
         l.set_nonblocking(true).unwrap();
         let port = l.local_addr().unwrap().port();
         let t = ProbeTarget::Tcp {
-            authority: format!("localhost:{port}"),
+            authority: format!("localhost:{port}").into(),
         };
         let closed = Guard::default();
         let r = rt().block_on(probe(&t, &closed, Duration::from_secs(5)));

@@ -87,6 +87,12 @@ impl Monitor {
             self.untrack(id);
             return None;
         };
+        // The endpoint's own target, when tracked: its routes share its
+        // authority string.
+        let target = match self.on.get_key_value(&target) {
+            Some((known, _)) => known.clone(),
+            None => target,
+        };
         if self.of.get(id) != Some(&target) {
             self.untrack(id);
             let routes = self.on.entry(target.clone()).or_default();

@@ -16,14 +16,18 @@
 //! lower case.
 
 use std::fmt;
+use std::sync::Arc;
 
-/// What to probe, derived once from a route's endpoint URL.
+/// What to probe, derived once from a route's endpoint URL. The authority
+/// is shared (`Arc<str>`): the health monitor keeps one target per route
+/// and one per endpoint, and routes of one endpoint hold the endpoint's
+/// string instead of a heap copy each.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ProbeTarget {
     /// `GET /healthz` on `authority` (`host:port`, IPv6 in brackets).
-    Http { authority: String },
+    Http { authority: Arc<str> },
     /// TCP connect only.
-    Tcp { authority: String },
+    Tcp { authority: Arc<str> },
 }
 
 /// Why an endpoint URL cannot be probed.
@@ -79,7 +83,7 @@ impl ProbeTarget {
                 .filter(|p| *p != 0)
                 .ok_or(TargetError::BadPort)?,
         };
-        let authority = format!("{}:{port}", host.to_ascii_lowercase());
+        let authority: Arc<str> = format!("{}:{port}", host.to_ascii_lowercase()).into();
         Ok(if http {
             ProbeTarget::Http { authority }
         } else {
