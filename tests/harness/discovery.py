@@ -3,7 +3,7 @@ discovery` on, linked by a veth with multicast on (no `peer` sections:
 the routers are to find each other over mDNS), and readers for what the
 daemon reports (`agentctl candidates`) and what approve writes (the
 `peer` sections of the config file). Used by test_discovery.py and by
-test_luci.py (the Peers page against real candidates)."""
+test_luci_discovery.py (the Peers page against real candidates)."""
 
 from __future__ import annotations
 

@@ -22,14 +22,13 @@
 //! The file is read back as untrusted bytes: bounded size, magic, postcard
 //! with typed errors; the state re-validates every route before use.
 
-use std::cell::Cell;
 use std::fmt;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use postcard::ser_flavors::Flavor;
-use serde::ser::{Error as _, SerializeSeq};
+use serde::ser::SerializeSeq;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::route::Route;
@@ -132,18 +131,12 @@ impl Flavor for Encoded {
 /// The leases of a file, serialized straight from an iterator over the
 /// table (no list of them is built): postcard's sequence length first,
 /// counted by a pass over a clone of the iterator.
-struct Leases<I> {
-    items: Cell<Option<I>>,
-}
+struct Leases<I>(I);
 
 impl<'a, I: Iterator<Item = LeaseRef<'a>> + Clone> Serialize for Leases<I> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let items = self
-            .items
-            .take()
-            .ok_or_else(|| S::Error::custom("lease list serialized twice"))?;
-        let mut seq = s.serialize_seq(Some(items.clone().count()))?;
-        for lease in items {
+        let mut seq = s.serialize_seq(Some(self.0.clone().count()))?;
+        for lease in self.0.clone() {
             seq.serialize_element(&lease)?;
         }
         seq.end()
@@ -198,9 +191,7 @@ pub fn encode<'a, I>(boot_id: &str, leases: I) -> Result<Encoded, postcard::Erro
 where
     I: Iterator<Item = LeaseRef<'a>> + Clone,
 {
-    let leases = Leases {
-        items: Cell::new(Some(leases)),
-    };
+    let leases = Leases(leases);
     let mut out = Encoded::default();
     out.try_extend(MAGIC)?;
     postcard::serialize_with_flavor(&(boot_id, &leases), out)
