@@ -7,7 +7,10 @@ release` and CARGO_PROFILE_RELEASE_* set to opt-level z, LTO, one codegen
 unit, overflow checks on and panic=unwind, which our package Makefile
 sets back to abort; the `router-openwrt` profile in Cargo.toml carries
 exactly those settings (plus release's per-package overrides, which the
-environment variables leave in place). This builds
+environment variables leave in place). Our package Makefile also links
+with packed relative relocations (`-z pack-relative-relocs`, DT_RELR),
+and so does this build when the host's linker and C library take them
+(probed first: binutils >= 2.38 on x86, glibc >= 2.36). This builds
 what the feed installs — the multi-call binary `agentd-suite` (agentd,
 agent-gw and agentctl in one file, suite/) — with it (host target: the
 sizes are the x86_64 ones; a MIPS or ARM build differs, its trend does
@@ -23,9 +26,11 @@ build strips what it packages.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,11 +52,47 @@ SETTINGS = {
 }
 
 
+# What openwrt-feed/agentd/Makefile appends to rust-values.mk's
+# CARGO_RUSTFLAGS: a position-independent executable's relative
+# relocations packed into a bitmap (DT_RELR) instead of 24 bytes each in
+# .rela.dyn, which the loader also reads at every start.
+RELR_FLAG = "-Clink-arg=-Wl,-z,pack-relative-relocs"
+
+
+def relr_supported() -> bool:
+    """Whether the host toolchain links DT_RELR and its loader runs it:
+    an old ld only warns that it ignores the option, and an old glibc
+    refuses the binary, so link a program and run it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = Path(tmp) / "p.c", Path(tmp) / "p"
+        src.write_text("static int x; int *p = &x; int main(void) { return *p; }\n")
+        try:
+            link = subprocess.run(
+                ["cc", "-pie", "-fPIE", "-Wl,-z,pack-relative-relocs", "-o", str(exe), str(src)],
+                capture_output=True, text=True, stdin=subprocess.DEVNULL,
+            )
+            if link.returncode != 0 or "ignored" in link.stderr:
+                return False
+            dynamic = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True)
+            if "(RELR)" not in dynamic.stdout:
+                return False
+            return subprocess.run([str(exe)], stdin=subprocess.DEVNULL).returncode == 0
+        except OSError:
+            return False
+
+
 def main() -> int:
     if "--no-build" not in sys.argv[1:]:
+        relr = relr_supported()
         cmd = ["cargo", "build", "--locked", "--profile", PROFILE, "-p", SUITE, "--bins"]
-        print("$ " + " ".join(cmd), file=sys.stderr)
-        subprocess.run(cmd, cwd=REPO, check=True, stdin=subprocess.DEVNULL)
+        env = dict(os.environ)
+        if relr:
+            flags = env.get("RUSTFLAGS", "").split()
+            env["RUSTFLAGS"] = " ".join(flags + [RELR_FLAG])
+        else:
+            print("router_build: the host toolchain cannot link DT_RELR; building without it", file=sys.stderr)
+        print(("RUSTFLAGS=" + repr(env["RUSTFLAGS"]) + " " if relr else "") + "$ " + " ".join(cmd), file=sys.stderr)
+        subprocess.run(cmd, cwd=REPO, check=True, stdin=subprocess.DEVNULL, env=env)
     path = OUT / SUITE
     if not path.is_file():
         print(f"router_build: {path} was not built", file=sys.stderr)
@@ -67,6 +108,7 @@ def main() -> int:
     report = {
         "profile": PROFILE,
         "settings": SETTINGS,
+        "relr": "(RELR)" in subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout,
         "host": f"{platform.machine()}-{platform.system().lower()}",
         "bytes": sizes,
         "links": LINKS,
