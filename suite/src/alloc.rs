@@ -2,7 +2,9 @@
 //!
 //! The gateway's data path allocates headers, frames and buffers on every
 //! call, and musl's malloc (OpenWrt's) made that a quarter of its CPU, so
-//! agent-gw runs on mimalloc (agent-gw/Cargo.toml has the figures). agentd
+//! agent-gw runs on mimalloc for its small blocks and libc's malloc for
+//! its large ones (`agent_gw::core::heap`; agent-gw/Cargo.toml has the
+//! figures). agentd
 //! and agentctl allocate little per second but hold many small records for
 //! long: there mimalloc cost ~10 % more bytes per route and ~390 KiB more
 //! idle than libc's malloc (docs/footprint.md), so they keep libc's.
@@ -16,9 +18,11 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use agent_gw::core::heap::GatewayHeap;
+
 const UNDECIDED: u8 = 0;
 const LIBC: u8 = 1;
-const MIMALLOC: u8 = 2;
+const GATEWAY: u8 = 2;
 
 pub struct SuiteAlloc;
 
@@ -42,7 +46,7 @@ fn decide() -> u8 {
     let mut buf = [0u8; 512];
     let got = read_cmdline(&mut buf);
     let choice = if is_gateway(&buf[..got]) {
-        MIMALLOC
+        GATEWAY
     } else {
         LIBC
     };
@@ -90,8 +94,8 @@ fn choice() -> u8 {
 unsafe impl GlobalAlloc for SuiteAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if choice() == MIMALLOC {
-            unsafe { mimalloc::MiMalloc.alloc(layout) }
+        if choice() == GATEWAY {
+            unsafe { GatewayHeap.alloc(layout) }
         } else {
             unsafe { System.alloc(layout) }
         }
@@ -99,8 +103,8 @@ unsafe impl GlobalAlloc for SuiteAlloc {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if choice() == MIMALLOC {
-            unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
+        if choice() == GATEWAY {
+            unsafe { GatewayHeap.alloc_zeroed(layout) }
         } else {
             unsafe { System.alloc_zeroed(layout) }
         }
@@ -108,8 +112,8 @@ unsafe impl GlobalAlloc for SuiteAlloc {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if choice() == MIMALLOC {
-            unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+        if choice() == GATEWAY {
+            unsafe { GatewayHeap.dealloc(ptr, layout) }
         } else {
             unsafe { System.dealloc(ptr, layout) }
         }
@@ -117,8 +121,8 @@ unsafe impl GlobalAlloc for SuiteAlloc {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if choice() == MIMALLOC {
-            unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
+        if choice() == GATEWAY {
+            unsafe { GatewayHeap.realloc(ptr, layout, new_size) }
         } else {
             unsafe { System.realloc(ptr, layout, new_size) }
         }
@@ -128,8 +132,8 @@ unsafe impl GlobalAlloc for SuiteAlloc {
 /// Gives memory the allocator keeps for reuse back to the system; the
 /// gateway calls it once it has gone quiet after a load.
 pub fn release() {
-    if choice() == MIMALLOC {
-        agent_gw::core::relief::mimalloc_release();
+    if choice() == GATEWAY {
+        agent_gw::core::heap::release();
     } else {
         libc_trim();
     }

@@ -23,6 +23,8 @@ use crate::sources::{CapLog, ConnCaps, ConnLimits};
 
 pub mod agent_door;
 pub mod fib_follow;
+#[cfg(target_pointer_width = "64")]
+pub mod heap;
 pub mod relief;
 use crate::task::{SharedTasks, TaskTable};
 
