@@ -236,10 +236,10 @@ impl Catalog {
         let contract = r.contract.as_ref()?;
         Some(Entry {
             protocol,
-            name: r.capability.clone(),
+            name: r.capability.as_str().into(),
             title: None,
             description: contract.description.clone(),
-            capability: r.capability.clone(),
+            capability: r.capability.as_str().into(),
             version,
             input_schema: contract.input_schema.clone(),
             mapped: false,

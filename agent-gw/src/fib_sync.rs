@@ -125,9 +125,9 @@ impl Fib {
     pub fn decide(&self, q: &Query<'_>, now: Millis) -> Result<Vec<Ranked>, ApiError> {
         self.decide_with(q, now, |r, candidate, score| Ranked {
             candidate,
-            origin: r.origin.clone(),
-            tenant: r.tenant.clone(),
-            region: r.region.clone(),
+            origin: r.origin.as_str().into(),
+            tenant: r.tenant.as_str().into(),
+            region: r.region.as_str().into(),
             source: r.source.as_str(),
             score,
         })
@@ -171,7 +171,7 @@ impl Fib {
             // says how to reach it).
             let dest = match (r.source, &r.next_hop) {
                 (RouteSource::Peer | RouteSource::Relay, Some(hop)) => Dest::Peer {
-                    next_hop: hop.clone(),
+                    next_hop: hop.as_str().into(),
                 },
                 (RouteSource::Local | RouteSource::Static, _) => match self.target(&r.endpoint) {
                     Some(target) => Dest::Handler(target),

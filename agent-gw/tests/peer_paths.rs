@@ -21,7 +21,7 @@ fn peer_path(base: &str, hop: &str, data_plane: std::net::SocketAddr) -> Route {
     r.source = RouteSource::Peer;
     r.origin = "agent://lab/remote".into();
     r.endpoint = format!("https://{data_plane}").into();
-    r.path = vec!["router-a".into(), hop.into()];
+    r.path = vec!["router-a".into(), hop.into()].into();
     r.next_hop = Some(hop.into());
     r.lease = Lease::Permanent;
     r.allow_loopback = false;

@@ -169,7 +169,7 @@ fn build(cell: Cell) -> Fixture {
                 load_permille: rng.below(1000),
                 trust: 50 + rng.below(51),
             },
-            access: Access::default(),
+            access: Access::default().into(),
             contract: None,
             source: if peer {
                 RouteSource::Peer
@@ -177,7 +177,7 @@ fn build(cell: Cell) -> Fixture {
                 RouteSource::Local
             },
             path: next_hop.iter().cloned().collect(),
-            next_hop,
+            next_hop: next_hop.map(Into::into),
             lease,
             healthy: rng.below(20) != 0,
             allow_loopback: false,

@@ -452,10 +452,11 @@ fn static_route(
                 .iter()
                 .map(|t| t.as_str().into())
                 .collect(),
-        },
-        contract,
+        }
+        .into(),
+        contract: contract.map(Box::new),
         source: RouteSource::Static,
-        path: Vec::new(),
+        path: Box::default(),
         next_hop: None,
         lease: Lease::Permanent,
         healthy: true,

@@ -6,11 +6,15 @@
 //! constructors for the identifiers that arrive from untrusted input.
 
 use std::fmt;
-use std::sync::Arc;
+use std::ops::{Deref, DerefMut};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::time::Millis;
+
+mod text;
+
+pub use text::Text;
 
 /// Longest accepted route id, capability name, agent URI component etc.
 pub const MAX_ID_LEN: usize = 128;
@@ -70,7 +74,7 @@ pub const PATH_SEPARATOR: char = '@';
 /// costs per route. The wire encoding is a `Box<str>` newtype's, as it
 /// always was (IPC frames and the lease file carry ids).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RouteId(Arc<str>);
+pub struct RouteId(Text);
 
 impl Serialize for RouteId {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -83,8 +87,8 @@ impl<'de> Deserialize<'de> for RouteId {
         /// The encoding `#[derive(Deserialize)]` gave `RouteId(Box<str>)`.
         #[derive(Deserialize)]
         #[serde(rename = "RouteId")]
-        struct Wire(Box<str>);
-        Wire::deserialize(d).map(|w| RouteId(w.0.into()))
+        struct Wire(Text);
+        Wire::deserialize(d).map(|w| RouteId(w.0))
     }
 }
 
@@ -115,7 +119,7 @@ impl RouteId {
     /// command): never a path id, since `@` is refused.
     pub fn new(s: &str) -> Result<RouteId, IdError> {
         check_token("route_id", s, MAX_ID_LEN, &[':'])?;
-        Ok(RouteId(s.into()))
+        Ok(RouteId(Text::new(s)))
     }
 
     /// The table id of the path to `route_id` learned from `next_hop`:
@@ -126,9 +130,10 @@ impl RouteId {
             return Err(IdError::BadChar("route_id", PATH_SEPARATOR));
         }
         check_router_id(next_hop)?;
-        Ok(RouteId(
-            format!("{}{PATH_SEPARATOR}{next_hop}", route_id.0).into(),
-        ))
+        Ok(RouteId(Text::new(&format!(
+            "{}{PATH_SEPARATOR}{next_hop}",
+            route_id.0
+        ))))
     }
 
     /// Parses a table id as shown by `agentctl routes` (`r` or `r@hop`).
@@ -148,7 +153,7 @@ impl RouteId {
     pub fn base(&self) -> &str {
         self.0
             .split_once(PATH_SEPARATOR)
-            .map_or(&self.0, |(base, _)| base)
+            .map_or(self.as_str(), |(base, _)| base)
     }
 
     /// The advertising router of a path id; `None` for our own routes.
@@ -405,6 +410,68 @@ pub struct Access {
     pub allowed_sources: Vec<Box<str>>,
 }
 
+/// No access lists: what a [`RouteAccess`] without a box reads as.
+static OPEN_ACCESS: Access = Access {
+    allowed_tenants: Vec::new(),
+    allowed_sources: Vec::new(),
+};
+
+/// A route's [`Access`], one pointer wide: nearly every route has both
+/// lists empty, and two inline `Vec`s were 48 bytes of every table slot.
+/// Reads as (derefs to) an `Access`, compares and encodes as one, so a
+/// route's wire and disk encoding is the one it always was.
+#[derive(Clone, Default)]
+pub struct RouteAccess(Option<Box<Access>>);
+
+impl From<Access> for RouteAccess {
+    fn from(a: Access) -> RouteAccess {
+        if a.allowed_tenants.is_empty() && a.allowed_sources.is_empty() {
+            RouteAccess(None)
+        } else {
+            RouteAccess(Some(Box::new(a)))
+        }
+    }
+}
+
+impl Deref for RouteAccess {
+    type Target = Access;
+    fn deref(&self) -> &Access {
+        self.0.as_deref().unwrap_or(&OPEN_ACCESS)
+    }
+}
+
+impl DerefMut for RouteAccess {
+    fn deref_mut(&mut self) -> &mut Access {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl PartialEq for RouteAccess {
+    fn eq(&self, other: &RouteAccess) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for RouteAccess {}
+
+impl fmt::Debug for RouteAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl Serialize for RouteAccess {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RouteAccess {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RouteAccess, D::Error> {
+        Access::deserialize(d).map(RouteAccess::from)
+    }
+}
+
 /// When a route stops being eligible on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Lease {
@@ -425,27 +492,35 @@ impl Lease {
 
 /// Everything selection and forwarding need to know about one endpoint of
 /// one capability.
+///
+/// Both daemons hold one inline per table slot, so its size is most of
+/// what a route costs them: strings are one-pointer [`Text`]s, and what
+/// most routes lack (access lists, a contract) sits behind a pointer. The
+/// field types encode as the plain ones they replaced (`Box<str>`,
+/// `Access`, `Option<Contract>`, `Vec<Box<str>>`): IPC frames and the
+/// lease file did not change (see the tests).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Route {
     pub id: RouteId,
-    pub capability: Box<str>,
+    pub capability: Text,
     /// Interface version, ≥ 1.
     pub version: u32,
     /// Agent URI of the registering agent, `agent://tenant/name`.
-    pub origin: Box<str>,
+    pub origin: Text,
     /// Handler URL for local/static routes; for peer/relay routes the
     /// data-plane address of the next hop.
-    pub endpoint: Box<str>,
-    pub tenant: Box<str>,
-    pub region: Box<str>,
+    pub endpoint: Text,
+    pub tenant: Text,
+    pub region: Text,
     pub attrs: Attributes,
-    pub access: Access,
-    pub contract: Option<Contract>,
+    pub access: RouteAccess,
+    /// Boxed: most routes have none, and inline it was 40 bytes of each.
+    pub contract: Option<Box<Contract>>,
     pub source: RouteSource,
     /// Routers traversed, origin router first; empty for our own routes.
-    pub path: Vec<Box<str>>,
+    pub path: Box<[Box<str>]>,
     /// Router that advertised this route to us (peer routes only).
-    pub next_hop: Option<Box<str>>,
+    pub next_hop: Option<Text>,
     pub lease: Lease,
     /// Health as last judged by the health checker / peer session state.
     pub healthy: bool,
@@ -496,7 +571,163 @@ mod tests {
         assert_eq!(serde_json::to_string(&id).unwrap(), json);
         assert_eq!(serde_json::from_str::<RouteId>(&json).unwrap(), id);
         // A clone shares the string.
-        assert!(Arc::ptr_eq(&id.0, &id.clone().0));
+        assert!(Text::ptr_eq(&id.0, &id.clone().0));
+    }
+
+    /// Both daemons keep a `Route` inline per table slot (agentd's RIB,
+    /// agent-gw's FIB replica), plus the empty slots of the slab's growth
+    /// reserve: its size is most of a route's cost to them. It was 304
+    /// bytes before issue 25; a field that grows it past this bound should
+    /// go behind a pointer as the access lists and the contract did.
+    #[test]
+    fn a_route_stays_small_inline() {
+        assert!(
+            std::mem::size_of::<Route>() <= 168,
+            "size_of::<Route>() = {}",
+            std::mem::size_of::<Route>()
+        );
+        assert_eq!(std::mem::size_of::<RouteAccess>(), 8);
+    }
+
+    /// What `Route` was before its fields shrank (`Box<str>` strings, the
+    /// access lists and contract inline, a `Vec` path): the wire and disk
+    /// encoding must stay this one.
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    #[serde(rename = "Route")]
+    struct OldRoute {
+        id: BoxedId,
+        capability: Box<str>,
+        version: u32,
+        origin: Box<str>,
+        endpoint: Box<str>,
+        tenant: Box<str>,
+        region: Box<str>,
+        attrs: Attributes,
+        access: Access,
+        contract: Option<Contract>,
+        source: RouteSource,
+        path: Vec<Box<str>>,
+        next_hop: Option<Box<str>>,
+        lease: Lease,
+        healthy: bool,
+        allow_loopback: bool,
+        owner: Option<crate::owner::Owner>,
+        proof: OriginProof,
+        disputed: bool,
+    }
+
+    fn old_and_new(full: bool) -> (OldRoute, Route) {
+        let s = |v: &str| -> Box<str> { v.into() };
+        let id = if full { "svc:1@router-b" } else { "svc:1" };
+        let old = OldRoute {
+            id: BoxedId(id.into()),
+            capability: s("demo.echo"),
+            version: 7,
+            origin: s("agent://lab/printer"),
+            endpoint: s("https://198.51.100.2:7447"),
+            tenant: s("lab"),
+            region: s(if full { "eu-west" } else { "" }),
+            attrs: Attributes {
+                latency_ms: 12,
+                cost_micros: 1_000_000,
+                load_permille: 250,
+                trust: 90,
+            },
+            access: if full {
+                Access {
+                    allowed_tenants: vec![s("guest"), s("ops")],
+                    allowed_sources: vec![s("agent://lab/*")],
+                }
+            } else {
+                Access::default()
+            },
+            contract: full.then(|| Contract {
+                effect: Effect::Write,
+                idempotent: true,
+                input_schema: Some(s(r#"{"type":"object","required":["x"]}"#)),
+                description: Some(s("echoes \"x\" back")),
+            }),
+            source: if full {
+                RouteSource::Peer
+            } else {
+                RouteSource::Local
+            },
+            path: if full {
+                vec![s("router-a"), s("router-b")]
+            } else {
+                Vec::new()
+            },
+            next_hop: full.then(|| s("router-b")),
+            lease: if full {
+                Lease::Until(Millis(123_456_789))
+            } else {
+                Lease::Permanent
+            },
+            healthy: full,
+            allow_loopback: full,
+            owner: full.then(|| crate::owner::Owner::Bootstrap("2001:db8::7".parse().unwrap())),
+            proof: if full {
+                OriginProof::Jwt
+            } else {
+                OriginProof::None
+            },
+            disputed: full,
+        };
+        let new = Route {
+            id: RouteId::parse_table_id(id).unwrap(),
+            capability: (&old.capability).into(),
+            version: old.version,
+            origin: (&old.origin).into(),
+            endpoint: (&old.endpoint).into(),
+            tenant: (&old.tenant).into(),
+            region: (&old.region).into(),
+            attrs: old.attrs,
+            access: old.access.clone().into(),
+            contract: old.contract.clone().map(Box::new),
+            source: old.source,
+            path: old.path.clone().into(),
+            next_hop: old.next_hop.as_ref().map(Into::into),
+            lease: old.lease,
+            healthy: old.healthy,
+            allow_loopback: old.allow_loopback,
+            owner: old.owner,
+            proof: old.proof,
+            disputed: old.disputed,
+        };
+        (old, new)
+    }
+
+    #[test]
+    fn a_route_keeps_the_encoding_of_its_old_field_types() {
+        for full in [true, false] {
+            let (old, new) = old_and_new(full);
+            let bytes = postcard::to_allocvec(&old).unwrap();
+            assert_eq!(postcard::to_allocvec(&new).unwrap(), bytes, "full: {full}");
+            assert_eq!(postcard::from_bytes::<Route>(&bytes).unwrap(), new);
+            let json = serde_json::to_string(&old).unwrap();
+            assert_eq!(serde_json::to_string(&new).unwrap(), json, "full: {full}");
+            assert_eq!(serde_json::from_str::<Route>(&json).unwrap(), new);
+            let pretty = serde_json::to_string_pretty(&old).unwrap();
+            assert_eq!(serde_json::to_string_pretty(&new).unwrap(), pretty);
+        }
+    }
+
+    #[test]
+    fn empty_access_lists_take_no_box_and_compare_by_content() {
+        let (_, mut r) = old_and_new(false);
+        assert!(r.access.0.is_none());
+        assert_eq!(r.access, RouteAccess::default());
+        r.access.allowed_tenants.push("guest".into());
+        assert!(r.access.0.is_some());
+        r.access.allowed_tenants.clear();
+        // A box emptied in place still equals (and encodes as) no lists.
+        assert_eq!(r.access, Access::default().into());
+        assert_eq!(
+            postcard::to_allocvec(&r.access).unwrap(),
+            postcard::to_allocvec(&Access::default()).unwrap()
+        );
+        let full = old_and_new(true).1;
+        assert_eq!(*full.access, old_and_new(true).0.access);
     }
 
     #[test]

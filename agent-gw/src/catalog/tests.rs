@@ -20,15 +20,17 @@ fn route(id: &str, capability: &str, version: u32, tenant: &str, schema: Option<
             load_permille: 0,
             trust: 50,
         },
-        access: Access::default(),
-        contract: schema.map(|s| Contract {
-            effect: Effect::Read,
-            idempotent: false,
-            input_schema: Some(s.into()),
-            description: Some(format!("{capability} v{version}").into()),
-        }),
+        access: Access::default().into(),
+        contract: schema
+            .map(|s| Contract {
+                effect: Effect::Read,
+                idempotent: false,
+                input_schema: Some(s.into()),
+                description: Some(format!("{capability} v{version}").into()),
+            })
+            .map(Box::new),
         source: RouteSource::Local,
-        path: vec![],
+        path: Box::default(),
         next_hop: None,
         lease: Lease::Until(Millis::now().saturating_add_ms(600_000)),
         healthy: true,

@@ -182,15 +182,15 @@ async fn reseed(state: &Core, client: &Client) {
                 let lease = remaining_s.clamp(state.cfg.lease_min_s, state.cfg.lease_max_s);
                 Registration {
                     route_id: Some(r.id.clone()),
-                    capability: r.capability.clone(),
+                    capability: r.capability.as_str().into(),
                     version: r.version,
-                    origin: r.origin.clone(),
-                    endpoint: r.endpoint.clone(),
-                    tenant: r.tenant.clone(),
-                    region: r.region.clone(),
+                    origin: r.origin.as_str().into(),
+                    endpoint: r.endpoint.as_str().into(),
+                    tenant: r.tenant.as_str().into(),
+                    region: r.region.as_str().into(),
                     attrs: r.attrs,
-                    access: r.access.clone(),
-                    contract: r.contract.clone(),
+                    access: (*r.access).clone(),
+                    contract: r.contract.as_deref().cloned(),
                     lease_seconds: Some(u32::try_from(lease).unwrap_or(u32::MAX)),
                     // Handed back as administrator, keeping the owner the
                     // route was bound to (and its id).

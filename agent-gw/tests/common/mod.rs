@@ -85,15 +85,16 @@ pub fn route(
         access: Access {
             allowed_tenants: vec!["other".into()],
             allowed_sources: vec![],
-        },
-        contract: idempotent.then_some(Contract {
+        }
+        .into(),
+        contract: idempotent.then_some(Box::new(Contract {
             effect: Effect::Read,
             idempotent: true,
             input_schema: None,
             description: None,
-        }),
+        })),
         source: RouteSource::Local,
-        path: vec![],
+        path: Box::default(),
         next_hop: None,
         lease: Lease::Until(Millis::now().saturating_add_ms(600_000)),
         healthy: true,

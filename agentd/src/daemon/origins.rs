@@ -100,7 +100,10 @@ impl Ledger {
 
     /// Counts a new local route (not an update of one already held).
     pub fn add(&mut self, route: &Route) {
-        *self.tenants.entry(route.tenant.clone()).or_insert(0) += 1;
+        *self
+            .tenants
+            .entry(route.tenant.as_str().into())
+            .or_insert(0) += 1;
         if let Some(src) = route.owner.and_then(Owner::source) {
             *self.sources.entry(src).or_insert(0) += 1;
         }
@@ -241,7 +244,7 @@ mod tests {
             access: Default::default(),
             contract: None,
             source: crate::route::RouteSource::Local,
-            path: vec![],
+            path: Box::default(),
             next_hop: None,
             lease: crate::route::Lease::Permanent,
             healthy: true,

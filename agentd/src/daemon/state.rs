@@ -489,9 +489,9 @@ impl State {
             .filter_map(|id| table.get(id))
             .map(|r| {
                 let key = crate::ipv6::AgentKey {
-                    tenant: r.tenant.clone(),
-                    origin: r.origin.clone(),
-                    capability: r.capability.clone(),
+                    tenant: r.tenant.as_str().into(),
+                    origin: r.origin.as_str().into(),
+                    capability: r.capability.as_str().into(),
                 };
                 (r.id.clone(), key)
             })
@@ -558,15 +558,15 @@ impl State {
             }
             let reg = Registration {
                 route_id: Some(route.id.clone()),
-                capability: route.capability.clone(),
+                capability: route.capability.as_str().into(),
                 version: route.version,
-                origin: route.origin.clone(),
-                endpoint: route.endpoint.clone(),
-                tenant: route.tenant.clone(),
-                region: route.region.clone(),
+                origin: route.origin.as_str().into(),
+                endpoint: route.endpoint.as_str().into(),
+                tenant: route.tenant.as_str().into(),
+                region: route.region.as_str().into(),
                 attrs: route.attrs,
-                access: route.access.clone(),
-                contract: route.contract.clone(),
+                access: (*route.access).clone(),
+                contract: route.contract.as_deref().cloned(),
                 lease_seconds: Some(lease_s),
                 caller: None,
                 owner: route.owner,

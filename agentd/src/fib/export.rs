@@ -327,15 +327,17 @@ mod tests {
             tenant: "lab".into(),
             region: "local".into(),
             attrs: Attributes::default(),
-            access: Access::default(),
-            contract: (schema > 0).then(|| Contract {
-                effect: Effect::Read,
-                idempotent: true,
-                input_schema: Some("s".repeat(schema).into()),
-                description: None,
-            }),
+            access: Access::default().into(),
+            contract: (schema > 0)
+                .then(|| Contract {
+                    effect: Effect::Read,
+                    idempotent: true,
+                    input_schema: Some("s".repeat(schema).into()),
+                    description: None,
+                })
+                .map(Box::new),
             source: RouteSource::Local,
-            path: vec![],
+            path: Box::default(),
             next_hop: None,
             lease: Lease::Until(Millis(5_000)),
             healthy: true,

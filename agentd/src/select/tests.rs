@@ -169,7 +169,7 @@ fn the_same_formula_applies_with_or_without_a_matched_rule() {
         load_permille: 300,
         trust: 70,
     };
-    far.path = vec!["router-c".into(), "router-b".into()];
+    far.path = vec!["router-c".into(), "router-b".into()].into();
     let t = table([far]);
     let bare = winner(select(&t, &allow_all(), &q("c"), NOW));
     let ruled = winner(select(
@@ -188,7 +188,7 @@ fn rule_weights_and_preferred_peer_penalty_change_the_ranking() {
     let mut via_b = route("via-b", "c", 1);
     via_b.source = RouteSource::Peer;
     via_b.next_hop = Some("router-b".into());
-    via_b.path = vec!["router-b".into()];
+    via_b.path = vec!["router-b".into()].into();
     let t = table([local, via_b]);
     assert_eq!(winner(select(&t, &allow_all(), &q("c"), NOW)).0, "local");
     let mut prefer_b = Rule::new("prefer-b", 1, Action::Allow);
@@ -217,7 +217,7 @@ fn failing(reason: Reject) -> (Route, Policy, Query<'static>) {
     let mut r = route("r1", "c", 1);
     r.source = RouteSource::Peer;
     r.next_hop = Some("router-b".into());
-    r.path = vec!["router-b".into()];
+    r.path = vec!["router-b".into()].into();
     let mut query = q("c");
     let mut rule = Rule::new("rule", 1, Action::Allow);
     let c = &mut rule.constraints;
@@ -421,7 +421,7 @@ fn random_route(rng: &mut Rng, i: usize) -> Route {
         r.source = pick_source(rng);
         r.next_hop = Some(pick(rng, &["router-b", "router-c", "router-d"]).into());
         r.path = (0..1 + rng.below(3))
-            .map(|_| r.next_hop.clone().unwrap())
+            .map(|_| r.next_hop.as_deref().unwrap().into())
             .collect();
         r.lease = Lease::Until(Millis(rng.below(2_000)));
     }

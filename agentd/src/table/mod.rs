@@ -293,8 +293,8 @@ impl RouteTable {
         if old.tenant != route.tenant || old.origin != route.origin {
             return Err(TableError::Conflict {
                 route_id: route.id,
-                existing_tenant: old.tenant.clone(),
-                existing_origin: old.origin.clone(),
+                existing_tenant: old.tenant.as_str().into(),
+                existing_origin: old.origin.as_str().into(),
             });
         }
         if *old == route && self.hot[i].has(PEER_UP) == peer_up {

@@ -26,7 +26,7 @@ impl SchemaIndex {
     /// Counts route `r` in (a route entering the table).
     pub fn add(&mut self, r: &Route) {
         if has_schema(r) {
-            *self.counts.entry(r.capability.clone()).or_default() += 1;
+            *self.counts.entry(r.capability.as_str().into()).or_default() += 1;
         }
     }
 

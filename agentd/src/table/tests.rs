@@ -21,10 +21,10 @@ pub(crate) fn route(id: &str, cap: &str, version: u32) -> Route {
             load_permille: 0,
             trust: 90,
         },
-        access: Access::default(),
+        access: Access::default().into(),
         contract: None,
         source: RouteSource::Local,
-        path: Vec::new(),
+        path: Box::default(),
         next_hop: None,
         lease: Lease::Until(Millis(30_000)),
         healthy: true,
@@ -171,7 +171,7 @@ pub(crate) fn path(base: &str, hop: &str, cap: &str) -> Route {
     r.source = RouteSource::Peer;
     r.origin = "agent://lab/remote".into();
     r.endpoint = format!("https://{hop}.example:7447").into();
-    r.path = vec!["router-a".into(), hop.into()];
+    r.path = vec!["router-a".into(), hop.into()].into();
     r.next_hop = Some(hop.into());
     r.lease = Lease::Permanent;
     r
@@ -735,12 +735,12 @@ fn a_table_churning_around_one_size_is_not_compacted_again_and_again() {
 }
 
 fn with_schema(mut r: Route) -> Route {
-    r.contract = Some(crate::route::Contract {
+    r.contract = Some(Box::new(crate::route::Contract {
         effect: crate::route::Effect::Read,
         idempotent: true,
         input_schema: Some(r#"{"type":"object"}"#.into()),
         description: None,
-    });
+    }));
     r
 }
 

@@ -56,7 +56,7 @@ pub fn export(route: &Route, now: Millis) -> Option<Export> {
         },
         allowed_tenants: strings(&route.access.allowed_tenants),
         allowed_sources: strings(&route.access.allowed_sources),
-        contract: route.contract.as_ref().map(contract_ref),
+        contract: route.contract.as_deref().map(contract_ref),
         lease_ms,
         proof: origin_proof(route),
     })))
@@ -211,15 +211,16 @@ mod tests {
             access: Access {
                 allowed_tenants: vec!["guest".into()],
                 allowed_sources: vec!["agent://lab/*".into()],
-            },
-            contract: Some(Contract {
+            }
+            .into(),
+            contract: Some(Box::new(Contract {
                 effect: Effect::Write,
                 idempotent: true,
                 input_schema: Some("{\"type\":\"object\"}".into()),
                 description: Some("echo".into()),
-            }),
+            })),
             source: RouteSource::Local,
-            path: Vec::new(),
+            path: Box::default(),
             next_hop: None,
             lease,
             healthy: true,
@@ -291,7 +292,7 @@ mod tests {
 
     #[test]
     fn the_contract_digest_covers_every_field() {
-        let base = local(Lease::Permanent).contract.unwrap();
+        let base = *local(Lease::Permanent).contract.unwrap();
         let d = contract_digest(&base);
         let variants = [
             Contract {

@@ -385,7 +385,7 @@ impl super::State {
                 FibChange::Upsert(r) => {
                     self.claims.add(r);
                     touched
-                        .entry(r.origin.clone())
+                        .entry(r.origin.as_str().into())
                         .or_default()
                         .push(r.id.clone());
                 }
@@ -511,7 +511,7 @@ impl super::State {
                         .strip_prefix(STATIC_ID_PREFIX)
                         .unwrap_or(r.id.as_str())
                         .into(),
-                    origin: r.origin.clone(),
+                    origin: r.origin.as_str().into(),
                     router,
                 });
             }
@@ -565,7 +565,7 @@ mod tests {
             access: Default::default(),
             contract: None,
             source,
-            path,
+            path: path.into(),
             next_hop,
             lease: Lease::Permanent,
             healthy: true,

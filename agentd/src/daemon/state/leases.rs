@@ -118,17 +118,17 @@ impl State {
         };
         let route = Route {
             id: id.clone(),
-            capability: reg.capability,
+            capability: reg.capability.into(),
             version: reg.version,
-            origin: reg.origin,
-            endpoint: reg.endpoint,
-            tenant: reg.tenant,
-            region: reg.region,
+            origin: reg.origin.into(),
+            endpoint: reg.endpoint.into(),
+            tenant: reg.tenant.into(),
+            region: reg.region.into(),
             attrs: Attributes { trust, ..reg.attrs },
-            access: reg.access,
-            contract: reg.contract,
+            access: reg.access.into(),
+            contract: reg.contract.map(Box::new),
             source: RouteSource::Local,
-            path: Vec::new(),
+            path: Box::default(),
             next_hop: None,
             lease: Lease::Until(expires_at),
             // An upsert keeps the verdict; the health monitor marks a new
@@ -196,7 +196,7 @@ impl State {
         }
         if let Some(endpoint) = &r.endpoint {
             self.check_endpoint(&route.origin, endpoint, r.caller.as_ref())?;
-            route.endpoint = endpoint.clone();
+            route.endpoint = endpoint.into();
             route.allow_loopback = self.loopback_allowed(&route.origin);
         }
         let secs = match r.lease_seconds {

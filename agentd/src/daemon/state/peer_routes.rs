@@ -160,23 +160,26 @@ impl PeerPath {
         let endpoint = data_plane_url(&self.next_hop_address, self.next_hop_data_port)?;
         let route = Route {
             id,
-            capability: self.capability,
+            capability: self.capability.into(),
             version: self.version,
-            origin: self.origin_agent,
+            origin: self.origin_agent.into(),
             endpoint: endpoint.into(),
-            tenant: self.tenant,
-            region: self.region,
+            tenant: self.tenant.into(),
+            region: self.region.into(),
             attrs: self.attrs,
-            access: self.access,
-            contract: self.effect.map(|effect| Contract {
-                effect,
-                idempotent: self.idempotent,
-                input_schema: None,
-                description: None,
-            }),
+            access: self.access.into(),
+            contract: self
+                .effect
+                .map(|effect| Contract {
+                    effect,
+                    idempotent: self.idempotent,
+                    input_schema: None,
+                    description: None,
+                })
+                .map(Box::new),
             source: self.source,
-            path: self.path,
-            next_hop: Some(self.next_hop),
+            path: self.path.into(),
+            next_hop: Some(self.next_hop.into()),
             lease: Lease::Permanent,
             healthy: self.healthy,
             allow_loopback: false,
@@ -356,7 +359,7 @@ impl State {
             return Err(PeerPathError::HeldByOther {
                 route_id: base,
                 origin_router,
-                origin,
+                origin: origin.into(),
             });
         }
         match self.table.upsert(route.clone()) {

@@ -73,8 +73,8 @@ impl State {
             let (view, caps) = by_origin.entry(&r.origin).or_insert_with(|| {
                 (
                     AgentView {
-                        origin: r.origin.clone(),
-                        tenant: r.tenant.clone(),
+                        origin: r.origin.as_str().into(),
+                        tenant: r.tenant.as_str().into(),
                         routes: 0,
                         capabilities: Vec::new(),
                         healthy_routes: 0,

@@ -14,10 +14,10 @@ fn route(id: &str, origin: &str, deadline: u64) -> Route {
         tenant: "lab".into(),
         region: "local".into(),
         attrs: Attributes::default(),
-        access: Access::default(),
+        access: Access::default().into(),
         contract: None,
         source: RouteSource::Local,
-        path: vec![],
+        path: Box::default(),
         next_hop: None,
         lease: Lease::Until(Millis(deadline)),
         healthy: true,
@@ -31,7 +31,7 @@ fn route(id: &str, origin: &str, deadline: u64) -> Route {
 fn via(mut r: Route, peer: &str) -> Route {
     r.source = RouteSource::Peer;
     r.next_hop = Some(peer.into());
-    r.path = vec![peer.into()];
+    r.path = vec![peer.into()].into();
     r
 }
 

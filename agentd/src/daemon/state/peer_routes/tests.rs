@@ -459,7 +459,7 @@ fn the_changes_carry_paths_to_the_gateways_replica_intact() {
     let p = r.table().get(&id("svc@router-b")).unwrap();
     assert_eq!(p.next_hop.as_deref(), Some("router-b"));
     assert_eq!(
-        p.path,
+        *p.path,
         ["router-a".into(), "router-b".into()] as [Box<str>; 2]
     );
     assert_eq!(&*p.endpoint, "https://198.51.100.2:7447");
