@@ -127,9 +127,18 @@ impl Effect {
                     let _ = inputs.send(Input::ConfigEdited { result, admission }).await;
                 });
             }
-            Effect::SaveLeases { .. } => {
+            Effect::SaveLeases { ref file, .. } => {
+                let trim = file.len() >= super::memory::TRIM_AFTER_SAVE_BYTES;
                 tokio::spawn(async move {
-                    if let Err(error) = blocking(move || self.save()).await.and_then(|r| r) {
+                    let saved = blocking(move || {
+                        // `save` frees the file's pieces when it ends.
+                        let saved = self.save();
+                        if trim {
+                            super::memory::trim();
+                        }
+                        saved
+                    });
+                    if let Err(error) = saved.await.and_then(|r| r) {
                         let _ = inputs.send(Input::PersistFailed { error }).await;
                     }
                 });

@@ -95,6 +95,15 @@ impl Encoded {
         self.pieces.iter().map(|p| &p[..])
     }
 
+    /// The file's length in bytes.
+    pub fn len(&self) -> usize {
+        self.pieces.iter().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
     /// The whole file in one buffer (tests compare it).
     #[cfg(test)]
     pub fn to_vec(&self) -> Vec<u8> {
