@@ -26,7 +26,6 @@
 mod small;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use self::small::{Ids, SmallMap};
 use super::Changes;
@@ -34,7 +33,7 @@ use crate::config::{Runtime, STATIC_ID_PREFIX};
 use crate::fib::FibChange;
 use crate::ipc::message::IpcError;
 use crate::owner::Owner;
-use crate::route::{OriginProof, Route, RouteId, RouteSource};
+use crate::route::{OriginProof, Route, RouteId, RouteSource, Text};
 
 /// The key of this router's own claims (router ids are never empty).
 const OURS: &str = "";
@@ -87,18 +86,19 @@ struct OriginClaims {
     owner: Option<Owner>,
 }
 
-/// Claims of origins by origin and by table id. The origin string is
-/// held once, shared by its key in `by_origin` and every `by_id` entry of
-/// its claims (a copy per route was ~30 B of each local route's memory).
+/// Claims of origins by origin and by table id. The origin string is the
+/// routes' own (`route::Text`, shared): the key in `by_origin` and every
+/// `by_id` entry of its claims hold no copy of it (a copy per route was
+/// ~30 B of each local route's memory, and one per origin ~45 more).
 /// An origin's entry is boxed: it is ~130 B, and a hash table is between
 /// half and seven eighths full, so inline entries cost up to twice their
 /// size in empty buckets (~100 B per local route at 1k–2k routes) where
 /// a pointer costs 8.
 #[derive(Debug, Default)]
 pub(super) struct Claims {
-    by_origin: HashMap<Arc<str>, Box<OriginClaims>>,
+    by_origin: HashMap<Text, Box<OriginClaims>>,
     /// Table id → (origin, origin router key), to find a removed claim.
-    by_id: HashMap<RouteId, (Arc<str>, Box<str>)>,
+    by_id: HashMap<RouteId, (Text, Box<str>)>,
 }
 
 /// Who holds an origin under the race rule.
@@ -170,7 +170,7 @@ impl Claims {
     }
 
     /// Forgets the claim of table id `id`; returns its origin.
-    pub fn remove(&mut self, id: &RouteId) -> Option<Arc<str>> {
+    pub fn remove(&mut self, id: &RouteId) -> Option<Text> {
         let (origin, router) = self.by_id.remove(id)?;
         if let Some(o) = self.by_origin.get_mut(&origin) {
             if let Some(claims) = o.routers.get_mut(&router) {
@@ -190,14 +190,14 @@ impl Claims {
         Some(origin)
     }
 
-    /// The key of `origin`'s entry, which is made when missing.
-    fn key(&mut self, origin: &str) -> Arc<str> {
-        if let Some((key, _)) = self.by_origin.get_key_value(origin) {
+    /// The key of `origin`'s entry, which is made when missing: the
+    /// route's own origin string, shared, not a copy of it.
+    fn key(&mut self, origin: &Text) -> Text {
+        if let Some((key, _)) = self.by_origin.get_key_value(origin.as_str()) {
             return key.clone();
         }
-        let key: Arc<str> = Arc::from(origin);
-        self.by_origin.insert(key.clone(), Box::default());
-        key
+        self.by_origin.insert(origin.clone(), Box::default());
+        origin.clone()
     }
 
     /// Drops every claim (before a rebuild from the table); the local
