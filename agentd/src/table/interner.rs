@@ -2,10 +2,15 @@
 //! on every candidate (tenant, next-hop router). Comparing two `u32`s in a
 //! route's hot record saves a pointer chase per candidate; the counts let
 //! names vanish when their last route leaves, so churn cannot grow it.
+//! A symbol's text is the first route's own string (a shared
+//! [`Text`]), and the table hands it to every later route of that name,
+//! so thousands of routes of one tenant hold its name once.
 
 use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
+
+use crate::route::Text;
 
 /// No string (a route without a next hop).
 pub(crate) const NONE: u32 = u32::MAX;
@@ -14,7 +19,7 @@ pub(crate) const UNKNOWN: u32 = u32::MAX - 1;
 
 #[derive(Debug)]
 struct Entry {
-    text: Box<str>,
+    text: Text,
     refs: u32,
 }
 
@@ -39,7 +44,15 @@ impl Interner {
         self.entries
             .get(sym as usize)
             .and_then(|e| e.as_ref())
-            .map(|e| &*e.text)
+            .map(|e| e.text.as_str())
+    }
+
+    /// The shared text of a live symbol.
+    pub fn shared(&self, sym: u32) -> Option<&Text> {
+        self.entries
+            .get(sym as usize)
+            .and_then(|e| e.as_ref())
+            .map(|e| &e.text)
     }
 
     pub fn lookup(&self, hasher: &DefaultHashBuilder, s: &str) -> u32 {
@@ -50,17 +63,20 @@ impl Interner {
             .unwrap_or(UNKNOWN)
     }
 
-    pub fn acquire(&mut self, hasher: &DefaultHashBuilder, s: &str) -> u32 {
-        let hash = hasher.hash_one(s);
+    pub fn acquire(&mut self, hasher: &DefaultHashBuilder, s: &Text) -> u32 {
+        let hash = hasher.hash_one(s.as_str());
         let entries = &mut self.entries;
-        if let Some(&sym) = self.map.find(hash, |&sym| Self::text(entries, sym) == s) {
+        if let Some(&sym) = self
+            .map
+            .find(hash, |&sym| Self::text(entries, sym) == s.as_str())
+        {
             if let Some(e) = entries[sym as usize].as_mut() {
                 e.refs += 1;
             }
             return sym;
         }
         let entry = Some(Entry {
-            text: s.into(),
+            text: s.clone(),
             refs: 1,
         });
         let sym = match self.free.pop() {
@@ -79,7 +95,7 @@ impl Interner {
         sym
     }
 
-    pub fn acquire_opt(&mut self, hasher: &DefaultHashBuilder, s: Option<&str>) -> u32 {
+    pub fn acquire_opt(&mut self, hasher: &DefaultHashBuilder, s: Option<&Text>) -> u32 {
         s.map_or(NONE, |s| self.acquire(hasher, s))
     }
 
@@ -91,7 +107,7 @@ impl Interner {
         if e.refs > 0 {
             return;
         }
-        let hash = hasher.hash_one(&*e.text);
+        let hash = hasher.hash_one(e.text.as_str());
         if let Ok(found) = self.map.find_entry(hash, |&k| k == sym) {
             found.remove();
         }
@@ -120,16 +136,22 @@ mod tests {
     fn symbols_are_shared_counted_and_recycled() {
         let h = DefaultHashBuilder::default();
         let mut i = Interner::default();
-        let a = i.acquire(&h, "lab");
-        assert_eq!(i.acquire(&h, "lab"), a);
-        let b = i.acquire(&h, "ops");
+        let lab = Text::from("lab");
+        let a = i.acquire(&h, &lab);
+        let again = Text::from("lab");
+        assert_eq!(i.acquire(&h, &again), a);
+        assert!(
+            Text::ptr_eq(i.shared(a).unwrap(), &lab),
+            "the first route's string is the symbol's"
+        );
+        let b = i.acquire(&h, &"ops".into());
         assert_ne!(a, b);
         assert_eq!(i.lookup(&h, "lab"), a);
         i.release(&h, a);
         assert_eq!(i.lookup(&h, "lab"), a);
         i.release(&h, a);
         assert_eq!(i.lookup(&h, "lab"), UNKNOWN);
-        assert_eq!(i.acquire(&h, "guest"), a, "freed symbol is reused");
+        assert_eq!(i.acquire(&h, &"guest".into()), a, "freed symbol is reused");
         assert_eq!(i.lookup(&h, "ops"), b);
         assert_eq!(i.acquire_opt(&h, None), NONE);
     }

@@ -283,7 +283,7 @@ impl RouteTable {
     fn update(
         &mut self,
         slot: u32,
-        route: Route,
+        mut route: Route,
         peer_up: bool,
     ) -> Result<UpsertOutcome, TableError> {
         let i = slot as usize;
@@ -308,7 +308,7 @@ impl RouteTable {
         }
         let new_lease = route.lease;
         let old_hot = self.hot[i];
-        let mut hot = self.hot_record(&route, peer_up);
+        let mut hot = self.hot_record(&mut route, peer_up);
         if hot.next_hop == old_hot.next_hop {
             hot.hop_pos = old_hot.hop_pos;
             self.hot[i] = hot;
@@ -337,7 +337,7 @@ impl RouteTable {
         Ok(UpsertOutcome::Updated)
     }
 
-    fn create(&mut self, route: Route, peer_up: bool) -> Result<u32, TableError> {
+    fn create(&mut self, mut route: Route, peer_up: bool) -> Result<u32, TableError> {
         if self.len >= self.max_routes {
             return Err(TableError::Full {
                 max_routes: self.max_routes,
@@ -345,7 +345,7 @@ impl RouteTable {
         }
         let hash = self.hasher.hash_one(route.id.as_str());
         let lease = route.lease;
-        let hot = self.hot_record(&route, peer_up);
+        let hot = self.hot_record(&mut route, peer_up);
         let slot = match self.free.pop() {
             Some(s) => {
                 self.slab[s as usize].route = Some(route);
@@ -379,12 +379,20 @@ impl RouteTable {
     }
 
     /// Builds the hot record of a route, taking symbol references that
-    /// `free_slot` (or the next update) releases.
-    fn hot_record(&mut self, route: &Route, peer_up: bool) -> Hot {
+    /// `free_slot` (or the next update) releases, and gives the route the
+    /// symbols' shared strings for its tenant and next hop: one copy of a
+    /// name for all its routes, not one per route.
+    fn hot_record(&mut self, route: &mut Route, peer_up: bool) -> Hot {
         let tenant = self.symbols.acquire(&self.hasher, &route.tenant);
         let next_hop = self
             .symbols
-            .acquire_opt(&self.hasher, route.next_hop.as_deref());
+            .acquire_opt(&self.hasher, route.next_hop.as_ref());
+        if let Some(t) = self.symbols.shared(tenant) {
+            route.tenant = t.clone();
+        }
+        if let (Some(hop), Some(t)) = (route.next_hop.as_mut(), self.symbols.shared(next_hop)) {
+            *hop = t.clone();
+        }
         Hot::new(route, tenant, next_hop, peer_up)
     }
 
