@@ -14,7 +14,6 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use hickory_proto::op::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::time::{timeout_at, Instant};
@@ -34,10 +33,14 @@ pub struct DnsQuery {
     pub timeout: Duration,
 }
 
-/// A random query id (hickory's `Message::query` draws it from the
-/// thread's CSPRNG).
-fn random_id() -> u16 {
-    Message::query().metadata.id
+/// A random query id from the OS CSPRNG: with the random source port,
+/// the id is what an off-path forger must guess (RFC 5452 §9.2).
+fn random_id() -> Result<u16, DnsError> {
+    let mut id = [0u8; 2];
+    getrandom::getrandom(&mut id).map_err(|e| DnsError::Io {
+        reason: format!("no random query id: {e}"),
+    })?;
+    Ok(u16::from_ne_bytes(id))
 }
 
 fn io(e: std::io::Error) -> DnsError {
@@ -48,7 +51,7 @@ fn io(e: std::io::Error) -> DnsError {
 
 /// Asks `q` and waits for its answer (bounded, see the module).
 pub async fn exchange(q: &DnsQuery) -> Result<Answer, DnsError> {
-    let id = random_id();
+    let id = random_id()?;
     let wire = query::encode(id, &q.ask.question, q.ask.require_ad).map_err(|e| {
         DnsError::BadQuestion {
             reason: e.to_string(),

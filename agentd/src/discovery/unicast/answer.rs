@@ -1,5 +1,5 @@
-//! A resolver's answer to one of our DNS-SD questions, decoded with
-//! `hickory-proto` and reduced to the records browsing uses.
+//! A resolver's answer to one of our DNS-SD questions, decoded by
+//! [`super::wire`] and reduced to the records browsing uses.
 //!
 //! Everything here is untrusted (a resolver relays what any zone's
 //! server said, and anyone on the path may forge a packet): the message
@@ -14,8 +14,7 @@
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use hickory_proto::op::{Message, MessageType, ResponseCode};
-use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
+use super::wire::{self, Header, Rdata, Reader, WireError};
 
 /// Largest message accepted (over TCP; UDP answers are smaller: we
 /// advertise [`super::query::UDP_PAYLOAD`]).
@@ -34,13 +33,14 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn record_type(self) -> RecordType {
+    /// The TYPE value on the wire.
+    pub fn record_type(self) -> u16 {
         match self {
-            Kind::Ptr => RecordType::PTR,
-            Kind::Srv => RecordType::SRV,
-            Kind::Txt => RecordType::TXT,
-            Kind::A => RecordType::A,
-            Kind::Aaaa => RecordType::AAAA,
+            Kind::Ptr => wire::TYPE_PTR,
+            Kind::Srv => wire::TYPE_SRV,
+            Kind::Txt => wire::TYPE_TXT,
+            Kind::A => wire::TYPE_A,
+            Kind::Aaaa => wire::TYPE_AAAA,
         }
     }
 
@@ -165,13 +165,143 @@ impl fmt::Display for DnsError {
 
 impl std::error::Error for DnsError {}
 
-/// Lower case, without the trailing dot.
-pub fn name_text(n: &Name) -> String {
-    let mut s = n.to_lowercase().to_ascii();
-    if s.len() > 1 && s.ends_with('.') {
-        s.pop();
+/// What hickory-proto (the decoder before this one) called each RCODE:
+/// the text ends up in status output and logs.
+fn rcode_text(code: u16) -> &'static str {
+    match code {
+        0 => "No Error",
+        1 => "Form Error",
+        2 => "Server Failure",
+        3 => "Non-Existent Domain",
+        4 => "Not Implemented",
+        5 => "Query Refused",
+        6 => "Name should not exist",
+        7 => "RR Set should not exist",
+        8 => "RR Set does not exist",
+        9 => "Not authorized",
+        10 => "Name not in zone",
+        // BADVERS and BADSIG share 16; hickory named it for TSIG.
+        16 => "TSIG Failure",
+        17 => "Key not recognized",
+        18 => "Signature out of time window",
+        19 => "Bad TKEY mode",
+        20 => "Duplicate key name",
+        21 => "Algorithm not supported",
+        22 => "Bad truncation",
+        23 => "Bad server cookie",
+        _ => "Unknown response code",
     }
-    s
+}
+
+const RCODE_NXDOMAIN: u16 = 3;
+/// Types only the additional section may carry (RFC 6891 §6.1.1,
+/// RFC 2931, RFC 8945).
+const TYPE_SIG: u16 = 24;
+const TYPE_TSIG: u16 = 250;
+
+fn malformed(e: WireError) -> DnsError {
+    DnsError::Malformed {
+        reason: e.to_string(),
+    }
+}
+
+/// The whole message read: the header, the one question, the records
+/// browsing uses (at most one more than [`MAX_RECORDS`]: beyond that
+/// the answer is refused anyway) and the record count. Every record is
+/// read, kept or not, so that a malformed one anywhere makes the answer
+/// malformed.
+struct Parsed {
+    header: Header,
+    question: Option<wire::WireQuestion>,
+    /// The RCODE, EDNS's upper bits included.
+    rcode: u16,
+    records: Vec<Rr>,
+    count: usize,
+}
+
+fn parse(bytes: &[u8]) -> Result<Parsed, WireError> {
+    let mut r = Reader::new(bytes);
+    let header = r.header()?;
+    let mut question = None;
+    for _ in 0..header.qdcount {
+        let q = r.question()?;
+        question.get_or_insert(q);
+    }
+    let mut rcode = header.rcode_low();
+    let mut seen_opt = false;
+    let mut records = Vec::new();
+    let mut count = 0;
+    let sections = [
+        (header.ancount, true, false),
+        (header.nscount, false, false),
+        (header.arcount, true, true),
+    ];
+    for (n, keep, additional) in sections {
+        for _ in 0..n {
+            let raw = r.record()?;
+            let only_additional = matches!(raw.rtype, wire::TYPE_OPT | TYPE_SIG | TYPE_TSIG);
+            if only_additional && !additional {
+                return Err(WireError::BadRdata {
+                    rtype: raw.rtype,
+                    at: raw.rdata_at,
+                    reason: "only the additional section carries this type",
+                });
+            }
+            if raw.rtype == wire::TYPE_OPT {
+                if seen_opt {
+                    return Err(WireError::BadRdata {
+                        rtype: raw.rtype,
+                        at: raw.rdata_at,
+                        reason: "a second OPT record",
+                    });
+                }
+                if bytes.get(raw.owner_at) != Some(&0) {
+                    return Err(WireError::BadRdata {
+                        rtype: raw.rtype,
+                        at: raw.owner_at,
+                        reason: "an OPT record's owner is the root",
+                    });
+                }
+                seen_opt = true;
+                // The extended RCODE's upper eight bits (RFC 6891 §6.1.3).
+                rcode |= ((raw.ttl >> 24) as u16) << 4;
+                continue;
+            }
+            // Empty data means "any" in an UPDATE (RFC 2136 §2.4) and
+            // nothing elsewhere: refused, as the decoder before ours did.
+            if raw.rdata_len == 0 && header.opcode() != wire::OPCODE_UPDATE {
+                return Err(WireError::BadRdata {
+                    rtype: raw.rtype,
+                    at: raw.rdata_at,
+                    reason: "empty record data outside an UPDATE",
+                });
+            }
+            count += 1;
+            let data = match r.rdata(&raw)? {
+                Rdata::Ptr(n) => Data::Ptr(n),
+                Rdata::Srv { port, target, .. } => Data::Srv { port, target },
+                Rdata::Txt(t) => Data::Txt(t.to_vec()),
+                Rdata::A(a) => Data::A(a),
+                Rdata::Aaaa(a) => Data::Aaaa(a),
+                Rdata::Cname(c) => Data::Cname(c),
+                Rdata::Other => continue,
+            };
+            if keep && raw.class == wire::CLASS_IN && records.len() <= MAX_RECORDS {
+                records.push(Rr {
+                    name: wire::read_name(bytes, raw.owner_at)?.0,
+                    ttl: raw.ttl,
+                    data,
+                });
+            }
+        }
+    }
+    Ok(Parsed {
+        header,
+        question,
+        rcode,
+        records,
+        count,
+    })
 }
 
 /// Decodes `bytes` as the answer to question `q` sent with `id`.
@@ -182,81 +312,42 @@ pub fn decode(bytes: &[u8], id: u16, q: &Question, require_ad: bool) -> Result<A
     if bytes.len() > MAX_MESSAGE {
         return Err(DnsError::TooLarge { len: bytes.len() });
     }
-    let m = Message::from_vec(bytes).map_err(|e| DnsError::Malformed {
-        reason: e.to_string().chars().take(120).collect(),
-    })?;
-    if m.metadata.id != id || m.metadata.message_type != MessageType::Response {
+    let m = parse(bytes).map_err(malformed)?;
+    if m.header.id != id || !m.header.has(wire::FLAG_QR) {
         return Err(DnsError::NotOurs);
     }
-    let asked = match m.queries.as_slice() {
-        [one] => one,
+    let asked = match (&m.question, m.header.qdcount) {
+        (Some(one), 1) => one,
         _ => return Err(DnsError::NotOurs),
     };
-    if name_text(asked.name()) != q.name
-        || asked.query_type() != q.kind.record_type()
-        || asked.query_class() != DNSClass::IN
+    if asked.name != q.name || asked.qtype != q.kind.record_type() || asked.qclass != wire::CLASS_IN
     {
         return Err(DnsError::NotOurs);
     }
-    if m.metadata.truncation {
+    if m.header.has(wire::FLAG_TC) {
         return Err(DnsError::Truncated);
     }
-    let nxdomain = match m.metadata.response_code {
-        ResponseCode::NoError => false,
-        ResponseCode::NXDomain => true,
+    let nxdomain = match m.rcode {
+        0 => false,
+        RCODE_NXDOMAIN => true,
         other => {
             return Err(DnsError::Rcode {
-                code: other.to_str().to_string(),
+                code: rcode_text(other).to_string(),
             })
         }
     };
-    if require_ad && !m.metadata.authentic_data {
+    let authentic = m.header.has(wire::FLAG_AD);
+    if require_ad && !authentic {
         return Err(DnsError::NotAuthenticated);
     }
-    let count = m.answers.len() + m.authorities.len() + m.additionals.len();
-    if count > MAX_RECORDS {
-        return Err(DnsError::TooManyRecords { count });
+    if m.count > MAX_RECORDS {
+        return Err(DnsError::TooManyRecords { count: m.count });
     }
-    let records = m
-        .answers
-        .iter()
-        .chain(m.additionals.iter())
-        .filter(|r| r.dns_class == DNSClass::IN)
-        .filter_map(|r| {
-            let data = match &r.data {
-                RData::PTR(p) => Data::Ptr(name_text(&p.0)),
-                RData::SRV(s) => Data::Srv {
-                    port: s.port,
-                    target: name_text(&s.target),
-                },
-                RData::TXT(t) => Data::Txt(txt_rdata(&t.txt_data)?),
-                RData::A(a) => Data::A(a.0),
-                RData::AAAA(a) => Data::Aaaa(a.0),
-                RData::CNAME(c) => Data::Cname(name_text(&c.0)),
-                _ => return None,
-            };
-            Some(Rr {
-                name: name_text(&r.name),
-                ttl: r.ttl,
-                data,
-            })
-        })
-        .collect();
     Ok(Answer {
-        authentic: m.metadata.authentic_data,
+        authentic,
         nxdomain,
-        records,
+        records: m.records,
     })
-}
-
-/// The TXT strings back in wire form (each under 256 bytes, as parsed).
-fn txt_rdata(strings: &[Box<[u8]>]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    for s in strings {
-        out.push(u8::try_from(s.len()).ok()?);
-        out.extend_from_slice(s);
-    }
-    Some(out)
 }
 
 #[cfg(test)]

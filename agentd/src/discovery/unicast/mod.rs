@@ -3,6 +3,7 @@
 //!
 //! * [`query`] — our questions on the wire.
 //! * [`answer`] — the bounded decoder of a resolver's answers.
+//! * [`wire`] — the DNS message codec both use.
 //! * [`browse`] — the lookup rounds per search domain (time is an
 //!   argument): questions out, found and lost instances in.
 //! * [`zone`] — the zone lines that publish this router.
@@ -12,4 +13,5 @@
 pub mod answer;
 pub mod browse;
 pub mod query;
+pub mod wire;
 pub mod zone;

@@ -5,10 +5,8 @@
 //! (RFC 6840 §5.7: AD in a query asks for AD in the answer, without
 //! DNSSEC records).
 
-use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
-use hickory_proto::rr::Name;
-
 use super::answer::Question;
+use super::wire;
 
 /// EDNS(0) UDP payload we advertise.
 pub const UDP_PAYLOAD: u16 = 1232;
@@ -18,7 +16,7 @@ pub const UDP_PAYLOAD: u16 = 1232;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadName {
     pub name: String,
-    pub reason: String,
+    pub reason: wire::NameError,
 }
 
 impl std::fmt::Display for BadName {
@@ -29,18 +27,11 @@ impl std::fmt::Display for BadName {
 
 /// The query message for `q` with `id`.
 pub fn encode(id: u16, q: &Question, want_ad: bool) -> Result<Vec<u8>, BadName> {
-    let bad = |e: &dyn std::fmt::Display| BadName {
-        name: q.name.clone(),
-        reason: e.to_string(),
-    };
-    let mut name = Name::from_ascii(&q.name).map_err(|e| bad(&e))?;
-    name.set_fqdn(true);
-    let mut m = Message::new(id, MessageType::Query, OpCode::Query);
-    m.metadata.recursion_desired = true;
-    m.metadata.authentic_data = want_ad;
-    m.add_query(Query::query(name, q.kind.record_type()));
-    let mut edns = Edns::new();
-    edns.set_max_payload(UDP_PAYLOAD);
-    m.set_edns(edns);
-    m.to_vec().map_err(|e| bad(&e))
+    let flags = wire::FLAG_RD | if want_ad { wire::FLAG_AD } else { 0 };
+    wire::write_query(id, flags, &q.name, q.kind.record_type(), UDP_PAYLOAD).map_err(|reason| {
+        BadName {
+            name: q.name.clone(),
+            reason,
+        }
+    })
 }

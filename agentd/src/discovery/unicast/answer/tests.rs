@@ -1,9 +1,18 @@
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, PTR, SRV, TXT};
-use hickory_proto::rr::{Name, RData, Record};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use super::*;
 use crate::discovery::unicast::query;
+
+/// hickory's text of a name, as the decoder before ours produced it.
+fn name_text(n: &Name) -> String {
+    let mut s = n.to_lowercase().to_ascii();
+    if s.len() > 1 && s.ends_with('.') {
+        s.pop();
+    }
+    s
+}
 
 fn name(s: &str) -> Name {
     Name::from_ascii(format!("{s}.")).unwrap()
@@ -62,7 +71,10 @@ impl Default for Reply {
 impl Reply {
     pub(crate) fn bytes(self, id: u16, q: &Question) -> Vec<u8> {
         let mut m = Message::new(id, MessageType::Response, OpCode::Query);
-        m.add_query(Query::query(name(&q.name), q.kind.record_type()));
+        m.add_query(Query::query(
+            name(&q.name),
+            RecordType::from(q.kind.record_type()),
+        ));
         m.metadata.authentic_data = self.ad;
         m.metadata.truncation = self.tc;
         m.metadata.response_code = self.rcode;
