@@ -307,6 +307,11 @@ impl RouteTable {
                 .remove(&self.hot, &self.hasher, &old.capability, slot);
         }
         let new_lease = route.lease;
+        if moved {
+            self.share_capability(&mut route);
+        } else if let Some(old) = self.slab[i].route.as_ref() {
+            route.capability = old.capability.clone();
+        }
         let old_hot = self.hot[i];
         let mut hot = self.hot_record(&mut route, peer_up);
         if hot.next_hop == old_hot.next_hop {
@@ -345,6 +350,7 @@ impl RouteTable {
         }
         let hash = self.hasher.hash_one(route.id.as_str());
         let lease = route.lease;
+        self.share_capability(&mut route);
         let hot = self.hot_record(&mut route, peer_up);
         let slot = match self.free.pop() {
             Some(s) => {
@@ -376,6 +382,16 @@ impl RouteTable {
         self.len += 1;
         self.generation += 1;
         Ok(slot)
+    }
+
+    /// Gives `route` the capability string routes of its name already
+    /// hold (the first of its index group's), so a name is held once for
+    /// all its routes rather than once per route.
+    fn share_capability(&mut self, route: &mut Route) {
+        let group = self.by_cap.group(&self.hasher, &route.capability);
+        if let Some(held) = group.first().and_then(|&s| slot_route(&self.slab, s)) {
+            route.capability = held.capability.clone();
+        }
     }
 
     /// Builds the hot record of a route, taking symbol references that

@@ -3,7 +3,7 @@
 //! generation counter.
 
 use super::*;
-use crate::route::{Access, Attributes};
+use crate::route::{Access, Attributes, Text};
 
 /// A local route `id` of `agent://<tenant>/<agent>` for `cap` v`version`.
 pub(crate) fn route(id: &str, cap: &str, version: u32) -> Route {
@@ -197,6 +197,53 @@ fn upsert_creates_then_updates_the_same_origin() {
         &*t.get(&id("r1")).unwrap().endpoint,
         "http://192.0.2.11:9000/"
     );
+}
+
+/// Routes of one capability, tenant or next hop hold one string for it
+/// between them, whichever route arrived first and whichever leaves; an
+/// update keeps the shared strings.
+#[test]
+fn routes_of_one_name_share_its_string() {
+    let mut t = RouteTable::new(10);
+    let mut peer = route("p1", "demo.echo", 2);
+    peer.source = RouteSource::Peer;
+    peer.next_hop = Some("router-b".into());
+    let mut peer2 = route("p2", "demo.echo", 2);
+    peer2.source = RouteSource::Peer;
+    peer2.next_hop = Some("router-b".into());
+    for r in [
+        route("r1", "demo.echo", 1),
+        route("r2", "demo.echo", 1),
+        peer,
+        peer2,
+    ] {
+        t.upsert(r).unwrap();
+    }
+    fn shared(t: &RouteTable, a: &str, b: &str, field: fn(&Route) -> Option<&Text>) -> bool {
+        let (a, b) = (t.get(&id(a)).unwrap(), t.get(&id(b)).unwrap());
+        Text::ptr_eq(field(a).unwrap(), field(b).unwrap())
+    }
+    assert!(shared(&t, "r1", "r2", |r| Some(&r.capability)));
+    assert!(
+        shared(&t, "r1", "p2", |r| Some(&r.capability)),
+        "across versions"
+    );
+    assert!(shared(&t, "r1", "p1", |r| Some(&r.tenant)));
+    fn hop(r: &Route) -> Option<&Text> {
+        r.next_hop.as_ref()
+    }
+    assert!(shared(&t, "p1", "p2", hop));
+    // The first route leaves; the others still share, and a newcomer
+    // gets their string.
+    t.remove(&id("r1"));
+    let mut moved = route("r2", "demo.echo", 1);
+    moved.endpoint = "http://192.0.2.11:9000/".into();
+    assert_eq!(t.upsert(moved), Ok(UpsertOutcome::Updated));
+    t.upsert(route("r3", "demo.echo", 1)).unwrap();
+    assert!(shared(&t, "r2", "r3", |r| Some(&r.capability)));
+    assert!(shared(&t, "r2", "p1", |r| Some(&r.capability)));
+    assert!(shared(&t, "r3", "p2", |r| Some(&r.tenant)));
+    check_invariants(&t);
 }
 
 #[test]
