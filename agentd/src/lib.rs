@@ -10,6 +10,7 @@ pub mod backoff;
 pub mod endpoint;
 pub mod fib;
 pub mod health;
+pub mod heap;
 pub mod ipc;
 pub mod lease;
 pub mod log;

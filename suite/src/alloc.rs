@@ -135,21 +135,9 @@ pub fn release() {
     if choice() == GATEWAY {
         agent_gw::core::heap::release();
     } else {
-        libc_trim();
+        agentd::heap::trim();
     }
 }
-
-#[cfg(target_env = "gnu")]
-fn libc_trim() {
-    // SAFETY: glibc's documented call; it only returns free pages.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// musl's malloc returns freed groups to the system by itself.
-#[cfg(not(target_env = "gnu"))]
-fn libc_trim() {}
 
 #[cfg(test)]
 mod tests {

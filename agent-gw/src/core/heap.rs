@@ -91,15 +91,11 @@ unsafe impl GlobalAlloc for GatewayHeap {
     }
 }
 
-/// Gives back what both allocators keep: mimalloc's empty pages, and the
-/// free top of glibc's heap (musl's malloc returns freed groups itself).
+/// Gives back what both allocators keep: mimalloc's empty pages, and
+/// libc's free heap.
 pub fn release() {
     super::relief::mimalloc_release();
-    #[cfg(target_env = "gnu")]
-    // SAFETY: glibc's documented call; it only returns free pages.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    agentd::heap::trim();
 }
 
 #[cfg(test)]

@@ -43,16 +43,7 @@ impl TrimPolicy {
     }
 }
 
-/// Returns the heap's free pages to the system (glibc); a no-op where
-/// the allocator does that by itself (musl) or is another one.
-pub fn trim() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks and releases glibc's own free lists;
-    // it is thread-safe and has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
+pub use crate::heap::trim;
 
 #[cfg(test)]
 mod tests {

@@ -81,8 +81,10 @@ fn our_query_reads_back_in_hickory_and_in_ours() {
     assert_eq!(opt.rdata_at + opt.rdata_len, bytes.len());
 }
 
-#[test]
-fn every_record_type_we_read_decodes_from_hickory_with_compression() {
+/// A browse answer as hickory writes it (compressed): the PTR to one
+/// instance (mixed case, as servers may send it) and in the additional
+/// section its SRV and TXT, the target's A and AAAA, and a CNAME.
+fn sample_answer() -> Vec<u8> {
     let mut m = Message::new(7, MessageType::Response, OpCode::Query);
     m.add_query(Query::query(
         name("_arpx._tcp.lab.example"),
@@ -115,7 +117,12 @@ fn every_record_type_we_read_decodes_from_hickory_with_compression() {
             RData::CNAME(CNAME(name("router-b.lab.example"))),
         ),
     ]);
-    let bytes = m.to_vec().unwrap();
+    m.to_vec().unwrap()
+}
+
+#[test]
+fn every_record_type_we_read_decodes_from_hickory_with_compression() {
+    let bytes = sample_answer();
     // hickory compressed the repeated suffixes.
     assert!(bytes.len() < 200, "{} bytes: not compressed", bytes.len());
     let (h, recs) = read_all(&bytes).unwrap();
@@ -439,28 +446,7 @@ fn record_data_of_the_wrong_form_is_refused() {
 
 #[test]
 fn no_prefix_or_byte_change_of_an_answer_panics() {
-    let mut m = Message::new(7, MessageType::Response, OpCode::Query);
-    m.add_query(Query::query(
-        name("_arpx._tcp.lab.example"),
-        RecordType::PTR,
-    ));
-    let inst = "router-b._arpx._tcp.lab.example";
-    m.add_answer(record(
-        "_arpx._tcp.lab.example",
-        RData::PTR(PTR(name(inst))),
-    ));
-    m.add_additionals([
-        record(
-            inst,
-            RData::SRV(SRV::new(0, 0, 7444, name("router-b.lab.example"))),
-        ),
-        record(inst, RData::TXT(TXT::new(vec!["v=1".into()]))),
-        record(
-            "router-b.lab.example",
-            RData::AAAA(AAAA("2001:db8::2".parse().unwrap())),
-        ),
-    ]);
-    let bytes = m.to_vec().unwrap();
+    let bytes = sample_answer();
     assert!(read_all(&bytes).is_ok());
     for len in 0..bytes.len() {
         assert!(
