@@ -180,7 +180,7 @@ impl Effect {
                 });
             }
             Effect::StartMdns(start) => {
-                // mdns-sd opens its sockets and thread: the blocking
+                // mDNS opens its sockets (and starts its task): the blocking
                 // pool's work, not the loop's.
                 tokio::spawn(async move {
                     let serial = start.serial;

@@ -512,7 +512,7 @@ fn mdns_is_started_by_the_driver_and_a_failed_start_is_shown_and_retried_on_relo
         panic!("one mDNS start: {effects:?}")
     };
     let serial = start.serial;
-    // mdns-sd could not open its sockets.
+    // mDNS could not open its sockets.
     run(
         &mut i,
         Input::MdnsFailed {

@@ -60,8 +60,8 @@ use options::{ConfigSource, Mode, RunOptions};
 use peers::tls::Identity;
 use state::State;
 
-/// Longest the exit waits for mDNS's goodbyes (mdns-sd's own shutdown
-/// waits up to a second for them).
+/// Longest the exit waits for mDNS's goodbyes (the task sends them as
+/// soon as it reads the stop; this bounds a runtime that is slow to run it).
 const MDNS_GOODBYE_WAIT: Duration = Duration::from_millis(1500);
 
 /// Lease-file writes are coalesced over this long: a crash loses at most
@@ -402,7 +402,7 @@ async fn serve(opts: RunOptions) -> ExitCode {
     // wait (bounded) until they are handed over. A router that vanished
     // without them stays a candidate elsewhere for its records' TTL.
     if let Some(stopped) = instance.stop_discovery() {
-        stopped.wait(MDNS_GOODBYE_WAIT);
+        stopped.wait(MDNS_GOODBYE_WAIT).await;
     }
     // Peers hear admin_shutdown (bounded: a peer that does not read does
     // not hold the exit up).

@@ -10,7 +10,7 @@
 //! procd applies a capabilities file only to a jailed (ujail) instance,
 //! so agentd drops the rest itself, first thing in `run`, while it is
 //! still one thread: capabilities belong to a thread, and the threads
-//! started later (tokio's blocking pool, mdns-sd's) inherit the reduced
+//! started later (tokio's blocking pool) inherit the reduced
 //! sets. The bounding set is cut too, so nothing regains them.
 
 use std::io;

@@ -14,6 +14,7 @@
 //! `daemon::discovery`.
 
 pub mod approval;
+pub mod mdns;
 pub mod record;
 pub mod table;
 pub mod unicast;

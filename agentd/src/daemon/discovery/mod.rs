@@ -3,7 +3,8 @@
 //! the event loop which candidates are admitted peers right now.
 //!
 //! * [`settings`] — what it runs on, from the configuration.
-//! * [`mdns`] — announce and browse with `mdns-sd` (its own thread).
+//! * [`mdns`] — announce and browse: our sans-IO mDNS
+//!   (`crate::discovery::mdns`) driven by one task and two sockets.
 //! * [`unicast`] — unicast DNS-SD lookups in the search domains, and
 //!   [`dns`], the exchange each of their questions is.
 //!

@@ -221,10 +221,20 @@ fn u32_at(buf: &[u8], at: usize, part: Part) -> Result<u32, WireError> {
     }
 }
 
+/// Where [`walk_name`] puts the labels it reads: one walk with one set
+/// of checks serves the lossy text unicast DNS-SD compares and the raw
+/// labels mDNS keeps (an instance label's case and bytes matter there).
+enum Sink<'o> {
+    Skip,
+    Text(&'o mut String),
+    Wire(&'o mut Vec<u8>),
+}
+
 /// Reads the name at `start`: returns where the name ends in place (after
-/// its root label or first pointer) and, when `out` is given, appends
-/// its text (see [`read_name`]).
-fn walk_name(buf: &[u8], start: usize, mut out: Option<&mut String>) -> Result<usize, WireError> {
+/// its root label or first pointer) and appends what it read to `out`
+/// (text as [`read_name`] writes it, or the uncompressed wire form
+/// without the root's zero byte).
+fn walk_name(buf: &[u8], start: usize, mut out: Sink<'_>) -> Result<usize, WireError> {
     let mut pos = start;
     // Where the current run of labels began: a pointer must go below
     // it, so the positions read strictly decrease from jump to jump.
@@ -258,11 +268,18 @@ fn walk_name(buf: &[u8], start: usize, mut out: Option<&mut String>) -> Result<u
                         part: Part::Name,
                         at: pos,
                     })?;
-                if let Some(s) = out.as_deref_mut() {
-                    if !s.is_empty() {
-                        s.push('.');
+                match &mut out {
+                    Sink::Skip => {}
+                    Sink::Text(s) => {
+                        if !s.is_empty() {
+                            s.push('.');
+                        }
+                        push_label(s, label);
                     }
-                    push_label(s, label);
+                    Sink::Wire(w) => {
+                        w.push(len as u8);
+                        w.extend_from_slice(label);
+                    }
                 }
                 pos += 1 + len;
             }
@@ -313,11 +330,22 @@ fn push_label(s: &mut String, label: &[u8]) {
 /// "."), and where it ends in place.
 pub fn read_name(buf: &[u8], at: usize) -> Result<(String, usize), WireError> {
     let mut s = String::new();
-    let end = walk_name(buf, at, Some(&mut s))?;
+    let end = walk_name(buf, at, Sink::Text(&mut s))?;
     if s.is_empty() {
         s.push('.');
     }
     Ok((s, end))
+}
+
+/// The name at `at` in uncompressed wire form, labels as received (case
+/// and every byte kept), root's zero byte included, appended to `out`;
+/// returns where the name ends in place. The same checks as
+/// [`read_name`], so the result is at most [`MAX_NAME`] bytes. On error
+/// `out` may hold part of the name.
+pub fn read_name_wire(buf: &[u8], at: usize, out: &mut Vec<u8>) -> Result<usize, WireError> {
+    let end = walk_name(buf, at, Sink::Wire(out))?;
+    out.push(0);
+    Ok(end)
 }
 
 /// Reads a message from its start, section by section.
@@ -365,7 +393,7 @@ impl<'a> Reader<'a> {
 
     pub fn record(&mut self) -> Result<RawRecord, WireError> {
         let owner_at = self.pos;
-        let end = walk_name(self.buf, owner_at, None)?;
+        let end = walk_name(self.buf, owner_at, Sink::Skip)?;
         let rtype = u16_at(self.buf, end, Part::Record)?;
         let class = u16_at(self.buf, end + 2, Part::Record)?;
         let ttl = u32_at(self.buf, end + 4, Part::Record)?;

@@ -1,0 +1,424 @@
+//! The mDNS task: sockets in, sans-IO machines in the middle, packets
+//! and events out. It owns one responder and one querier per joined
+//! interface, wakes for a packet, a command or the machines' next
+//! timer, and re-reads the interfaces every few seconds (an address
+//! that comes or goes is announced or said goodbye to; netlink would
+//! tell sooner, but a router's LAN addresses rarely move and this keeps
+//! the task to one kind of source).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::socket::{self, MdnsSockets};
+use super::{
+    alias_name, AliasState, Announcement, Command, MdnsEvent, Resolved, ALIAS_HOST, ARPX_SERVICE,
+    SDK_SERVICE,
+};
+use crate::daemon::input::Input;
+use crate::discovery::mdns::packet::{Name, Packet, MAX_MESSAGE};
+use crate::discovery::mdns::querier::{self, Querier};
+use crate::discovery::mdns::responder::{self, Config, Responder, Service, Transmit};
+use crate::time::Millis;
+use crate::{log_debug, log_warn};
+
+/// How often the interfaces' addresses are read again.
+const RESCAN: u64 = 5000;
+/// Addresses published per family and interface: a packet of all of
+/// them still fits one Ethernet frame.
+const MAX_ADDRS: usize = 16;
+
+struct Link {
+    name: String,
+    index: u32,
+    addrs: Vec<IpAddr>,
+    responder: Responder,
+    querier: Querier,
+}
+
+struct Driver {
+    wanted: Vec<String>,
+    links: Vec<Link>,
+    announcement: Option<Announcement>,
+    alias_given: bool,
+    /// Every address of this machine (see `responder::Config::own`).
+    own: Vec<IpAddr>,
+    /// Instances reported, by full name: per link, what it resolved to.
+    seen: HashMap<String, Vec<(u32, Resolved)>>,
+    events: Vec<MdnsEvent>,
+    arpx: Name,
+    sdk: Name,
+    alias: Name,
+    seed: u64,
+}
+
+fn name(text: &str) -> Name {
+    Name::dotted(text).expect("a constant, valid name")
+}
+
+fn random_seed() -> u64 {
+    let mut b = [0u8; 8];
+    // Only delays depend on it: a failed read still gives a usable,
+    // if predictable, seed.
+    let _ = getrandom::getrandom(&mut b);
+    u64::from_le_bytes(b) ^ Millis::now().0
+}
+
+/// The full name as the discovery table reads it: the instance label as
+/// text, then the service type with its trailing dot.
+fn fullname(instance: &Name) -> String {
+    match instance.split_first() {
+        Some((label, rest)) => format!("{}.{rest}", String::from_utf8_lossy(label)),
+        None => instance.to_string(),
+    }
+}
+
+/// The task. Ends on `Shutdown` (after the goodbyes), when the handle
+/// is dropped, or when the event loop is gone; `done` is dropped then.
+pub async fn run(
+    sockets: MdnsSockets,
+    interfaces: Vec<String>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    inputs: mpsc::Sender<Input>,
+    done: oneshot::Sender<()>,
+) {
+    let mut d = Driver {
+        wanted: interfaces,
+        links: Vec::new(),
+        announcement: None,
+        alias_given: false,
+        own: Vec::new(),
+        seen: HashMap::new(),
+        events: Vec::new(),
+        arpx: name(ARPX_SERVICE),
+        sdk: name(SDK_SERVICE),
+        alias: name(ALIAS_HOST),
+        seed: random_seed(),
+    };
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let mut rescan_at = Millis::ZERO;
+    loop {
+        let now = Millis::now();
+        if now >= rescan_at {
+            d.rescan(now, &sockets);
+            rescan_at = now.saturating_add_ms(RESCAN);
+        }
+        for link in &mut d.links {
+            link.responder.handle_timeout(now);
+            link.querier.handle_timeout(now);
+        }
+        d.drain(now, &sockets);
+        let events: Vec<MdnsEvent> = d.events.drain(..).collect();
+        for ev in events {
+            if inputs.send(Input::Discovered(ev)).await.is_err() {
+                d.goodbye(&sockets);
+                return;
+            }
+        }
+        let next = d.next_timeout().map_or(rescan_at, |t| t.min(rescan_at));
+        let wait = Duration::from_millis(next.saturating_sub(Millis::now()));
+        tokio::select! {
+            cmd = commands.recv() => match cmd {
+                None | Some(Command::Shutdown) => break,
+                Some(cmd) => d.command(Millis::now(), cmd),
+            },
+            got = sockets.recv(&mut buf) => match got {
+                Ok(r) => {
+                    let bytes = &buf[..r.len.min(buf.len())];
+                    d.receive(Millis::now(), r.ifindex, r.from, bytes);
+                }
+                Err(e) => log_debug!("discovery: mDNS receive: {e}"),
+            },
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+    d.goodbye(&sockets);
+    drop(done);
+}
+
+impl Driver {
+    fn next_timeout(&self) -> Option<Millis> {
+        self.links
+            .iter()
+            .flat_map(|l| [l.responder.poll_timeout(), l.querier.poll_timeout()])
+            .flatten()
+            .min()
+    }
+
+    fn config(&self, addrs: &[IpAddr]) -> Config {
+        let Some(a) = &self.announcement else {
+            return Config::default();
+        };
+        let mut services = Vec::new();
+        if let Some((record, port)) = &a.arpx {
+            services.push(Service {
+                kind: self.arpx.clone(),
+                port: *port,
+                txt: record.to_rdata(),
+            });
+        }
+        if let Some(port) = a.sdk_port {
+            services.push(Service {
+                kind: self.sdk.clone(),
+                port,
+                txt: b"\x03v=1".to_vec(),
+            });
+        }
+        let alias = a.alias && a.sdk_port.is_some() && !self.alias_given;
+        Config {
+            host: a.router_id.as_bytes().to_vec(),
+            services,
+            alias: alias.then(|| self.alias.clone()),
+            addrs: addrs.to_vec(),
+            own: self.own.clone(),
+        }
+    }
+
+    fn reconfigure(&mut self, now: Millis) {
+        for i in 0..self.links.len() {
+            let config = self.config(&self.links[i].addrs);
+            self.links[i].responder.configure(now, config);
+        }
+    }
+
+    /// Reads the interfaces again: joins new ones, leaves vanished
+    /// ones, and republishes where the addresses changed.
+    fn rescan(&mut self, now: Millis, sockets: &MdnsSockets) {
+        let found: Vec<socket::Interface> = socket::interfaces(&self.wanted)
+            .into_iter()
+            .filter(|i| i.up && i.multicast)
+            .collect();
+        self.own = crate::endpoint::local_addrs().addrs;
+        let (keep, gone): (Vec<Link>, Vec<Link>) = std::mem::take(&mut self.links)
+            .into_iter()
+            .partition(|l| found.iter().any(|i| i.name == l.name && i.index == l.index));
+        self.links = keep;
+        for link in gone {
+            sockets.leave(link.index);
+            log_debug!("discovery: mDNS left {}", link.name);
+            let names: Vec<String> = self.seen.keys().cloned().collect();
+            for fullname in names {
+                self.forget(link.index, fullname);
+            }
+        }
+        for iface in found {
+            let addrs: Vec<IpAddr> = (iface.v4.iter().take(MAX_ADDRS).map(|a| IpAddr::V4(*a)))
+                .chain(iface.v6.iter().take(MAX_ADDRS).map(|a| IpAddr::V6(*a)))
+                .collect();
+            let at = self.links.iter().position(|l| l.index == iface.index);
+            let i = match at {
+                Some(i) if self.links[i].addrs == addrs => continue,
+                Some(i) => i,
+                None => {
+                    if let Err(e) = sockets.join(iface.index) {
+                        log_warn!("discovery: mDNS on {}: {e}", iface.name);
+                    }
+                    let seed = self.seed ^ u64::from(iface.index).rotate_left(32);
+                    self.links.push(Link {
+                        name: iface.name.clone(),
+                        index: iface.index,
+                        addrs: Vec::new(),
+                        responder: Responder::new(seed),
+                        querier: Querier::new(self.arpx.clone(), now, seed.rotate_left(17)),
+                    });
+                    self.links.len() - 1
+                }
+            };
+            self.links[i].addrs = addrs;
+            let config = self.config(&self.links[i].addrs);
+            self.links[i].responder.configure(now, config);
+        }
+    }
+
+    fn command(&mut self, now: Millis, cmd: Command) {
+        match cmd {
+            Command::Announce(a) => {
+                self.announcement = a.map(|a| *a);
+                self.reconfigure(now);
+            }
+            Command::DeferAlias => {
+                if !self.alias_given {
+                    self.alias_given = true;
+                    self.reconfigure(now);
+                }
+            }
+            Command::Verify(router_id) => {
+                if let Ok(instance) = self.arpx.prefixed(router_id.as_bytes()) {
+                    for link in &mut self.links {
+                        link.querier.verify(now, &instance);
+                    }
+                }
+            }
+            Command::Shutdown => {}
+        }
+    }
+
+    fn receive(&mut self, now: Millis, ifindex: u32, from: SocketAddr, bytes: &[u8]) {
+        let Some(link) = self.links.iter_mut().find(|l| l.index == ifindex) else {
+            return;
+        };
+        let packet = match Packet::decode(bytes) {
+            Ok(p) => p,
+            Err(e) => {
+                log_debug!(
+                    "discovery: mDNS packet from {from} on {} ignored: {e:?}",
+                    link.name
+                );
+                return;
+            }
+        };
+        link.responder.receive(now, from, &packet);
+        link.querier.receive(now, &packet);
+    }
+
+    /// Sends what the machines want sent and turns their events into
+    /// the daemon's.
+    fn drain(&mut self, now: Millis, sockets: &MdnsSockets) {
+        let mut alias_lost = false;
+        for i in 0..self.links.len() {
+            let link = &mut self.links[i];
+            while let Some(t) = link.responder.poll_transmit() {
+                send(sockets, link.index, &link.addrs, &link.name, t);
+            }
+            while let Some(packet) = link.querier.poll_transmit() {
+                let t = Transmit { to: None, packet };
+                send(sockets, link.index, &link.addrs, &link.name, t);
+            }
+            let index = link.index;
+            let mut found = Vec::new();
+            while let Some(ev) = link.querier.poll_event() {
+                found.push(ev);
+            }
+            let mut said = Vec::new();
+            while let Some(ev) = link.responder.poll_event() {
+                said.push(ev);
+            }
+            let link_name = link.name.clone();
+            for ev in found {
+                match ev {
+                    querier::Event::Resolved(r) => self.resolved(index, r),
+                    querier::Event::Removed(instance) => self.forget(index, fullname(&instance)),
+                }
+            }
+            for ev in said {
+                alias_lost |= self.responder_event(&link_name, ev);
+            }
+        }
+        if alias_lost && !self.alias_given {
+            self.alias_given = true;
+            self.reconfigure(now);
+            // The goodbyes of the alias records.
+            self.drain(now, sockets);
+        }
+    }
+
+    /// Returns whether the alias was given up.
+    fn responder_event(&mut self, link: &str, ev: responder::Event) -> bool {
+        use responder::Event as E;
+        let state = match ev {
+            E::AliasClaiming => AliasState::Claiming,
+            E::AliasAnswering => AliasState::Answering,
+            E::AliasHeld(holder) => {
+                let list: Vec<String> = holder.iter().map(IpAddr::to_string).collect();
+                AliasState::Deferred(format!(
+                    "{} answers {} (looked up before claiming it)",
+                    list.join(", "),
+                    alias_name()
+                ))
+            }
+            E::AliasConflict => AliasState::Deferred(format!(
+                "another device claimed {} while we probed or held it (RFC 6762 §8.2/§9)",
+                alias_name()
+            )),
+            E::Renamed { from, to } => {
+                log_warn!("discovery: another device on {link} answers {from}: we are {to} there now (RFC 6762 §9)");
+                return false;
+            }
+            E::GaveUp(name) => {
+                log_warn!("discovery: gave up {name} on {link} after repeated conflicts");
+                return false;
+            }
+        };
+        let lost = matches!(state, AliasState::Deferred(_));
+        if self.alias_given && lost {
+            return false;
+        }
+        self.events.push(MdnsEvent::Alias(state));
+        lost
+    }
+
+    fn resolved(&mut self, index: u32, r: querier::Resolved) {
+        let full = fullname(&r.instance);
+        let entry = Resolved {
+            fullname: full.clone(),
+            port: r.port,
+            addresses: r.addresses,
+            txt: r.txt,
+        };
+        let links = self.seen.entry(full).or_default();
+        links.retain(|(i, _)| *i != index);
+        links.push((index, entry.clone()));
+        // One instance seen on several links: the latest record, every
+        // address.
+        let mut merged = entry;
+        for (_, other) in links.iter() {
+            for a in &other.addresses {
+                if !merged.addresses.contains(a) {
+                    merged.addresses.push(*a);
+                }
+            }
+        }
+        self.events.push(MdnsEvent::Resolved(merged));
+    }
+
+    fn forget(&mut self, index: u32, fullname: String) {
+        let Some(links) = self.seen.get_mut(&fullname) else {
+            return;
+        };
+        links.retain(|(i, _)| *i != index);
+        if links.is_empty() {
+            self.seen.remove(&fullname);
+            self.events.push(MdnsEvent::Removed { fullname });
+        }
+    }
+
+    /// Every link's goodbye, sent now.
+    fn goodbye(&mut self, sockets: &MdnsSockets) {
+        for link in &mut self.links {
+            if let Some(t) = link.responder.goodbye() {
+                send(sockets, link.index, &link.addrs, &link.name, t);
+            }
+        }
+    }
+}
+
+fn send(sockets: &MdnsSockets, index: u32, addrs: &[IpAddr], link: &str, t: Transmit) {
+    let bytes = t.packet.encode();
+    if bytes.len() > MAX_MESSAGE {
+        log_warn!(
+            "discovery: mDNS packet of {} bytes on {link} not sent (over {MAX_MESSAGE})",
+            bytes.len()
+        );
+        return;
+    }
+    let result = match t.to {
+        Some(to) => sockets.send_unicast(to, index, &bytes).map(|_| ()),
+        None => {
+            // Each family that has an address on the link.
+            let mut r = Ok(());
+            for v6 in [false, true] {
+                if addrs.iter().any(|a| a.is_ipv6() == v6) {
+                    if let Err(e) = sockets.send_multicast(v6, index, &bytes) {
+                        r = Err(e);
+                    }
+                }
+            }
+            r
+        }
+    };
+    if let Err(e) = result {
+        log_debug!("discovery: mDNS send on {link}: {e}");
+    }
+}
