@@ -389,3 +389,85 @@ def test_a_router_that_stops_at_once_still_says_goodbye(mesh):
     b.stop()
     wait_for("A: router-b's goodbye heard and its lifetime over", lambda: "router-b" not in candidates(a),
              timeout=LIFETIME_S + 5)
+
+
+def _kdig(r: MeshRouter, server: str, *query: str) -> str:
+    """`kdig` from `r`'s namespace: a plain unicast DNS client, so to
+    agentd a legacy resolver (RFC 6762 §6.7: source port not 5353)."""
+    p = subprocess.run(r.ns.exec_argv(["kdig", f"@{server}", "-p", "5353", "+notcp", "+time=2", "+retry=1",
+                                       "+noall", "+answer", "+additional", *query]),
+                       capture_output=True, stdin=subprocess.DEVNULL, timeout=20)
+    return p.stdout.decode(errors="replace")
+
+
+def test_a_legacy_resolver_gets_answers_and_garbage_on_5353_changes_nothing(mesh):
+    """Proves our mDNS responder against a real DNS client and a hostile
+    sender on the link: kdig in B's namespace, asking A's mDNS port by
+    unicast from its own port, gets A's address for `router-a.local` and
+    the `_arpx._tcp` PTR with the instance's SRV, TXT and address as
+    additional records, with the TTLs capped at 10 s that §6.7 asks for
+    (a legacy resolver cannot take a goodbye). Then 3000 datagrams of
+    garbage and of truncated, looping and oversized DNS messages to port
+    5353 (unicast and to the group) leave A answering, still a candidate
+    at B, and B's view of A's record unchanged."""
+    a = discovery_router(mesh, "router-a", "manual")
+    b = discovery_router(mesh, "router-b", "manual")
+    discovery_link(mesh, a, b)
+    a.start()
+    b.start()
+    seen = wait_candidate(b, a)
+    addr_a = mesh.net.find_link("router-a", "router-b").addr_of("router-a")
+
+    def lines(out: str) -> List[List[str]]:
+        return [line.split() for line in out.splitlines() if line.strip() and not line.startswith(";")]
+
+    host = wait_for("kdig: router-a.local A", lambda: lines(_kdig(b, addr_a, "router-a.local", "A")) or None,
+                    timeout=10)
+    # The A record answers; the AAAA (link-local) comes as additional.
+    assert {row[0].lower() for row in host} == {"router-a.local."}, host
+    assert [row[3:] for row in host if row[3] == "A"] == [["A", addr_a]], host
+    assert all(0 < int(row[1]) <= 10 for row in host), host
+    browse = lines(_kdig(b, addr_a, "_arpx._tcp.local", "PTR"))
+    kinds = {(row[0].lower(), row[3]) for row in browse}
+    assert ("_arpx._tcp.local.", "PTR") in kinds, browse
+    assert {("router-a._arpx._tcp.local.", "SRV"), ("router-a._arpx._tcp.local.", "TXT"),
+            ("router-a.local.", "A")} <= kinds, browse
+    assert all(0 < int(row[1]) <= 10 for row in browse), browse
+    srv = next(row for row in browse if row[3] == "SRV")
+    assert srv[4:] == ["0", "0", "7444", "router-a.local."], srv
+
+    flood = r'''
+import random, socket, struct, sys
+addr, own = sys.argv[1], sys.argv[2]
+rnd = random.Random(6762)
+def header(qd, an, flags=0x8400):
+    return struct.pack("!6H", 0, flags, qd, an, 0, 0)
+shapes = [
+    lambda: bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 64))),
+    lambda: header(1, 0, 0) + b"\xc0\x0c\x00\x01\x00\x01",                  # pointer to itself
+    lambda: header(0, 1) + b"\x08router-a\x05local\x00\x00\x01\x80\x01",    # record cut short
+    lambda: header(0, 200) + b"\x00" * 40,                                   # counts past the end
+    lambda: header(1, 0, 0) + b"\x3f" + b"a" * 63 + b"\xc0\x0c" + b"\x00\xff\x00\x01",
+    lambda: header(0, 1) + b"\x08router-a\x05local\x00\x00\x01\x80\x01" + b"\x00\x00\x00\x78\x00\x05" + b"\x01" * 5,
+    lambda: b"\x00" * 9100,                                                  # over 9000 bytes
+]
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+m = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+m.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+m.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(own))
+for i in range(3000):
+    data = rnd.choice(shapes)()
+    try:
+        (u.sendto(data, (addr, 5353)) if i % 2 else m.sendto(data, ("224.0.0.251", 5353)))
+    except OSError:
+        pass
+'''
+    addr_b = mesh.net.find_link("router-a", "router-b").addr_of("router-b")
+    subprocess.run(b.ns.exec_argv(["python3", "-c", flood, addr_a, addr_b]), check=True, timeout=60,
+                   stdin=subprocess.DEVNULL)
+    again = wait_for("kdig after the flood", lambda: lines(_kdig(b, addr_a, "router-a.local", "A")) or None,
+                     timeout=10)
+    assert [row[3:] for row in again if row[3] == "A"] == [["A", addr_a]], again
+    now = wait_candidate(b, a)
+    assert (now["fingerprint"], now["version"], now["announced"]) == (
+        seen["fingerprint"], seen["version"], True), (seen, now)
