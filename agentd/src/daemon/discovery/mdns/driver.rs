@@ -34,6 +34,9 @@ struct Link {
     name: String,
     index: u32,
     addrs: Vec<IpAddr>,
+    /// The link's subnets: a packet from outside them is not from the
+    /// link (see [`on_link`]).
+    nets: Vec<crate::endpoint::IfNet>,
     responder: Responder,
     querier: Querier,
 }
@@ -45,6 +48,8 @@ struct Driver {
     alias_given: bool,
     /// Every address of this machine (see `responder::Config::own`).
     own: Vec<IpAddr>,
+    /// Every subnet of this machine, by interface.
+    nets: Vec<crate::endpoint::IfNet>,
     /// Instances reported, by full name: per link, what it resolved to.
     seen: HashMap<String, Vec<(u32, Resolved)>>,
     events: Vec<MdnsEvent>,
@@ -90,6 +95,7 @@ pub async fn run(
         announcement: None,
         alias_given: false,
         own: Vec::new(),
+        nets: Vec::new(),
         seen: HashMap::new(),
         events: Vec::new(),
         arpx: name(ARPX_SERVICE),
@@ -190,7 +196,9 @@ impl Driver {
             .into_iter()
             .filter(|i| i.up && i.multicast)
             .collect();
-        self.own = crate::endpoint::local_addrs().addrs;
+        let local = crate::endpoint::local_addrs();
+        self.own = local.addrs;
+        self.nets = local.nets;
         let (keep, gone): (Vec<Link>, Vec<Link>) = std::mem::take(&mut self.links)
             .into_iter()
             .partition(|l| found.iter().any(|i| i.name == l.name && i.index == l.index));
@@ -207,6 +215,15 @@ impl Driver {
             let addrs: Vec<IpAddr> = (iface.v4.iter().take(MAX_ADDRS).map(|a| IpAddr::V4(*a)))
                 .chain(iface.v6.iter().take(MAX_ADDRS).map(|a| IpAddr::V6(*a)))
                 .collect();
+            let nets: Vec<crate::endpoint::IfNet> = self
+                .nets
+                .iter()
+                .filter(|n| *n.ifname == *iface.name)
+                .cloned()
+                .collect();
+            if let Some(l) = self.links.iter_mut().find(|l| l.index == iface.index) {
+                l.nets = nets.clone();
+            }
             let at = self.links.iter().position(|l| l.index == iface.index);
             let i = match at {
                 Some(i) if self.links[i].addrs == addrs => continue,
@@ -220,6 +237,7 @@ impl Driver {
                         name: iface.name.clone(),
                         index: iface.index,
                         addrs: Vec::new(),
+                        nets,
                         responder: Responder::new(seed),
                         querier: Querier::new(self.arpx.clone(), now, seed.rotate_left(17)),
                     });
@@ -259,6 +277,13 @@ impl Driver {
         let Some(link) = self.links.iter_mut().find(|l| l.index == ifindex) else {
             return;
         };
+        if !on_link(from.ip(), &link.nets) {
+            log_debug!(
+                "discovery: mDNS packet from {from} on {} ignored: not from the link",
+                link.name
+            );
+            return;
+        }
         let packet = match Packet::decode(bytes) {
             Ok(p) => p,
             Err(e) => {
@@ -394,6 +419,22 @@ impl Driver {
     }
 }
 
+/// RFC 6762 §11: mDNS is link-local, and a packet whose source is not
+/// on the link (a unicast query routed in from elsewhere, a spoofed
+/// source to reflect answers at) is not answered or believed. On the
+/// link: an IPv6 link-local source, or one inside a subnet of the link.
+fn on_link(from: IpAddr, nets: &[crate::endpoint::IfNet]) -> bool {
+    let from = match from {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None if v6.segments()[0] & 0xffc0 == 0xfe80 => return true,
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    };
+    nets.iter().any(|n| n.holds(from))
+}
+
 fn send(sockets: &MdnsSockets, index: u32, addrs: &[IpAddr], link: &str, t: Transmit) {
     let bytes = t.packet.encode();
     if bytes.len() > MAX_MESSAGE {
@@ -420,5 +461,49 @@ fn send(sockets: &MdnsSockets, index: u32, addrs: &[IpAddr], link: &str, t: Tran
     };
     if let Err(e) = result {
         log_debug!("discovery: mDNS send on {link}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::IfNet;
+
+    fn net(addr: &str, len: u8) -> IfNet {
+        IfNet {
+            ifname: "br-lan".into(),
+            addr: addr.parse().unwrap(),
+            len,
+            loopback: false,
+        }
+    }
+
+    #[test]
+    fn only_sources_on_the_link_are_heard() {
+        let nets = [
+            net("192.0.2.1", 24),
+            net("2001:db8:1::1", 64),
+            net("fe80::1", 64),
+        ];
+        for ok in [
+            "192.0.2.77",
+            "2001:db8:1::9",
+            "fe80::42",
+            "::ffff:192.0.2.5",
+        ] {
+            assert!(on_link(ok.parse().unwrap(), &nets), "{ok}");
+        }
+        for off in [
+            "198.51.100.7",
+            "2001:db8:2::9",
+            "::ffff:203.0.113.1",
+            "192.0.3.1",
+        ] {
+            assert!(!on_link(off.parse().unwrap(), &nets), "{off}");
+        }
+        // A link with no subnet (no IPv4 address yet) hears IPv6
+        // link-local sources only.
+        assert!(on_link("fe80::42".parse().unwrap(), &[]));
+        assert!(!on_link("192.0.2.77".parse().unwrap(), &[]));
     }
 }
