@@ -1,6 +1,8 @@
-//! Domain CA and router certificates (X.509, Ed25519 everywhere), made
-//! with rcgen and signed by our own Ed25519 keys (the PKCS#8 v1 files of
-//! [`crate::identity`]).
+//! Domain CA and router certificates (X.509, Ed25519 everywhere), written
+//! with our own DER writer ([`crate::der::write`], the structure in
+//! `build`) and signed by our own Ed25519 keys (the PKCS#8 v1 files of
+//! [`crate::identity`]). rcgen made them until it proved to be 26 KiB of
+//! the router binary for three fixed shapes; the output is unchanged.
 //!
 //! - A domain CA is self-signed: CN = the domain, basicConstraints CA
 //!   (path length 0: it signs routers directly), keyUsage certSign.
@@ -14,15 +16,18 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue,
-    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyUsagePurpose, SanType, SerialNumber,
-};
+use ed25519_dalek::{SigningKey, VerifyingKey};
 
+use crate::der::write::WriteError;
 use crate::identity::{fill_random, Fingerprint};
 use crate::pem;
 use crate::x509::{self, CertReadError, PublicKey};
+
+mod build;
+#[cfg(test)]
+mod compat_tests;
+
+use build::{Role, Tbs, COMMON_NAME, ORGANIZATION};
 
 /// Default lifetime of a domain CA certificate (`--days`).
 pub const CA_DAYS: u32 = 3650;
@@ -31,6 +36,13 @@ pub const ROUTER_DAYS: u32 = 1095;
 /// Certificates start one hour in the past, so a peer whose clock is a
 /// little behind accepts a certificate issued just now.
 const BACKDATE_S: u64 = 3600;
+/// The validity of [`self_signed`]: 1975-01-01 to 4096-01-01, what rcgen
+/// wrote by default (a pin does not expire, and the same key must keep
+/// giving the same certificate).
+const SELF_SIGNED_VALIDITY: Validity = Validity {
+    not_before: 157_766_400,
+    not_after: 67_090_118_400,
+};
 
 /// Why a certificate could not be made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,12 +62,8 @@ pub enum CertError {
         certificate: Option<Fingerprint>,
         key: Fingerprint,
     },
-    /// The CA's subject cannot be written again exactly (multi-valued
-    /// RDNs, repeated or unusual string types): a certificate naming it as
-    /// issuer would not chain.
-    IssuerName(String),
-    /// rcgen refused the parameters.
-    Generate(String),
+    /// A value X.509 cannot carry (a validity after the year 9999).
+    Encode(WriteError),
     /// The issued certificate does not verify against the CA (a bug or an
     /// unusual CA certificate; nothing is written).
     DoesNotChain(String),
@@ -85,8 +93,7 @@ impl fmt::Display for CertError {
                     "the CA certificate's key is not Ed25519, so it is not the CA key ({key})"
                 ),
             },
-            CertError::IssuerName(why) => write!(f, "the CA certificate's subject {why}"),
-            CertError::Generate(e) => write!(f, "cannot generate the certificate: {e}"),
+            CertError::Encode(e) => write!(f, "cannot write the certificate: {e}"),
             CertError::DoesNotChain(e) => {
                 write!(
                     f,
@@ -100,9 +107,9 @@ impl fmt::Display for CertError {
 
 impl std::error::Error for CertError {}
 
-impl From<rcgen::Error> for CertError {
-    fn from(e: rcgen::Error) -> Self {
-        CertError::Generate(e.to_string())
+impl From<WriteError> for CertError {
+    fn from(e: WriteError) -> Self {
+        CertError::Encode(e)
     }
 }
 
@@ -121,12 +128,6 @@ impl Validity {
             not_before: now.saturating_sub(BACKDATE_S),
             not_after: now + u64::from(days) * 86400,
         }
-    }
-
-    fn apply(&self, params: &mut CertificateParams) {
-        let epoch = rcgen::date_time_ymd(1970, 1, 1);
-        params.not_before = epoch + Duration::from_secs(self.not_before);
-        params.not_after = epoch + Duration::from_secs(self.not_after);
     }
 }
 
@@ -177,67 +178,17 @@ fn check_label(l: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Our Ed25519 key as rcgen's signer.
-struct Ed25519Signer<'a> {
-    key: &'a SigningKey,
-    public: [u8; 32],
-}
-
-impl<'a> Ed25519Signer<'a> {
-    fn new(key: &'a SigningKey) -> Self {
-        Ed25519Signer {
-            key,
-            public: key.verifying_key().to_bytes(),
-        }
-    }
-}
-
-impl rcgen::PublicKeyData for Ed25519Signer<'_> {
-    fn der_bytes(&self) -> &[u8] {
-        &self.public
-    }
-
-    fn algorithm(&self) -> &'static rcgen::SignatureAlgorithm {
-        &rcgen::PKCS_ED25519
-    }
-}
-
-impl rcgen::SigningKey for Ed25519Signer<'_> {
-    fn sign(&self, msg: &[u8]) -> Result<Vec<u8>, rcgen::Error> {
-        Ok(self.key.sign(msg).to_bytes().to_vec())
-    }
-}
-
-/// A subject's public key only (issue-router `--pubkey`).
-struct Ed25519Public([u8; 32]);
-
-impl rcgen::PublicKeyData for Ed25519Public {
-    fn der_bytes(&self) -> &[u8] {
-        &self.0
-    }
-
-    fn algorithm(&self) -> &'static rcgen::SignatureAlgorithm {
-        &rcgen::PKCS_ED25519
-    }
-}
-
-fn random_serial() -> Result<SerialNumber, CertError> {
+/// 16 random bytes, positive and never shorter as an INTEGER.
+fn random_serial() -> Result<[u8; 16], CertError> {
     let mut b = [0u8; 16];
     fill_random(&mut b).map_err(|_| CertError::Random)?;
+    Ok(serial_from(b))
+}
+
+fn serial_from(mut b: [u8; 16]) -> [u8; 16] {
     b[0] &= 0x7f; // a positive INTEGER
     b[0] |= 0x01; // and never a shorter one
-    Ok(SerialNumber::from_slice(&b))
-}
-
-fn dns(name: &str) -> Result<SanType, CertError> {
-    Ok(SanType::DnsName(name.try_into()?))
-}
-
-/// rcgen's defaults, less its placeholder CN ("rcgen self signed cert").
-fn params_without_name() -> CertificateParams {
-    let mut params = CertificateParams::default();
-    params.distinguished_name = DistinguishedName::new();
-    params
+    b
 }
 
 /// A domain CA certificate (DER) for `domain`, self-signed by `ca_key`.
@@ -247,19 +198,26 @@ pub fn init_domain(
     validity: Validity,
 ) -> Result<Vec<u8>, CertError> {
     check_domain(domain)?;
-    let mut params = params_without_name();
-    params
-        .distinguished_name
-        .push(DnType::OrganizationName, "agentd domain CA");
-    params.distinguished_name.push(DnType::CommonName, domain);
-    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    params.serial_number = Some(random_serial()?);
-    validity.apply(&mut params);
-    Ok(params
-        .self_signed(&Ed25519Signer::new(ca_key))?
-        .der()
-        .to_vec())
+    domain_ca(domain, ca_key, validity, &random_serial()?)
+}
+
+fn domain_ca(
+    domain: &str,
+    ca_key: &SigningKey,
+    validity: Validity,
+    serial: &[u8; 16],
+) -> Result<Vec<u8>, CertError> {
+    let name = build::name(&[(ORGANIZATION, "agentd domain CA"), (COMMON_NAME, domain)]);
+    let tbs = Tbs {
+        serial,
+        issuer: &name,
+        not_before: validity.not_before,
+        not_after: validity.not_after,
+        subject: &name,
+        key: &ca_key.verifying_key().to_bytes(),
+        role: Role::Ca,
+    };
+    Ok(build::signed(&tbs, ca_key)?)
 }
 
 /// A router certificate (DER) for `router_id` and its identity key,
@@ -273,115 +231,98 @@ pub fn issue_router(
     router_key: &VerifyingKey,
     validity: Validity,
 ) -> Result<Vec<u8>, CertError> {
+    issue(
+        ca_key,
+        ca_cert,
+        router_id,
+        domain,
+        router_key,
+        validity,
+        random_serial,
+    )
+}
+
+/// [`issue_router`] with the serial from `serial` (the tests' is fixed).
+fn issue(
+    ca_key: &SigningKey,
+    ca_cert: &[u8],
+    router_id: &str,
+    domain: Option<&str>,
+    router_key: &VerifyingKey,
+    validity: Validity,
+    serial: impl FnOnce() -> Result<[u8; 16], CertError>,
+) -> Result<Vec<u8>, CertError> {
     check_router_id(router_id)?;
     let ca = x509::read(ca_cert).map_err(CertError::Read)?;
     if !ca.is_ca {
         return Err(CertError::NotCa);
     }
-    let ca_fp = Fingerprint::of(&ca_key.verifying_key());
-    if ca.key != PublicKey::Ed25519(ca_key.verifying_key().to_bytes()) {
+    let ca_public = ca_key.verifying_key().to_bytes();
+    if ca.key != PublicKey::Ed25519(ca_public) {
         return Err(CertError::CaKeyMismatch {
             certificate: ca.key.fingerprint(),
-            key: ca_fp,
+            key: Fingerprint::of(&ca_key.verifying_key()),
         });
     }
-    let mut names = vec![dns(router_id)?];
+    let mut names = vec![router_id.to_string()];
     if let Some(d) = domain.filter(|d| !d.is_empty()) {
         check_domain(d)?;
-        names.push(dns(&format!("{router_id}.{d}"))?);
+        names.push(format!("{router_id}.{d}"));
     }
-    let mut issuer_params = CertificateParams::default();
-    issuer_params.distinguished_name = issuer_name(&ca.subject)?;
-    issuer_params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
-    let issuer = Issuer::from_params(&issuer_params, Ed25519Signer::new(ca_key));
-
-    let mut params = CertificateParams::default();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, router_id);
-    params.subject_alt_names = names;
-    params.is_ca = IsCa::ExplicitNoCa;
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
-    params.use_authority_key_identifier_extension = true;
-    params.serial_number = Some(random_serial()?);
     // A router certificate outliving its CA would only fail later.
     let validity = Validity {
         not_after: validity.not_after.min(ca.not_after.max(0) as u64),
         ..validity
     };
-    validity.apply(&mut params);
-    let der = params
-        .signed_by(&Ed25519Public(router_key.to_bytes()), &issuer)?
-        .der()
-        .to_vec();
+    let serial = serial()?;
+    let subject = build::name(&[(COMMON_NAME, router_id)]);
+    let tbs = Tbs {
+        serial: &serial,
+        // The CA's subject as it is, so the names match byte for byte
+        // whatever wrote the CA certificate.
+        issuer: &ca.subject_der,
+        not_before: validity.not_before,
+        not_after: validity.not_after,
+        subject: &subject,
+        key: &router_key.to_bytes(),
+        role: Role::Router {
+            dns_names: &names,
+            authority: Some(build::key_id(&ca_public)),
+        },
+    };
+    let der = build::signed(&tbs, ca_key)?;
     let at = UNIX_EPOCH + Duration::from_secs(validity.not_before.max(ca.not_before.max(0) as u64));
     crate::tls::verify_issued(ca_cert, &der, router_id, at)
         .map_err(|e| CertError::DoesNotChain(e.to_string()))?;
     Ok(der)
 }
 
-/// The CA's subject as rcgen writes it again, byte for byte; refused
-/// where that is not possible (the issued certificate would not chain).
-fn issuer_name(subject: &x509::Name) -> Result<DistinguishedName, CertError> {
-    if subject.multi_valued {
-        return Err(CertError::IssuerName("has a multi-valued RDN".into()));
-    }
-    let mut dn = DistinguishedName::new();
-    for a in &subject.attrs {
-        let ty = DnType::from_oid(&a.oid);
-        if dn.get(&ty).is_some() {
-            return Err(CertError::IssuerName(format!(
-                "repeats attribute {}",
-                crate::der::oid_text(&a.oid)
-            )));
-        }
-        let text = || {
-            String::from_utf8(a.value.clone())
-                .map_err(|_| CertError::IssuerName("has a string that is not text".into()))
-        };
-        let value = match a.tag {
-            0x0c => DnValue::Utf8String(text()?),
-            0x13 => DnValue::PrintableString(text()?.try_into()?),
-            0x16 => DnValue::Ia5String(text()?.try_into()?),
-            0x14 => DnValue::TeletexString(text()?.try_into()?),
-            other => {
-                return Err(CertError::IssuerName(format!(
-                    "uses string type 0x{other:02x}"
-                )))
-            }
-        };
-        dn.push(ty, value);
-    }
-    Ok(dn)
-}
-
 /// A self-signed certificate (DER) for `router_id` from its identity key:
 /// what a router without `router_cert` presents (peers pin the key; the
-/// validity is the widest X.509 allows, since a pin does not expire).
+/// validity is fixed, 1975 to 4096, since a pin does not expire and the
+/// same key must give the same certificate).
 pub fn self_signed(key: &SigningKey, router_id: &str) -> Result<Vec<u8>, CertError> {
     check_router_id(router_id)?;
-    let mut params = CertificateParams::default();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, router_id);
-    params.subject_alt_names = vec![dns(router_id)?];
-    params.is_ca = IsCa::ExplicitNoCa;
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
+    let public = key.verifying_key().to_bytes();
     // A fixed serial derived from the key: the same key gives the same
     // certificate on every start.
-    let fp = Fingerprint::of(&key.verifying_key()).0;
-    let mut serial = fp[..16].to_vec();
-    serial[0] = (serial[0] & 0x7f) | 0x01;
-    params.serial_number = Some(SerialNumber::from_slice(&serial));
-    Ok(params.self_signed(&Ed25519Signer::new(key))?.der().to_vec())
+    let mut serial = [0u8; 16];
+    serial.copy_from_slice(&Fingerprint::of_raw(&public).0[..16]);
+    let name = build::name(&[(COMMON_NAME, router_id)]);
+    let names = [router_id.to_string()];
+    let tbs = Tbs {
+        serial: &serial_from(serial),
+        issuer: &name,
+        not_before: SELF_SIGNED_VALIDITY.not_before,
+        not_after: SELF_SIGNED_VALIDITY.not_after,
+        subject: &name,
+        key: &public,
+        role: Role::Router {
+            dns_names: &names,
+            authority: None,
+        },
+    };
+    Ok(build::signed(&tbs, key)?)
 }
 
 /// PEM text of a DER certificate.
@@ -392,6 +333,14 @@ pub fn cert_pem(der: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa};
+
+    /// rcgen's defaults, less its placeholder CN ("rcgen self signed cert").
+    fn params_without_name() -> CertificateParams {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = DistinguishedName::new();
+        params
+    }
 
     #[test]
     fn names_are_checked_before_anything_is_signed() {

@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+pub mod write;
+
 /// Why DER bytes were refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DerError {
@@ -126,6 +128,14 @@ impl<'a> Reader<'a> {
             });
         }
         Ok(tlv.value)
+    }
+
+    /// The next element whole (tag and length too), which must have tag
+    /// `tag`: what is copied into another structure byte for byte.
+    pub fn expect_whole(&mut self, tag: u8) -> Result<&'a [u8], DerError> {
+        let before = self.rest;
+        self.expect(tag)?;
+        Ok(&before[..before.len() - self.rest.len()])
     }
 
     /// The next element's value if it has tag `tag`; nothing consumed otherwise.

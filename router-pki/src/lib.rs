@@ -5,8 +5,8 @@
 //! | module | what |
 //! | --- | --- |
 //! | [`identity`] | the Ed25519 identity key file (PKCS#8 v1 PEM, 0600, created once, never replaced), `ed25519:B64` public keys, `sha256:` [`Fingerprint`]s |
-//! | [`pem`], [`der`], [`x509`] | bounded readers: PEM blocks, DER, a certificate's subject/issuer/validity/SANs/key |
-//! | `cert` (feature `tls`) | rcgen: [`cert::init_domain`] (domain CA), [`cert::issue_router`], [`cert::self_signed`] |
+//! | [`pem`], [`der`], [`x509`] | bounded readers: PEM blocks, DER, a certificate's subject/issuer/validity/SANs/key; [`der::write`], the writer `cert` uses |
+//! | `cert` (feature `tls`) | [`cert::init_domain`] (domain CA), [`cert::issue_router`], [`cert::self_signed`] |
 //! | `tls` (feature `tls`) | the trust rule ([`tls::Trust`]: pin, else domain CA + dNSName router_id), rustls [`tls::server_config`] / [`tls::client_config`] (TLS 1.3, ring, mutual auth), [`tls::peer_identity`] of a finished handshake |
 //! | `router` (feature `tls`) | [`RouterIdentity::load`]: the key plus the certificate presented (`router_cert` or self-signed) |
 //!

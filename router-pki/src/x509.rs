@@ -134,6 +134,9 @@ fn string_value(tag: u8, value: &[u8]) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
     pub subject: Name,
+    /// The subject's DER, whole: a certificate this one issues names it
+    /// as issuer byte for byte (name matching compares the bytes).
+    pub subject_der: Vec<u8>,
     pub issuer: Name,
     /// Validity, Unix seconds.
     pub not_before: i64,
@@ -214,7 +217,8 @@ pub fn read(cert: &[u8]) -> Result<Summary, CertReadError> {
     let not_before = der::time(validity.read()?)?;
     let not_after = der::time(validity.read()?)?;
     validity.finish()?;
-    let subject = name(t.expect(der::SEQUENCE)?)?;
+    let subject_der = t.expect_whole(der::SEQUENCE)?;
+    let subject = name(Reader::new(subject_der).expect(der::SEQUENCE)?)?;
     let key = spki(t.expect(der::SEQUENCE)?)?;
     t.optional(0x81)?; // issuerUniqueID
     t.optional(0x82)?; // subjectUniqueID
@@ -241,6 +245,7 @@ pub fn read(cert: &[u8]) -> Result<Summary, CertReadError> {
     t.finish()?;
     Ok(Summary {
         subject,
+        subject_der: subject_der.to_vec(),
         issuer,
         not_before,
         not_after,
