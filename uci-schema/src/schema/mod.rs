@@ -4,7 +4,7 @@
 //! its value kind, default, range and a line of documentation. The typed
 //! [`Config`](crate::Config) reads through this table (defaults and ranges
 //! come from here, nowhere else), `agentd --check-config` validates with
-//! it, and [`defaults_doc`](crate::defaults_doc) renders it as the
+//! it, and `defaults_doc` (feature `docs`) renders it as the
 //! reference page — so the three cannot drift apart.
 
 mod check;
@@ -30,6 +30,20 @@ pub struct SectionSpec {
     pub canonical_name: &'static str,
     pub doc: &'static str,
     pub options: &'static [OptionSpec],
+}
+
+/// The help text of a section or option, as the table is built: the
+/// text itself with the `docs` feature, else empty. Only this crate's
+/// generators read it (the reference page, the feed's commented config,
+/// LuCI's `schema.js`: all written by its tests); the daemons never show
+/// it, and in their binary it was ~18 KB of a router's flash. Evaluated
+/// at compile time, so without the feature the text is not in the file.
+pub const fn doc_text(text: &'static str) -> &'static str {
+    if cfg!(feature = "docs") {
+        text
+    } else {
+        ""
+    }
 }
 
 /// One option of a section type.

@@ -5,7 +5,7 @@
 //! durations are seconds). "Unlimited" bounds are `18446744073709551615`
 //! (2^64-1): zero is always a real value, never "unset".
 
-use super::{DefaultValue, Kind, OptionSpec, SectionSpec};
+use super::{doc_text, DefaultValue, Kind, OptionSpec, SectionSpec};
 use crate::enums::{
     Action, Admission, Auth, Effect, HealthCheck, Ipv6Mode, LogLevel, ProofLevel, Protocol,
     RelayMode, RouteSource,
@@ -26,7 +26,7 @@ const fn spec(
         list: false,
         default,
         empty: None,
-        doc,
+        doc: doc_text(doc),
     }
 }
 
@@ -88,14 +88,14 @@ const fn list(
         list: true,
         default: DefaultValue::Items(items),
         empty: None,
-        doc,
+        doc: doc_text(doc),
     }
 }
 
 impl OptionSpec {
     /// Also accept `''`, meaning `means`.
     const fn or_empty(mut self, means: &'static str) -> OptionSpec {
-        self.empty = Some(means);
+        self.empty = Some(doc_text(means));
         self
     }
 }
@@ -357,17 +357,17 @@ const CLOUD: &[OptionSpec] = &[
 /// Every section type of `/etc/config/agentd`, in documentation order.
 #[rustfmt::skip]
 pub static SECTIONS: &[SectionSpec] = &[
-    SectionSpec { ty: "agentd", many: false, canonical_name: "main", doc: "Routing service: identity, leases, limits, health checks.", options: AGENTD },
-    SectionSpec { ty: "gateway", many: false, canonical_name: "gateway", doc: "agent-gw: listeners, authentication, limits, tasks and streams.", options: GATEWAY },
-    SectionSpec { ty: "arpx", many: false, canonical_name: "arpx", doc: "Inter-router route exchange.", options: ARPX },
-    SectionSpec { ty: "discovery", many: false, canonical_name: "discovery", doc: "mDNS/DNS-SD discovery and admission of routers.", options: DISCOVERY },
-    SectionSpec { ty: "peer", many: true, canonical_name: "", doc: "A static peer router. At most 512 enabled (agentd sends agent-gw the peer list whole); agentd refuses more.", options: PEER },
-    SectionSpec { ty: "tenant", many: true, canonical_name: "", doc: "A tenant: JWT keys and rate limits.", options: TENANT },
-    SectionSpec { ty: "agent", many: true, canonical_name: "", doc: "Pins an origin to source networks or a key (route ownership, docs/trust-model.md).", options: AGENT },
-    SectionSpec { ty: "rule", many: true, canonical_name: "", doc: "A policy rule: match, verdict, constraints, score weights. All enabled rules together must encode to at most 128 KiB (agentd ships the policy to agent-gw in one IPC frame), about 900 rules with 100-byte patterns; agentd refuses a larger policy.", options: RULE },
-    SectionSpec { ty: "route", many: true, canonical_name: "", doc: "A static route (never expires).", options: ROUTE },
-    SectionSpec { ty: "mapping", many: true, canonical_name: "", doc: "An MCP tool or A2A skill backed by a capability.", options: MAPPING },
-    SectionSpec { ty: "ipv6", many: false, canonical_name: "ipv6", doc: "Per-agent IPv6 /128 addresses.", options: IPV6 },
-    SectionSpec { ty: "relay", many: false, canonical_name: "relay", doc: "NAT relay.", options: RELAY },
-    SectionSpec { ty: "cloud", many: false, canonical_name: "cloud", doc: "Optional cloud connector.", options: CLOUD },
+    SectionSpec { ty: "agentd", many: false, canonical_name: "main", doc: doc_text("Routing service: identity, leases, limits, health checks."), options: AGENTD },
+    SectionSpec { ty: "gateway", many: false, canonical_name: "gateway", doc: doc_text("agent-gw: listeners, authentication, limits, tasks and streams."), options: GATEWAY },
+    SectionSpec { ty: "arpx", many: false, canonical_name: "arpx", doc: doc_text("Inter-router route exchange."), options: ARPX },
+    SectionSpec { ty: "discovery", many: false, canonical_name: "discovery", doc: doc_text("mDNS/DNS-SD discovery and admission of routers."), options: DISCOVERY },
+    SectionSpec { ty: "peer", many: true, canonical_name: "", doc: doc_text("A static peer router. At most 512 enabled (agentd sends agent-gw the peer list whole); agentd refuses more."), options: PEER },
+    SectionSpec { ty: "tenant", many: true, canonical_name: "", doc: doc_text("A tenant: JWT keys and rate limits."), options: TENANT },
+    SectionSpec { ty: "agent", many: true, canonical_name: "", doc: doc_text("Pins an origin to source networks or a key (route ownership, docs/trust-model.md)."), options: AGENT },
+    SectionSpec { ty: "rule", many: true, canonical_name: "", doc: doc_text("A policy rule: match, verdict, constraints, score weights. All enabled rules together must encode to at most 128 KiB (agentd ships the policy to agent-gw in one IPC frame), about 900 rules with 100-byte patterns; agentd refuses a larger policy."), options: RULE },
+    SectionSpec { ty: "route", many: true, canonical_name: "", doc: doc_text("A static route (never expires)."), options: ROUTE },
+    SectionSpec { ty: "mapping", many: true, canonical_name: "", doc: doc_text("An MCP tool or A2A skill backed by a capability."), options: MAPPING },
+    SectionSpec { ty: "ipv6", many: false, canonical_name: "ipv6", doc: doc_text("Per-agent IPv6 /128 addresses."), options: IPV6 },
+    SectionSpec { ty: "relay", many: false, canonical_name: "relay", doc: doc_text("NAT relay."), options: RELAY },
+    SectionSpec { ty: "cloud", many: false, canonical_name: "cloud", doc: doc_text("Optional cloud connector."), options: CLOUD },
 ];
