@@ -58,6 +58,21 @@ SETTINGS = {
 # .rela.dyn, which the loader also reads at every start.
 RELR_FLAG = "-Clink-arg=-Wl,-z,pack-relative-relocs"
 
+# And, also from that Makefile: the cargo registry's directory taken out
+# of the source paths that panic locations carry, so that a router's
+# flash holds `hashbrown-0.16.1/src/raw/mod.rs`, not the build host's
+# cargo home before it (261 paths, ~16 KiB here; the same bytes from
+# every build host, as reproducible builds want). The index directory's
+# name is fixed by cargo (since 1.85) for crates.io; should it change,
+# the first, general prefix still applies (rustc takes the last match).
+REGISTRY_INDEX = "index.crates.io-1949cf8c6b5b557f"
+
+
+def remap_flags() -> list:
+    home = Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
+    src = home / "registry" / "src"
+    return [f"--remap-path-prefix={src}=", f"--remap-path-prefix={src / REGISTRY_INDEX}="]
+
 
 def relr_supported() -> bool:
     """Whether the host toolchain links DT_RELR and its loader runs it:
@@ -86,12 +101,13 @@ def main() -> int:
         relr = relr_supported()
         cmd = ["cargo", "build", "--locked", "--profile", PROFILE, "-p", SUITE, "--bins"]
         env = dict(os.environ)
+        flags = env.get("RUSTFLAGS", "").split() + remap_flags()
         if relr:
-            flags = env.get("RUSTFLAGS", "").split()
-            env["RUSTFLAGS"] = " ".join(flags + [RELR_FLAG])
+            flags.append(RELR_FLAG)
         else:
             print("router_build: the host toolchain cannot link DT_RELR; building without it", file=sys.stderr)
-        print(("RUSTFLAGS=" + repr(env["RUSTFLAGS"]) + " " if relr else "") + "$ " + " ".join(cmd), file=sys.stderr)
+        env["RUSTFLAGS"] = " ".join(flags)
+        print("RUSTFLAGS=" + repr(env["RUSTFLAGS"]) + " $ " + " ".join(cmd), file=sys.stderr)
         subprocess.run(cmd, cwd=REPO, check=True, stdin=subprocess.DEVNULL, env=env)
     path = OUT / SUITE
     if not path.is_file():
