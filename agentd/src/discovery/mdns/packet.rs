@@ -4,7 +4,6 @@
 //! label is free UTF-8 text: spaces, dots, parentheses) and compare
 //! without regard to ASCII case, as RFC 6762 §16 asks.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -345,7 +344,7 @@ impl Packet {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer {
             out: Vec::with_capacity(512),
-            suffixes: HashMap::new(),
+            suffixes: Vec::new(),
         };
         w.u16(self.id);
         w.u16(self.flags);
@@ -488,10 +487,12 @@ fn read_data(buf: &[u8], rtype: u16, at: usize, end: usize) -> Result<Data, Wire
 
 /// The message being written and where each name suffix already in it
 /// starts (lower-cased wire form, so "Foo.local" and "foo.local" share
-/// one copy, as §16 lets them).
+/// one copy, as §16 lets them). A list, searched in full: a message we
+/// write holds a few dozen suffixes, and a map type of its own would
+/// cost the router binary more code than the search costs time.
 struct Writer {
     out: Vec<u8>,
-    suffixes: HashMap<Box<[u8]>, u16>,
+    suffixes: Vec<(Box<[u8]>, u16)>,
 }
 
 impl Writer {
@@ -510,14 +511,14 @@ impl Writer {
             if len == 0 {
                 break;
             }
-            if let Some(&to) = self.suffixes.get(&lower[at..]) {
-                self.u16(0xc000 | to);
+            if let Some((_, to)) = self.suffixes.iter().find(|(s, _)| **s == lower[at..]) {
+                self.u16(0xc000 | *to);
                 return;
             }
             let offset = self.out.len();
             if let Ok(offset) = u16::try_from(offset) {
                 if usize::from(offset) <= MAX_POINTER {
-                    self.suffixes.insert(lower[at..].into(), offset);
+                    self.suffixes.push((lower[at..].into(), offset));
                 }
             }
             let next = (at + 1 + usize::from(len)).min(wire.len());

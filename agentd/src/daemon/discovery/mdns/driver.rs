@@ -6,7 +6,6 @@
 //! tell sooner, but a router's LAN addresses rarely move and this keeps
 //! the task to one kind of source).
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -51,7 +50,9 @@ struct Driver {
     /// Every subnet of this machine, by interface.
     nets: Vec<crate::endpoint::IfNet>,
     /// Instances reported, by full name: per link, what it resolved to.
-    seen: HashMap<String, Vec<(u32, Resolved)>>,
+    /// A list (each link's querier holds at most 64 instances): a map
+    /// type of its own costs more code than the search costs time.
+    seen: Vec<(String, Vec<(u32, Resolved)>)>,
     events: Vec<MdnsEvent>,
     arpx: Name,
     sdk: Name,
@@ -96,7 +97,7 @@ pub async fn run(
         alias_given: false,
         own: Vec::new(),
         nets: Vec::new(),
-        seen: HashMap::new(),
+        seen: Vec::new(),
         events: Vec::new(),
         arpx: name(ARPX_SERVICE),
         sdk: name(SDK_SERVICE),
@@ -206,7 +207,7 @@ impl Driver {
         for link in gone {
             sockets.leave(link.index);
             log_debug!("discovery: mDNS left {}", link.name);
-            let names: Vec<String> = self.seen.keys().cloned().collect();
+            let names: Vec<String> = self.seen.iter().map(|(n, _)| n.clone()).collect();
             for fullname in names {
                 self.forget(link.index, fullname);
             }
@@ -382,7 +383,14 @@ impl Driver {
             addresses: r.addresses,
             txt: r.txt,
         };
-        let links = self.seen.entry(full).or_default();
+        let at = match self.seen.iter().position(|(n, _)| *n == full) {
+            Some(at) => at,
+            None => {
+                self.seen.push((full, Vec::new()));
+                self.seen.len() - 1
+            }
+        };
+        let links = &mut self.seen[at].1;
         links.retain(|(i, _)| *i != index);
         links.push((index, entry.clone()));
         // One instance seen on several links: the latest record, every
@@ -399,12 +407,13 @@ impl Driver {
     }
 
     fn forget(&mut self, index: u32, fullname: String) {
-        let Some(links) = self.seen.get_mut(&fullname) else {
+        let Some(at) = self.seen.iter().position(|(n, _)| *n == fullname) else {
             return;
         };
+        let links = &mut self.seen[at].1;
         links.retain(|(i, _)| *i != index);
         if links.is_empty() {
-            self.seen.remove(&fullname);
+            self.seen.swap_remove(at);
             self.events.push(MdnsEvent::Removed { fullname });
         }
     }

@@ -231,6 +231,9 @@ impl MdnsStart {
             .map_err(|e| format!("mDNS needs the daemon's runtime: {e}"))?;
         let _entered = handle.enter();
         let sockets = socket::MdnsSockets::open()?;
+        if let Some(why) = sockets.left_out() {
+            crate::log_warn!("discovery: mDNS on one address family only: {why}");
+        }
         handle.spawn(driver::run(
             sockets,
             self.interfaces,
