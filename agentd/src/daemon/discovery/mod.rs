@@ -476,9 +476,7 @@ impl Discovery {
     pub fn event(&mut self, ev: MdnsEvent, now: Millis) -> bool {
         match ev {
             MdnsEvent::Resolved(r) => {
-                let record = match Record::from_pairs(
-                    r.txt.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
-                ) {
+                let record = match Record::from_rdata(&r.txt) {
                     Ok(rec) => rec,
                     Err(e) => {
                         self.records_invalid += 1;

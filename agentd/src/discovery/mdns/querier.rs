@@ -26,9 +26,10 @@ pub struct Resolved {
     pub port: u16,
     /// IPv4 first, then IPv6, each in ascending order.
     pub addresses: Vec<IpAddr>,
-    /// TXT strings as key and optional value (RFC 6763 §6.3: a string
-    /// without `=` is a key with no value; empty strings skipped).
-    pub txt: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// The TXT record's data as on the wire (length-prefixed strings):
+    /// what it says is for the record's own bounded decoder
+    /// (`discovery::record::Record::from_rdata`).
+    pub txt: Vec<u8>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -548,7 +549,7 @@ impl Querier {
 
     fn resolution(&self, instance: &Name) -> Option<Resolved> {
         let (port, target) = self.best_srv(instance)?;
-        let txt = parse_txt(self.txt(instance)?);
+        let txt = self.txt(instance)?.to_vec();
         let addresses = self.addresses(target);
         (!addresses.is_empty()).then(|| Resolved {
             instance: instance.clone(),
@@ -704,29 +705,6 @@ fn data_len(data: &Data) -> usize {
         Data::Srv { target, .. } => 6 + target.wire().len(),
         Data::Txt(raw) | Data::Other(raw) => raw.len(),
     }
-}
-
-/// RFC 6763 §6.3–6.4: length-prefixed strings, key up to the first
-/// `=`. Strings with no key are ignored, and so is any later repeat of
-/// a key (keys compare without case); a truncated string ends the list.
-pub fn parse_txt(raw: &[u8]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-    let mut out: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-    let mut rest = raw;
-    while let Some((&len, tail)) = rest.split_first() {
-        let Some(string) = tail.get(..usize::from(len)) else {
-            break;
-        };
-        rest = &tail[string.len()..];
-        let (key, value) = match string.iter().position(|&b| b == b'=') {
-            Some(at) => (&string[..at], Some(string[at + 1..].to_vec())),
-            None => (string, None),
-        };
-        if key.is_empty() || out.iter().any(|(k, _)| k.eq_ignore_ascii_case(key)) {
-            continue;
-        }
-        out.push((key.to_vec(), value));
-    }
-    out
 }
 
 #[cfg(test)]

@@ -70,8 +70,8 @@ pub struct Resolved {
     pub fullname: String,
     pub port: u16,
     pub addresses: Vec<IpAddr>,
-    /// TXT strings as key and optional value bytes.
-    pub txt: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// The TXT record's data as on the wire.
+    pub txt: Vec<u8>,
 }
 
 /// What we announce.
