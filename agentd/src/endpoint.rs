@@ -486,6 +486,10 @@ pub struct IfNet {
     pub len: u8,
     /// The interface is a loopback interface.
     pub loopback: bool,
+    /// The interface is up and has carrier (`IFF_UP` and `IFF_RUNNING`).
+    pub up: bool,
+    /// The interface can multicast (`IFF_MULTICAST`).
+    pub multicast: bool,
 }
 
 impl IfNet {
@@ -536,11 +540,14 @@ pub fn local_addrs() -> LocalAddrs {
                     .to_string_lossy()
                     .into()
             };
+            let has = |flag: libc::c_int| ifa.ifa_flags & (flag as u32) != 0;
             out.nets.push(IfNet {
                 ifname,
                 addr: ip,
                 len,
-                loopback: ifa.ifa_flags & (libc::IFF_LOOPBACK as u32) != 0,
+                loopback: has(libc::IFF_LOOPBACK),
+                up: has(libc::IFF_UP) && has(libc::IFF_RUNNING),
+                multicast: has(libc::IFF_MULTICAST),
             });
         }
         if ifa.ifa_flags & (libc::IFF_BROADCAST as u32) != 0 {

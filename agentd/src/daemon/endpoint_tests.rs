@@ -226,6 +226,8 @@ fn linked_router() -> LocalAddrs {
         addr: addr.parse().unwrap(),
         len,
         loopback: ifname == "lo",
+        up: true,
+        multicast: true,
     };
     let nets = vec![
         net("lo", "127.0.0.1", 8),

@@ -10,6 +10,8 @@ fn net(ifname: &str, addr: &str, len: u8) -> crate::endpoint::IfNet {
         addr: ip(addr),
         len,
         loopback: ifname == "lo",
+        up: true,
+        multicast: true,
     }
 }
 

@@ -193,11 +193,11 @@ impl Driver {
     /// Reads the interfaces again: joins new ones, leaves vanished
     /// ones, and republishes where the addresses changed.
     fn rescan(&mut self, now: Millis, sockets: &MdnsSockets) {
-        let found: Vec<socket::Interface> = socket::interfaces(&self.wanted)
+        let local = crate::endpoint::local_addrs();
+        let found: Vec<socket::Interface> = socket::interfaces(&self.wanted, &local)
             .into_iter()
             .filter(|i| i.up && i.multicast)
             .collect();
-        let local = crate::endpoint::local_addrs();
         self.own = local.addrs;
         self.nets = local.nets;
         let (keep, gone): (Vec<Link>, Vec<Link>) = std::mem::take(&mut self.links)
@@ -484,6 +484,8 @@ mod tests {
             addr: addr.parse().unwrap(),
             len,
             loopback: false,
+            up: true,
+            multicast: true,
         }
     }
 

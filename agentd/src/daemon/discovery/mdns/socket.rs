@@ -17,7 +17,7 @@
 //! [`interfaces`] reads what the responder needs to know about the links
 //! it serves (index, state, addresses) in one `getifaddrs` pass.
 
-use std::ffi::{c_int, c_void, CStr, CString};
+use std::ffi::{c_int, c_void, CString};
 use std::future::poll_fn;
 use std::io;
 use std::mem::{size_of, size_of_val};
@@ -28,6 +28,8 @@ use std::task::{Context, Poll};
 
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
+
+use crate::endpoint::LocalAddrs;
 
 /// The mDNS IPv4 group (RFC 6762 §3).
 pub const GROUP_V4: Ipv4Addr = Ipv4Addr::new(224, 0, 0, 251);
@@ -42,9 +44,6 @@ pub const PORT: u16 = 5353;
 pub const MAX_ADDRS_PER_FAMILY: usize = 32;
 /// Most interface names [`interfaces`] looks up in one call.
 pub const MAX_INTERFACES: usize = 64;
-/// Most `getifaddrs` entries walked (the same bound as
-/// [`crate::endpoint::MAX_IF_ADDRS`]).
-const MAX_IF_ENTRIES: usize = crate::endpoint::MAX_IF_ADDRS;
 /// TTL / hop limit of everything we send: RFC 6762 §11 has receivers
 /// check it is 255, so an off-link sender cannot spoof a link's records.
 const HOP_LIMIT: c_int = 255;
@@ -705,72 +704,37 @@ pub struct Interface {
 }
 
 /// The interfaces named in `names` (first [`MAX_INTERFACES`] distinct
-/// names), in that order, read in one `getifaddrs` pass so that index,
-/// flags and addresses are one snapshot. A name with no interface is left
-/// out; so is everything when `getifaddrs` fails (nothing is known then).
-pub fn interfaces(names: &[String]) -> Vec<Interface> {
+/// names), in that order, from one reading of the interface addresses
+/// (`endpoint::local_addrs`, which the driver also takes our own
+/// addresses and subnets from). A name with no interface, or with no
+/// address to announce, is left out.
+pub fn interfaces(names: &[String], local: &LocalAddrs) -> Vec<Interface> {
     let mut out: Vec<Interface> = Vec::new();
     for name in names {
-        if out.len() >= MAX_INTERFACES {
-            break;
-        }
-        if out.iter().any(|i| &i.name == name) {
+        if out.len() >= MAX_INTERFACES || out.iter().any(|i| &i.name == name) {
             continue;
         }
-        if let Some(index) = if_index(name) {
-            out.push(Interface {
+        let nets = local.nets.iter().filter(|n| *n.ifname == **name);
+        let mut iface = match (if_index(name), nets.clone().next()) {
+            (Some(index), Some(first)) => Interface {
                 name: name.clone(),
                 index,
-                up: false,
-                multicast: false,
+                up: first.up,
+                multicast: first.multicast,
                 v4: Vec::new(),
                 v6: Vec::new(),
-            });
-        }
-    }
-    if out.is_empty() {
-        return out;
-    }
-    let mut found = vec![false; out.len()];
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs writes a list head we free below with freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Vec::new();
-    }
-    let mut cur = head;
-    for _ in 0..MAX_IF_ENTRIES {
-        if cur.is_null() {
-            break;
-        }
-        // SAFETY: `cur` is a node of the list getifaddrs returned.
-        let ifa = unsafe { &*cur };
-        cur = ifa.ifa_next;
-        if ifa.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: a non-null ifa_name is a NUL-terminated string owned by
-        // the list.
-        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }.to_bytes();
-        let Some(i) = out.iter().position(|i| i.name.as_bytes() == name) else {
-            continue;
+            },
+            _ => continue,
         };
-        found[i] = true;
-        let iface = &mut out[i];
-        let flags = ifa.ifa_flags;
-        let has = |f: c_int| flags & (f as u32) != 0;
-        iface.up = has(libc::IFF_UP) && has(libc::IFF_RUNNING);
-        iface.multicast = has(libc::IFF_MULTICAST);
-        // SAFETY: a non-null ifa_addr points at a sockaddr of its family.
-        match unsafe { sockaddr_ip(ifa.ifa_addr) } {
-            Some(IpAddr::V4(a)) if iface.v4.len() < MAX_ADDRS_PER_FAMILY => iface.v4.push(a),
-            Some(IpAddr::V6(a)) if iface.v6.len() < MAX_ADDRS_PER_FAMILY => iface.v6.push(a),
-            _ => {}
+        for n in nets {
+            match n.addr {
+                IpAddr::V4(a) if iface.v4.len() < MAX_ADDRS_PER_FAMILY => iface.v4.push(a),
+                IpAddr::V6(a) if iface.v6.len() < MAX_ADDRS_PER_FAMILY => iface.v6.push(a),
+                _ => {}
+            }
         }
+        out.push(iface);
     }
-    // SAFETY: `head` came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(head) };
-    let mut found = found.into_iter();
-    out.retain(|_| found.next().unwrap_or(false));
     out
 }
 
@@ -784,28 +748,6 @@ fn if_index(name: &str) -> Option<u32> {
     // SAFETY: `c` is a valid NUL-terminated string for the call's duration.
     let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
     (i != 0).then_some(i)
-}
-
-/// # Safety
-/// `sa` is null or points at a valid `sockaddr` of the family it names.
-unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
-    if sa.is_null() {
-        return None;
-    }
-    // SAFETY: the caller promises a valid sockaddr; we read by family.
-    unsafe {
-        match c_int::from((*sa).sa_family) {
-            libc::AF_INET => {
-                let s = &*sa.cast::<libc::sockaddr_in>();
-                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr))))
-            }
-            libc::AF_INET6 => {
-                let s = &*sa.cast::<libc::sockaddr_in6>();
-                Some(IpAddr::V6(Ipv6Addr::from(s.sin6_addr.s6_addr)))
-            }
-            _ => None,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 const GUARD: Duration = Duration::from_secs(5);
 
 fn lo_index() -> u32 {
-    let lo = interfaces(&["lo".to_string()]);
+    let lo = interfaces(&["lo".to_string()], &crate::endpoint::local_addrs());
     assert_eq!(lo.len(), 1, "no loopback interface");
     lo[0].index
 }
@@ -28,15 +28,22 @@ fn free_port() -> u16 {
 
 #[test]
 fn interfaces_finds_loopback_and_omits_missing() {
-    let got = interfaces(&["lo".into(), "no-such-if0".into(), "lo".into()]);
+    let got = interfaces(
+        &["lo".into(), "no-such-if0".into(), "lo".into()],
+        &crate::endpoint::local_addrs(),
+    );
     assert_eq!(got.len(), 1, "{got:?}");
     let lo = &got[0];
     assert_eq!(lo.name, "lo");
     assert!(lo.index >= 1);
     assert!(lo.v4.contains(&Ipv4Addr::LOCALHOST), "{lo:?}");
     assert!(lo.v4.len() <= MAX_ADDRS_PER_FAMILY);
-    assert!(interfaces(&[]).is_empty());
-    assert!(interfaces(&["".into(), "a-name-far-too-long-for-linux".into()]).is_empty());
+    assert!(interfaces(&[], &crate::endpoint::local_addrs()).is_empty());
+    assert!(interfaces(
+        &["".into(), "a-name-far-too-long-for-linux".into()],
+        &crate::endpoint::local_addrs()
+    )
+    .is_empty());
 }
 
 #[tokio::test]
@@ -185,4 +192,34 @@ async fn a_family_that_cannot_bind_is_left_out() {
         }
         Err(e) => assert!(e.contains("IPv4") && e.contains("bind"), "{e}"),
     }
+}
+
+#[test]
+fn interfaces_take_flags_and_bounded_addresses_from_one_reading() {
+    use crate::endpoint::IfNet;
+    let net = |i: u32, up: bool| IfNet {
+        ifname: "lo".into(),
+        addr: IpAddr::V4(Ipv4Addr::from(0x7f00_0001 + i)),
+        len: 8,
+        loopback: true,
+        up,
+        multicast: false,
+    };
+    let mut nets: Vec<IfNet> = (0..40).map(|i| net(i, true)).collect();
+    nets.push(IfNet {
+        addr: IpAddr::V6(Ipv6Addr::LOCALHOST),
+        len: 128,
+        ..net(0, true)
+    });
+    let local = LocalAddrs {
+        nets,
+        ..LocalAddrs::default()
+    };
+    let got = interfaces(&["lo".into()], &local);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].up && !got[0].multicast);
+    assert_eq!(got[0].v4.len(), MAX_ADDRS_PER_FAMILY);
+    assert_eq!(got[0].v6, [Ipv6Addr::LOCALHOST]);
+    // An interface the reading has no address of is not served.
+    assert!(interfaces(&["lo".into()], &LocalAddrs::default()).is_empty());
 }
