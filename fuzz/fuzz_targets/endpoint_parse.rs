@@ -18,6 +18,8 @@ fuzz_target!(|data: &[u8]| {
         addr: addr.parse().unwrap(),
         len,
         loopback: false,
+        up: true,
+        multicast: true,
     };
     let local = LocalAddrs {
         addrs: vec!["192.0.2.1".parse().unwrap(), "198.51.100.2".parse().unwrap()],
