@@ -14,6 +14,7 @@ per page in target/luci-screens/."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,10 +26,26 @@ from harness.luci_lab import (SCREENS, SAMPLES, PAGES, browser, schema_table, me
                               text, rows, no_errors, set_field, click)
 from harness.poll import wait_for
 from harness.procs import REPO
+import luci_netns
 from luci_cdp import Browser
 from luci_stack import Harness
 from luci_uci import Package
 from luci_web import ACL, menu
+
+
+def test_the_browser_and_the_server_share_a_namespace_of_their_own(browser: Browser, lab: Lab) -> None:
+    """Chromium fails loads in flight when the host's links change
+    (`net::ERR_NETWORK_CHANGED`), and other tests change them: the browser
+    runs in a network namespace that is not the host's, and still loads
+    the harness's pages, whose server listens in that namespace."""
+    ns = os.stat(f"/proc/{browser.proc.pid}/ns/net").st_ino
+    assert ns != os.stat("/proc/self/ns/net").st_ino
+    assert ns == os.stat(f"/run/netns/{luci_netns.name()}").st_ino
+    p = open_view(browser, lab, "overview")
+    try:
+        assert p.errors() == []
+    finally:
+        p.close()
 
 
 def test_every_page_renders_the_live_daemon_without_js_errors(browser: Browser, lab: Lab) -> None:

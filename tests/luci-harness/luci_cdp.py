@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+import luci_netns
+
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 
 #: Longest wait for one DevTools answer.
@@ -56,7 +58,8 @@ class Browser:
             argv.insert(1, "--no-sandbox")
         # A tiny exec wrapper puts the pipe ends on fds 3 and 4 (the
         # order is safe: both are above 9).
-        shell = [sys.executable, "-c",
+        # In a network namespace of its own (luci_netns says why).
+        shell = luci_netns.exec_prefix() + [sys.executable, "-c",
                  "import os, sys; os.dup2(%d, 3); os.dup2(%d, 4); os.close(%d); os.close(%d); "
                  "os.execv(sys.argv[1], sys.argv[1:])" % (to_r, from_w, to_r, from_w)]
         self.log = profile.parent / "chromium.log"

@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+import luci_netns
 from luci_rpcd import Rpcd
 
 HERE = Path(__file__).resolve().parent
@@ -103,7 +104,8 @@ class LuciServer:
                     return self._send(500, repr(e).encode(), "text/plain")
                 self._send(200, json.dumps(reply).encode(), "application/json")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # Where the browser is: its own namespace (luci_netns says why).
+        self.httpd = luci_netns.inside(lambda: ThreadingHTTPServer(("127.0.0.1", 0), Handler))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
