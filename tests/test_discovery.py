@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 from typing import Any, Dict, List, Optional
 
@@ -389,6 +390,78 @@ def test_a_router_that_stops_at_once_still_says_goodbye(mesh):
     b.stop()
     wait_for("A: router-b's goodbye heard and its lifetime over", lambda: "router-b" not in candidates(a),
              timeout=LIFETIME_S + 5)
+
+
+_LISTEN_V6 = r"""
+import ipaddress, json, select, socket, struct, sys, time
+ifname, want, bound = sys.argv[1], ipaddress.IPv6Address(sys.argv[2]), float(sys.argv[3])
+index = socket.if_nametoindex(ifname)
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+s.bind(("::", 5353))
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP,
+             socket.inet_pton(socket.AF_INET6, "ff02::fb") + struct.pack("@I", index))
+print("listening", flush=True)
+start = time.monotonic()
+while time.monotonic() - start < bound:
+    if not select.select([s], [], [], 0.2)[0]:
+        continue
+    data, src = s.recvfrom(9000)
+    # A response (QR set), never a query: we send none, so only an
+    # unsolicited announcement can come.
+    if len(data) >= 12 and data[2] & 0x80 and want.packed in data:
+        print(json.dumps({"after_s": round(time.monotonic() - start, 2), "src": src[0]}), flush=True)
+        sys.exit(0)
+sys.exit(1)
+"""
+
+
+def test_a_link_whose_ipv6_address_is_still_tentative_is_announced_on_once_it_is_usable(mesh):
+    """Proves announcements on IPv6 wait for duplicate address detection
+    instead of being lost to it: A comes up on a link whose IPv6
+    link-local address is still tentative (four DAD probes, 4-5 s), so
+    the kernel can send nothing from it. A listener on the other end that
+    never queries (so only unsolicited announcements can reach it) hears
+    A announce over IPv6, from that address and with it as an AAAA
+    record, once detection is over; before, A announced at start, lost
+    both announcements to EADDRNOTAVAIL and stayed silent until asked."""
+    a = discovery_router(mesh, "router-a", "manual")
+    b = discovery_router(mesh, "router-b", "manual")
+    discovery_link(mesh, a, b)
+    link = mesh.net.find_link("router-a", "router-b")
+
+    def ip_a(*args: str) -> str:
+        return subprocess.run(["ip", "-n", a.ns.netns, *args], check=True, capture_output=True,
+                              stdin=subprocess.DEVNULL).stdout.decode()
+
+    # Slow detection down, and restart it: the link-local address is made
+    # again (tentative) when the link comes back up.
+    subprocess.run(a.ns.exec_argv(["sysctl", "-q", "-w", f"net.ipv6.conf.{link.a_if}.dad_transmits=4"]),
+                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    ip_a("link", "set", link.a_if, "down")
+    ip_a("link", "set", link.a_if, "up")
+    shown = ip_a("-6", "addr", "show", "dev", link.a_if, "scope", "link")
+    ll = next(w.split("/")[0] for w in shown.split() if w.startswith("fe80:"))
+    assert "tentative" in shown, shown
+
+    listener = subprocess.Popen(b.ns.exec_argv([sys.executable, "-c", _LISTEN_V6, link.b_if, ll, "20"]),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        assert listener.stdout is not None
+        assert listener.stdout.readline().strip() == b"listening"
+        a.start()
+        # The scenario holds: A runs while its address is tentative.
+        assert "tentative" in ip_a("-6", "addr", "show", "dev", link.a_if, "scope", "link")
+        out, err = listener.communicate(timeout=30)
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    assert listener.returncode == 0, f"no IPv6 announcement from A within 20 s: {err.decode(errors='replace')}"
+    heard = json.loads(out.decode().splitlines()[-1])
+    assert heard["src"].split("%")[0] == ll, heard
 
 
 def _kdig(r: MeshRouter, server: str, *query: str) -> str:

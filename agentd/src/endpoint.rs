@@ -490,6 +490,10 @@ pub struct IfNet {
     pub up: bool,
     /// The interface can multicast (`IFF_MULTICAST`).
     pub multicast: bool,
+    /// An IPv6 address still in duplicate address detection ([`dad`]):
+    /// nothing can be sent from it yet. (One that failed detection is
+    /// another node's, and not listed at all.)
+    pub tentative: bool,
 }
 
 impl IfNet {
@@ -509,6 +513,7 @@ pub const MAX_IF_ADDRS: usize = 4096;
 /// class checks (loopback, unspecified, ...) still apply.
 pub fn local_addrs() -> LocalAddrs {
     let mut out = LocalAddrs::default();
+    let unready = dad::unready();
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs writes a list head we free below with freeifaddrs.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
@@ -523,14 +528,6 @@ pub fn local_addrs() -> LocalAddrs {
             if out.addrs.len() >= MAX_IF_ADDRS {
                 break;
             }
-            out.addrs.push(ip);
-            // SAFETY: a non-null ifa_netmask points at a sockaddr of the
-            // address's family.
-            let len = match unsafe { sockaddr_ip(ifa.ifa_netmask) } {
-                Some(IpAddr::V4(m)) => u32::from(m).leading_ones() as u8,
-                Some(IpAddr::V6(m)) => u128::from(m).leading_ones() as u8,
-                None => 0,
-            };
             let ifname = if ifa.ifa_name.is_null() {
                 Box::<str>::from("")
             } else {
@@ -540,15 +537,31 @@ pub fn local_addrs() -> LocalAddrs {
                     .to_string_lossy()
                     .into()
             };
-            let has = |flag: libc::c_int| ifa.ifa_flags & (flag as u32) != 0;
-            out.nets.push(IfNet {
-                ifname,
-                addr: ip,
-                len,
-                loopback: has(libc::IFF_LOOPBACK),
-                up: has(libc::IFF_UP) && has(libc::IFF_RUNNING),
-                multicast: has(libc::IFF_MULTICAST),
-            });
+            let state = unready
+                .iter()
+                .find(|(dev, a, _)| *dev == ifname && ip == IpAddr::V6(*a))
+                .map(|(_, _, s)| *s);
+            // An address that failed duplicate detection is another node's.
+            if state != Some(dad::Unready::Failed) {
+                // SAFETY: a non-null ifa_netmask points at a sockaddr of
+                // the address's family.
+                let len = match unsafe { sockaddr_ip(ifa.ifa_netmask) } {
+                    Some(IpAddr::V4(m)) => u32::from(m).leading_ones() as u8,
+                    Some(IpAddr::V6(m)) => u128::from(m).leading_ones() as u8,
+                    None => 0,
+                };
+                let has = |flag: libc::c_int| ifa.ifa_flags & (flag as u32) != 0;
+                out.addrs.push(ip);
+                out.nets.push(IfNet {
+                    ifname,
+                    addr: ip,
+                    len,
+                    loopback: has(libc::IFF_LOOPBACK),
+                    up: has(libc::IFF_UP) && has(libc::IFF_RUNNING),
+                    multicast: has(libc::IFF_MULTICAST),
+                    tentative: state == Some(dad::Unready::Tentative),
+                });
+            }
         }
         if ifa.ifa_flags & (libc::IFF_BROADCAST as u32) != 0 {
             // SAFETY: with IFF_BROADCAST, ifa_ifu is the broadcast address.
@@ -777,6 +790,7 @@ impl fmt::Display for Refused {
     }
 }
 
+pub mod dad;
 pub mod scope;
 
 #[cfg(test)]

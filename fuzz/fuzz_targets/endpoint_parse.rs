@@ -20,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
         loopback: false,
         up: true,
         multicast: true,
+        tentative: false,
     };
     let local = LocalAddrs {
         addrs: vec!["192.0.2.1".parse().unwrap(), "198.51.100.2".parse().unwrap()],

@@ -228,6 +228,7 @@ fn linked_router() -> LocalAddrs {
         loopback: ifname == "lo",
         up: true,
         multicast: true,
+        tentative: false,
     };
     let nets = vec![
         net("lo", "127.0.0.1", 8),

@@ -12,6 +12,7 @@ fn net(ifname: &str, addr: &str, len: u8) -> crate::endpoint::IfNet {
         loopback: ifname == "lo",
         up: true,
         multicast: true,
+        tentative: false,
     }
 }
 

@@ -25,6 +25,10 @@ use crate::{log_debug, log_warn};
 
 /// How often the interfaces' addresses are read again.
 const RESCAN: u64 = 5000;
+/// How often while one of them is still in duplicate address detection
+/// (a second or two after a link comes up): the link is announced on as
+/// soon as its address can send, not up to [`RESCAN`] later.
+const RESCAN_DAD: u64 = 250;
 /// Addresses published per family and interface: a packet of all of
 /// them still fits one Ethernet frame.
 const MAX_ADDRS: usize = 16;
@@ -109,8 +113,8 @@ pub async fn run(
     loop {
         let now = Millis::now();
         if now >= rescan_at {
-            d.rescan(now, &sockets);
-            rescan_at = now.saturating_add_ms(RESCAN);
+            let waiting = d.rescan(now, &sockets);
+            rescan_at = now.saturating_add_ms(if waiting { RESCAN_DAD } else { RESCAN });
         }
         for link in &mut d.links {
             link.responder.handle_timeout(now);
@@ -191,9 +195,14 @@ impl Driver {
     }
 
     /// Reads the interfaces again: joins new ones, leaves vanished
-    /// ones, and republishes where the addresses changed.
-    fn rescan(&mut self, now: Millis, sockets: &MdnsSockets) {
+    /// ones, and republishes where the addresses changed. Returns whether
+    /// an address of a wanted interface is still tentative.
+    fn rescan(&mut self, now: Millis, sockets: &MdnsSockets) -> bool {
         let local = crate::endpoint::local_addrs();
+        let waiting = local
+            .nets
+            .iter()
+            .any(|n| n.tentative && self.wanted.iter().any(|w| **w == *n.ifname));
         let found: Vec<socket::Interface> = socket::interfaces(&self.wanted, &local)
             .into_iter()
             .filter(|i| i.up && i.multicast)
@@ -249,6 +258,7 @@ impl Driver {
             let config = self.config(&self.links[i].addrs);
             self.links[i].responder.configure(now, config);
         }
+        waiting
     }
 
     fn command(&mut self, now: Millis, cmd: Command) {
@@ -486,6 +496,7 @@ mod tests {
             loopback: false,
             up: true,
             multicast: true,
+            tentative: false,
         }
     }
 

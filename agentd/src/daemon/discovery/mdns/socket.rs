@@ -699,7 +699,8 @@ pub struct Interface {
     /// At most [`MAX_ADDRS_PER_FAMILY`], in `getifaddrs` order.
     pub v4: Vec<Ipv4Addr>,
     /// Link-local included (it is what mDNS on IPv6 is about); at most
-    /// [`MAX_ADDRS_PER_FAMILY`].
+    /// [`MAX_ADDRS_PER_FAMILY`]. Tentative addresses are not: nothing can
+    /// be sent from them, and a peer told one could not reach it yet.
     pub v6: Vec<Ipv6Addr>,
 }
 
@@ -707,7 +708,8 @@ pub struct Interface {
 /// names), in that order, from one reading of the interface addresses
 /// (`endpoint::local_addrs`, which the driver also takes our own
 /// addresses and subnets from). A name with no interface, or with no
-/// address to announce, is left out.
+/// address to announce (IPv6 addresses still in duplicate address
+/// detection do not count), is left out.
 pub fn interfaces(names: &[String], local: &LocalAddrs) -> Vec<Interface> {
     let mut out: Vec<Interface> = Vec::new();
     for name in names {
@@ -726,12 +728,15 @@ pub fn interfaces(names: &[String], local: &LocalAddrs) -> Vec<Interface> {
             },
             _ => continue,
         };
-        for n in nets {
+        for n in nets.filter(|n| !n.tentative) {
             match n.addr {
                 IpAddr::V4(a) if iface.v4.len() < MAX_ADDRS_PER_FAMILY => iface.v4.push(a),
                 IpAddr::V6(a) if iface.v6.len() < MAX_ADDRS_PER_FAMILY => iface.v6.push(a),
                 _ => {}
             }
+        }
+        if iface.v4.is_empty() && iface.v6.is_empty() {
+            continue;
         }
         out.push(iface);
     }

@@ -204,6 +204,7 @@ fn interfaces_take_flags_and_bounded_addresses_from_one_reading() {
         loopback: true,
         up,
         multicast: false,
+        tentative: false,
     };
     let mut nets: Vec<IfNet> = (0..40).map(|i| net(i, true)).collect();
     nets.push(IfNet {
@@ -222,4 +223,31 @@ fn interfaces_take_flags_and_bounded_addresses_from_one_reading() {
     assert_eq!(got[0].v6, [Ipv6Addr::LOCALHOST]);
     // An interface the reading has no address of is not served.
     assert!(interfaces(&["lo".into()], &LocalAddrs::default()).is_empty());
+}
+
+#[test]
+fn tentative_ipv6_addresses_are_not_announced_nor_make_a_link() {
+    use crate::endpoint::IfNet;
+    let v6 = |a: &str, tentative: bool| IfNet {
+        ifname: "lo".into(),
+        addr: IpAddr::V6(a.parse().unwrap()),
+        len: 64,
+        loopback: false,
+        up: true,
+        multicast: true,
+        tentative,
+    };
+    let reading = |nets: Vec<IfNet>| LocalAddrs {
+        nets,
+        ..LocalAddrs::default()
+    };
+    // Only a tentative link-local: the link waits for its address.
+    let dad = reading(vec![v6("fe80::1", true)]);
+    assert!(interfaces(&["lo".into()], &dad).is_empty());
+    // Once it is usable the link is served with it; a second address
+    // still in detection stays out.
+    let done = reading(vec![v6("fe80::1", false), v6("2001:db8::1", true)]);
+    let got = interfaces(&["lo".into()], &done);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].v6, ["fe80::1".parse::<Ipv6Addr>().unwrap()]);
 }
