@@ -78,6 +78,11 @@ from harness.procs import Binaries  # noqa: E402
 BIN_DIR = Path(os.environ.get("BENCH_CGROUP_BIN_DIR", REPO / "target" / "router-openwrt"))
 CALLS = int(os.environ.get("BENCH_CGROUP_CALLS", "2000"))
 ROUTES = int(os.environ.get("BENCH_CGROUP_ROUTES", "1000"))
+#: Where to copy each daemon's /proc/PID/smaps after the load of every
+#: trial (trial<N>-<daemon>.smaps), to see what the charge is made of.
+#: The pages' referenced bits are cleared just before the load, so each
+#: mapping's `Referenced:` is what the load itself touched.
+SMAPS_DIR = os.environ.get("BENCH_CGROUP_SMAPS_DIR")
 CONCURRENCY = 16
 BODY_BYTES = 8192
 MIB = 1 << 20
@@ -585,6 +590,9 @@ class Bench:
             register_routes(a, ROUTES, deadline)
             rec["routes_registered"] = ROUTES
             rec["registered_at_s"] = round(time.monotonic() - t0, 2)
+            if SMAPS_DIR:
+                for pid in pids:
+                    Path(f"/proc/{pid}/clear_refs").write_text("1")
             load = run_load(a.ns.mgmt_addr, a.cfg.sdk_port, deadline)
             rec["load"] = load
             rec["handler_calls"] = {name: len(b.received) for name, b in zip(SERVED, backends)}
@@ -606,6 +614,13 @@ class Bench:
                     rec["daemons_kib"] = {k: proc_status(d.pid) for k, d in
                                           (("agentd", routers[DUT].stack.agentd), ("agent-gw", routers[DUT].stack.gw))
                                           if d.proc is not None and d.alive()}
+                    if SMAPS_DIR:
+                        for k, d in (("agentd", routers[DUT].stack.agentd), ("agent-gw", routers[DUT].stack.gw)):
+                            try:
+                                smaps = Path(f"/proc/{d.pid}/smaps").read_text()
+                            except OSError:
+                                continue
+                            Path(SMAPS_DIR, f"trial{n}-{k}.smaps").write_text(smaps)
                 try:
                     rec["cgroup"] = cg.snapshot()
                 except OSError as exc:
