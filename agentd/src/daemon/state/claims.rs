@@ -90,6 +90,9 @@ struct OriginClaims {
 /// routes' own (`route::Text`, shared): the key in `by_origin` and every
 /// `by_id` entry of its claims hold no copy of it (a copy per route was
 /// ~30 B of each local route's memory, and one per origin ~45 more).
+/// `by_id` holds only the origin: the origin router is found among the
+/// origin's few claimants, not kept per route (a router id string per
+/// peer route, and 16 B per entry for every route).
 /// An origin's entry is boxed: it is ~130 B, and a hash table is between
 /// half and seven eighths full, so inline entries cost up to twice their
 /// size in empty buckets (~100 B per local route at 1k–2k routes) where
@@ -97,8 +100,8 @@ struct OriginClaims {
 #[derive(Debug, Default)]
 pub(super) struct Claims {
     by_origin: HashMap<Text, Box<OriginClaims>>,
-    /// Table id → (origin, origin router key), to find a removed claim.
-    by_id: HashMap<RouteId, (Text, Box<str>)>,
+    /// Table id → origin, to find a removed claim.
+    by_id: HashMap<RouteId, Text>,
 }
 
 /// Who holds an origin under the race rule.
@@ -138,12 +141,13 @@ impl Claims {
         let Some(router) = router_key(route) else {
             return false;
         };
-        if let Some((origin, old)) = self.by_id.get(&route.id) {
-            if **origin == *route.origin && **old == *router {
+        if let Some(origin) = self.by_id.get(&route.id) {
+            let old = self.router_of(origin, &route.id);
+            if **origin == *route.origin && old == Some(router) {
                 let Some(claims) = self
                     .by_origin
-                    .get_mut(origin)
-                    .and_then(|o| o.routers.get_mut(old))
+                    .get_mut(&**origin)
+                    .and_then(|o| o.routers.get_mut(router))
                 else {
                     return false;
                 };
@@ -165,18 +169,30 @@ impl Claims {
                 .get_or_insert_with(router.into(), RouterClaims::default)
                 .set(route.id.clone(), route.proof);
         }
-        self.by_id.insert(route.id.clone(), (origin, router.into()));
+        self.by_id.insert(route.id.clone(), origin);
         true
+    }
+
+    /// The key of the origin router whose claims of `origin` hold `id`.
+    fn router_of(&self, origin: &str, id: &RouteId) -> Option<&str> {
+        let o = self.by_origin.get(origin)?;
+        o.routers
+            .iter()
+            .find(|(_, c)| c.ids.get(id).is_some())
+            .map(|(k, _)| &**k)
     }
 
     /// Forgets the claim of table id `id`; returns its origin.
     pub fn remove(&mut self, id: &RouteId) -> Option<Text> {
-        let (origin, router) = self.by_id.remove(id)?;
+        let origin = self.by_id.remove(id)?;
+        let router: Option<Box<str>> = self.router_of(&origin, id).map(Into::into);
         if let Some(o) = self.by_origin.get_mut(&origin) {
-            if let Some(claims) = o.routers.get_mut(&router) {
-                claims.unset(id);
-                if claims.ids.is_empty() {
-                    o.routers.remove(&router);
+            if let Some(router) = router {
+                if let Some(claims) = o.routers.get_mut(&router) {
+                    claims.unset(id);
+                    if claims.ids.is_empty() {
+                        o.routers.remove(&router);
+                    }
                 }
             }
             if o.routers.is_empty() {
@@ -270,18 +286,14 @@ impl Claims {
 
     /// The proof of table id `id`'s claim and its origin router key.
     fn claim_of(&self, origin: &str, id: &RouteId) -> Option<(&str, OriginProof)> {
-        let (o, router) = self.by_id.get(id)?;
-        if **o != *origin {
+        if **self.by_id.get(id)? != *origin {
             return None;
         }
-        let p = self
-            .by_origin
+        self.by_origin
             .get(origin)?
             .routers
-            .get(router)?
-            .ids
-            .get(id)?;
-        Some((&**router, *p))
+            .iter()
+            .find_map(|(router, c)| Some((&**router, *c.ids.get(id)?)))
     }
 
     /// The decision `origin`'s marks were last set by.
