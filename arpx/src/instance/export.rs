@@ -80,9 +80,9 @@ impl Instance {
         let Some(p) = self.peers.get(peer) else {
             return;
         };
-        let mut ids: BTreeSet<&String> = self.locals.routes.keys().collect();
+        let mut ids: BTreeSet<&str> = self.locals.routes.iter().map(|l| l.id()).collect();
         if self.passes_any_to(p) {
-            ids.extend(self.routes.keys());
+            ids.extend(self.routes.keys().map(String::as_str));
         }
         let routes: Vec<RouteAd> = ids
             .into_iter()
@@ -131,7 +131,12 @@ impl Instance {
         let Some(p) = self.peers.get(peer) else {
             return;
         };
-        let mut ids: BTreeSet<String> = self.locals.routes.keys().cloned().collect();
+        let mut ids: BTreeSet<String> = self
+            .locals
+            .routes
+            .iter()
+            .map(|l| l.id().to_owned())
+            .collect();
         ids.extend(self.routes.keys().cloned());
         ids.extend(p.sent.keys().cloned());
         self.send_deltas(now, peer, ids.iter(), out);

@@ -6,7 +6,9 @@
 //! A restart starts above every serial of the previous run unless that run
 //! made more than 1024 changes per millisecond on average.
 
-use std::collections::BTreeMap;
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
 
 use ed25519_dalek::SigningKey;
 
@@ -21,18 +23,49 @@ use crate::sign;
 /// wire size. So the advertisement is kept in the wire's own encoding,
 /// without the fields every one of ours shares (origin router, path,
 /// certificate: restored from the instance's configuration, which they
-/// were taken from), and decoded when exported or compared.
+/// were taken from), and decoded when exported or compared. The route
+/// id, the set's key, is read from the encoding too (it comes first), so
+/// it is not held twice.
 #[derive(Debug)]
 pub(super) struct Local {
     /// Postcard of the signed advertisement with `origin_router`, `path`
     /// and `origin_cert` empty and `lease_ms` 0.
     wire: Box<[u8]>,
-    /// Lease end on the instance clock; None: permanent.
-    pub lease_until: Option<u64>,
+    /// Lease end on the instance clock; [`PERMANENT`]: none.
+    lease_until: u64,
+}
+
+/// The lease end of a permanent (static) route.
+const PERMANENT: u64 = u64::MAX;
+
+impl Borrow<str> for Local {
+    fn borrow(&self) -> &str {
+        self.id()
+    }
+}
+
+impl PartialEq for Local {
+    fn eq(&self, other: &Local) -> bool {
+        self.id() == other.id()
+    }
+}
+
+impl Eq for Local {}
+
+impl PartialOrd for Local {
+    fn partial_cmp(&self, other: &Local) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Local {
+    fn cmp(&self, other: &Local) -> Ordering {
+        self.id().cmp(other.id())
+    }
 }
 
 impl Local {
-    fn new(mut ad: RouteAd, lease_until: Option<u64>) -> Local {
+    fn new(mut ad: RouteAd, lease_until: u64) -> Local {
         ad.origin_router = String::new();
         ad.path = Vec::new();
         ad.origin_cert = Vec::new();
@@ -43,6 +76,21 @@ impl Local {
                 .into_boxed_slice(),
             lease_until,
         }
+    }
+
+    /// The route id: the encoding's first field (a length as a LEB128
+    /// varint, then the UTF-8 bytes). Empty only if what was encoded does
+    /// not read back, which would be a bug.
+    pub fn id(&self) -> &str {
+        let mut len = 0usize;
+        for (i, b) in self.wire.iter().enumerate().take(10) {
+            len |= usize::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                let id = self.wire.get(i + 1..(i + 1).saturating_add(len));
+                return id.and_then(|b| std::str::from_utf8(b).ok()).unwrap_or("");
+            }
+        }
+        ""
     }
 
     /// The stored advertisement, without the shared fields; `None` only
@@ -63,16 +111,18 @@ impl Local {
     /// The advertisement as sent at `now` (remaining lease filled in).
     pub fn export(&self, now: u64, us: &str, cert: &[u8]) -> Option<RouteAd> {
         let mut ad = self.ad(us, cert)?;
-        ad.lease_ms = self
-            .lease_until
-            .map_or(0, |until| until.saturating_sub(now).max(1));
+        ad.lease_ms = match self.lease_until {
+            PERMANENT => 0,
+            until => until.saturating_sub(now).max(1),
+        };
         Some(ad)
     }
 }
 
 #[derive(Debug)]
 pub(super) struct Locals {
-    pub routes: BTreeMap<String, Local>,
+    /// By route id (see [`Local::id`]).
+    pub routes: BTreeSet<Local>,
     boot_epoch: u64,
     start: Option<u64>,
     last_serial: u64,
@@ -95,7 +145,7 @@ fn same_stable(r: &LocalRoute, ad: &RouteAd) -> bool {
 impl Locals {
     pub fn new(boot_epoch: u64) -> Locals {
         Locals {
-            routes: BTreeMap::new(),
+            routes: BTreeSet::new(),
             boot_epoch,
             start: None,
             last_serial: 0,
@@ -125,10 +175,16 @@ impl Locals {
     ) -> Result<bool, crate::message::Invalid> {
         // Anchor the serial clock at the first input, whatever it is.
         self.start.get_or_insert(now);
-        let lease_until = (r.lease_ms > 0).then(|| now.saturating_add(r.lease_ms));
-        if let Some(l) = self.routes.get_mut(&r.route_id) {
+        let lease_until = match r.lease_ms {
+            0 => PERMANENT,
+            // A lease that would end at the clock's end is one tick short
+            // of it: PERMANENT is not a time.
+            ms => now.saturating_add(ms).min(PERMANENT - 1),
+        };
+        if let Some(mut l) = self.routes.take(r.route_id.as_str()) {
             if l.stable().is_some_and(|ad| same_stable(&r, &ad)) {
                 l.lease_until = lease_until;
+                self.routes.insert(l);
                 return Ok(false);
             }
         }
@@ -157,17 +213,16 @@ impl Locals {
         ad.validate()?;
         ad.serial = self.next_serial(now);
         sign::sign(&mut ad, key);
-        self.routes
-            .insert(ad.route_id.clone(), Local::new(ad, lease_until));
+        self.routes.replace(Local::new(ad, lease_until));
         Ok(true)
     }
 
     pub fn remove(&mut self, route_id: &str) -> bool {
-        self.routes.remove(route_id).is_some()
+        self.routes.remove(route_id)
     }
 
     pub fn contains(&self, route_id: &str) -> bool {
-        self.routes.contains_key(route_id)
+        self.routes.contains(route_id)
     }
 }
 
@@ -184,7 +239,7 @@ mod tests {
             l.upsert(5, "router-a", &key(1), &cert, local("r1")),
             Ok(true)
         );
-        let held = &l.routes["r1"];
+        let held = l.routes.get("r1").unwrap();
         let ad = held.export(10_005, "router-a", &cert).unwrap();
         assert_eq!(crate::sign::verify(&ad), Ok(()));
         assert_eq!(ad.route_id, "r1");
@@ -197,14 +252,42 @@ mod tests {
         let mut renewed = local("r1");
         renewed.lease_ms = 60_000;
         assert_eq!(l.upsert(6, "router-a", &key(1), &cert, renewed), Ok(false));
-        let again = l.routes["r1"].export(6, "router-a", &cert).unwrap();
+        let again = l
+            .routes
+            .get("r1")
+            .unwrap()
+            .export(6, "router-a", &cert)
+            .unwrap();
         assert_eq!((again.serial, again.signature), (ad.serial, ad.signature));
         assert_eq!(again.lease_ms, 60_000);
         let mut changed = local("r1");
         changed.version = 2;
         assert_eq!(l.upsert(7, "router-a", &key(1), &cert, changed), Ok(true));
-        let signed = l.routes["r1"].export(7, "router-a", &cert).unwrap();
+        let signed = l
+            .routes
+            .get("r1")
+            .unwrap()
+            .export(7, "router-a", &cert)
+            .unwrap();
         assert!(signed.serial > ad.serial);
         assert_eq!(crate::sign::verify(&signed), Ok(()));
+    }
+
+    #[test]
+    fn the_route_id_is_read_from_the_encoding_at_every_length() {
+        // One- and two-byte length prefixes, at and around the boundary.
+        for len in [0usize, 1, 127, 128, 200, 16_384] {
+            let id = "r".repeat(len);
+            let held = Local::new(crate::testing::ad(&id, &["router-a"]), PERMANENT);
+            assert_eq!(held.id(), id, "{len}");
+        }
+        let mut l = Locals::new(1000);
+        for id in ["b", "a", "c"] {
+            l.upsert(5, "router-a", &key(1), &[7u8; 30], local(id))
+                .unwrap();
+        }
+        let ids: Vec<&str> = l.routes.iter().map(Local::id).collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert!(l.remove("b") && !l.contains("b") && l.contains("c"));
     }
 }
