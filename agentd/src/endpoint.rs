@@ -491,8 +491,9 @@ pub struct IfNet {
     /// The interface can multicast (`IFF_MULTICAST`).
     pub multicast: bool,
     /// An IPv6 address still in duplicate address detection ([`dad`]):
-    /// nothing can be sent from it yet. (One that failed detection is
-    /// another node's, and not listed at all.)
+    /// nothing can be sent from it yet. Read only by
+    /// [`local_addrs_with_dad`] (which also leaves out addresses that
+    /// failed detection: another node's).
     pub tentative: bool,
 }
 
@@ -510,10 +511,23 @@ impl IfNet {
 pub const MAX_IF_ADDRS: usize = 4096;
 
 /// Reads the interface addresses now. An error yields an empty list: the
-/// class checks (loopback, unspecified, ...) still apply.
+/// class checks (loopback, unspecified, ...) still apply. No address is
+/// marked tentative: the endpoint checks (on the gateway's path to a
+/// handler) need not pay for reading that.
 pub fn local_addrs() -> LocalAddrs {
+    read_local_addrs(&[])
+}
+
+/// [`local_addrs`], with each IPv6 address's duplicate address detection
+/// read too ([`dad`]): those still in it are marked
+/// [`IfNet::tentative`], those that failed it are left out (another
+/// node's). For what announces the addresses.
+pub fn local_addrs_with_dad() -> LocalAddrs {
+    read_local_addrs(&dad::unready())
+}
+
+fn read_local_addrs(unready: &[(Box<str>, Ipv6Addr, dad::Unready)]) -> LocalAddrs {
     let mut out = LocalAddrs::default();
-    let unready = dad::unready();
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs writes a list head we free below with freeifaddrs.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {

@@ -198,7 +198,7 @@ impl Driver {
     /// ones, and republishes where the addresses changed. Returns whether
     /// an address of a wanted interface is still tentative.
     fn rescan(&mut self, now: Millis, sockets: &MdnsSockets) -> bool {
-        let local = crate::endpoint::local_addrs();
+        let local = crate::endpoint::local_addrs_with_dad();
         let waiting = local
             .nets
             .iter()
