@@ -285,3 +285,72 @@ def test_an_answer_before_the_body_is_read_is_not_reset_away(stack, backend):
             assert line.startswith(f"HTTP/1.1 {status} "), data[:300]
             assert json.loads(answer)["error"]["code"] == code, answer[:300]
         _good_call(stack)
+
+
+def _read_answer(sock: socket.socket, data: bytes = b"") -> tuple:
+    """One Content-Length framed answer from `sock` (after `data` already
+    read): (status, lower-cased headers, body, bytes left over)."""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed before answering: {data[:200]!r}"
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    length = int(headers.get("content-length", "0"))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "closed inside the answer"
+        rest += chunk
+    return int(lines[0].split()[1]), headers, rest[:length], rest[length:]
+
+
+def test_an_answer_that_leaves_the_body_unread_says_close_or_serves_the_next_request(stack, backend):
+    """Proves that a client following HTTP/1.1 never loses its next
+    request on a connection the gateway answered before reading the body:
+    the head comes first and the gateway answers it (a foreign Origin on
+    /mcp, a method or path it does not serve, an endpoint that answers
+    from the head); only then does the client send the body and its next
+    request on the same connection. Either the answer said
+    `Connection: close` (and the connection ends in order), or the next
+    request is answered. Before, the answer kept the connection open in
+    name only: hyper closed it as the body had not arrived, and the
+    client's next request got no answer (test_a2a's DNS-rebinding test
+    saw it once in CI as "Server disconnected without sending a
+    response")."""
+    stack.register(registration("bad.echo", backend.endpoint, lease_seconds=60))
+    stack.wait_routable(envelope("bad.echo", {}))
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    length = b"Content-Length: %d\r\n\r\n" % len(body)
+    cases = [
+        (b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nOrigin: http://evil.example\r\n"
+         b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n", 403),
+        (b"POST /healthz HTTP/1.1\r\nHost: gw\r\n", 405),
+        (b"POST /no-such-endpoint HTTP/1.1\r\nHost: gw\r\n", 404),
+        (b"GET /healthz HTTP/1.1\r\nHost: gw\r\n", 200),
+    ]
+    following = b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"
+    for head, status in cases:
+        with socket.create_connection((stack.http.host, stack.http.port), timeout=10) as sock:
+            sock.sendall(head + length)
+            got, headers, _, left = _read_answer(sock)
+            assert got == status, (head[:40], got, headers)
+            try:
+                sock.sendall(body + following)
+            except OSError as e:
+                raise AssertionError(f"{head[:40]!r}: connection reset while the client sent its body: {e!r}")
+            if headers.get("connection", "").lower() == "close":
+                data = left
+                while True:
+                    try:
+                        chunk = sock.recv(65536)
+                    except OSError as e:
+                        raise AssertionError(f"{head[:40]!r}: reset instead of closed: {e!r}")
+                    if not chunk:
+                        break
+                    data += chunk
+                assert data == b"", (head[:40], data[:200])
+            else:
+                nxt, _, _, _ = _read_answer(sock, left)
+                assert nxt == 200, (head[:40], nxt)
+    _good_call(stack)

@@ -171,28 +171,43 @@ pub fn inflight_slot(cx: &Ctx) -> Result<InflightGuard, ApiError> {
 
 /// Reads the whole body within the configured request size limit.
 pub async fn read_body(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Bytes, ApiError> {
-    let mut read = std::pin::pin!(read_limited(
-        &parts.headers,
-        body,
-        cx.state.cfg.max_request_bytes
-    ));
+    read_body_within(cx, parts, body, cx.state.cfg.max_request_bytes).await
+}
+
+/// Reads the whole body of at most `limit` bytes. Every request body of
+/// the LAN and public listeners is read here: a body read to its end is
+/// noted on the connection (see [`ConnAbort::body_read`]).
+pub async fn read_body_within(
+    cx: &Ctx,
+    parts: &Parts,
+    body: Incoming,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let mut read = std::pin::pin!(read_limited(&parts.headers, body, limit));
     // Small bodies usually arrive with the head: finish them without
     // arming (and disarming) a timer on every request.
     let first = std::future::poll_fn(|task| Poll::Ready(read.as_mut().poll(task))).await;
-    if let Poll::Ready(done) = first {
-        return done;
+    let done = match first {
+        Poll::Ready(done) => done,
+        Poll::Pending => {
+            // A client trickling its body must not hold an in-flight slot
+            // forever.
+            let limit_ms = cx.state.cfg.body_read_timeout_ms;
+            tokio::time::timeout(std::time::Duration::from_millis(limit_ms), read)
+                .await
+                .map_err(|_| {
+                    ApiError::new(
+                        ErrorCode::RequestTimeout,
+                        format!("request body not received within {limit_ms} ms"),
+                    )
+                    .close()
+                })?
+        }
+    };
+    if done.is_ok() {
+        cx.conn.body_read();
     }
-    // A client trickling its body must not hold an in-flight slot forever.
-    let limit_ms = cx.state.cfg.body_read_timeout_ms;
-    tokio::time::timeout(std::time::Duration::from_millis(limit_ms), read)
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                ErrorCode::RequestTimeout,
-                format!("request body not received within {limit_ms} ms"),
-            )
-            .close()
-        })?
+    done
 }
 
 /// A JSON answer.

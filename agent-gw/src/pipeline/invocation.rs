@@ -220,21 +220,43 @@ pub fn last_event_id(h: &HeaderMap) -> Result<Option<u64>, ApiError> {
 }
 
 /// A one-shot "close this connection now" for the server's connection
-/// task, which races the hyper connection against it.
+/// task, which races the hyper connection against it; and whether the
+/// request being served has had its body read to the end (an HTTP/1
+/// connection serves one request at a time), so that an answer that left
+/// it unread can say it closes (`serve::http::dispatch`).
 #[derive(Debug, Default)]
-pub struct ConnAbort(tokio::sync::Notify);
+pub struct ConnAbort {
+    abort: tokio::sync::Notify,
+    body_read: std::cell::Cell<bool>,
+}
 
 impl ConnAbort {
     /// Asks the server to drop the connection (its socket closes, its
     /// response body is dropped).
     pub fn abort(&self) {
         // A stored permit: an abort before the server waits still counts.
-        self.0.notify_one();
+        self.abort.notify_one();
     }
 
     /// Resolves once [`abort`](ConnAbort::abort) was called.
     pub async fn aborted(&self) {
-        self.0.notified().await;
+        self.abort.notified().await;
+    }
+
+    /// A request begins: its body is not read yet.
+    pub fn request_begins(&self) {
+        self.body_read.set(false);
+    }
+
+    /// The current request's body was read to its end.
+    pub fn body_read(&self) {
+        self.body_read.set(true);
+    }
+
+    /// Whether [`body_read`](ConnAbort::body_read) was called since the
+    /// request began.
+    pub fn was_body_read(&self) -> bool {
+        self.body_read.get()
     }
 }
 

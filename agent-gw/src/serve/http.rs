@@ -136,9 +136,34 @@ pub const MAX_H2_STREAMS: u32 = 64;
 /// Routes one request to its endpoint and renders errors; counts the
 /// answer for `/metrics`.
 pub async fn dispatch(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Response<Body> {
-    let resp = route(gw, cx, req).await;
+    let unread = may_leave_body_unread(&req);
+    cx.conn.request_begins();
+    let mut resp = route(gw, cx, req).await;
+    if unread && !cx.conn.was_body_read() {
+        resp.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
     gw.requests.note(&cx.ingress, resp.status(), resp.headers());
     resp
+}
+
+/// Whether `req` is an HTTP/1 request with a body (declared length above
+/// zero, or chunked) that its answer could leave unread.
+///
+/// hyper keeps such a connection only if the rest of the body is already
+/// in its buffer when the answer is written; otherwise it closes the
+/// connection after the answer, which did not say so. A client that
+/// sends its next request on it in the meantime (HTTP/1.1 keeps
+/// connections unless told otherwise) loses that request: "server
+/// disconnected without sending a response". So an answer given without
+/// the body read to its end (`front::read_body_within`) — a refusal
+/// before it (Host/Origin, limits, no such endpoint, too large), or an
+/// endpoint that answers from the head — says `Connection: close`, and
+/// the client opens a new connection.
+fn may_leave_body_unread<B: hyper::body::Body>(req: &Request<B>) -> bool {
+    req.version() <= http::Version::HTTP_11 && !req.body().is_end_stream()
 }
 
 async fn route(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Response<Body> {

@@ -14,9 +14,9 @@ use crate::api::error::{ApiError, ErrorCode};
 use crate::api::json::parse_object;
 use crate::auth::bootstrap::{BootstrapRequest, MAX_BODY};
 use crate::auth::UnixSeconds;
-use crate::body::{read_limited, Body};
+use crate::body::Body;
 use crate::front::sdk::lease::admit_control;
-use crate::front::{json, Ctx};
+use crate::front::{json, read_body_within, Ctx};
 
 /// Advertises bootstrap only to a source that may use it, and which
 /// transports this router offers agents (`cloud.transports`, as the
@@ -112,7 +112,7 @@ pub async fn bootstrap(
 ) -> Result<Response<Body>, ApiError> {
     let _guard = admit_control(cx)?;
     cx.state.auth.bootstrap_allowed(cx.peer.ip())?;
-    let bytes = read_limited(&parts.headers, body, MAX_BODY).await?;
+    let bytes = read_body_within(cx, parts, body, MAX_BODY).await?;
     // The shared strict decoder first (duplicate keys anywhere, depth),
     // then the bootstrap fields.
     parse_object(&bytes).map_err(|e| ApiError::from(crate::api::envelope::DecodeError::Json(e)))?;
