@@ -196,13 +196,13 @@ impl Driver {
 
     /// Reads the interfaces again: joins new ones, leaves vanished
     /// ones, and republishes where the addresses changed. Returns whether
-    /// an address of a wanted interface is still tentative.
+    /// an address of a wanted interface that has carrier is still
+    /// tentative. (Without carrier an address stays tentative for as long
+    /// as the cable is out: that waits for the next plain rescan, not
+    /// four reads a second.)
     fn rescan(&mut self, now: Millis, sockets: &MdnsSockets) -> bool {
         let local = crate::endpoint::local_addrs_with_dad();
-        let waiting = local
-            .nets
-            .iter()
-            .any(|n| n.tentative && self.wanted.iter().any(|w| **w == *n.ifname));
+        let waiting = detecting(&local.nets, &self.wanted);
         let found: Vec<socket::Interface> = socket::interfaces(&self.wanted, &local)
             .into_iter()
             .filter(|i| i.up && i.multicast)
@@ -454,6 +454,13 @@ fn on_link(from: IpAddr, nets: &[crate::endpoint::IfNet]) -> bool {
     nets.iter().any(|n| n.holds(from))
 }
 
+/// Whether an address of a `wanted` interface that has carrier is still
+/// in duplicate address detection (see [`Driver::rescan`]).
+fn detecting(nets: &[crate::endpoint::IfNet], wanted: &[String]) -> bool {
+    nets.iter()
+        .any(|n| n.tentative && n.up && wanted.iter().any(|w| **w == *n.ifname))
+}
+
 fn send(sockets: &MdnsSockets, index: u32, addrs: &[IpAddr], link: &str, t: Transmit) {
     let bytes = t.packet.encode();
     if bytes.len() > MAX_MESSAGE {
@@ -498,6 +505,26 @@ mod tests {
             multicast: true,
             tentative: false,
         }
+    }
+
+    #[test]
+    fn only_a_tentative_address_with_carrier_on_a_wanted_link_is_waited_for() {
+        let wanted = ["br-lan".to_string()];
+        let tentative = |up: bool, ifname: &str| IfNet {
+            ifname: ifname.into(),
+            up,
+            tentative: true,
+            ..net("fe80::1", 64)
+        };
+        assert!(!detecting(&[net("fe80::1", 64)], &wanted));
+        assert!(detecting(
+            &[net("192.0.2.1", 24), tentative(true, "br-lan")],
+            &wanted
+        ));
+        // No carrier: tentative for as long as the cable is out.
+        assert!(!detecting(&[tentative(false, "br-lan")], &wanted));
+        // Not an interface discovery runs on.
+        assert!(!detecting(&[tentative(true, "wan")], &wanted));
     }
 
     #[test]
