@@ -231,6 +231,15 @@ mod tests {
     use super::*;
     use crate::testing::{key, local};
 
+    /// Route "r1" as exported at `now` by router-a.
+    fn exported(l: &Locals, now: u64, cert: &[u8]) -> RouteAd {
+        l.routes
+            .get("r1")
+            .unwrap()
+            .export(now, "router-a", cert)
+            .unwrap()
+    }
+
     #[test]
     fn a_local_route_exports_as_signed_with_our_path_cert_and_lease() {
         let mut l = Locals::new(1000);
@@ -239,8 +248,7 @@ mod tests {
             l.upsert(5, "router-a", &key(1), &cert, local("r1")),
             Ok(true)
         );
-        let held = l.routes.get("r1").unwrap();
-        let ad = held.export(10_005, "router-a", &cert).unwrap();
+        let ad = exported(&l, 10_005, &cert);
         assert_eq!(crate::sign::verify(&ad), Ok(()));
         assert_eq!(ad.route_id, "r1");
         assert_eq!(ad.origin_router, "router-a");
@@ -252,23 +260,13 @@ mod tests {
         let mut renewed = local("r1");
         renewed.lease_ms = 60_000;
         assert_eq!(l.upsert(6, "router-a", &key(1), &cert, renewed), Ok(false));
-        let again = l
-            .routes
-            .get("r1")
-            .unwrap()
-            .export(6, "router-a", &cert)
-            .unwrap();
+        let again = exported(&l, 6, &cert);
         assert_eq!((again.serial, again.signature), (ad.serial, ad.signature));
         assert_eq!(again.lease_ms, 60_000);
         let mut changed = local("r1");
         changed.version = 2;
         assert_eq!(l.upsert(7, "router-a", &key(1), &cert, changed), Ok(true));
-        let signed = l
-            .routes
-            .get("r1")
-            .unwrap()
-            .export(7, "router-a", &cert)
-            .unwrap();
+        let signed = exported(&l, 7, &cert);
         assert!(signed.serial > ad.serial);
         assert_eq!(crate::sign::verify(&signed), Ok(()));
     }
