@@ -42,7 +42,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = "router-openwrt"
-OUT = REPO / "target" / PROFILE
+# Where cargo puts the build: CARGO_TARGET_DIR when set (relative to the
+# repository, where the build runs), else the repository's target/.
+OUT = REPO / os.environ.get("CARGO_TARGET_DIR", "target") / PROFILE
 SUITE = "agentd-suite"
 LINKS = ["agentd", "agentctl", "agent-gw"]
 #: What the stripped multi-call binary may weigh.
