@@ -12,7 +12,7 @@ use agent_gw::auth::jwt::{mint, Audience, Claims};
 use agent_gw::auth::{AuthConfig, Authenticator, Scope, UnixSeconds};
 use agent_gw::task::{object_digest, History};
 use divan::Bencher;
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 
 const NOW: UnixSeconds = UnixSeconds(1_800_000_000);
 

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use agent_gw::peer::coalesce::Coalesce;
 use agent_gw::peer::{h2_settings, LocalExec};
 use bytes::Bytes;
-use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use edkey::{Signature, SigningKey, VerifyingKey};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
@@ -302,7 +302,7 @@ impl Back {
                 return answer(StatusCode::FORBIDDEN, "no signature".into());
             };
             let ok = key
-                .verify(&message(&body, nonce), &Signature::from_bytes(&sig))
+                .verify_strict(&message(&body, nonce), &Signature::from_bytes(&sig))
                 .is_ok();
             if !ok {
                 return answer(StatusCode::FORBIDDEN, "bad signature".into());

@@ -99,9 +99,9 @@ pub struct GatewayConfig {
     /// The router issuer key (gateway `issuer_key` file, else agentd's
     /// `identity`), loaded by the binary with `auth::load_or_create_key`.
     /// `None`: a fresh key per start (tests, lab).
-    pub issuer_key: Option<ed25519_dalek::SigningKey>,
+    pub issuer_key: Option<edkey::SigningKey>,
     /// `jwt_key` values of the `tenant` sections, parsed.
-    pub tenant_keys: Vec<(Box<str>, ed25519_dalek::VerifyingKey)>,
+    pub tenant_keys: Vec<(Box<str>, edkey::VerifyingKey)>,
     /// Tolerated clock difference for token times, seconds.
     pub jwt_clock_skew_s: u64,
     /// Longest accepted token lifetime (`exp - iat`), seconds.

@@ -8,7 +8,7 @@ mod common;
 use std::net::IpAddr;
 
 use common::*;
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 
 use agent_gw::auth::jwt::{mint, Audience, Claims};
 use agent_gw::auth::net::IpNet;

@@ -15,7 +15,7 @@ use agent_gw::config::GatewayConfig;
 use agent_gw::core::Core;
 use common::daemon::{wait_for, Daemon, TempDir};
 use common::*;
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 use router_pki::Fingerprint;
 
 fn free_port() -> u16 {

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 use router_pki::tls::{self as pki_tls, PeerTrust, Trust};
 use router_pki::{Fingerprint, RouterIdentity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

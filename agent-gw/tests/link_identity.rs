@@ -7,7 +7,7 @@
 mod common;
 
 use bytes::Bytes;
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 use http_body_util::{BodyExt, Full};
 
 use agent_gw::front::neighbour as inbound;

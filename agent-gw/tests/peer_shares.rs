@@ -11,7 +11,7 @@
 mod common;
 
 use bytes::Bytes;
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 use http::Request;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;

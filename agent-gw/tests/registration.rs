@@ -8,7 +8,7 @@ use agent_gw::auth::jwt::{mint, Audience, Claims};
 use agent_gw::auth::UnixSeconds;
 use agent_gw::config::{AuthMode, GatewayConfig};
 use common::*;
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 
 fn key() -> SigningKey {
     SigningKey::from_bytes(&[0x33; 32])

@@ -96,7 +96,7 @@ fn events_with_wait_ms_answer_at_the_next_step() {
 #[test]
 fn a_neighbour_asking_for_events_with_wait_ms_waits_too() {
     use bytes::Bytes;
-    use ed25519_dalek::SigningKey;
+    use edkey::SigningKey;
     use http_body_util::{BodyExt, Full};
     use sha2::{Digest, Sha256};
 

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use ed25519_dalek::{Signature, SigningKey, VerifyingKey};
+use edkey::{Signature, SigningKey, VerifyingKey};
 use serde::Serialize;
 
 use crate::bytes::Bytes;
@@ -63,7 +63,6 @@ pub fn signed_bytes(ad: &RouteAd) -> Vec<u8> {
 
 /// Sets `origin_key` and `signature` of our own advertisement.
 pub fn sign(ad: &mut RouteAd, key: &SigningKey) {
-    use ed25519_dalek::Signer;
     ad.origin_key = Bytes(key.verifying_key().to_bytes());
     ad.signature = Bytes(key.sign(&signed_bytes(ad)).to_bytes());
 }

@@ -1,7 +1,7 @@
 //! Builders for tests (unit and conformance): deterministic keys and
 //! advertisements.
 
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 
 use crate::bytes::Bytes;
 use crate::message::{Attrs, RouteAd};

@@ -3,7 +3,7 @@
 #![no_main]
 
 use agent_gw::auth::{jwt, AuthConfig, Authenticator, UnixSeconds};
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 use libfuzzer_sys::fuzz_target;
 
 // One authenticator for the whole run, so the cached path is exercised.

@@ -16,7 +16,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ed25519_dalek::{SigningKey, VerifyingKey};
+use edkey::{SigningKey, VerifyingKey};
 
 use crate::der::write::WriteError;
 use crate::identity::{fill_random, Fingerprint};

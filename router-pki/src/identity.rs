@@ -15,7 +15,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use ed25519_dalek::{SigningKey, VerifyingKey};
+use edkey::{SigningKey, VerifyingKey};
 use sha2::{Digest, Sha256};
 
 use crate::b64::{self, Alphabet, B64Error};

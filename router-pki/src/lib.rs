@@ -36,7 +36,7 @@ mod router;
 pub mod tls;
 
 /// The key types of the API, so users need no ed25519-dalek of their own.
-pub use ed25519_dalek::{SigningKey, VerifyingKey};
+pub use edkey::{SigningKey, VerifyingKey};
 pub use identity::{fingerprint, load_or_create_key, Fingerprint, KeyFileError};
 #[cfg(feature = "tls")]
 pub use router::{IdentityError, RouterIdentity};

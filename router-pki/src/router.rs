@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ed25519_dalek::{SigningKey, VerifyingKey};
+use edkey::{SigningKey, VerifyingKey};
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 

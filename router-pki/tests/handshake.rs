@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 use router_pki::cert::{self, Validity};
 use router_pki::tls::{
     self, client_config, peer_identity, server_config, DomainCa, PeerIdentity, PeerTrust, Trust,

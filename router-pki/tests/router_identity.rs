@@ -31,7 +31,7 @@ fn router_cert_must_be_for_this_key_and_router_id() {
     let ca = cert::init_domain("lab.example", &ca_key, v).unwrap();
     let key_path = dir.0.join("identity.key");
     let key = router_pki::load_or_create_key(&key_path).unwrap();
-    let issue = |id: &str, k: &ed25519_dalek::VerifyingKey| {
+    let issue = |id: &str, k: &edkey::VerifyingKey| {
         let der = cert::issue_router(&ca_key, &ca, id, Some("lab.example"), k, v).unwrap();
         let p = dir
             .0

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 use router_pki::cert::{self, Validity};
 use router_pki::tls::{DomainCa, PeerTrust, Trust, TrustError, Unlisted};
 use router_pki::Fingerprint;

@@ -5,7 +5,7 @@
 //! [`Verifier`](super::Verifier) checks the signature over
 //! [`Decoded::signing_input`] before any claim is believed.
 
-use ed25519_dalek::{Signature, Signer, SigningKey};
+use edkey::{Signature, SigningKey};
 use serde::{Deserialize, Serialize};
 
 use super::b64::{self, Alphabet, B64Error};

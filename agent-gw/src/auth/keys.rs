@@ -7,7 +7,7 @@
 //! (`agentd.identity`). What is JWT-specific — the RFC 7638 key id — is
 //! here.
 
-use ed25519_dalek::VerifyingKey;
+use edkey::VerifyingKey;
 use sha2::{Digest, Sha256};
 
 use super::b64;

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 
-use ed25519_dalek::{SigningKey, VerifyingKey};
+use edkey::{SigningKey, VerifyingKey};
 
 pub use jwt::{Alg, Claims, Malformed};
 pub use keys::{fill_random, format_public_key, key_id, load_or_create_key, parse_public_key};

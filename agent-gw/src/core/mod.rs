@@ -165,7 +165,7 @@ fn authenticator(cfg: &GatewayConfig) -> Authenticator {
             // such a key only signs bootstrap tokens of this process.
             seed[..8].copy_from_slice(&Millis::now().0.to_le_bytes());
         }
-        ed25519_dalek::SigningKey::from_bytes(&seed)
+        edkey::SigningKey::from_bytes(&seed)
     });
     let mut per_tenant: std::collections::HashMap<&str, usize> = Default::default();
     let keys: Vec<_> = cfg

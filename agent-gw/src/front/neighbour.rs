@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use ed25519_dalek::VerifyingKey;
+use edkey::VerifyingKey;
 use http::request::Parts;
 use http::{HeaderMap, Request, Response};
 use hyper::body::Incoming;

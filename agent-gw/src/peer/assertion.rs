@@ -27,7 +27,7 @@
 
 use std::fmt;
 
-use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use edkey::{Signature, SigningKey, VerifyingKey};
 use router_pki::b64::{self, Alphabet};
 use serde::{Deserialize, Serialize};
 

@@ -12,7 +12,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 use tokio::sync::oneshot;
 
 use crate::peer::assertion::{sign_batch, Assertion, Claims};

@@ -24,7 +24,7 @@ use crate::peer::link::Link;
 pub struct PeerTls {
     identity: RouterIdentity,
     /// The identity key and id, shared with the batch signer's task.
-    key: std::rc::Rc<ed25519_dalek::SigningKey>,
+    key: std::rc::Rc<edkey::SigningKey>,
     id: std::rc::Rc<str>,
     trust: Arc<Trust>,
     server: Arc<ServerConfig>,
@@ -68,12 +68,12 @@ impl PeerTls {
         self.identity.router_id()
     }
 
-    pub fn signing_key(&self) -> &ed25519_dalek::SigningKey {
+    pub fn signing_key(&self) -> &edkey::SigningKey {
         self.identity.signing_key()
     }
 
     /// The identity key and router id, for the batch signer.
-    pub fn signer(&self) -> (std::rc::Rc<ed25519_dalek::SigningKey>, std::rc::Rc<str>) {
+    pub fn signer(&self) -> (std::rc::Rc<edkey::SigningKey>, std::rc::Rc<str>) {
         (self.key.clone(), self.id.clone())
     }
 

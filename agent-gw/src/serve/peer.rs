@@ -94,8 +94,8 @@ pub(super) async fn accept(
 /// (small-order) key would let anyone sign as that router; `verify_strict`
 /// refuses it on every call too, but refusing the link here says why once
 /// instead of failing each call.
-fn assertion_key(bytes: &[u8; 32]) -> Option<ed25519_dalek::VerifyingKey> {
-    ed25519_dalek::VerifyingKey::from_bytes(bytes)
+fn assertion_key(bytes: &[u8; 32]) -> Option<edkey::VerifyingKey> {
+    edkey::VerifyingKey::from_bytes(bytes)
         .ok()
         .filter(|k| !k.is_weak())
 }
@@ -173,7 +173,7 @@ mod tests {
 
     #[test]
     fn small_order_and_invalid_link_keys_are_refused() {
-        let good = ed25519_dalek::SigningKey::from_bytes(&[3; 32]).verifying_key();
+        let good = edkey::SigningKey::from_bytes(&[3; 32]).verifying_key();
         assert_eq!(assertion_key(good.as_bytes()), Some(good));
         // The identity point (y = 1), of order 1: every signature with
         // R = identity and S = 0 would verify under it.

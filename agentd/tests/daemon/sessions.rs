@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 use router_pki::cert::{self, Validity};
 use router_pki::Fingerprint;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 use serde::{Deserialize, Serialize};
 
 use crate::frame::FrameError;

@@ -10,7 +10,7 @@ use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
-use ed25519_dalek::SigningKey;
+use edkey::SigningKey;
 
 use super::io::LocalRoute;
 use crate::bytes::Bytes;

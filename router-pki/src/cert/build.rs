@@ -9,7 +9,7 @@
 //! basicConstraints (critical); key identifiers are the first 20 bytes of
 //! the SHA-256 of the key's SubjectPublicKeyInfo (RFC 7093 method 1).
 
-use ed25519_dalek::{Signer, SigningKey};
+use edkey::SigningKey;
 use sha2::{Digest, Sha256};
 
 use crate::der::write::{self as w, WriteError};

@@ -418,6 +418,8 @@ fn a_signature_with_a_small_order_r_is_refused_though_plain_verify_accepts_it() 
     use ed25519_dalek::Verifier;
     use sha2::{Digest, Sha512};
     let k = key(3);
+    // The same key in dalek, for its secret scalar and its plain `verify`.
+    let dalek_key = ed25519_dalek::SigningKey::from_bytes(&k.to_bytes());
     let vk = k.verifying_key();
     let mut a = Assertion::sign(claims(1), &k);
     let root = merkle::root_of(a.claims.leaf(), 0, 1, &[]).unwrap();
@@ -431,10 +433,10 @@ fn a_signature_with_a_small_order_r_is_refused_though_plain_verify_accepts_it() 
         .chain_update(&message)
         .finalize()
         .into();
-    let s = Scalar::from_bytes_mod_order_wide(&h) * k.to_scalar();
-    let forged = Signature::from_components(r, s.to_bytes());
+    let s = Scalar::from_bytes_mod_order_wide(&h) * dalek_key.to_scalar();
+    let forged = ed25519_dalek::Signature::from_components(r, s.to_bytes());
     assert!(
-        vk.verify(&message, &forged).is_ok(),
+        dalek_key.verifying_key().verify(&message, &forged).is_ok(),
         "the forged signature satisfies the cofactorless equation"
     );
     a.signature = halves(forged.to_bytes());
