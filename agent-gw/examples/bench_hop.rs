@@ -32,12 +32,12 @@ use std::sync::Arc;
 use agent_gw::peer::coalesce::Coalesce;
 use agent_gw::peer::{h2_settings, LocalExec};
 use bytes::Bytes;
+use edkey::Sha256;
 use edkey::{Signature, SigningKey, VerifyingKey};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use sha2::{Digest, Sha256};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls::{self, pki_types};
 

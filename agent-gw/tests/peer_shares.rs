@@ -11,11 +11,11 @@
 mod common;
 
 use bytes::Bytes;
+use edkey::Sha256;
 use edkey::SigningKey;
 use http::Request;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use sha2::{Digest, Sha256};
 use tokio::net::TcpStream;
 
 use agent_gw::front::neighbour as inbound;
@@ -42,7 +42,7 @@ async fn forwarded(
         caller: format!("agent://{tenant}/caller"),
         tenant: tenant.into(),
         capability: "demo.echo".into(),
-        body_sha256: Sha256::digest(body.as_bytes()).into(),
+        body_sha256: Sha256::digest(body.as_bytes()),
         nonce: agent_gw::peer::replay::nonce(7, seq),
         expires_ms: unix_ms() + 20_000,
     };

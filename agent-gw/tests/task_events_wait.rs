@@ -96,9 +96,9 @@ fn events_with_wait_ms_answer_at_the_next_step() {
 #[test]
 fn a_neighbour_asking_for_events_with_wait_ms_waits_too() {
     use bytes::Bytes;
+    use edkey::Sha256;
     use edkey::SigningKey;
     use http_body_util::{BodyExt, Full};
-    use sha2::{Digest, Sha256};
 
     use agent_gw::front::neighbour as inbound;
     use agent_gw::peer::assertion::{Assertion, Claims};
@@ -132,7 +132,7 @@ fn a_neighbour_asking_for_events_with_wait_ms_waits_too() {
             caller: "agent://lab/caller".into(),
             tenant: "lab".into(),
             capability: "demo.hold".into(),
-            body_sha256: Sha256::digest(b"").into(),
+            body_sha256: Sha256::digest(b""),
             nonce: agent_gw::peer::replay::nonce(9, 1),
             expires_ms: unix_ms() + 20_000,
         };

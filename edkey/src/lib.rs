@@ -14,6 +14,9 @@
 //!   point the check computes. ring's verify does all but the small-order
 //!   refusals, which are a byte comparison of our own ([`small_order`]).
 //!
+//! [`Sha256`] is ring's SHA-256 behind the part of the `sha2` API the
+//! suite used, for the same reason: one implementation in the binary.
+//!
 //! Signatures are byte for byte dalek's (Ed25519 is deterministic); the
 //! tests in `tests/differential.rs` hold all of it to ed25519-dalek.
 
@@ -23,6 +26,9 @@ use std::mem::ManuallyDrop;
 use ring::signature::{self as rs, KeyPair};
 
 mod field;
+mod sha256;
+
+pub use sha256::Sha256;
 
 /// Why a key or a signature was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,8 +15,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use edkey::Sha256;
 use edkey::{SigningKey, VerifyingKey};
-use sha2::{Digest, Sha256};
 
 use crate::b64::{self, Alphabet, B64Error};
 use crate::pem;
@@ -106,7 +106,7 @@ pub struct Fingerprint(pub [u8; 32]);
 impl Fingerprint {
     /// The fingerprint of a raw Ed25519 public key.
     pub fn of_raw(public_key: &[u8; 32]) -> Fingerprint {
-        Fingerprint(Sha256::digest(public_key).into())
+        Fingerprint(Sha256::digest(public_key))
     }
 
     pub fn of(key: &VerifyingKey) -> Fingerprint {
@@ -392,7 +392,7 @@ mod tests {
     fn fingerprint_is_sha256_of_the_raw_key_and_round_trips() {
         let k = SigningKey::from_bytes(&[7u8; 32]).verifying_key();
         let text = fingerprint(&k);
-        let digest: [u8; 32] = Sha256::digest(k.as_bytes()).into();
+        let digest: [u8; 32] = Sha256::digest(k.as_bytes());
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(text, format!("sha256:{hex}"));
         assert_eq!(text.parse::<Fingerprint>(), Ok(Fingerprint::of(&k)));

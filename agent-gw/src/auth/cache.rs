@@ -11,7 +11,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
-use sha2::{Digest, Sha256};
+use edkey::Sha256;
 
 use super::VerifiedCaller;
 
@@ -36,7 +36,7 @@ pub struct TokenCache {
 
 /// Cache key of a token.
 pub fn key(token: &[u8]) -> [u8; 32] {
-    Sha256::digest(token).into()
+    Sha256::digest(token)
 }
 
 impl TokenCache {

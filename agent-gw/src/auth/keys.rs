@@ -7,8 +7,8 @@
 //! (`agentd.identity`). What is JWT-specific — the RFC 7638 key id — is
 //! here.
 
+use edkey::Sha256;
 use edkey::VerifyingKey;
-use sha2::{Digest, Sha256};
 
 use super::b64;
 

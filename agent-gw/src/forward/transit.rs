@@ -26,8 +26,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use edkey::Sha256;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
-use sha2::{Digest, Sha256};
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::body::{Body, BoxError};
@@ -205,7 +205,7 @@ impl Transit {
                 }
                 Poll::Ready(None) => {
                     if self.0.check != Check::Nothing {
-                        let got: [u8; 32] = self.0.hasher.replace(Sha256::new()).finalize().into();
+                        let got: [u8; 32] = self.0.hasher.replace(Sha256::new()).finalize();
                         if matches!(self.0.check, Check::Expect(want) if want != got) {
                             return self.fail(TransitError::DigestMismatch);
                         }
@@ -300,7 +300,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_signed_body_must_hash_to_what_was_signed() {
-        let good: [u8; 32] = Sha256::digest(b"signed bytes").into();
+        let good: [u8; 32] = Sha256::digest(b"signed bytes");
         let t = Transit::new(chunks(&[b"signed ", b"bytes"]), 64, Check::Expect(good));
         assert_eq!(t.computed(), None, "not before its end");
         assert_eq!(read(&t).await.unwrap(), b"signed bytes");

@@ -24,11 +24,11 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 
 use bytes::Bytes;
+use edkey::Sha256;
 use edkey::VerifyingKey;
 use http::request::Parts;
 use http::{HeaderMap, Request, Response};
 use hyper::body::Incoming;
-use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use agentd::route::RouteId;
@@ -241,7 +241,7 @@ fn check<'a>(
         peer_key: &peer.key,
         us: state.peer.router_id(),
         capability,
-        body_sha256: body.map(|b| Sha256::digest(b).into()),
+        body_sha256: body.map(Sha256::digest),
         now_ms: unix_ms(),
         ttl_ms: state.cfg.assertion_ttl_ms,
         skew_ms: state.cfg.jwt_clock_skew_s.saturating_mul(1000),

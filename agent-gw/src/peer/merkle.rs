@@ -9,7 +9,7 @@
 //! batch is at most [`MAX_BATCH`] leaves, so a proof is at most
 //! [`MAX_DEPTH`] hashes.
 
-use sha2::{Digest, Sha256};
+use edkey::Sha256;
 
 /// Most calls one signature covers (a proof of at most 8 hashes).
 pub const MAX_BATCH: usize = 256;
@@ -23,7 +23,7 @@ pub fn leaf(bytes: &[u8]) -> Hash {
     let mut h = Sha256::new();
     h.update([0u8]);
     h.update(bytes);
-    h.finalize().into()
+    h.finalize()
 }
 
 fn node(left: &Hash, right: &Hash) -> Hash {
@@ -31,7 +31,7 @@ fn node(left: &Hash, right: &Hash) -> Hash {
     h.update([1u8]);
     h.update(left);
     h.update(right);
-    h.finalize().into()
+    h.finalize()
 }
 
 /// The root of `leaves` (at least one) and every leaf's inclusion proof,

@@ -13,9 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use std::rc::Rc;
 
+use edkey::Sha256;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
-use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use crate::forward::deadline::DEADLINE_NAME;
@@ -222,7 +222,7 @@ fn end_sign(plane: Rc<PeerPlane>, ttl_ms: u64, template: Claims) -> EndSign {
 /// (`end_sign`).
 fn digest(body: &OutBody) -> Option<[u8; 32]> {
     match body {
-        OutBody::Whole(b) => Some(Sha256::digest(b).into()),
+        OutBody::Whole(b) => Some(Sha256::digest(b)),
         OutBody::Transit(t) => t.digest(),
     }
 }

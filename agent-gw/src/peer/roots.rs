@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use sha2::{Digest, Sha256};
+use edkey::Sha256;
 
 /// Default bound: a batch lives for its assertions' lifetime (30 s by
 /// default), and a busy sender signs at most one per event-loop turn.
@@ -36,7 +36,7 @@ pub fn key_of(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(key);
     h.update(message);
-    h.finalize().into()
+    h.finalize()
 }
 
 impl RootCache {

@@ -25,8 +25,6 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
-use sha2::Digest;
-
 use crate::config::GatewayConfig;
 use crate::core::agent_door::Endpoint;
 use crate::core::Core;
@@ -142,7 +140,7 @@ fn verified_of(der: &[u8]) -> Result<Verified, Box<str>> {
         .next()
         .filter(|t| agentd::route::check_tenant(t).is_ok())
         .ok_or("the client certificate's agent URI names no valid tenant")?;
-    let digest: [u8; 32] = sha2::Sha256::digest(der).into();
+    let digest: [u8; 32] = edkey::Sha256::digest(der);
     Ok(Verified {
         tenant: tenant.into(),
         subject: uri.as_str().into(),

@@ -9,8 +9,8 @@
 //! field, must equal the original's. Canonical means object keys sorted
 //! and no insignificant whitespace, so key order on the wire is irrelevant.
 
+use edkey::Sha256;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 /// Envelope field carrying the resume cursor (excluded from the digest).
 pub const RESUME_FIELD: &str = "resume_from_event_id";
@@ -32,7 +32,7 @@ impl StreamKey {
             h.update((part.len() as u64).to_be_bytes());
             h.update(part.as_bytes());
         }
-        StreamKey(h.finalize().into())
+        StreamKey(h.finalize())
     }
 }
 
@@ -40,14 +40,14 @@ impl StreamKey {
 pub fn request_digest(envelope: &Value) -> [u8; 32] {
     let mut h = Sha256::new();
     write_canonical(&mut h, envelope, &NOT_CONTENT);
-    h.finalize().into()
+    h.finalize()
 }
 
 /// [`request_digest`] of an already decoded JSON object.
 pub fn object_digest(map: &serde_json::Map<String, Value>) -> [u8; 32] {
     let mut h = Sha256::new();
     write_object(&mut h, map, &NOT_CONTENT);
-    h.finalize().into()
+    h.finalize()
 }
 
 fn write_object(h: &mut Sha256, map: &serde_json::Map<String, Value>, skip: &[&str]) {

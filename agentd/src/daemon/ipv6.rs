@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::Ipv6Addr;
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
+use edkey::Sha256;
 use uci_schema::uci::Package;
 use uci_schema::Ipv6Mode;
 
@@ -422,7 +422,7 @@ fn secret(identity: &Path) -> Result<[u8; 32], String> {
     let mut h = Sha256::new();
     h.update(b"agentd ipv6 address secret v1\0");
     h.update(key.to_bytes());
-    Ok(h.finalize().into())
+    Ok(h.finalize())
 }
 
 /// odhcpd relaying NDP on `upstream`: it flushes proxy entries it did

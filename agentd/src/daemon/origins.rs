@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use sha2::{Digest, Sha256};
+use edkey::Sha256;
 
 use crate::ipc::error::Quota;
 use crate::owner::Owner;

@@ -19,8 +19,8 @@
 
 use std::fmt;
 
+use edkey::Sha256;
 use router_pki::Fingerprint;
-use sha2::{Digest, Sha256};
 use uci_schema::schema::{check_value, Kind};
 
 /// The record format this code reads and writes.

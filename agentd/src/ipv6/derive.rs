@@ -18,7 +18,7 @@
 use std::fmt;
 use std::net::Ipv6Addr;
 
-use sha2::{Digest, Sha256};
+use edkey::Sha256;
 
 /// Shortest and longest prefix an agent pool may use (the schema's
 /// `ipv6.prefix` rule).

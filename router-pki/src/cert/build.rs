@@ -9,8 +9,8 @@
 //! basicConstraints (critical); key identifiers are the first 20 bytes of
 //! the SHA-256 of the key's SubjectPublicKeyInfo (RFC 7093 method 1).
 
+use edkey::Sha256;
 use edkey::SigningKey;
-use sha2::{Digest, Sha256};
 
 use crate::der::write::{self as w, WriteError};
 

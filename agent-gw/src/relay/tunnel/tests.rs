@@ -10,11 +10,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use edkey::Sha256;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -41,7 +41,7 @@ impl Made {
         while let Some(c) = m.chunk() {
             h.update(&c);
         }
-        h.finalize().into()
+        h.finalize()
     }
 
     fn chunk(&mut self) -> Option<Bytes> {
@@ -163,7 +163,7 @@ async fn digest_of(resp: Response<Incoming>) -> ([u8; 32], usize) {
             h.update(&d);
         }
     }
-    (h.finalize().into(), n)
+    (h.finalize(), n)
 }
 
 /// Bound on a whole test: a tunnel that stalls (a window never

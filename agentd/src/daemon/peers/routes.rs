@@ -8,7 +8,7 @@
 use arpx::instance::LocalRoute;
 use arpx::message::{self as wire, Attrs, ContractRef, OriginProof, RouteAd};
 use arpx::Bytes;
-use sha2::{Digest, Sha256};
+use edkey::Sha256;
 
 use super::settings::PeerSettings;
 use crate::daemon::state::PeerPath;
@@ -143,7 +143,7 @@ pub fn contract_digest(c: &Contract) -> [u8; 32] {
             }
         }
     }
-    h.finalize().into()
+    h.finalize()
 }
 
 /// A peer's advertisement as a RIB path via `peer` (whose data plane is
