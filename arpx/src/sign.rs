@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use edkey::{Signature, SigningKey, VerifyingKey};
+use edkey::{Signature, SigningKey};
 use serde::Serialize;
 
 use crate::bytes::Bytes;
@@ -90,11 +90,15 @@ impl std::error::Error for SignatureError {}
 /// Checks `ad`'s signature against the key it carries. Whether that key
 /// really is the origin router's is the caller's question (the instance
 /// keeps the known key of every router).
+///
+/// One call to edkey: the key's decoding is checked only when the
+/// signature fails, not once more for every advertisement.
 pub fn verify(ad: &RouteAd) -> Result<(), SignatureError> {
-    let key = VerifyingKey::from_bytes(&ad.origin_key.0).map_err(|_| SignatureError::BadKey)?;
     let sig = Signature::from_bytes(&ad.signature.0);
-    key.verify_strict(&signed_bytes(ad), &sig)
-        .map_err(|_| SignatureError::Mismatch)
+    edkey::verify_strict(&ad.origin_key.0, &signed_bytes(ad), &sig).map_err(|e| match e {
+        edkey::Error::KeyNotOnCurve => SignatureError::BadKey,
+        edkey::Error::BadSignature => SignatureError::Mismatch,
+    })
 }
 
 #[cfg(test)]

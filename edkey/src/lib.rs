@@ -130,6 +130,21 @@ impl fmt::Debug for VerifyingKey {
     }
 }
 
+/// `VerifyingKey::from_bytes(key)` then `verify_strict`, with the same
+/// outcome (`KeyNotOnCurve` for a key that does not decode), but the key's
+/// decoding checked only when the signature fails: ring decodes the key
+/// by the same rule while verifying, so a signature that verifies proves
+/// the key decodes. For a key that arrives with every message (an ARPX
+/// advertisement's origin key), where the check would add a third to each
+/// verification.
+pub fn verify_strict(key: &[u8; 32], message: &[u8], signature: &Signature) -> Result<(), Error> {
+    match VerifyingKey(*key).verify_strict(message, signature) {
+        Ok(()) => Ok(()),
+        Err(_) if !field::decodes(key) => Err(Error::KeyNotOnCurve),
+        Err(e) => Err(e),
+    }
+}
+
 /// An Ed25519 secret key: the 32-byte seed of RFC 8032, with ring's key
 /// pair (the expanded secret scalar and prefix, and the public key)
 /// computed once. Both are overwritten with zeros when it is dropped.

@@ -182,6 +182,14 @@ fn check_verify(key: &[u8; 32], msg: &[u8], sig: &[u8; 64]) -> bool {
         theirs.ok(),
         "key {key:02x?} sig {sig:02x?} msg {msg:02x?}"
     );
+    // The one-call form: the same verdict, and the key error for a key
+    // that does not decode.
+    let one_go = edkey::verify_strict(key, msg, &edkey::Signature::from_bytes(sig));
+    match ours {
+        Err(_) => assert_eq!(one_go, Err(edkey::Error::KeyNotOnCurve)),
+        Ok(true) => assert_eq!(one_go, Ok(())),
+        Ok(false) => assert_eq!(one_go, Err(edkey::Error::BadSignature)),
+    }
     ours.unwrap_or(false)
 }
 
