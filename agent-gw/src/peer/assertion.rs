@@ -372,8 +372,9 @@ pub fn verify<'a>(
         // known to its holder, signatures with R = identity (or another
         // small-order point) that other RFC 8032 verifiers refuse: what
         // the assertion proves must not depend on whose verifier reads it
-        // (a receiving domain keeps it as evidence, DESIGN §3). The extra
-        // cost, decompressing R, is paid once per batch like the rest.
+        // (a receiving domain keeps it as evidence, DESIGN §3). ring's
+        // verify has no such refusal; edkey adds it (a comparison of R's
+        // and the key's bytes with the small-order encodings).
         roots.note_check();
         e.peer_key
             .verify_strict(&message, &a.signature())
