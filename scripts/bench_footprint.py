@@ -15,7 +15,11 @@ JSON in target/bench/footprint.json, a table on stdout.
   summed over both daemons, against the 0-route baseline.
 
 Knobs: BENCH_FOOTPRINT_ROUTES ("1000 10000 50000"), --no-build (use what
-target/router-openwrt holds). Processes are ours, stopped by PID.
+target/router-openwrt holds), BENCH_FOOTPRINT_ENDPOINTS: "shared" (every
+route's endpoint on 127.0.0.1:9, one probed endpoint: the figures of
+earlier runs) or "distinct" (each route on a port of its own, as agents
+each listening on their own host:port are; one probed endpoint per
+route). Processes are ours, stopped by PID.
 """
 
 from __future__ import annotations
@@ -44,6 +48,16 @@ ROUTER_DIR = REPO / "target" / "router-openwrt"
 BIN_DIR = Path(os.environ.get("BENCH_FOOTPRINT_BIN_DIR", ROUTER_DIR))
 COUNTS = [int(x) for x in os.environ.get("BENCH_FOOTPRINT_ROUTES", "1000 10000 50000").split()]
 THREADS = 4
+ENDPOINTS = os.environ.get("BENCH_FOOTPRINT_ENDPOINTS", "shared")
+if ENDPOINTS not in ("shared", "distinct"):
+    raise SystemExit(f"bench_footprint: BENCH_FOOTPRINT_ENDPOINTS must be shared or distinct, not {ENDPOINTS!r}")
+
+
+def endpoint(i: int) -> str:
+    """Route `i`'s handler URL (loopback; nothing needs to listen)."""
+    if ENDPOINTS == "shared":
+        return f"http://127.0.0.1:9/a{i}"
+    return f"http://127.0.0.{1 + i // 60000}:{1024 + i % 60000}/a{i}"
 
 
 def log(msg: str) -> None:
@@ -85,7 +99,7 @@ def register_all(stack: Stack, n: int, start: int) -> None:
         conn = http.client.HTTPConnection(host, port, timeout=30)
         for i in range(lo, hi):
             body = json.dumps({"intent": f"fp.c{i % 50}", "version": 1, "origin": f"agent://fp/a{i}",
-                               "endpoint": f"http://127.0.0.1:9/a{i}", "tenant": "fp", "lease_seconds": 3600})
+                               "endpoint": endpoint(i), "tenant": "fp", "lease_seconds": 3600})
             conn.request("POST", "/agent/v1/register", body=body, headers={"Content-Type": "application/json"})
             r = conn.getresponse()
             raw = r.read()
@@ -147,7 +161,7 @@ def memory() -> Dict[str, Any]:
                 **{k: round((rows[str(n)][k]["anonymous_kib"] - base[k]["anonymous_kib"]) * 1024 / n)
                    for k in pids},
             }
-        return {"by_routes": rows, "anonymous_bytes_per_route": per_route}
+        return {"endpoints": ENDPOINTS, "by_routes": rows, "anonymous_bytes_per_route": per_route}
     finally:
         stack.stop()
 
@@ -202,7 +216,7 @@ def main() -> int:
         print(f"{n:>7} {a['rss_kib']:>11} {a['pss_kib']:>7} {a['anonymous_kib']:>7} "
               f"{g['rss_kib']:>8} {g['pss_kib']:>7} {g['anonymous_kib']:>7}")
     for n, b in out["memory"]["anonymous_bytes_per_route"].items():
-        print(f"anonymous bytes per route at {n}: {b['both']} (agentd {b['agentd']}, agent-gw {b['agent-gw']})")
+        print(f"anonymous bytes per route at {n} ({ENDPOINTS} endpoints): {b['both']} (agentd {b['agentd']}, agent-gw {b['agent-gw']})")
     print("\n".join(issue_table(out)))
     print(f"wrote {dest}")
     return 0

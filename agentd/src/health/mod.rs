@@ -17,6 +17,7 @@
 //! on the endpoint; health never removes a route.
 
 pub mod monitor;
+mod route_set;
 pub mod schedule;
 pub mod target;
 

@@ -14,8 +14,9 @@
 //! agent's own `healthy` claim on renewal whenever the endpoint changes
 //! state.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
+use super::route_set::RouteSet;
 use super::schedule::{Pacing, ProbeScheduler};
 use super::target::ProbeTarget;
 use super::{HealthTracker, Thresholds, Transition};
@@ -48,7 +49,7 @@ pub struct Monitor {
     cfg: MonitorConfig,
     tracker: HealthTracker<ProbeTarget>,
     sched: ProbeScheduler<ProbeTarget>,
-    on: HashMap<ProbeTarget, BTreeSet<RouteId>>,
+    on: HashMap<ProbeTarget, RouteSet>,
     of: HashMap<RouteId, ProbeTarget>,
     /// Probe results taken (answered / failed), for `agentctl stats` and
     /// the metrics: a flapping endpoint shows here before its verdict
@@ -161,7 +162,7 @@ impl Monitor {
 
     /// The routes judged by `target`'s probes.
     pub fn routes_on<'a>(&'a self, target: &ProbeTarget) -> impl Iterator<Item = &'a RouteId> + 'a {
-        self.on.get(target).into_iter().flatten()
+        self.on.get(target).into_iter().flat_map(RouteSet::iter)
     }
 
     /// The endpoint to probe now, if any (paced; see `schedule`).
