@@ -25,8 +25,10 @@ impl RouteSet {
             RouteSet::Empty => *self = RouteSet::One(id),
             RouteSet::One(first) if *first == id => {}
             RouteSet::One(first) => {
-                let first = first.clone();
-                *self = RouteSet::Many(BTreeSet::from([first, id]));
+                let mut set = BTreeSet::new();
+                set.insert(first.clone());
+                set.insert(id);
+                *self = RouteSet::Many(set);
             }
             RouteSet::Many(set) => {
                 set.insert(id);
@@ -41,7 +43,7 @@ impl RouteSet {
                 set.remove(id);
                 // Back to the inline form once one is left.
                 if set.len() == 1 {
-                    if let Some(last) = set.pop_first() {
+                    if let Some(last) = set.iter().next().cloned() {
                         *self = RouteSet::One(last);
                     }
                 }
