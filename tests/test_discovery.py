@@ -544,3 +544,72 @@ for i in range(3000):
     now = wait_candidate(b, a)
     assert (now["fingerprint"], now["version"], now["announced"]) == (
         seen["fingerprint"], seen["version"], True), (seen, now)
+
+
+_QUERY_MDNS = r"""
+import select, socket, struct, sys, time
+own, name, qtype, bound = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+wire = b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\x00"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+s.bind(("0.0.0.0", 5353))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton("224.0.0.251") + socket.inet_aton(own))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(own))
+# One QM question (multicast answer asked), from port 5353: an mDNS querier.
+s.sendto(struct.pack("!6H", 0, 0, 1, 0, 0, 0) + wire + struct.pack("!2H", qtype, 1), ("224.0.0.251", 5353))
+# The NSEC record as RFC 6762 §6.1 has it: type 47, class IN with the
+# cache-flush bit, TTL 120 (an address record's), next name its own
+# name uncompressed, window 0 listing A only.
+rdata = wire + b"\x00\x01\x40"
+want = struct.pack("!2HIH", 47, 0x8001, 120, len(rdata)) + rdata
+start = time.monotonic()
+while time.monotonic() - start < bound:
+    if not select.select([s], [], [], 0.2)[0]:
+        continue
+    data, src = s.recvfrom(9000)
+    if len(data) >= 12 and data[2] & 0x80 and want in data:
+        print(src[0], flush=True)
+        sys.exit(0)
+sys.exit(1)
+"""
+
+
+def test_a_type_the_router_lacks_gets_a_negative_answer_not_silence(mesh):
+    """RFC 6762 §6.1: a question for a name the router holds and a type
+    it lacks is answered with an NSEC record. A's link has no IPv6, so
+    `router-a.local` has an A record and no AAAA. kdig from B (a real
+    DNS client: to agentd a legacy resolver) asking for the AAAA gets a
+    prompt NODATA answer with the NSEC, listing A only, in the authority
+    section; before, it got nothing and timed out. Its A lookup gets the
+    NSEC as an additional record. An mDNS querier
+    (port 5353, a multicast answer asked) hears the NSEC multicast in
+    mDNS's own form."""
+    a = discovery_router(mesh, "router-a", "manual")
+    b = discovery_router(mesh, "router-b", "manual")
+    discovery_link(mesh, a, b)
+    link = mesh.net.find_link("router-a", "router-b")
+    subprocess.run(a.ns.exec_argv(["sysctl", "-q", "-w", f"net.ipv6.conf.{link.a_if}.disable_ipv6=1"]),
+                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    a.start()
+    b.start()
+    wait_candidate(b, a)
+    addr_a, addr_b = link.addr_of("router-a"), link.addr_of("router-b")
+
+    def rows(out: str) -> List[List[str]]:
+        return [line.split() for line in out.splitlines() if line.strip() and not line.startswith(";")]
+
+    # The A record answers, with the NSEC as additional record: there is
+    # no AAAA to ask for (§6.2).
+    host = rows(_kdig(b, addr_a, "router-a.local", "A"))
+    assert [row[3:] for row in host] == [["A", addr_a], ["NSEC", "router-a.local.", "A"]], host
+    # The AAAA: no answer (NODATA), the denial as authority.
+    denial = rows(_kdig(b, addr_a, "router-a.local", "AAAA", "+authority"))
+    assert [[row[0].lower(), row[3], row[4].lower(), *row[5:]] for row in denial] == [
+        ["router-a.local.", "NSEC", "router-a.local.", "A"]], denial
+    assert 0 < int(denial[0][1]) <= 10, denial
+    heard = subprocess.run(b.ns.exec_argv([sys.executable, "-c", _QUERY_MDNS, addr_b, "router-a.local", "28",
+                                           "10"]),
+                           capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+    assert heard.returncode == 0, f"no multicast NSEC from A within 10 s: {heard.stderr.decode(errors='replace')}"
+    assert heard.stdout.decode().strip() == addr_a, heard.stdout

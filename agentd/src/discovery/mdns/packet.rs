@@ -52,7 +52,8 @@ pub enum NameError {
 
 /// Record data of the types mDNS discovery reads; any other type is
 /// kept as its raw bytes (compressed names in it are not expanded, so
-/// such data is only compared, never re-sent).
+/// such data as received is only compared, never re-sent). What we send
+/// of another type (our NSEC) is built with its names uncompressed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Data {
     A(Ipv4Addr),

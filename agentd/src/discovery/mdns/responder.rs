@@ -23,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::packet::{
     Data, Name, Packet, Question, Record, FLAG_AUTHORITATIVE, FLAG_RESPONSE, FLAG_TRUNCATED,
-    TYPE_A, TYPE_AAAA, TYPE_ANY, TYPE_PTR, TYPE_SRV, TYPE_TXT,
+    TYPE_A, TYPE_AAAA, TYPE_ANY, TYPE_NSEC, TYPE_PTR, TYPE_SRV, TYPE_TXT,
 };
 use super::Jitter;
 use crate::time::Millis;
@@ -143,6 +143,8 @@ struct Claim {
     renames: u32,
     conflicts: u32,
     phase: Phase,
+    /// When the name's NSEC was last multicast (see `negative.rs`).
+    negative_sent: Option<Millis>,
 }
 
 /// A record we published, and when we last multicast it.
@@ -289,6 +291,7 @@ impl Responder {
                 renames: 0,
                 conflicts: 0,
                 phase,
+                negative_sent: None,
             });
         }
         self.config = config;
@@ -490,6 +493,7 @@ impl Responder {
     }
 }
 
+mod negative;
 mod step;
 
 #[cfg(test)]

@@ -118,6 +118,9 @@ impl Responder {
                 p.last = Some(now);
             }
         }
+        for r in answers.iter().filter(|r| r.rtype == TYPE_NSEC) {
+            self.negative_sent(&r.name, now);
+        }
         self.respond(None, answers, additional);
     }
 
@@ -227,7 +230,16 @@ impl Responder {
         if probe {
             self.tie_breaks(now, packet);
         }
+        // A known answer with at least half its TTL left is not repeated
+        // (§7.1).
+        let known = |r: &Record| {
+            packet
+                .answers
+                .iter()
+                .any(|k| same(k, r) && k.ttl >= r.ttl / 2)
+        };
         let mut answers: Vec<Record> = Vec::new();
+        let mut negatives: Vec<Record> = Vec::new();
         let mut unique_only = true;
         for q in &packet.questions {
             for p in &self.published {
@@ -235,24 +247,31 @@ impl Responder {
                 if r.name != q.name || (q.qtype != TYPE_ANY && q.qtype != r.rtype) {
                     continue;
                 }
-                // Known-answer suppression (§7.1).
-                let known = packet
-                    .answers
-                    .iter()
-                    .any(|k| same(k, r) && k.ttl >= r.ttl / 2);
-                if known || answers.iter().any(|a| same(a, r)) {
+                if known(r) || answers.iter().any(|a| same(a, r)) {
                     continue;
                 }
                 unique_only &= p.unique;
                 answers.push(r.clone());
             }
+            if let Some(n) = self.negative(q) {
+                if !known(&n) && !negatives.iter().any(|x| same(x, &n)) {
+                    negatives.push(n);
+                }
+            }
         }
-        if answers.is_empty() {
+        if answers.is_empty() && negatives.is_empty() {
             return;
         }
-        let additional = self.additional(&answers);
+        let mut additional = self.additional(&answers);
+        let carried: Vec<&Record> = answers
+            .iter()
+            .chain(&negatives)
+            .chain(&additional)
+            .collect();
+        let missing = self.missing_families(&carried);
+        additional.extend(missing);
         if from.port() != PORT {
-            self.legacy(from, packet, answers, additional);
+            self.legacy(from, packet, answers, negatives, additional);
             return;
         }
         let rate = if probe { RATE_PROBE } else { RATE };
@@ -263,6 +282,8 @@ impl Responder {
                 .and_then(|p| p.last)
                 .is_none_or(|t| now.saturating_sub(t) >= rate)
         });
+        negatives.retain(|n| self.negative_due(&n.name, now, rate));
+        answers.extend(negatives);
         if answers.is_empty() {
             return;
         }
@@ -358,7 +379,17 @@ impl Responder {
     /// §6.7: a resolver that is not mDNS (source port other than 5353)
     /// gets a unicast answer that looks like a unicast DNS one: its id,
     /// its questions, no cache-flush bits, TTLs of at most ten seconds.
-    fn legacy(&mut self, to: SocketAddr, query: &Packet, answers: Vec<Record>, extra: Vec<Record>) {
+    /// A type our name lacks is a NODATA answer as in unicast DNS: no
+    /// answer, the NSEC in the authority section (RFC 4035 §3.1.3.1), so
+    /// the resolver stops there instead of timing out.
+    fn legacy(
+        &mut self,
+        to: SocketAddr,
+        query: &Packet,
+        answers: Vec<Record>,
+        negatives: Vec<Record>,
+        extra: Vec<Record>,
+    ) {
         let plain = |r: Record| Record {
             cache_flush: false,
             ttl: r.ttl.min(TTL_LEGACY),
@@ -378,7 +409,7 @@ impl Responder {
                     })
                     .collect(),
                 answers: answers.into_iter().map(plain).collect(),
-                authority: Vec::new(),
+                authority: negatives.into_iter().map(plain).collect(),
                 additional: extra.into_iter().map(plain).collect(),
             },
         });

@@ -166,10 +166,15 @@ fn answers_unique_records_at_once_and_shared_ones_after_a_delay() {
     r.handle_timeout(due);
     let t = r.poll_transmit().unwrap();
     assert!(has(&t.packet, "_arpx._tcp.local", TYPE_PTR));
-    // The instance's SRV, TXT and the host's address come along.
+    // The instance's SRV, TXT and the host's address come along, and
+    // the NSEC saying the host has no IPv6 address (§6.2).
     let extra: Vec<u16> = t.packet.additional.iter().map(|r| r.rtype).collect();
-    assert!(extra.contains(&TYPE_SRV) && extra.contains(&TYPE_TXT) && extra.contains(&TYPE_A));
-    assert_eq!(t.packet.additional.len(), 3, "{:#?}", t.packet.additional);
+    assert_eq!(
+        extra,
+        [TYPE_SRV, TYPE_TXT, TYPE_A, TYPE_NSEC],
+        "{:#?}",
+        t.packet.additional
+    );
 }
 
 #[test]
@@ -444,4 +449,185 @@ fn goodbye_withdraws_everything_published() {
     assert!(r.goodbye().is_none());
     r.receive(Millis(9000), peer(MDNS), &query("router-a.local", TYPE_A));
     assert!(r.poll_transmit().is_none());
+}
+
+/// The NSEC records of `records`: (owner, the types it lists, TTL).
+fn negatives(records: &[Record]) -> Vec<(Name, Vec<u16>, u32)> {
+    records
+        .iter()
+        .filter(|r| r.rtype == TYPE_NSEC)
+        .map(|r| {
+            let Data::Other(rdata) = &r.data else {
+                panic!("NSEC data kept raw: {r:?}");
+            };
+            let (next, types) = negative::nsec_types(rdata).expect("a well-formed NSEC");
+            assert_eq!(next, r.name, "mDNS NSEC names its own owner (§6.1)");
+            assert!(r.cache_flush, "an NSEC is unique");
+            (r.name.clone(), types, r.ttl)
+        })
+        .collect()
+}
+
+#[test]
+fn nsec_bitmap_is_rfc_4034_window_zero() {
+    // A (1) and AAAA (28): bytes 0 and 3 of window 0, most significant
+    // bit first.
+    let r = negative::nsec(&n("router-a.local"), &[TYPE_AAAA, TYPE_A], 120);
+    let Data::Other(rdata) = &r.data else {
+        panic!("{r:?}")
+    };
+    let mut want = n("router-a.local").wire().to_vec();
+    want.extend_from_slice(&[0, 4, 0x40, 0, 0, 0x08]);
+    assert_eq!(rdata, &want);
+    // SRV (33) and TXT (16).
+    let r = negative::nsec(&n("x.local"), &[TYPE_SRV, TYPE_TXT], 120);
+    let Data::Other(rdata) = &r.data else {
+        panic!("{r:?}")
+    };
+    assert_eq!(&rdata[rdata.len() - 7..], &[0, 5, 0, 0, 0x80, 0, 0x40]);
+    // It travels: encoded and decoded, it reads back the same.
+    let p = response(vec![r]);
+    assert_eq!(Packet::decode(&p.encode()).unwrap(), p);
+}
+
+#[test]
+fn a_type_our_name_lacks_is_answered_with_an_nsec_at_once() {
+    let mut r = claimed(false);
+    // The host has an IPv4 address only.
+    r.receive(
+        Millis(10_000),
+        peer(MDNS),
+        &query("router-a.local", TYPE_AAAA),
+    );
+    let t = r.poll_transmit().expect("a negative answer, not silence");
+    assert_eq!(t.to, None);
+    assert_eq!(
+        negatives(&t.packet.answers),
+        [(n("router-a.local"), vec![TYPE_A], TTL_HOST)]
+    );
+    assert_eq!(t.packet.answers.len(), 1, "{:#?}", t.packet);
+    // A TXT lookup of an instance: it has SRV and TXT, so TXT answers;
+    // an A lookup of the instance name gets the NSEC listing both.
+    r.receive(
+        Millis(10_000),
+        peer(MDNS),
+        &query("router-a._arpx._tcp.local", TYPE_A),
+    );
+    let t = r.poll_transmit().unwrap();
+    assert_eq!(
+        negatives(&t.packet.answers),
+        [(
+            n("router-a._arpx._tcp.local"),
+            vec![TYPE_TXT, TYPE_SRV],
+            TTL_HOST
+        )]
+    );
+    // The TTL is the one the missing record would have had (§6.1).
+    r.receive(
+        Millis(12_000),
+        peer(MDNS),
+        &query("router-a.local", TYPE_TXT),
+    );
+    let t = r.poll_transmit().unwrap();
+    assert_eq!(negatives(&t.packet.answers)[0].2, TTL_OTHER);
+}
+
+#[test]
+fn names_not_ours_or_not_yet_claimed_and_any_questions_get_no_nsec() {
+    let mut r = claimed(false);
+    for (name, qtype) in [
+        ("router-b.local", TYPE_AAAA),
+        // Service types are shared: others may hold records there.
+        ("_arpx._tcp.local", TYPE_TXT),
+        ("_services._dns-sd._udp.local", TYPE_SRV),
+    ] {
+        r.receive(Millis(10_000), peer(MDNS), &query(name, qtype));
+        assert_eq!(r.poll_transmit(), None, "{name} {qtype}");
+        assert_eq!(r.poll_timeout(), None, "{name} {qtype}");
+    }
+    // ANY gets what exists, nothing negative.
+    r.receive(
+        Millis(10_000),
+        peer(MDNS),
+        &query("router-a.local", TYPE_ANY),
+    );
+    let t = r.poll_transmit().unwrap();
+    assert!(negatives(&t.packet.answers).is_empty(), "{:#?}", t.packet);
+    // While the host name is still being probed, it is not ours yet.
+    let mut r = Responder::new(1);
+    r.configure(Millis(0), config(false));
+    r.receive(Millis(1), peer(MDNS), &query("router-a.local", TYPE_AAAA));
+    assert!(std::iter::from_fn(|| r.poll_transmit()).all(|t| !t.packet.is_response()));
+}
+
+#[test]
+fn an_address_answer_carries_an_nsec_for_the_family_the_host_lacks() {
+    let mut r = claimed(false);
+    r.receive(Millis(10_000), peer(MDNS), &query("router-a.local", TYPE_A));
+    let t = r.poll_transmit().unwrap();
+    assert!(has(&t.packet, "router-a.local", TYPE_A));
+    assert_eq!(
+        negatives(&t.packet.additional),
+        [(n("router-a.local"), vec![TYPE_A], TTL_HOST)]
+    );
+    // An SRV answer brings the target's address and its NSEC (RFC 6763
+    // §12.2).
+    r.receive(
+        Millis(10_000),
+        peer(MDNS),
+        &query("router-a._arpx._tcp.local", TYPE_SRV),
+    );
+    let t = r.poll_transmit().unwrap();
+    let extra: Vec<u16> = t.packet.additional.iter().map(|r| r.rtype).collect();
+    assert_eq!(extra, [TYPE_A, TYPE_NSEC], "{:#?}", t.packet.additional);
+    // With both families there is nothing to deny.
+    let mut both = config(false);
+    both.addrs.push("2001:db8::1".parse().unwrap());
+    r.configure(Millis(11_000), both);
+    run(&mut r, Millis(11_000), Millis(13_000));
+    r.receive(Millis(20_000), peer(MDNS), &query("router-a.local", TYPE_A));
+    let t = r.poll_transmit().unwrap();
+    assert!(
+        negatives(&t.packet.additional).is_empty(),
+        "{:#?}",
+        t.packet
+    );
+    assert!(t.packet.additional.iter().any(|r| r.rtype == TYPE_AAAA));
+}
+
+#[test]
+fn an_nsec_is_rate_limited_and_suppressed_when_known() {
+    let mut r = claimed(false);
+    let q = query("router-a.local", TYPE_AAAA);
+    r.receive(Millis(10_000), peer(MDNS), &q);
+    let first = r.poll_transmit().unwrap();
+    r.receive(Millis(10_500), peer(MDNS), &q);
+    assert_eq!(r.poll_transmit(), None, "at most once a second");
+    r.receive(Millis(11_000), peer(MDNS), &q);
+    assert!(r.poll_transmit().is_some());
+    // The asker already holds it with more than half its TTL left.
+    let mut q = q.clone();
+    q.answers.push(first.packet.answers[0].clone());
+    r.receive(Millis(20_000), peer(MDNS), &q);
+    assert_eq!(r.poll_transmit(), None);
+}
+
+#[test]
+fn a_legacy_resolver_gets_nodata_with_the_nsec_as_authority() {
+    let mut r = claimed(false);
+    let mut q = query("router-a.local", TYPE_AAAA);
+    q.id = 0x0bad;
+    r.receive(Millis(10_000), peer(40_000), &q);
+    let t = r
+        .poll_transmit()
+        .expect("an answer, so the resolver need not time out");
+    assert_eq!(t.to, Some(peer(40_000)));
+    assert_eq!(t.packet.id, 0x0bad);
+    assert!(t.packet.answers.is_empty(), "{:#?}", t.packet);
+    assert_eq!(t.packet.authority.len(), 1);
+    let neg = &t.packet.authority[0];
+    assert_eq!(
+        (neg.rtype, neg.ttl, neg.cache_flush),
+        (TYPE_NSEC, 10, false)
+    );
 }
