@@ -613,3 +613,67 @@ def test_a_type_the_router_lacks_gets_a_negative_answer_not_silence(mesh):
                            capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
     assert heard.returncode == 0, f"no multicast NSEC from A within 10 s: {heard.stderr.decode(errors='replace')}"
     assert heard.stdout.decode().strip() == addr_a, heard.stdout
+
+
+_QU_MDNS = r"""
+import select, socket, struct, sys, time
+own, name, addr, bound = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+wire = b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\x00"
+IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5353))
+s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton("224.0.0.251") + socket.inet_aton(own))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(own))
+record = wire + struct.pack("!2HIH", 1, 0x8001, 120, 4) + socket.inet_aton(addr)
+
+def responses(until):
+    while time.monotonic() < until:
+        if not select.select([s], [], [], 0.2)[0]:
+            continue
+        data, anc, _, src = s.recvmsg(9000, socket.CMSG_SPACE(12))
+        dst = next((socket.inet_ntoa(d[8:12]) for lvl, typ, d in anc if lvl == socket.IPPROTO_IP and typ == IP_PKTINFO),
+                   None)
+        if len(data) >= 12 and data[2] & 0x80:
+            yield data, dst
+
+start = time.monotonic()
+# The router's announcement of its address: it holds the name.
+if not any(record in data for data, _ in responses(start + bound)):
+    sys.exit("no announcement")
+# One QU question (class IN with the unicast-response bit), from 5353.
+s.sendto(struct.pack("!6H", 0, 0, 1, 0, 0, 0) + wire + struct.pack("!2H", 1, 0x8001), ("224.0.0.251", 5353))
+for data, dst in responses(time.monotonic() + 5):
+    if record in data:
+        print(dst, flush=True)
+        sys.exit(0)
+sys.exit("no answer")
+"""
+
+
+def test_a_qu_question_is_answered_by_unicast_to_the_asker(mesh):
+    """RFC 6762 §5.4: a question with the unicast-response bit is answered
+    straight to the asker when the link heard the record from us within a
+    quarter of its TTL (as after the announcements); multicast would wake
+    every host on the link (costly on Wi-Fi) for one asker. An mDNS
+    querier in B's namespace (the only one there: B's agentd is not
+    started, so no other socket shares port 5353) hears A announce
+    `router-a.local`, asks for it with QU and gets the answer addressed
+    to its own address, not to 224.0.0.251."""
+    a = discovery_router(mesh, "router-a", "manual")
+    b = discovery_router(mesh, "router-b", "manual")
+    discovery_link(mesh, a, b)
+    link = mesh.net.find_link("router-a", "router-b")
+    addr_a, addr_b = link.addr_of("router-a"), link.addr_of("router-b")
+    querier = subprocess.Popen(b.ns.exec_argv([sys.executable, "-c", _QU_MDNS, addr_b, "router-a.local", addr_a, "20"]),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        a.start()
+        out, err = querier.communicate(timeout=40)
+    finally:
+        if querier.poll() is None:
+            querier.kill()
+            querier.wait()
+    assert querier.returncode == 0, err.decode(errors="replace")
+    assert out.decode().strip() == addr_b, (out, err)

@@ -99,16 +99,6 @@ impl Responder {
         out
     }
 
-    /// Whether the NSEC of `name` may be multicast at `now` (the
-    /// once-a-second rule of §6, as for our other records).
-    pub(super) fn negative_due(&self, name: &Name, now: Millis, rate: u64) -> bool {
-        self.claims
-            .iter()
-            .find(|c| c.name == *name)
-            .and_then(|c| c.negative_sent)
-            .is_none_or(|t| now.saturating_sub(t) >= rate)
-    }
-
     /// Notes that the NSEC of `name` went out at `now`.
     pub(super) fn negative_sent(&mut self, name: &Name, now: Millis) {
         if let Some(c) = self.claims.iter_mut().find(|c| c.name == *name) {

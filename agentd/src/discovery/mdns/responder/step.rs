@@ -111,6 +111,29 @@ impl Responder {
         }
     }
 
+    /// When `r` (one of ours, or the NSEC of a name of ours) was last
+    /// multicast.
+    fn last_multicast(&self, r: &Record) -> Option<Millis> {
+        if r.rtype == TYPE_NSEC {
+            self.claims
+                .iter()
+                .find(|c| c.name == r.name)
+                .and_then(|c| c.negative_sent)
+        } else {
+            self.published
+                .iter()
+                .find(|p| same(&p.record, r))
+                .and_then(|p| p.last)
+        }
+    }
+
+    /// Whether `r` was multicast within the last quarter of its TTL, so
+    /// that every cache on the link holds it fresh (§5.4).
+    fn heard_recently(&self, r: &Record, now: Millis) -> bool {
+        self.last_multicast(r)
+            .is_some_and(|t| now.saturating_sub(t) < u64::from(r.ttl) * 1000 / 4)
+    }
+
     /// A response multicast now: its answers count for the rate limit.
     fn multicast(&mut self, now: Millis, answers: Vec<Record>, additional: Vec<Record>) {
         for p in self.published.iter_mut() {
@@ -274,16 +297,24 @@ impl Responder {
             self.legacy(from, packet, answers, negatives, additional);
             return;
         }
-        let rate = if probe { RATE_PROBE } else { RATE };
-        answers.retain(|r| {
-            self.published
-                .iter()
-                .find(|p| same(&p.record, r))
-                .and_then(|p| p.last)
-                .is_none_or(|t| now.saturating_sub(t) >= rate)
-        });
-        negatives.retain(|n| self.negative_due(&n.name, now, rate));
         answers.extend(negatives);
+        if !probe && packet.questions.iter().all(|q| q.unicast) {
+            // §5.4: a QU question is answered straight to the asker with
+            // what the link heard from us within a quarter of its TTL;
+            // the rest is multicast, to refresh every cache on the link.
+            let (direct, rest): (Vec<Record>, Vec<Record>) = answers
+                .into_iter()
+                .partition(|r| self.heard_recently(r, now));
+            answers = rest;
+            if !direct.is_empty() {
+                self.respond(Some(from), direct, additional.clone());
+            }
+        }
+        let rate = if probe { RATE_PROBE } else { RATE };
+        answers.retain(|r| match self.last_multicast(r) {
+            Some(t) => now.saturating_sub(t) >= rate,
+            None => true,
+        });
         if answers.is_empty() {
             return;
         }

@@ -631,3 +631,62 @@ fn a_legacy_resolver_gets_nodata_with_the_nsec_as_authority() {
         (TYPE_NSEC, 10, false)
     );
 }
+
+fn qu(name: &str, qtype: u16) -> Packet {
+    let mut q = query(name, qtype);
+    q.questions[0].unicast = true;
+    q
+}
+
+#[test]
+fn a_qu_question_is_answered_by_unicast_unless_the_link_needs_a_refresh() {
+    let mut r = claimed(false);
+    // The announcements went out within the first seconds: well inside
+    // a quarter of the A record's 120 s.
+    r.receive(Millis(10_000), peer(MDNS), &qu("router-a.local", TYPE_A));
+    let t = r.poll_transmit().expect("an answer");
+    assert_eq!(t.to, Some(peer(MDNS)), "straight to the asker");
+    assert!(has(&t.packet, "router-a.local", TYPE_A));
+    assert!(t.packet.questions.is_empty());
+    assert_eq!(r.poll_transmit(), None);
+    // A shared PTR heard recently too: unicast, and at once.
+    r.receive(
+        Millis(10_000),
+        peer(MDNS),
+        &qu("_arpx._tcp.local", TYPE_PTR),
+    );
+    let t = r
+        .poll_transmit()
+        .expect("an answer without the shared delay");
+    assert_eq!(t.to, Some(peer(MDNS)));
+    assert!(has(&t.packet, "_arpx._tcp.local", TYPE_PTR));
+    // More than 30 s after the A record was last multicast, the answer
+    // is multicast, which refreshes every cache on the link...
+    r.receive(Millis(40_000), peer(MDNS), &qu("router-a.local", TYPE_A));
+    let t = r.poll_transmit().unwrap();
+    assert_eq!(t.to, None);
+    // ... and the next QU question is answered by unicast again.
+    r.receive(Millis(41_000), peer(MDNS), &qu("router-a.local", TYPE_A));
+    assert_eq!(r.poll_transmit().unwrap().to, Some(peer(MDNS)));
+    // An NSEC never sent goes by multicast first.
+    r.receive(Millis(41_000), peer(MDNS), &qu("router-a.local", TYPE_AAAA));
+    let t = r.poll_transmit().unwrap();
+    assert_eq!((t.to, negatives(&t.packet.answers).len()), (None, 1));
+}
+
+#[test]
+fn a_probe_for_our_name_is_answered_by_multicast() {
+    let mut r = claimed(false);
+    let mut probe = qu("router-a.local", TYPE_ANY);
+    probe.authority.push(Record {
+        name: n("router-a.local"),
+        rtype: TYPE_A,
+        cache_flush: false,
+        ttl: TTL_HOST,
+        data: Data::A(Ipv4Addr::new(192, 0, 2, 77)),
+    });
+    r.receive(Millis(10_000), peer(MDNS), &probe);
+    let t = r.poll_transmit().expect("a defence");
+    assert_eq!(t.to, None, "the defence is for every cache on the link");
+    assert!(has(&t.packet, "router-a.local", TYPE_A));
+}
