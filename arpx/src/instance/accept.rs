@@ -313,19 +313,30 @@ impl Instance {
         epoch: u64,
         out: &mut Vec<Output>,
     ) {
+        if !self.peers.contains_key(peer) {
+            return;
+        }
+        // Held without its certificate: one shared copy per origin.
+        let mut held = ad.clone();
+        let cert = self
+            .certs
+            .share(&held.origin_router, std::mem::take(&mut held.origin_cert));
         let Some(p) = self.peers.get_mut(peer) else {
             return;
         };
         let id = ad.route_id.clone();
         self.keys.hold(&ad.origin_router, ad.origin_key.0);
         let path = Path {
-            ad: ad.clone(),
+            ad: held,
+            cert,
             mark,
             epoch,
         };
         if let Some(old) = p.paths.insert(id.clone(), path) {
             self.keys.release(&old.ad.origin_router);
             p.shares.remove(&old.ad.origin_router, &id);
+            drop(old.cert);
+            self.certs.release(&old.ad.origin_router);
         }
         p.shares.add(&ad.origin_router, &id);
         let h = self.routes.entry(id.clone()).or_insert_with(|| Holders {
@@ -352,6 +363,8 @@ impl Instance {
             return;
         };
         self.keys.release(&old.ad.origin_router);
+        drop(old.cert);
+        self.certs.release(&old.ad.origin_router);
         if let Some(p) = self.peers.get_mut(peer) {
             p.shares.remove(&old.ad.origin_router, route_id);
         }

@@ -12,13 +12,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::io::{LocalRoute, Output};
-use super::peer::{Peer, Sent};
+use super::peer::{Path, Peer, Sent};
 use super::Instance;
 use crate::message::{RouteAd, MAX_PATH_WIRE};
 
 impl Instance {
-    /// The best eligible peer-learned path to `route_id`: (peer, ad).
-    fn best_path(&self, route_id: &str) -> Option<(&str, &RouteAd)> {
+    /// The best eligible peer-learned path to `route_id`: (peer, path).
+    fn best_path(&self, route_id: &str) -> Option<(&str, &Path)> {
         let h = self.routes.get(route_id)?;
         h.peers
             .iter()
@@ -27,9 +27,11 @@ impl Instance {
                 if !p.eligible {
                     return None;
                 }
-                Some((id.as_str(), &p.paths.get(route_id)?.ad))
+                Some((id.as_str(), p.paths.get(route_id)?))
             })
-            .min_by(|(a_id, a), (b_id, b)| a.path.len().cmp(&b.path.len()).then(a_id.cmp(b_id)))
+            .min_by(|(a_id, a), (b_id, b)| {
+                (a.ad.path.len().cmp(&b.ad.path.len())).then(a_id.cmp(b_id))
+            })
     }
 
     fn reflects_to(&self, peer: &Peer) -> bool {
@@ -50,7 +52,8 @@ impl Instance {
                 .export(now, &self.cfg.router_id, &self.cfg.cert)
                 .filter(|ad| peer.exports_tenant(&ad.tenant));
         }
-        let (via, ad) = self.best_path(route_id)?;
+        let (via, held) = self.best_path(route_id)?;
+        let ad = &held.ad;
         let to = peer.cfg.router_id.as_str();
         let from_relay_client = self.peers.get(via).is_some_and(|p| p.cfg.relay_client);
         if !(self.reflects_to(peer) || from_relay_client)
@@ -62,6 +65,7 @@ impl Instance {
             return None;
         }
         let mut ad = ad.clone();
+        ad.origin_cert = held.cert.as_deref().map(<[u8]>::to_vec).unwrap_or_default();
         // Pass on no more trust than we granted the route ourselves.
         let (granted, proof) = self
             .peers

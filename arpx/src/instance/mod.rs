@@ -23,6 +23,7 @@
 //! * `shares` — a neighbour's paths by origin router, for fair limits.
 
 mod accept;
+mod certs;
 mod export;
 pub mod io;
 mod keys;
@@ -42,6 +43,7 @@ pub use io::{
 pub use keys::{OriginCa, OriginCaRef};
 
 use crate::session::SessionConfig;
+use certs::Certs;
 use keys::KeyDir;
 use local::Locals;
 use peer::Peer;
@@ -65,6 +67,8 @@ pub struct Instance {
     routes: HashMap<String, Holders>,
     locals: Locals,
     keys: KeyDir,
+    /// Origin certificates, one copy for all paths carrying each.
+    certs: Certs,
     counters: Counters,
     /// Route ids whose export may have changed since the last flush.
     dirty: BTreeSet<String>,
@@ -92,6 +96,7 @@ impl Instance {
             conns: BTreeMap::new(),
             routes: HashMap::new(),
             keys,
+            certs: Certs::default(),
             counters: Counters::default(),
             dirty: BTreeSet::new(),
             snapshots: 0,

@@ -12,7 +12,11 @@ use crate::session::Session;
 /// A path learned from a peer.
 #[derive(Clone, Debug)]
 pub(super) struct Path {
+    /// As it arrived, but for `origin_cert` (empty: see `cert`).
     pub ad: RouteAd,
+    /// The origin router's certificate the advertisement carried, shared
+    /// with the origin's other paths (`certs.rs`).
+    pub cert: Option<std::sync::Arc<[u8]>>,
     /// The connection whose messages last confirmed it (the snapshot sweep
     /// and graceful expiry remove paths not confirmed by the current one).
     pub mark: ConnId,

@@ -37,6 +37,46 @@ fn a_reflector_sends_the_best_path_with_itself_appended_but_not_back() {
 }
 
 #[test]
+fn a_reflected_route_carries_the_origin_certificate_held_once_for_all_its_paths() {
+    let mut rig = reflector(2, &[1, 3]);
+    rig.establish(8, 3, vec![]);
+    let with_cert = |id: &str, cert: &[u8]| RouteAd {
+        origin_cert: cert.to_vec(),
+        ..a(id)
+    };
+    let out = rig.establish(
+        7,
+        1,
+        vec![with_cert("r1", b"cert-a"), with_cert("r2", b"cert-a")],
+    );
+    // Passed on as it came: the receiver may be of the origin's domain.
+    let to_c = routes_of(&sent(&out, 8));
+    assert_eq!(to_c.len(), 2);
+    assert!(
+        to_c.iter().all(|ad| ad.origin_cert == b"cert-a"),
+        "{to_c:?}"
+    );
+    assert_eq!(rig.inst.certs.len(), 1, "one copy for router-a's paths");
+    // A renewed certificate on one route is what that route carries on.
+    let mut renewed = with_cert("r2", b"cert-a2");
+    renewed.serial = 2;
+    crate::sign::sign(&mut renewed, &crate::testing::key(1));
+    let out = rig.frame(
+        7,
+        Message::Update(Update {
+            seq: 2,
+            routes: vec![renewed],
+        }),
+    );
+    let to_c = routes_of(&sent(&out, 8));
+    assert_eq!(to_c.len(), 1);
+    assert_eq!(to_c[0].origin_cert, b"cert-a2");
+    // Both gone: no copy left.
+    rig.feed(Input::ConfigurePeers(vec![peer(3)]));
+    assert_eq!(rig.inst.certs.len(), 0);
+}
+
+#[test]
 fn a_reflector_passes_on_no_more_trust_and_proof_than_it_granted() {
     let mut rig = reflector(2, &[1, 3]);
     rig.feed(Input::ConfigurePeers(vec![
