@@ -32,6 +32,9 @@ fn feed(inst: &mut Instance, input: Input, out: &mut Vec<Output>) {
 fn instance(reflect: bool) -> Instance {
     let mut cfg = config(2);
     cfg.reflector = reflect;
+    // Every route of the snapshot has one origin router (router-a): hold
+    // them all, not the default 2 500 per origin and neighbour.
+    cfg.max_routes_per_origin = 100_000;
     let mut inst = Instance::new(cfg);
     let mut out = Vec::new();
     feed(
