@@ -627,6 +627,7 @@ s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
 s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton("224.0.0.251") + socket.inet_aton(own))
 s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(own))
 record = wire + struct.pack("!2HIH", 1, 0x8001, 120, 4) + socket.inet_aton(addr)
+print("listening", flush=True)
 
 def responses(until):
     while time.monotonic() < until:
@@ -669,6 +670,9 @@ def test_a_qu_question_is_answered_by_unicast_to_the_asker(mesh):
     querier = subprocess.Popen(b.ns.exec_argv([sys.executable, "-c", _QU_MDNS, addr_b, "router-a.local", addr_a, "20"]),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     try:
+        # Only once it listens, so the announcement cannot come first.
+        assert querier.stdout is not None
+        assert querier.stdout.readline().strip() == b"listening"
         a.start()
         out, err = querier.communicate(timeout=40)
     finally:
