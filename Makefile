@@ -180,7 +180,8 @@ demo: toolchain venv
 bench-local: toolchain
 	$(PYTHON) scripts/bench_local.py $(BENCH_ARGS)
 
-# Selection (divan), ARPX update processing (divan), the mesh scenarios and
+# Selection (divan), ARPX update processing (divan) and the heap bytes it
+# holds per path learned from a peer (paths_held, JSON), the mesh scenarios and
 # the cross-router data plane vs direct and an nginx TLS chain (routers in
 # network namespaces, router build; needs root): JSON in
 # target/bench/select.json, target/bench/mesh.json, target/bench/peer.json,
@@ -195,6 +196,7 @@ bench-local: toolchain
 bench: toolchain venv
 	$(CARGO) bench -p agentd --bench select
 	$(CARGO) bench -p arpx --bench updates
+	$(CARGO) bench -p arpx --bench paths_held
 	$(VENV)/bin/python scripts/bench_mesh.py
 	$(VENV)/bin/python scripts/bench_peer.py $(BENCH_PEER_ARGS)
 	$(VENV)/bin/python scripts/bench_relay.py

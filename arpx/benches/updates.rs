@@ -8,7 +8,7 @@
 use arpx::frame::{batch_updates, DEFAULT_MAX_FRAME};
 use arpx::instance::{ConnId, Input, Instance, Output};
 use arpx::message::Message;
-use arpx::testing::{config, local, open, peer, router, signed, tls_key};
+use arpx::testing::{local, open, receiver, router, signed, tls_key};
 use divan::counter::ItemsCount;
 use divan::Bencher;
 
@@ -29,45 +29,10 @@ fn feed(inst: &mut Instance, input: Input, out: &mut Vec<Output>) {
 
 /// router-b with peers router-a (sending) and, when `reflect`, router-c
 /// (established, receiving reflections); router-a's snapshot has begun.
+/// Every route of the snapshot has one origin router (router-a): hold
+/// them all, not the default 2 500 per origin and neighbour.
 fn instance(reflect: bool) -> Instance {
-    let mut cfg = config(2);
-    cfg.reflector = reflect;
-    // Every route of the snapshot has one origin router (router-a): hold
-    // them all, not the default 2 500 per origin and neighbour.
-    cfg.max_routes_per_origin = 100_000;
-    let mut inst = Instance::new(cfg);
-    let mut out = Vec::new();
-    feed(
-        &mut inst,
-        Input::ConfigurePeers(vec![peer(1), peer(3)]),
-        &mut out,
-    );
-    let peers: &[(u64, u8)] = if reflect {
-        &[(3, 3), (1, 1)]
-    } else {
-        &[(1, 1)]
-    };
-    for &(conn, n) in peers {
-        let conn = ConnId(conn);
-        feed(
-            &mut inst,
-            Input::Connected {
-                conn,
-                peer: router(n),
-                peer_key: tls_key(n),
-                outbound: true,
-            },
-            &mut out,
-        );
-        for msg in [open(n), Message::SnapshotBegin { version: 1 }] {
-            feed(&mut inst, Input::Frame { conn, msg }, &mut out);
-        }
-        if n == 3 {
-            let msg = Message::SnapshotEnd { version: 1 };
-            feed(&mut inst, Input::Frame { conn, msg }, &mut out);
-        }
-    }
-    inst
+    receiver(reflect, 100_000)
 }
 
 fn snapshot(bencher: Bencher, n: usize, reflect: bool) {

@@ -128,3 +128,55 @@ pub fn local(route_id: &str) -> crate::instance::LocalRoute {
 pub fn tls_key(n: u8) -> [u8; 32] {
     key(n).verifying_key().to_bytes()
 }
+
+/// Connects test router number `n` to `inst` on `conn` (outbound), plays
+/// its Open and begins its snapshot (version 1), which `end` also ends.
+/// Outputs go to `out`; the clock stays at 0.
+pub fn open_session(
+    inst: &mut crate::instance::Instance,
+    conn: u64,
+    n: u8,
+    end: bool,
+    out: &mut Vec<crate::instance::Output>,
+) {
+    use crate::instance::{ConnId, Input};
+    use crate::message::Message;
+    let conn = ConnId(conn);
+    let connected = Input::Connected {
+        conn,
+        peer: router(n),
+        peer_key: tls_key(n),
+        outbound: true,
+    };
+    inst.handle(0, connected, out);
+    let mut opening = vec![open(n), Message::SnapshotBegin { version: 1 }];
+    if end {
+        opening.push(Message::SnapshotEnd { version: 1 });
+    }
+    for msg in opening {
+        inst.handle(0, Input::Frame { conn, msg }, out);
+    }
+}
+
+/// Router-b as the benchmarks take it: peers router-a (connected, its
+/// snapshot begun on connection 1) and, when `reflect`, router-c (on
+/// connection 3, its snapshot done), to which b then reflects. `max`
+/// paths are allowed per neighbour and per origin router.
+pub fn receiver(reflect: bool, max: usize) -> crate::instance::Instance {
+    use crate::instance::{Input, Instance};
+    let mut cfg = config(2);
+    cfg.reflector = reflect;
+    cfg.max_routes_per_origin = max;
+    let mut inst = Instance::new(cfg);
+    let mut out = Vec::new();
+    let peers = [peer(1), peer(3)].map(|p| crate::instance::PeerConfig {
+        max_routes: max,
+        ..p
+    });
+    inst.handle(0, Input::ConfigurePeers(peers.to_vec()), &mut out);
+    if reflect {
+        open_session(&mut inst, 3, 3, true, &mut out);
+    }
+    open_session(&mut inst, 1, 1, false, &mut out);
+    inst
+}

@@ -15,9 +15,11 @@
 //! over these would let one router's flood or forgery, reflected by an
 //! honest neighbour, cut us off from that neighbour (issue 20 items 4, 5).
 
+use std::sync::Arc;
+
 use super::io::{ConnId, Output};
 use super::keys::KeyCheck;
-use super::peer::Path;
+use super::path::{Path, Wire};
 use super::shares::Admit;
 use super::{Holders, Instance};
 use crate::message::{Close, CloseCode, RouteAd};
@@ -35,22 +37,9 @@ enum Verdict {
     Stale,
 }
 
-/// Whether two advertisements say the same (the carried lease aside: it
-/// is information, and a renewal must cost nothing).
-fn same_ad(a: &RouteAd, b: &RouteAd) -> bool {
-    a.serial == b.serial
-        && a.signature == b.signature
-        && a.origin_key == b.origin_key
-        && a.path == b.path
-        && a.trust_limit == b.trust_limit
-        && a.proof_limit == b.proof_limit
-        && a.route_id == b.route_id
-        && a.origin_router == b.origin_router
-}
-
 impl Instance {
     /// The wire-independent violations of one Update (nothing applied).
-    fn check_violations(&mut self, peer: &str, routes: &[RouteAd]) -> Result<(), Close> {
+    fn check_violations(&mut self, peer: &str, routes: &mut [RouteAd]) -> Result<(), Close> {
         let us = self.cfg.router_id.as_str();
         for ad in routes {
             let id = &ad.route_id;
@@ -85,7 +74,7 @@ impl Instance {
                     self.counters.rejected_bad_signature += 1;
                     return Err(Close::new(
                         CloseCode::BadSignature,
-                        format!("route {id} of origin {}: {e}", ad.origin_router),
+                        format!("route {} of origin {}: {e}", ad.route_id, ad.origin_router),
                     ));
                 }
             }
@@ -96,19 +85,26 @@ impl Instance {
     /// Whether a held path (from any peer) carries exactly this signed
     /// content and signature: then it was verified when it arrived, and a
     /// reconnect snapshot or a second path costs no signature check.
-    fn verified_before(&self, ad: &RouteAd) -> bool {
-        let Some(h) = self.routes.get(&ad.route_id) else {
+    fn verified_before(&self, ad: &mut RouteAd) -> bool {
+        let Some(h) = self.routes.get(ad.route_id.as_str()) else {
             return false;
         };
+        let wire = Wire::of(ad);
+        let id = ad.route_id.as_str();
         h.peers.iter().any(|p| {
             self.peers
-                .get(p)
-                .and_then(|p| p.paths.get(&ad.route_id))
-                .is_some_and(|held| same_signed(&held.ad, ad))
+                .get(&**p)
+                .and_then(|p| p.paths.get(id))
+                .filter(|held| held.serial == ad.serial && *held.origin == *ad.origin_router)
+                .is_some_and(|held| {
+                    // The same wire is the common case (a reconnect's
+                    // snapshot); another path to it needs a closer look.
+                    held.holds(&wire) || held.ad(id).is_some_and(|held| same_signed(&held, ad))
+                })
         })
     }
 
-    fn verdict(&self, peer: &str, ad: &RouteAd) -> Verdict {
+    fn verdict(&self, peer: &str, ad: &RouteAd, wire: &Wire) -> Verdict {
         let id = ad.route_id.as_str();
         if self.locals.contains(id) {
             return Verdict::Conflict;
@@ -120,8 +116,8 @@ impl Instance {
             return Verdict::KeyConflict;
         }
         if let Some(h) = self.routes.get(id) {
-            let others = h.peers.iter().any(|p| p != peer);
-            if others && h.origin != ad.origin_router {
+            let others = h.peers.iter().any(|p| **p != *peer);
+            if others && *h.origin != *ad.origin_router {
                 return Verdict::Conflict;
             }
         }
@@ -130,13 +126,13 @@ impl Instance {
         };
         if let Some(held) = p.paths.get(id) {
             let epoch = p.boot_epoch.unwrap_or(0);
-            if held.epoch == epoch
-                && held.ad.origin_router == ad.origin_router
-                && held.ad.serial > ad.serial
-            {
+            if held.epoch == epoch && *held.origin == *ad.origin_router && held.serial > ad.serial {
                 return Verdict::Stale;
             }
-            if same_ad(&held.ad, ad) {
+            // The same advertisement, its carried lease aside (a renewal
+            // must cost nothing): the wire holds every field but the route
+            // id and the origin router, compared here.
+            if *held.origin == *ad.origin_router && held.holds(wire) {
                 return Verdict::Unchanged;
             }
         }
@@ -149,29 +145,30 @@ impl Instance {
         &mut self,
         peer: &str,
         conn: ConnId,
-        routes: Vec<RouteAd>,
+        mut routes: Vec<RouteAd>,
         out: &mut Vec<Output>,
     ) -> Result<(), Close> {
         self.counters.updates_in += 1;
         self.counters.routes_in += routes.len() as u64;
-        self.check_violations(peer, &routes)?;
+        self.check_violations(peer, &mut routes)?;
         let Some(p) = self.peers.get(peer) else {
             return Ok(());
         };
         let epoch = p.boot_epoch.unwrap_or(0);
         let dropped_before = p.dropped;
-        for ad in routes {
+        for mut ad in routes {
             self.learn_certificate(&ad, out);
-            match self.verdict(peer, &ad) {
-                Verdict::Install => self.admit_path(peer, ad, conn, epoch, out),
+            let wire = Wire::of(&mut ad);
+            match self.verdict(peer, &ad, &wire) {
+                Verdict::Install => self.admit_path(peer, ad, wire, conn, epoch, out),
                 Verdict::Unchanged => {
                     if let Some(path) = self
                         .peers
                         .get_mut(peer)
-                        .and_then(|p| p.paths.get_mut(&ad.route_id))
+                        .and_then(|p| p.paths.get_mut(ad.route_id.as_str()))
                     {
                         path.mark = conn;
-                        path.ad.lease_ms = ad.lease_ms;
+                        path.lease_ms = ad.lease_ms;
                     }
                 }
                 Verdict::TooLong => {
@@ -241,6 +238,7 @@ impl Instance {
         &mut self,
         peer: &str,
         ad: RouteAd,
+        wire: Wire,
         conn: ConnId,
         epoch: u64,
         out: &mut Vec<Output>,
@@ -250,8 +248,8 @@ impl Instance {
         };
         let counted = p
             .paths
-            .get(&ad.route_id)
-            .is_some_and(|held| held.ad.origin_router == ad.origin_router);
+            .get(ad.route_id.as_str())
+            .is_some_and(|held| *held.origin == *ad.origin_router);
         if !counted {
             let per_origin = self.cfg.max_routes_per_origin;
             match p
@@ -294,7 +292,7 @@ impl Instance {
                 }
             }
         }
-        self.insert_path(peer, ad, conn, epoch, out);
+        self.insert_path(peer, ad, wire, conn, epoch, out);
     }
 
     pub(super) fn accept_withdraws(&mut self, peer: &str, ids: Vec<String>, out: &mut Vec<Output>) {
@@ -308,68 +306,69 @@ impl Instance {
     fn insert_path(
         &mut self,
         peer: &str,
-        ad: RouteAd,
+        mut ad: RouteAd,
+        wire: Wire,
         mark: ConnId,
         epoch: u64,
         out: &mut Vec<Output>,
     ) {
-        if !self.peers.contains_key(peer) {
+        let Some(name) = self.peers.get(peer).map(|p| p.name.clone()) else {
             return;
-        }
+        };
         // Held without its certificate: one shared copy per origin.
-        let mut held = ad.clone();
         let cert = self
             .certs
-            .share(&held.origin_router, std::mem::take(&mut held.origin_cert));
+            .share(&ad.origin_router, std::mem::take(&mut ad.origin_cert));
+        let origin = self.keys.hold(&ad.origin_router, ad.origin_key.0);
+        // One copy of the route id for every peer's path to it.
+        let id: Arc<str> = match self.routes.get_key_value(ad.route_id.as_str()) {
+            Some((id, _)) => id.clone(),
+            None => ad.route_id.as_str().into(),
+        };
+        let path = Path::new(&ad, wire, origin.clone(), cert, mark, epoch);
         let Some(p) = self.peers.get_mut(peer) else {
             return;
         };
-        let id = ad.route_id.clone();
-        self.keys.hold(&ad.origin_router, ad.origin_key.0);
-        let path = Path {
-            ad: held,
-            cert,
-            mark,
-            epoch,
-        };
         if let Some(old) = p.paths.insert(id.clone(), path) {
-            self.keys.release(&old.ad.origin_router);
-            p.shares.remove(&old.ad.origin_router, &id);
-            drop(old.cert);
-            self.certs.release(&old.ad.origin_router);
+            p.shares.remove(&old.origin, &id);
+            self.keys.release(&old.origin);
+            let Path { origin, cert, .. } = old;
+            drop(cert);
+            self.certs.release(&origin);
         }
-        p.shares.add(&ad.origin_router, &id);
-        let h = self.routes.entry(id.clone()).or_insert_with(|| Holders {
-            origin: ad.origin_router.clone(),
-            peers: Default::default(),
+        p.shares.add(&origin, id.clone());
+        let h = self.routes.entry(id).or_insert_with(|| Holders {
+            origin: origin.clone(),
+            peers: Vec::new(),
         });
-        h.peers.insert(peer.to_owned());
+        if !h.peers.iter().any(|p| **p == *peer) {
+            h.peers.reserve_exact(1);
+            h.peers.push(name);
+        }
         // The only holder may change the origin (its view changed).
-        h.origin.clone_from(&ad.origin_router);
-        self.dirty.insert(id);
+        h.origin = origin;
+        self.dirty.insert(ad.route_id.clone());
         out.push(Output::PathUp {
             peer: peer.to_owned(),
-            ad,
+            ad: Box::new(ad),
         });
     }
 
     /// Removes `peer`'s path to `route_id`, if held.
     pub(super) fn remove_path(&mut self, peer: &str, route_id: &str, out: &mut Vec<Output>) {
-        let Some(old) = self
-            .peers
-            .get_mut(peer)
-            .and_then(|p| p.paths.remove(route_id))
-        else {
+        let Some(p) = self.peers.get_mut(peer) else {
             return;
         };
-        self.keys.release(&old.ad.origin_router);
-        drop(old.cert);
-        self.certs.release(&old.ad.origin_router);
-        if let Some(p) = self.peers.get_mut(peer) {
-            p.shares.remove(&old.ad.origin_router, route_id);
-        }
+        let Some(old) = p.paths.remove(route_id) else {
+            return;
+        };
+        p.shares.remove(&old.origin, route_id);
+        self.keys.release(&old.origin);
+        let Path { origin, cert, .. } = old;
+        drop(cert);
+        self.certs.release(&origin);
         if let Some(h) = self.routes.get_mut(route_id) {
-            h.peers.remove(peer);
+            h.peers.retain(|p| **p != *peer);
             if h.peers.is_empty() {
                 self.routes.remove(route_id);
             }
@@ -391,7 +390,7 @@ impl Instance {
         let Some(p) = self.peers.get(peer) else {
             return;
         };
-        let ids: Vec<String> = p
+        let ids: Vec<Arc<str>> = p
             .paths
             .iter()
             .filter(|(_, path)| pred(path))
@@ -411,7 +410,7 @@ impl Instance {
             let before = self.peers.get(&peer).map_or(0, |p| p.paths.len());
             self.remove_paths_where(
                 &peer,
-                |path| path.ad.origin_router == origin && path.ad.origin_key.0 != key,
+                |path| *path.origin == *origin && path.origin_key() != Some(key),
                 out,
             );
             let after = self.peers.get(&peer).map_or(0, |p| p.paths.len());

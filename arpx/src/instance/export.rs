@@ -12,7 +12,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::io::{LocalRoute, Output};
-use super::peer::{Path, Peer, Sent};
+use super::path::Path;
+use super::peer::{Peer, Sent};
 use super::Instance;
 use crate::message::{RouteAd, MAX_PATH_WIRE};
 
@@ -23,15 +24,13 @@ impl Instance {
         h.peers
             .iter()
             .filter_map(|id| {
-                let p = self.peers.get(id)?;
+                let p = self.peers.get(&**id)?;
                 if !p.eligible {
                     return None;
                 }
-                Some((id.as_str(), p.paths.get(route_id)?))
+                Some((&**id, p.paths.get(route_id)?))
             })
-            .min_by(|(a_id, a), (b_id, b)| {
-                (a.ad.path.len().cmp(&b.ad.path.len())).then(a_id.cmp(b_id))
-            })
+            .min_by(|(a_id, a), (b_id, b)| (a.hops.cmp(&b.hops)).then(a_id.cmp(b_id)))
     }
 
     fn reflects_to(&self, peer: &Peer) -> bool {
@@ -53,7 +52,7 @@ impl Instance {
                 .filter(|ad| peer.exports_tenant(&ad.tenant));
         }
         let (via, held) = self.best_path(route_id)?;
-        let ad = &held.ad;
+        let ad = held.ad(route_id)?;
         let to = peer.cfg.router_id.as_str();
         let from_relay_client = self.peers.get(via).is_some_and(|p| p.cfg.relay_client);
         if !(self.reflects_to(peer) || from_relay_client)
@@ -64,7 +63,7 @@ impl Instance {
         {
             return None;
         }
-        let mut ad = ad.clone();
+        let mut ad = ad;
         ad.origin_cert = held.cert.as_deref().map(<[u8]>::to_vec).unwrap_or_default();
         // Pass on no more trust than we granted the route ourselves.
         let (granted, proof) = self
@@ -86,7 +85,7 @@ impl Instance {
         };
         let mut ids: BTreeSet<&str> = self.locals.routes.iter().map(|l| l.id()).collect();
         if self.passes_any_to(p) {
-            ids.extend(self.routes.keys().map(String::as_str));
+            ids.extend(self.routes.keys().map(|id| &**id));
         }
         let routes: Vec<RouteAd> = ids
             .into_iter()
@@ -141,7 +140,7 @@ impl Instance {
             .iter()
             .map(|l| l.id().to_owned())
             .collect();
-        ids.extend(self.routes.keys().cloned());
+        ids.extend(self.routes.keys().map(|id| id.to_string()));
         ids.extend(p.sent.keys().cloned());
         self.send_deltas(now, peer, ids.iter(), out);
     }
@@ -220,8 +219,8 @@ impl Instance {
             }
         }
         // Local route ids always win over remote claims.
-        if let Some(h) = self.routes.get(&id) {
-            let holders: Vec<String> = h.peers.iter().cloned().collect();
+        if let Some(h) = self.routes.get(id.as_str()) {
+            let holders: Vec<String> = h.peers.iter().map(|p| p.to_string()).collect();
             for peer in holders {
                 self.counters.rejected_origin_conflict += 1;
                 self.remove_path(&peer, &id, out);

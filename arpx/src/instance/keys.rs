@@ -73,8 +73,9 @@ pub(super) struct KeyDir {
     /// when [`MAX_REFUSED`] origins are remembered).
     refused: HashMap<String, Vec<u8>>,
     /// Paths held per origin router (releases learned and certified keys
-    /// at zero: a certificate is re-checked when the origin returns).
-    held: HashMap<String, usize>,
+    /// at zero: a certificate is re-checked when the origin returns), and
+    /// the origin's name those paths share.
+    held: HashMap<Arc<str>, usize>,
 }
 
 impl KeyDir {
@@ -161,12 +162,18 @@ impl KeyDir {
         }
     }
 
-    /// A path from `origin` with `key` is now held.
-    pub fn hold(&mut self, origin: &str, key: [u8; 32]) {
-        *self.held.entry(origin.to_owned()).or_default() += 1;
+    /// A path from `origin` with `key` is now held. Returns the origin's
+    /// name, one copy for all its paths while any is held.
+    pub fn hold(&mut self, origin: &str, key: [u8; 32]) -> Arc<str> {
+        let name = match self.held.get_key_value(origin) {
+            Some((name, _)) => name.clone(),
+            None => Arc::from(origin),
+        };
+        *self.held.entry(name.clone()).or_default() += 1;
         if self.authoritative(origin).is_none() {
             self.learned.entry(origin.to_owned()).or_insert(key);
         }
+        name
     }
 
     /// A path from `origin` is no longer held.
@@ -189,8 +196,9 @@ mod tests {
     #[test]
     fn a_learned_key_lives_as_long_as_paths_of_its_origin() {
         let mut k = KeyDir::new("router-b", [2; 32]);
-        k.hold("router-x", [7; 32]);
-        k.hold("router-x", [8; 32]);
+        let one = k.hold("router-x", [7; 32]);
+        let two = k.hold("router-x", [8; 32]);
+        assert!(Arc::ptr_eq(&one, &two), "one name for the origin's paths");
         assert_eq!(
             k.known("router-x"),
             Some((&[7; 32], Source::Learned)),

@@ -19,6 +19,7 @@
 //! * `accept` — applying a peer's updates and withdraws under the rules.
 //! * `export` — what each peer is sent: snapshots and deltas.
 //! * `local` — our own routes, signed, with serials that never go back.
+//! * `path` — a path learned from a peer, held as its encoding.
 //! * `keys` — the origin key directory (direct, certified, learned).
 //! * `shares` — a neighbour's paths by origin router, for fair limits.
 
@@ -28,6 +29,7 @@ mod export;
 pub mod io;
 mod keys;
 mod local;
+mod path;
 mod peer;
 mod sessions;
 mod shares;
@@ -35,6 +37,7 @@ mod shares;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 pub use io::{
     ConnId, Counters, Input, InstanceConfig, LocalRoute, Output, PeerConfig, PeerState, PeerStatus,
@@ -49,11 +52,12 @@ use local::Locals;
 use peer::Peer;
 
 /// Who holds a remote route_id: its origin router (the first claim) and
-/// the peers we hold a path from.
+/// the peers we hold a path from (most routes have one or two: a list,
+/// not a tree node per route).
 #[derive(Debug)]
 struct Holders {
-    origin: String,
-    peers: BTreeSet<String>,
+    origin: Arc<str>,
+    peers: Vec<Arc<str>>,
 }
 
 #[derive(Debug)]
@@ -63,8 +67,9 @@ pub struct Instance {
     peers: BTreeMap<String, Peer>,
     /// Live connections and their peer.
     conns: BTreeMap<ConnId, String>,
-    /// Remote route_id → holders (paths of every peer).
-    routes: HashMap<String, Holders>,
+    /// Remote route_id → holders (paths of every peer). The key is the
+    /// one copy of the id that every peer's path is keyed by.
+    routes: HashMap<Arc<str>, Holders>,
     locals: Locals,
     keys: KeyDir,
     /// Origin certificates, one copy for all paths carrying each.
@@ -138,12 +143,13 @@ impl Instance {
         &self.counters
     }
 
-    /// Paths held from `peer` (tests, fuzzing, status).
-    pub fn paths_of(&self, peer: &str) -> impl Iterator<Item = &crate::message::RouteAd> {
+    /// Paths held from `peer`, as they arrived but without their
+    /// certificates (tests, fuzzing, status).
+    pub fn paths_of(&self, peer: &str) -> impl Iterator<Item = crate::message::RouteAd> + '_ {
         self.peers
             .get(peer)
             .into_iter()
-            .flat_map(|p| p.paths.values().map(|path| &path.ad))
+            .flat_map(|p| p.paths.iter().filter_map(|(id, path)| path.ad(id)))
     }
 
     /// Route ids currently advertised to `peer`.

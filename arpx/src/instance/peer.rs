@@ -2,72 +2,62 @@
 //! the paths learned from it and what it has been sent.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use super::io::{ConnId, PeerConfig, PeerState, PeerStatus};
+use super::io::{PeerConfig, PeerState, PeerStatus};
+use super::path::Path;
 use super::shares::Shares;
-use crate::bytes::Bytes;
 use crate::message::{Close, RouteAd};
 use crate::session::Session;
+use edkey::Sha256;
 
-/// A path learned from a peer.
-#[derive(Clone, Debug)]
-pub(super) struct Path {
-    /// As it arrived, but for `origin_cert` (empty: see `cert`).
-    pub ad: RouteAd,
-    /// The origin router's certificate the advertisement carried, shared
-    /// with the origin's other paths (`certs.rs`).
-    pub cert: Option<std::sync::Arc<[u8]>>,
-    /// The connection whose messages last confirmed it (the snapshot sweep
-    /// and graceful expiry remove paths not confirmed by the current one).
-    pub mark: ConnId,
-    /// The peer's boot epoch when it was learned: serials are compared
-    /// only within one epoch (a restarted peer's snapshot replaces all).
-    pub epoch: u64,
-}
-
-/// What a session was sent for one route: enough to tell whether a new
-/// export differs (the signature names the signed content), a fraction of
-/// the advertisement's size.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Sent {
-    pub serial: u64,
-    pub signature: Bytes<64>,
-    pub path: Vec<String>,
-    pub trust_limit: u64,
-    pub proof_limit: crate::message::OriginProof,
-}
+/// What a session was sent for one route: a digest of everything an
+/// export can change — the signed content (named by its serial and
+/// signature), the path, and the trust and proof limits — so that an
+/// export saying the same sends nothing. It is held for every route and
+/// every peer it went to, so it is 16 bytes, not a copy of the path: the
+/// first half of a SHA-256, which neither chance nor a neighbour shaping
+/// a path can make two different exports share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Sent([u8; 16]);
 
 impl Sent {
     pub fn of(ad: &RouteAd) -> Sent {
-        Sent {
-            serial: ad.serial,
-            signature: ad.signature,
-            path: ad.path.clone(),
-            trust_limit: ad.trust_limit,
-            proof_limit: ad.proof_limit,
+        let mut h = Sha256::new();
+        h.update(ad.serial.to_le_bytes());
+        h.update(ad.signature.0);
+        h.update((ad.path.len() as u64).to_le_bytes());
+        for hop in &ad.path {
+            h.update((hop.len() as u64).to_le_bytes());
+            h.update(hop.as_bytes());
         }
+        h.update(ad.trust_limit.to_le_bytes());
+        h.update([ad.proof_limit as u8]);
+        let digest = h.finalize();
+        let mut half = [0; 16];
+        half.copy_from_slice(&digest[..16]);
+        Sent(half)
     }
 
     /// Whether `ad` says what was sent (its carried lease aside).
     pub fn same(&self, ad: &RouteAd) -> bool {
-        self.serial == ad.serial
-            && self.signature == ad.signature
-            && self.path == ad.path
-            && self.trust_limit == ad.trust_limit
-            && self.proof_limit == ad.proof_limit
+        *self == Sent::of(ad)
     }
 }
 
 #[derive(Debug)]
 pub(super) struct Peer {
     pub cfg: PeerConfig,
+    /// The router id, shared by the route holders that name this peer.
+    pub name: Arc<str>,
     pub session: Option<Session>,
     /// Whether the driver was last told its paths are eligible.
     pub eligible: bool,
     /// A graceful expiry is armed.
     pub graceful: bool,
-    /// Adj-RIB-In: route_id → path.
-    pub paths: BTreeMap<String, Path>,
+    /// Adj-RIB-In: route_id (shared with the instance's route holders)
+    /// → path.
+    pub paths: BTreeMap<Arc<str>, Path>,
     /// Adj-RIB-Out: route_id → what we advertised.
     pub sent: BTreeMap<String, Sent>,
     pub idle_since_ms: u64,
@@ -87,6 +77,7 @@ pub(super) struct Peer {
 impl Peer {
     pub fn new(cfg: PeerConfig, now: u64) -> Peer {
         Peer {
+            name: cfg.router_id.as_str().into(),
             cfg,
             session: None,
             eligible: false,

@@ -230,7 +230,7 @@ impl Instance {
                 peer: peer.to_owned(),
                 up: true,
             });
-            self.dirty.extend(p.paths.keys().cloned());
+            self.dirty.extend(p.paths.keys().map(|id| id.to_string()));
         }
     }
 
@@ -392,7 +392,7 @@ impl Instance {
                 peer: peer.to_owned(),
                 up: false,
             });
-            self.dirty.extend(p.paths.keys().cloned());
+            self.dirty.extend(p.paths.keys().map(|id| id.to_string()));
         }
     }
 

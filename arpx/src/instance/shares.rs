@@ -6,10 +6,12 @@
 //! crowd an honest origin out of a reflector's updates).
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 #[derive(Debug, Default)]
 pub(super) struct Shares {
-    by_origin: HashMap<String, BTreeSet<String>>,
+    /// Route ids by origin router (the ids the paths are keyed by).
+    by_origin: HashMap<String, BTreeSet<Arc<str>>>,
     /// (paths held, origin) of every origin with at least one path.
     order: BTreeSet<(usize, String)>,
     total: usize,
@@ -38,10 +40,10 @@ impl Shares {
         self.total
     }
 
-    pub fn add(&mut self, origin: &str, route_id: &str) {
+    pub fn add(&mut self, origin: &str, route_id: Arc<str>) {
         let set = self.by_origin.entry(origin.to_owned()).or_default();
         let before = set.len();
-        if !set.insert(route_id.to_owned()) {
+        if !set.insert(route_id) {
             return;
         }
         if before > 0 {
@@ -93,7 +95,7 @@ impl Shares {
                 match victim {
                     Some(route_id) => Admit::Evict {
                         origin: big.to_owned(),
-                        route_id: route_id.clone(),
+                        route_id: route_id.to_string(),
                     },
                     None => Admit::No,
                 }
@@ -107,7 +109,7 @@ impl Shares {
     pub fn trim_victim(&self) -> Option<(String, String)> {
         let (_, big) = self.largest()?;
         let route_id = self.by_origin.get(big)?.last()?;
-        Some((big.to_owned(), route_id.clone()))
+        Some((big.to_owned(), route_id.to_string()))
     }
 }
 
@@ -117,17 +119,17 @@ mod tests {
 
     fn fill(s: &mut Shares, origin: &str, n: usize) {
         for i in 0..n {
-            s.add(origin, &format!("{origin}-{i:05}"));
+            s.add(origin, format!("{origin}-{i:05}").into());
         }
     }
 
     #[test]
     fn counts_follow_adds_and_removes_and_duplicates_count_once() {
         let mut s = Shares::default();
-        s.add("router-a", "r1");
-        s.add("router-a", "r1");
-        s.add("router-a", "r2");
-        s.add("router-m", "m1");
+        s.add("router-a", "r1".into());
+        s.add("router-a", "r1".into());
+        s.add("router-a", "r2".into());
+        s.add("router-m", "m1".into());
         assert_eq!(
             (s.count("router-a"), s.count("router-m"), s.total()),
             (2, 1, 3)
@@ -168,7 +170,7 @@ mod tests {
         let mut held_a = 1;
         while let Admit::Evict { origin, route_id } = s.admit("router-a", 10, 100) {
             s.remove(&origin, &route_id);
-            s.add("router-a", &format!("router-a-{held_a:05}"));
+            s.add("router-a", format!("router-a-{held_a:05}").into());
             held_a += 1;
         }
         assert_eq!((s.count("router-a"), s.count("router-m")), (5, 5));

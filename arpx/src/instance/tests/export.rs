@@ -257,3 +257,58 @@ fn a_peer_that_may_not_be_exported_to_gets_nothing_until_it_may() {
         .collect();
     assert_eq!(ids, ["echo-1"], "the relay in use gets our routes");
 }
+
+#[test]
+fn a_reflected_path_resent_unchanged_or_renewed_sends_nothing_and_a_new_serial_goes_on() {
+    let mut rig = reflector(2, &[1, 3]);
+    rig.establish(8, 3, vec![]);
+    rig.establish(7, 1, vec![a("r1")]);
+    let update = |rig: &mut Rig, seq, ad: RouteAd| {
+        let msg = Message::Update(Update {
+            seq,
+            routes: vec![ad],
+        });
+        routes_of(&sent(&rig.frame(7, msg), 8))
+    };
+    assert!(update(&mut rig, 2, a("r1")).is_empty(), "the same again");
+    let mut renewed = a("r1");
+    renewed.lease_ms = 90_000;
+    assert!(update(&mut rig, 3, renewed).is_empty(), "a lease renewal");
+    let mut changed = crate::testing::ad("r1", &["router-a"]);
+    changed.serial = 2;
+    changed.attrs.latency_ms = 9;
+    crate::sign::sign(&mut changed, &crate::testing::key(1));
+    let to_c = update(&mut rig, 4, changed);
+    assert_eq!(to_c.len(), 1);
+    assert_eq!((to_c[0].serial, to_c[0].attrs.latency_ms), (2, 9));
+    assert_eq!(
+        to_c[0].lease_ms, 30_000,
+        "the carried lease goes on as it came"
+    );
+}
+
+#[test]
+fn every_peers_path_to_a_route_shares_one_copy_of_its_id_and_origin() {
+    let mut rig = reflector(2, &[1, 3]);
+    rig.establish(8, 3, vec![signed("r1", &["router-a", "router-c"], 1)]);
+    rig.establish(7, 1, vec![a("r1")]);
+    let (id, holders) = rig.inst.routes.get_key_value("r1").unwrap();
+    assert_eq!(holders.peers.len(), 2);
+    for peer in ["router-a", "router-c"] {
+        let (key, path) = rig.inst.peers[peer].paths.get_key_value("r1").unwrap();
+        assert!(std::sync::Arc::ptr_eq(id, key), "{peer}");
+        assert!(
+            std::sync::Arc::ptr_eq(&holders.origin, &path.origin),
+            "{peer}"
+        );
+    }
+    // The last path gone, so is the route's entry.
+    for conn in [7, 8] {
+        rig.feed(Input::Disconnected {
+            conn: ConnId(conn),
+            error: "eof".into(),
+        });
+    }
+    rig.feed(Input::ConfigurePeers(vec![]));
+    assert!(rig.inst.routes.is_empty());
+}
