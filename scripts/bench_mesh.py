@@ -8,7 +8,8 @@ Scenarios (router build `release` unless BENCH_MESH_BIN_DIR says otherwise):
    that adds the peer section (B dials at once). Measured from the reload
    to B's gateway FIB holding N more routes (agent-gw /healthz, polled
    every 2 ms), then the exact set is checked in B's RIB. Also B's agentd
-   RSS growth per 1k peer routes. BENCH_MESH_CERTS=1: A and B are
+   RSS growth per 1k peer routes, and the sender A's RSS before, its
+   peak (VmHWM) and RSS after its snapshot. BENCH_MESH_CERTS=1: A and B are
    routers of one domain CA, so every route carries A's certificate.
 2. reflector reconvergence — chain A–B–C, B reflector, A with 1k routes:
    B is stopped, then started again (new boot epoch); measured from B's
@@ -167,13 +168,21 @@ def convergence(bins: Binaries, n: int) -> Dict[str, Any]:
             ids = set(register_many(a, n, "c"))
             base = fib_routes(rb)
             rss0 = rss_kib(rb)
+            sender0 = a.stack.agentd.rss_kib()
             rb.peer_with(a, max_routes=100000)
             t0 = time.monotonic()
             rb.reload()
             t1 = wait_converged(rb, "router-a", n, base + n, timeout=120)
             exact = peer_ids(rb) == ids
             rss1 = rss_kib(rb)
+            sender1 = a.stack.agentd.rss_kib()
             return {"routes": n, "certificates": CERTS,
+                    # The sender's snapshot: its peak (VmHWM) over its
+                    # RSS before, and what stays after.
+                    "sender_rss_kib_before": sender0["VmRSS"],
+                    "sender_peak_kib_before": sender0["VmHWM"],
+                    "sender_peak_kib_during": sender1["VmHWM"],
+                    "sender_rss_kib_after": sender1["VmRSS"],
                     "reload_to_eligible_ms": round((t1 - t0) * 1000, 1), "exact_set": exact,
                     "agentd_rss_kib_before": rss0, "agentd_rss_kib_after": rss1,
                     "agentd_rss_kib_per_1k_peer_routes": round((rss1 - rss0) * 1000 / n, 1)}

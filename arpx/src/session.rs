@@ -353,7 +353,8 @@ impl Session {
         (n, refused)
     }
 
-    /// Sends our snapshot: Begin{version}, the routes, End{version}.
+    /// Sends our snapshot whole: Begin{version}, the routes,
+    /// End{version}.
     pub fn send_snapshot(
         &mut self,
         cfg: &SessionConfig,
@@ -361,16 +362,26 @@ impl Session {
         routes: Vec<RouteAd>,
         out: &mut Vec<Output>,
     ) -> (usize, Vec<(RouteAd, TooLarge)>) {
+        self.begin_snapshot(version, out);
+        let sent = self.send_updates(cfg, routes, out);
+        self.end_snapshot(version, out);
+        sent
+    }
+
+    /// Opens our snapshot; its routes follow as updates.
+    pub fn begin_snapshot(&mut self, version: u64, out: &mut Vec<Output>) {
         out.push(Output::Send {
             conn: self.conn,
             msg: Message::SnapshotBegin { version },
         });
-        let sent = self.send_updates(cfg, routes, out);
+    }
+
+    /// Closes our snapshot.
+    pub fn end_snapshot(&mut self, version: u64, out: &mut Vec<Output>) {
         out.push(Output::Send {
             conn: self.conn,
             msg: Message::SnapshotEnd { version },
         });
-        sent
     }
 
     /// Sends withdraws of `route_ids`; returns the number of messages.

@@ -180,6 +180,10 @@ impl Net {
                             ));
                         }
                     }
+                    // Frames queued before it are delivered first: written.
+                    Output::NotifyWritten { conn } => {
+                        self.queue.push_back((n, Input::Written { conn }));
+                    }
                     Output::PathUp { peer, ad } => {
                         node.rib.paths.insert((ad.route_id.clone(), peer), ad.path);
                     }

@@ -143,6 +143,9 @@ fuzz_target!(|data: &[u8]| {
             }
             4 => rig.feed(Input::WithdrawLocal("echo-1".into())),
             5 => rig.feed(Input::UpsertLocal(local("echo-1"))),
+            6 => rig.feed(Input::Written {
+                conn: ConnId(rig.conn),
+            }),
             _ => {}
         }
         match arpx::frame::decode_body(body) {

@@ -5,17 +5,29 @@
 //! a reflector (or the peer is a reflector client): the best eligible path
 //! per route_id (shortest path, then lowest next-hop router id), never to
 //! the peer it came from nor to a router already in its path, with our
-//! router id appended. Each session starts with a full snapshot; after it,
-//! only differences from what the session was sent (Adj-RIB-Out) go out,
-//! so an unchanged re-upsert or a lease renewal sends nothing.
+//! router id appended. Each session starts with a full snapshot, sent in
+//! chunks as the transport writes them (so its memory is a few chunks',
+//! whatever the table's size); after it, only differences from what the
+//! session was sent (Adj-RIB-Out) go out, so an unchanged re-upsert or a
+//! lease renewal sends nothing. Differences arising during the snapshot
+//! wait for its end.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::io::{LocalRoute, Output};
+use super::io::{ConnId, LocalRoute, Output};
 use super::path::Path;
-use super::peer::{Peer, Sent};
+use super::peer::{Outgoing, Peer, Sent};
 use super::Instance;
 use crate::message::{RouteAd, MAX_PATH_WIRE};
+
+/// Routes per snapshot chunk: ~180 KB of frames with origin
+/// certificates, well inside a frame queue, and a few hundred loop
+/// turns for the largest tables.
+const SNAPSHOT_CHUNK: usize = 256;
+
+/// Chunks of a snapshot sent and not yet written: two, so the transport
+/// has the next one while the first is acknowledged.
+const SNAPSHOT_WINDOW: usize = 2;
 
 impl Instance {
     /// The best eligible peer-learned path to `route_id`: (peer, path).
@@ -78,19 +90,28 @@ impl Instance {
         Some(ad)
     }
 
-    /// Sends `peer` our full snapshot (its session's Opens are exchanged).
+    /// Our route ids, and with `learned` the peer-learned ones.
+    fn exportable_ids(&self, learned: bool) -> BTreeSet<String> {
+        let mut ids: BTreeSet<String> = self
+            .locals
+            .routes
+            .iter()
+            .map(|l| l.id().to_owned())
+            .collect();
+        if learned {
+            ids.extend(self.routes.keys().map(|id| id.to_string()));
+        }
+        ids
+    }
+
+    /// Starts `peer`'s full snapshot (its session's Opens are exchanged):
+    /// the first chunks go now, the rest as the transport writes them
+    /// ([`Instance::written`]).
     pub(super) fn send_snapshot(&mut self, now: u64, peer: &str, out: &mut Vec<Output>) {
         let Some(p) = self.peers.get(peer) else {
             return;
         };
-        let mut ids: BTreeSet<&str> = self.locals.routes.iter().map(|l| l.id()).collect();
-        if self.passes_any_to(p) {
-            ids.extend(self.routes.keys().map(|id| &**id));
-        }
-        let routes: Vec<RouteAd> = ids
-            .into_iter()
-            .filter_map(|id| self.export_for(now, p, id))
-            .collect();
+        let ids = self.exportable_ids(self.passes_any_to(p));
         self.snapshots += 1;
         let version = self.snapshots;
         let Some(p) = self.peers.get_mut(peer) else {
@@ -99,21 +120,93 @@ impl Instance {
         let Some(session) = p.open_session() else {
             return;
         };
-        let n = routes.len();
-        // What the session was sent (Adj-RIB-Out) is recorded from the
-        // advertisements before they move into the frames, not from a copy.
-        let mut sent: BTreeMap<String, Sent> = routes
-            .iter()
-            .map(|ad| (ad.route_id.clone(), Sent::of(ad)))
-            .collect();
-        let (msgs, refused) = session.send_snapshot(&self.session_cfg, version, routes, out);
-        self.counters.updates_out += msgs as u64;
-        self.counters.routes_out += (n - refused.len()) as u64;
-        self.counters.export_refused += refused.len() as u64;
-        for (ad, _) in refused {
-            sent.remove(&ad.route_id);
+        let conn = session.conn;
+        session.begin_snapshot(version, out);
+        p.sent.clear();
+        p.outgoing = Some(Outgoing {
+            conn,
+            version,
+            remaining: ids,
+            unwritten: 0,
+            deferred: BTreeSet::new(),
+        });
+        self.continue_snapshot(now, peer, out);
+    }
+
+    /// The transport wrote what came before a chunk's notice: the next
+    /// chunk may go.
+    pub(super) fn written(&mut self, now: u64, conn: ConnId, out: &mut Vec<Output>) {
+        let Some(peer) = self.conns.get(&conn).cloned() else {
+            return;
+        };
+        let Some(o) = self
+            .peers
+            .get_mut(&peer)
+            .and_then(|p| p.outgoing.as_mut())
+            .filter(|o| o.conn == conn)
+        else {
+            return;
+        };
+        o.unwritten = o.unwritten.saturating_sub(1);
+        self.continue_snapshot(now, &peer, out);
+    }
+
+    /// Sends chunks of `peer`'s snapshot while fewer than
+    /// [`SNAPSHOT_WINDOW`] are unwritten; the last chunk ends it, and the
+    /// deltas held back meanwhile follow.
+    fn continue_snapshot(&mut self, now: u64, peer: &str, out: &mut Vec<Output>) {
+        loop {
+            let Some(o) = self.peers.get_mut(peer).and_then(|p| p.outgoing.as_mut()) else {
+                return;
+            };
+            if o.unwritten >= SNAPSHOT_WINDOW {
+                return;
+            }
+            let chunk: Vec<String> = std::iter::from_fn(|| o.remaining.pop_first())
+                .take(SNAPSHOT_CHUNK)
+                .collect();
+            let (conn, version, done) = (o.conn, o.version, o.remaining.is_empty());
+            let Some(p) = self.peers.get(peer) else {
+                return;
+            };
+            let routes: Vec<RouteAd> = chunk
+                .iter()
+                .filter_map(|id| self.export_for(now, p, id))
+                .collect();
+            let Some(p) = self.peers.get_mut(peer) else {
+                return;
+            };
+            let Some(session) = p.open_session() else {
+                return;
+            };
+            let n = routes.len();
+            // What the session was sent (Adj-RIB-Out) is recorded from the
+            // advertisements before they move into the frames.
+            let mut sent: BTreeMap<String, Sent> = routes
+                .iter()
+                .map(|ad| (ad.route_id.clone(), Sent::of(ad)))
+                .collect();
+            let (msgs, refused) = session.send_updates(&self.session_cfg, routes, out);
+            self.counters.updates_out += msgs as u64;
+            self.counters.routes_out += (n - refused.len()) as u64;
+            self.counters.export_refused += refused.len() as u64;
+            for (ad, _) in refused {
+                sent.remove(&ad.route_id);
+            }
+            if done {
+                session.end_snapshot(version, out);
+            }
+            p.sent.append(&mut sent);
+            if done {
+                let deferred = p.outgoing.take().map(|o| o.deferred).unwrap_or_default();
+                self.send_deltas(now, peer, deferred.iter(), out);
+                return;
+            }
+            out.push(Output::NotifyWritten { conn });
+            if let Some(o) = p.outgoing.as_mut() {
+                o.unwritten += 1;
+            }
         }
-        p.sent = sent;
     }
 
     /// Sends every open session what changed for the dirty route ids.
@@ -134,13 +227,7 @@ impl Instance {
         let Some(p) = self.peers.get(peer) else {
             return;
         };
-        let mut ids: BTreeSet<String> = self
-            .locals
-            .routes
-            .iter()
-            .map(|l| l.id().to_owned())
-            .collect();
-        ids.extend(self.routes.keys().map(|id| id.to_string()));
+        let mut ids = self.exportable_ids(true);
         ids.extend(p.sent.keys().cloned());
         self.send_deltas(now, peer, ids.iter(), out);
     }
@@ -152,12 +239,22 @@ impl Instance {
         ids: impl Iterator<Item = &'a String>,
         out: &mut Vec<Output>,
     ) {
-        let Some(p) = self.peers.get(peer) else {
+        let Some(p) = self.peers.get_mut(peer) else {
             return;
         };
         if !p.session.as_ref().is_some_and(|s| s.is_open()) {
             return;
         }
+        if let Some(o) = p.outgoing.as_mut() {
+            // Inside our snapshot: a route not sent yet goes as it is when
+            // its chunk does; the others wait for the end.
+            let later = ids.filter(|id| !o.remaining.contains(*id)).cloned();
+            o.deferred.extend(later);
+            return;
+        }
+        let Some(p) = self.peers.get(peer) else {
+            return;
+        };
         let mut updates = Vec::new();
         let mut withdraws = Vec::new();
         for id in ids {

@@ -163,6 +163,11 @@ pub enum Input {
     ConfigurePeers(Vec<PeerConfig>),
     /// Daemon stop: Close{AdminShutdown} on every session.
     Shutdown,
+    /// Everything output for `conn` before an [`Output::NotifyWritten`]
+    /// has been written to the transport (our snapshot goes on).
+    Written {
+        conn: ConnId,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,6 +186,14 @@ pub enum Output {
         at_ms: u64,
     },
     CancelTimer(Timer),
+    /// Feed [`Input::Written`] once every `Send` for `conn` output before
+    /// this one has been written to the transport. Our snapshot to a
+    /// session goes a chunk at a time, each when an earlier one is
+    /// written, so it holds a few chunks' memory, never the whole table's,
+    /// and never overruns the driver's send queue.
+    NotifyWritten {
+        conn: ConnId,
+    },
     /// Install or replace the path to `ad.route_id` via `peer`. The
     /// advertisement comes without its origin certificate (`origin_cert`
     /// empty): the instance has taken what it proves into its key

@@ -129,6 +129,7 @@ impl Instance {
             Input::WithdrawLocal(route_id) => self.withdraw_local(&route_id),
             Input::ConfigurePeers(peers) => self.configure_peers(now, peers, out),
             Input::Shutdown => self.shutdown(now, out),
+            Input::Written { conn } => self.written(now, conn, out),
         }
         self.flush(now, out);
     }

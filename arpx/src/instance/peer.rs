@@ -1,10 +1,10 @@
 //! One configured peer: its session (at most one survives collisions),
 //! the paths learned from it and what it has been sent.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::io::{PeerConfig, PeerState, PeerStatus};
+use super::io::{ConnId, PeerConfig, PeerState, PeerStatus};
 use super::path::Path;
 use super::shares::Shares;
 use crate::message::{Close, RouteAd};
@@ -45,6 +45,24 @@ impl Sent {
     }
 }
 
+/// Our snapshot to a session while it is being sent, a chunk at a time
+/// (`export.rs`): a chunk goes once the transport has written all but
+/// the last few, so a snapshot holds a few chunks, not the table.
+#[derive(Debug)]
+pub(super) struct Outgoing {
+    pub conn: ConnId,
+    pub version: u64,
+    /// Route ids not sent yet; each is exported as it is when its chunk
+    /// goes.
+    pub remaining: BTreeSet<String>,
+    /// Chunks sent and not yet reported written.
+    pub unwritten: usize,
+    /// Route ids that changed among those already sent (or were new):
+    /// their deltas go after the snapshot's end, as a withdraw inside a
+    /// snapshot is a protocol error.
+    pub deferred: BTreeSet<String>,
+}
+
 #[derive(Debug)]
 pub(super) struct Peer {
     pub cfg: PeerConfig,
@@ -60,6 +78,8 @@ pub(super) struct Peer {
     pub paths: BTreeMap<Arc<str>, Path>,
     /// Adj-RIB-Out: route_id → what we advertised.
     pub sent: BTreeMap<String, Sent>,
+    /// Our snapshot to the session, while it is being sent.
+    pub outgoing: Option<Outgoing>,
     pub idle_since_ms: u64,
     pub last_error: Option<String>,
     pub last_close: Option<(Close, bool)>,
@@ -84,6 +104,7 @@ impl Peer {
             graceful: false,
             paths: BTreeMap::new(),
             sent: BTreeMap::new(),
+            outgoing: None,
             idle_since_ms: now,
             last_error: None,
             last_close: None,
@@ -92,6 +113,12 @@ impl Peer {
             dropped: 0,
             last_drop: None,
         }
+    }
+
+    /// Ends the session (if any), and with it our snapshot to it.
+    pub fn take_session(&mut self) -> Option<Session> {
+        self.outgoing = None;
+        self.session.take()
     }
 
     /// The session, when Opens are exchanged (we may send routes).

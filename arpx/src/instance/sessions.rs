@@ -259,7 +259,7 @@ impl Instance {
     ) -> Option<String> {
         let peer = self.conns.remove(&conn)?;
         let p = self.peers.get_mut(&peer)?;
-        let session = p.session.take()?;
+        let session = p.take_session()?;
         p.last_close = Some((close.clone(), true));
         p.idle_since_ms = now;
         // What we sent belongs to the session: the next one starts with a
@@ -286,7 +286,7 @@ impl Instance {
         let Some(peer) = self.conns.remove(&conn) else {
             return;
         };
-        let Some(session) = self.peers.get_mut(&peer).and_then(|p| p.session.take()) else {
+        let Some(session) = self.peers.get_mut(&peer).and_then(|p| p.take_session()) else {
             return;
         };
         *self
@@ -324,7 +324,7 @@ impl Instance {
         let Some(p) = self.peers.get_mut(&peer) else {
             return;
         };
-        let Some(session) = p.session.take() else {
+        let Some(session) = p.take_session() else {
             return;
         };
         p.last_error = Some(error.clone());

@@ -49,6 +49,9 @@ pub enum ConnEvent {
     FrameError(FrameError),
     /// The transport ended (EOF, reset, TLS error, write timeout).
     Closed(String),
+    /// The writer wrote every frame queued before a notice
+    /// (`arpx` `Output::NotifyWritten`).
+    Written,
 }
 
 /// The loop's work for one item, in the unit of [`TURN_ROUTES`].
@@ -285,6 +288,12 @@ impl InboxSender {
     /// Queues a connection's last word (a frame error or its end). Not
     /// bounded by the queue: each task says it once, as it ends.
     pub fn last(&self, event: ConnEvent) -> bool {
+        self.push(event, None)
+    }
+
+    /// Queues the writer's report of a notice. Not bounded by the queue:
+    /// the instance has at most two notices unanswered per connection.
+    pub fn note(&self, event: ConnEvent) -> bool {
         self.push(event, None)
     }
 

@@ -426,6 +426,12 @@ impl Peers {
                 debug::frame_error(conn, &error);
                 self.feed(now, mesh::Input::FrameError { conn, error }, state)
             }
+            ConnEvent::Written => {
+                if !self.has_conn(conn) {
+                    return Changes::new();
+                }
+                self.feed(now, mesh::Input::Written { conn }, state)
+            }
             ConnEvent::Closed(error) => {
                 let Some(peer) = self.drop_conn(conn, now, false) else {
                     return Changes::new();

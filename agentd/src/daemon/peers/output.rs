@@ -23,6 +23,28 @@ impl Peers {
         changes
     }
 
+    /// `conn`'s send queue refused a frame or notice: the peer is not
+    /// reading, and the connection goes.
+    fn overflowed(
+        &mut self,
+        conn: ConnId,
+        full: tasks::QueueFull,
+        now: Millis,
+        pending: &mut VecDeque<mesh::Input>,
+    ) {
+        self.counters.queue_overflows += 1;
+        let error = full.to_string();
+        if let Some(c) = self.mesh.as_ref().ok().and_then(|m| m.conns.get(&conn)) {
+            debug::queue_full(&c.peer, conn, &error);
+        }
+        if let Some(peer) = self.drop_conn(conn, now, false) {
+            if let Some(d) = self.dialers.get_mut(&peer) {
+                d.last_error = Some(error.clone());
+            }
+        }
+        pending.push_back(mesh::Input::Disconnected { conn, error });
+    }
+
     pub(super) fn output(
         &mut self,
         o: Output,
@@ -44,15 +66,14 @@ impl Peers {
                     }
                 };
                 if let Err(full) = c.queue.send(bytes, MAX_QUEUE_BYTES) {
-                    self.counters.queue_overflows += 1;
-                    let error = full.to_string();
-                    debug::queue_full(&c.peer, conn, &error);
-                    if let Some(peer) = self.drop_conn(conn, now, false) {
-                        if let Some(d) = self.dialers.get_mut(&peer) {
-                            d.last_error = Some(error.clone());
-                        }
-                    }
-                    pending.push_back(mesh::Input::Disconnected { conn, error });
+                    self.overflowed(conn, full, now, pending);
+                }
+            }
+            Output::NotifyWritten { conn } => {
+                let Ok(m) = &self.mesh else { return };
+                let Some(c) = m.conns.get(&conn) else { return };
+                if let Err(full) = c.queue.notify_written() {
+                    self.overflowed(conn, full, now, pending);
                 }
             }
             Output::Disconnect { conn } => {

@@ -302,6 +302,8 @@ async fn dial(
 #[derive(Debug)]
 pub enum WriterCmd {
     Frame(Vec<u8>),
+    /// Every frame before it is written: say so ([`ConnEvent::Written`]).
+    NotifyWritten,
     /// Flush what is queued, send TLS close_notify, end the connection.
     Close,
 }
@@ -355,6 +357,18 @@ impl SendQueue {
                 mpsc::error::TrySendError::Closed(_) => QueueFull::Gone,
             }
         })
+    }
+
+    /// Asks the writer to report when the frames queued so far are
+    /// written. Takes a frame slot, not bytes; refused when the queue's
+    /// frame count is reached.
+    pub fn notify_written(&self) -> Result<(), QueueFull> {
+        self.tx
+            .try_send(WriterCmd::NotifyWritten)
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => QueueFull::Frames,
+                mpsc::error::TrySendError::Closed(_) => QueueFull::Gone,
+            })
     }
 
     /// Asks the writer to flush and close; `false` if it cannot take it.
@@ -457,6 +471,15 @@ fn closed_text(e: &std::io::Error) -> String {
     }
 }
 
+/// Why a timed write or flush failed, if it did.
+fn failed(r: Result<std::io::Result<()>, tokio::time::error::Elapsed>) -> Option<String> {
+    match r {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(format!("write failed: {e}")),
+        Err(_) => Some("peer is not reading: a write timed out".to_string()),
+    }
+}
+
 async fn write_frames(
     mut wr: WriteHalf<Stream>,
     end: WriterEnd,
@@ -481,17 +504,19 @@ async fn write_frames(
                     }
                     other => other,
                 };
-                match r {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        error = Some(format!("write failed: {e}"));
-                        break;
-                    }
-                    Err(_) => {
-                        error = Some("peer is not reading: a write timed out".to_string());
-                        break;
-                    }
+                if let Some(e) = failed(r) {
+                    error = Some(e);
+                    break;
                 }
+            }
+            WriterCmd::NotifyWritten => {
+                // Handed to TLS is not yet sent: flush first, as at the
+                // end of any burst.
+                if let Some(e) = failed(tokio::time::timeout(WRITE_TIMEOUT, wr.flush()).await) {
+                    error = Some(e);
+                    break;
+                }
+                inbox.note(ConnEvent::Written);
             }
             WriterCmd::Close => {
                 let _ = tokio::time::timeout(WRITE_TIMEOUT, async {

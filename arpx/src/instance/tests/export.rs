@@ -312,3 +312,120 @@ fn every_peers_path_to_a_route_shares_one_copy_of_its_id_and_origin() {
     rig.feed(Input::ConfigurePeers(vec![]));
     assert!(rig.inst.routes.is_empty());
 }
+
+/// Router-b with `n` local routes `l-0000`…, and router-a's session on
+/// connection 7 open; returns what b sent so far.
+fn snapshotting(n: usize) -> (Rig, Vec<Output>) {
+    let mut rig = Rig::new(2, &[1]);
+    for i in 0..n {
+        rig.feed(Input::UpsertLocal(local(&format!("l-{i:04}"))));
+    }
+    let out = rig.establish(7, 1, vec![]);
+    (rig, out)
+}
+
+fn notices(out: &[Output]) -> usize {
+    out.iter()
+        .filter(|o| matches!(o, Output::NotifyWritten { conn: ConnId(7) }))
+        .count()
+}
+
+fn ends(out: &[Output]) -> usize {
+    sent(out, 7)
+        .iter()
+        .filter(|m| matches!(m, Message::SnapshotEnd { .. }))
+        .count()
+}
+
+fn written(rig: &mut Rig, conn: u64) -> Vec<Output> {
+    rig.feed(Input::Written { conn: ConnId(conn) })
+}
+
+#[test]
+fn a_large_snapshot_goes_a_chunk_at_a_time_as_the_transport_writes_it() {
+    let (mut rig, out) = snapshotting(1000);
+    // Two chunks before anything is written, each followed by a notice.
+    let mut got: Vec<String> = routes_of(&sent(&out, 7))
+        .into_iter()
+        .map(|ad| ad.route_id)
+        .collect();
+    assert_eq!(got.len(), 512);
+    assert_eq!((notices(&out), ends(&out)), (2, 0));
+    // Nothing moves for a connection that is not the session's.
+    assert!(written(&mut rig, 99).is_empty());
+    let mut rounds = 0;
+    loop {
+        let out = written(&mut rig, 7);
+        got.extend(routes_of(&sent(&out, 7)).into_iter().map(|ad| ad.route_id));
+        rounds += 1;
+        if ends(&out) == 1 {
+            assert_eq!(notices(&out), 0, "the last chunk ends it");
+            break;
+        }
+        assert_eq!(notices(&out), 1, "one chunk for each written");
+        assert!(rounds < 10);
+    }
+    let want: Vec<String> = (0..1000).map(|i| format!("l-{i:04}")).collect();
+    assert_eq!(got, want, "every route once, in order");
+    assert_eq!(rig.inst.exported_to("router-a").count(), 1000);
+    // Late notices of a finished snapshot do nothing.
+    assert!(written(&mut rig, 7).is_empty());
+}
+
+#[test]
+fn changes_during_our_snapshot_wait_for_its_end_and_no_withdraw_goes_inside_it() {
+    let (mut rig, _) = snapshotting(600);
+    // l-0000 went in the first chunk, l-0599 has not gone yet.
+    rig.feed(Input::WithdrawLocal("l-0000".into()));
+    let mut changed = local("l-0599");
+    changed.version = 2;
+    let mut out = rig.feed(Input::UpsertLocal(changed));
+    out.extend(rig.feed(Input::UpsertLocal(local("new-1"))));
+    assert!(sent(&out, 7).is_empty(), "{out:?}");
+    let out = written(&mut rig, 7);
+    let msgs = sent(&out, 7);
+    let end = msgs
+        .iter()
+        .position(|m| matches!(m, Message::SnapshotEnd { .. }))
+        .expect("the snapshot ends");
+    let (inside, after) = msgs.split_at(end);
+    let last_chunk = routes_of(inside);
+    assert_eq!(last_chunk.len(), 88);
+    let l599 = last_chunk
+        .iter()
+        .find(|ad| ad.route_id == "l-0599")
+        .unwrap();
+    assert_eq!(l599.version, 2, "sent as it is when its chunk goes");
+    assert!(!inside.iter().any(|m| matches!(m, Message::Withdraw(_))));
+    assert!(
+        after
+            .iter()
+            .any(|m| matches!(m, Message::Withdraw(w) if w.route_ids == ["l-0000"])),
+        "{after:?}"
+    );
+    let new: Vec<_> = routes_of(after).into_iter().map(|ad| ad.route_id).collect();
+    assert_eq!(new, ["new-1"]);
+}
+
+#[test]
+fn a_session_lost_mid_snapshot_takes_it_along_and_the_next_starts_over() {
+    let (mut rig, _) = snapshotting(600);
+    rig.feed(Input::Disconnected {
+        conn: ConnId(7),
+        error: "eof".into(),
+    });
+    assert!(written(&mut rig, 7).is_empty());
+    let out = rig.establish(8, 1, vec![]);
+    let first: Vec<_> = routes_of(&sent(&out, 8))
+        .into_iter()
+        .map(|ad| ad.route_id)
+        .collect();
+    assert_eq!(first.len(), 512);
+    assert_eq!(first[0], "l-0000");
+    assert!(
+        written(&mut rig, 7).is_empty(),
+        "the old connection's notice"
+    );
+    let out = written(&mut rig, 8);
+    assert_eq!(routes_of(&sent(&out, 8)).len(), 88);
+}
