@@ -13,6 +13,7 @@
 //! wait for its end.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::io::{ConnId, LocalRoute, Output};
 use super::path::Path;
@@ -88,6 +89,27 @@ impl Instance {
         ad.proof_limit = ad.proof_limit.min(ad.proof).min(proof);
         ad.path.push(self.cfg.router_id.clone());
         Some(ad)
+    }
+
+    /// `id` as an Adj-RIB-Out key: one copy for every peer it is sent to,
+    /// the holders' own for a peer-learned route.
+    fn shared_id(&self, id: &str) -> Arc<str> {
+        if let Some((shared, _)) = self.routes.get_key_value(id) {
+            return shared.clone();
+        }
+        self.peers
+            .values()
+            .find_map(|p| p.sent.get_key_value(id).map(|(shared, _)| shared.clone()))
+            .unwrap_or_else(|| id.into())
+    }
+
+    /// What `peer` is about to be sent, as its Adj-RIB-Out records it:
+    /// taken before the advertisements move into the frames.
+    fn records(&self, updates: &[RouteAd]) -> Vec<(Arc<str>, Sent)> {
+        updates
+            .iter()
+            .map(|ad| (self.shared_id(&ad.route_id), Sent::of(ad)))
+            .collect()
     }
 
     /// Our route ids, and with `learned` the peer-learned ones.
@@ -173,6 +195,7 @@ impl Instance {
                 .iter()
                 .filter_map(|id| self.export_for(now, p, id))
                 .collect();
+            let mut sent: BTreeMap<Arc<str>, Sent> = self.records(&routes).into_iter().collect();
             let Some(p) = self.peers.get_mut(peer) else {
                 return;
             };
@@ -180,18 +203,12 @@ impl Instance {
                 return;
             };
             let n = routes.len();
-            // What the session was sent (Adj-RIB-Out) is recorded from the
-            // advertisements before they move into the frames.
-            let mut sent: BTreeMap<String, Sent> = routes
-                .iter()
-                .map(|ad| (ad.route_id.clone(), Sent::of(ad)))
-                .collect();
             let (msgs, refused) = session.send_updates(&self.session_cfg, routes, out);
             self.counters.updates_out += msgs as u64;
             self.counters.routes_out += (n - refused.len()) as u64;
             self.counters.export_refused += refused.len() as u64;
             for (ad, _) in refused {
-                sent.remove(&ad.route_id);
+                sent.remove(ad.route_id.as_str());
             }
             if done {
                 session.end_snapshot(version, out);
@@ -228,7 +245,7 @@ impl Instance {
             return;
         };
         let mut ids = self.exportable_ids(true);
-        ids.extend(p.sent.keys().cloned());
+        ids.extend(p.sent.keys().map(|id| id.to_string()));
         self.send_deltas(now, peer, ids.iter(), out);
     }
 
@@ -258,7 +275,7 @@ impl Instance {
         let mut updates = Vec::new();
         let mut withdraws = Vec::new();
         for id in ids {
-            match (self.export_for(now, p, id), p.sent.get(id)) {
+            match (self.export_for(now, p, id), p.sent.get(id.as_str())) {
                 (Some(ad), Some(sent)) if sent.same(&ad) => {}
                 (Some(ad), _) => updates.push(ad),
                 (None, Some(_)) => withdraws.push(id.clone()),
@@ -268,6 +285,7 @@ impl Instance {
         if updates.is_empty() && withdraws.is_empty() {
             return;
         }
+        let records = self.records(&updates);
         let Some(p) = self.peers.get_mut(peer) else {
             return;
         };
@@ -275,23 +293,23 @@ impl Instance {
             return;
         };
         let n = updates.len();
-        let (msgs, refused) = session.send_updates(&self.session_cfg, updates.clone(), out);
+        let (msgs, refused) = session.send_updates(&self.session_cfg, updates, out);
         self.counters.updates_out += msgs as u64;
         self.counters.routes_out += (n - refused.len()) as u64;
         self.counters.export_refused += refused.len() as u64;
         let refused: BTreeSet<String> = refused.into_iter().map(|(ad, _)| ad.route_id).collect();
-        for ad in updates {
-            if refused.contains(&ad.route_id) {
+        for (id, sent) in records {
+            if refused.contains(&*id) {
                 // Not sendable: the peer must not keep an older copy.
-                if p.sent.contains_key(&ad.route_id) {
-                    withdraws.push(ad.route_id.clone());
+                if p.sent.contains_key(&id) {
+                    withdraws.push(id.to_string());
                 }
             } else {
-                p.sent.insert(ad.route_id.clone(), Sent::of(&ad));
+                p.sent.insert(id, sent);
             }
         }
         for id in &withdraws {
-            p.sent.remove(id);
+            p.sent.remove(id.as_str());
         }
         let n = withdraws.len();
         let msgs = session.send_withdraws(&self.session_cfg, withdraws, out);

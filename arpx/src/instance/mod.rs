@@ -158,6 +158,6 @@ impl Instance {
         self.peers
             .get(peer)
             .into_iter()
-            .flat_map(|p| p.sent.keys().map(String::as_str))
+            .flat_map(|p| p.sent.keys().map(|id| &**id))
     }
 }

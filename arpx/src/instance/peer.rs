@@ -76,8 +76,9 @@ pub(super) struct Peer {
     /// Adj-RIB-In: route_id (shared with the instance's route holders)
     /// → path.
     pub paths: BTreeMap<Arc<str>, Path>,
-    /// Adj-RIB-Out: route_id → what we advertised.
-    pub sent: BTreeMap<String, Sent>,
+    /// Adj-RIB-Out: route_id → what we advertised. A peer-learned
+    /// route's id is the one copy the holders and paths share.
+    pub sent: BTreeMap<Arc<str>, Sent>,
     /// Our snapshot to the session, while it is being sent.
     pub outgoing: Option<Outgoing>,
     pub idle_since_ms: u64,

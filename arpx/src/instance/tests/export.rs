@@ -429,3 +429,28 @@ fn a_session_lost_mid_snapshot_takes_it_along_and_the_next_starts_over() {
     let out = written(&mut rig, 8);
     assert_eq!(routes_of(&sent(&out, 8)).len(), 88);
 }
+
+#[test]
+fn what_each_peer_was_sent_shares_one_copy_of_each_route_id() {
+    let mut rig = reflector(2, &[1, 3, 4]);
+    rig.feed(Input::UpsertLocal(local("ours")));
+    rig.establish(8, 3, vec![]);
+    rig.establish(9, 4, vec![]);
+    rig.establish(7, 1, vec![a("learned")]);
+    let key = |peer: &str, id: &str| {
+        let (key, _) = rig.inst.peers[peer].sent.get_key_value(id).unwrap();
+        key.clone()
+    };
+    // Our route went to all three, the learned one to c and d.
+    let ours = key("router-a", "ours");
+    for peer in ["router-c", "router-d"] {
+        assert!(std::sync::Arc::ptr_eq(&ours, &key(peer, "ours")), "{peer}");
+    }
+    let (held, _) = rig.inst.routes.get_key_value("learned").unwrap();
+    for peer in ["router-c", "router-d"] {
+        assert!(
+            std::sync::Arc::ptr_eq(held, &key(peer, "learned")),
+            "{peer}"
+        );
+    }
+}
