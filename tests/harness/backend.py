@@ -32,6 +32,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional
 
 
+class _Server(ThreadingHTTPServer):
+    """A handler server whose listen queue takes a burst. socketserver's
+    default backlog is 5: when a gateway opens hundreds of connections at
+    once (the relay's 256-call test) and this one accept thread falls
+    behind on a loaded machine, the kernel drops the SYNs it cannot
+    queue and each client retries after 1, 3, 7, 15 … s, so calls reach
+    the handler tens of seconds late. A real agent's server listens with
+    a larger backlog (Linux caps it at `somaxconn`)."""
+
+    request_queue_size = 1024
+
+
 @dataclass
 class Received:
     path: str
@@ -79,7 +91,7 @@ class Backend:
                     owner.received.append(rec)
                 owner._dispatch(self, rec)
 
-        self._server = ThreadingHTTPServer((host, 0), Handler)
+        self._server = _Server((host, 0), Handler)
         self._server.daemon_threads = True
         self.host, self.port = self._server.server_address[:2]
         self._thread = threading.Thread(target=self._server.serve_forever, name="backend", daemon=True)
