@@ -353,22 +353,8 @@ impl Session {
         (n, refused)
     }
 
-    /// Sends our snapshot whole: Begin{version}, the routes,
-    /// End{version}.
-    pub fn send_snapshot(
-        &mut self,
-        cfg: &SessionConfig,
-        version: u64,
-        routes: Vec<RouteAd>,
-        out: &mut Vec<Output>,
-    ) -> (usize, Vec<(RouteAd, TooLarge)>) {
-        self.begin_snapshot(version, out);
-        let sent = self.send_updates(cfg, routes, out);
-        self.end_snapshot(version, out);
-        sent
-    }
-
-    /// Opens our snapshot; its routes follow as updates.
+    /// Opens our snapshot; its routes follow as updates (the instance
+    /// sends them a chunk at a time), then [`Session::end_snapshot`].
     pub fn begin_snapshot(&mut self, version: u64, out: &mut Vec<Output>) {
         out.push(Output::Send {
             conn: self.conn,
@@ -643,7 +629,9 @@ mod tests {
     fn our_sequence_numbers_start_at_one_and_skip_snapshot_markers() {
         let mut s = opened();
         let mut out = Vec::new();
-        s.send_snapshot(&cfg(), 3, vec![ad("r1", &["router-b"])], &mut out);
+        s.begin_snapshot(3, &mut out);
+        s.send_updates(&cfg(), vec![ad("r1", &["router-b"])], &mut out);
+        s.end_snapshot(3, &mut out);
         s.send_withdraws(&cfg(), vec!["r1".into()], &mut out);
         let seqs: Vec<u64> = out
             .iter()

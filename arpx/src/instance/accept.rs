@@ -38,10 +38,16 @@ enum Verdict {
 }
 
 impl Instance {
-    /// The wire-independent violations of one Update (nothing applied).
-    fn check_violations(&mut self, peer: &str, routes: &mut [RouteAd]) -> Result<(), Close> {
+    /// The wire-independent violations of one Update (nothing applied);
+    /// `wires[i]` is `routes[i]`'s [`Wire`].
+    fn check_violations(
+        &mut self,
+        peer: &str,
+        routes: &[RouteAd],
+        wires: &[Wire],
+    ) -> Result<(), Close> {
         let us = self.cfg.router_id.as_str();
-        for ad in routes {
+        for (ad, wire) in routes.iter().zip(wires) {
             let id = &ad.route_id;
             if ad.sender() != peer {
                 return Err(Close::new(
@@ -69,7 +75,7 @@ impl Instance {
                     format!("route {id}: path repeats router {hop}"),
                 ));
             }
-            if !self.verified_before(ad) {
+            if !self.verified_before(ad, wire) {
                 if let Err(e) = sign::verify(ad) {
                     self.counters.rejected_bad_signature += 1;
                     return Err(Close::new(
@@ -85,12 +91,11 @@ impl Instance {
     /// Whether a held path (from any peer) carries exactly this signed
     /// content and signature: then it was verified when it arrived, and a
     /// reconnect snapshot or a second path costs no signature check.
-    fn verified_before(&self, ad: &mut RouteAd) -> bool {
-        let Some(h) = self.routes.get(ad.route_id.as_str()) else {
+    fn verified_before(&self, ad: &RouteAd, wire: &Wire) -> bool {
+        let id = ad.route_id.as_str();
+        let Some(h) = self.routes.get(id) else {
             return false;
         };
-        let wire = Wire::of(ad);
-        let id = ad.route_id.as_str();
         h.peers.iter().any(|p| {
             self.peers
                 .get(&**p)
@@ -99,7 +104,7 @@ impl Instance {
                 .is_some_and(|held| {
                     // The same wire is the common case (a reconnect's
                     // snapshot); another path to it needs a closer look.
-                    held.holds(&wire) || held.ad(id).is_some_and(|held| same_signed(&held, ad))
+                    held.holds(wire) || held.ad(id).is_some_and(|held| same_signed(&held, ad))
                 })
         })
     }
@@ -150,15 +155,16 @@ impl Instance {
     ) -> Result<(), Close> {
         self.counters.updates_in += 1;
         self.counters.routes_in += routes.len() as u64;
-        self.check_violations(peer, &mut routes)?;
+        // Each route's wire, once: the checks and the verdicts compare it.
+        let wires: Vec<Wire> = routes.iter_mut().map(Wire::of).collect();
+        self.check_violations(peer, &routes, &wires)?;
         let Some(p) = self.peers.get(peer) else {
             return Ok(());
         };
         let epoch = p.boot_epoch.unwrap_or(0);
         let dropped_before = p.dropped;
-        for mut ad in routes {
+        for (ad, wire) in routes.into_iter().zip(wires) {
             self.learn_certificate(&ad, out);
-            let wire = Wire::of(&mut ad);
             match self.verdict(peer, &ad, &wire) {
                 Verdict::Install => self.admit_path(peer, ad, wire, conn, epoch, out),
                 Verdict::Unchanged => {

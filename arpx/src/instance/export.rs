@@ -12,7 +12,7 @@
 //! lease renewal sends nothing. Differences arising during the snapshot
 //! wait for its end.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::io::{ConnId, LocalRoute, Output};
@@ -103,13 +103,72 @@ impl Instance {
             .unwrap_or_else(|| id.into())
     }
 
-    /// What `peer` is about to be sent, as its Adj-RIB-Out records it:
-    /// taken before the advertisements move into the frames.
-    fn records(&self, updates: &[RouteAd]) -> Vec<(Arc<str>, Sent)> {
-        updates
+    /// `peer`'s exports of `ids` now, each with its Adj-RIB-Out record,
+    /// those that differ from what it holds (`all`: every one).
+    fn changed<'a>(
+        &self,
+        now: u64,
+        peer: &Peer,
+        ids: impl Iterator<Item = &'a String>,
+        all: bool,
+    ) -> (Vec<(RouteAd, Sent)>, Vec<String>) {
+        let mut updates = Vec::new();
+        let mut withdraws = Vec::new();
+        for id in ids {
+            let held = peer.sent.get(id.as_str());
+            match self.export_for(now, peer, id) {
+                Some(ad) => {
+                    let sent = Sent::of(&ad);
+                    if all || held != Some(&sent) {
+                        updates.push((ad, sent));
+                    }
+                }
+                None if held.is_some() => withdraws.push(id.clone()),
+                None => {}
+            }
+        }
+        (updates, withdraws)
+    }
+
+    /// Sends `updates` on `peer`'s session, counts them and records what
+    /// went in its Adj-RIB-Out. Returns the ids that could not go (over
+    /// the frame bound) of which the peer holds an older copy: they must
+    /// be withdrawn.
+    fn send_recorded(
+        &mut self,
+        peer: &str,
+        updates: Vec<(RouteAd, Sent)>,
+        out: &mut Vec<Output>,
+    ) -> Vec<String> {
+        if updates.is_empty() {
+            return Vec::new();
+        }
+        let records: Vec<(Arc<str>, Sent)> = updates
             .iter()
-            .map(|ad| (self.shared_id(&ad.route_id), Sent::of(ad)))
-            .collect()
+            .map(|(ad, sent)| (self.shared_id(&ad.route_id), *sent))
+            .collect();
+        let Some(p) = self.peers.get_mut(peer) else {
+            return Vec::new();
+        };
+        let Some(session) = p.session.as_mut() else {
+            return Vec::new();
+        };
+        let n = updates.len();
+        let routes = updates.into_iter().map(|(ad, _)| ad).collect();
+        let (msgs, refused) = session.send_updates(&self.session_cfg, routes, out);
+        self.counters.updates_out += msgs as u64;
+        self.counters.routes_out += (n - refused.len()) as u64;
+        self.counters.export_refused += refused.len() as u64;
+        let refused: BTreeSet<String> = refused.into_iter().map(|(ad, _)| ad.route_id).collect();
+        let mut stale = Vec::new();
+        for (id, sent) in records {
+            if !refused.contains(&*id) {
+                p.sent.insert(id, sent);
+            } else if p.sent.remove(&id).is_some() {
+                stale.push(id.to_string());
+            }
+        }
+        stale
     }
 
     /// Our route ids, and with `learned` the peer-learned ones.
@@ -191,30 +250,17 @@ impl Instance {
             let Some(p) = self.peers.get(peer) else {
                 return;
             };
-            let routes: Vec<RouteAd> = chunk
-                .iter()
-                .filter_map(|id| self.export_for(now, p, id))
-                .collect();
-            let mut sent: BTreeMap<Arc<str>, Sent> = self.records(&routes).into_iter().collect();
+            // The session's Adj-RIB-Out was emptied at the snapshot's start
+            // and holds none of these: nothing refused needs a withdraw.
+            let (updates, _) = self.changed(now, p, chunk.iter(), true);
+            self.send_recorded(peer, updates, out);
             let Some(p) = self.peers.get_mut(peer) else {
                 return;
             };
-            let Some(session) = p.open_session() else {
-                return;
-            };
-            let n = routes.len();
-            let (msgs, refused) = session.send_updates(&self.session_cfg, routes, out);
-            self.counters.updates_out += msgs as u64;
-            self.counters.routes_out += (n - refused.len()) as u64;
-            self.counters.export_refused += refused.len() as u64;
-            for (ad, _) in refused {
-                sent.remove(ad.route_id.as_str());
-            }
             if done {
-                session.end_snapshot(version, out);
-            }
-            p.sent.append(&mut sent);
-            if done {
+                if let Some(session) = p.session.as_mut() {
+                    session.end_snapshot(version, out);
+                }
                 let deferred = p.outgoing.take().map(|o| o.deferred).unwrap_or_default();
                 self.send_deltas(now, peer, deferred.iter(), out);
                 return;
@@ -272,42 +318,18 @@ impl Instance {
         let Some(p) = self.peers.get(peer) else {
             return;
         };
-        let mut updates = Vec::new();
-        let mut withdraws = Vec::new();
-        for id in ids {
-            match (self.export_for(now, p, id), p.sent.get(id.as_str())) {
-                (Some(ad), Some(sent)) if sent.same(&ad) => {}
-                (Some(ad), _) => updates.push(ad),
-                (None, Some(_)) => withdraws.push(id.clone()),
-                (None, None) => {}
-            }
-        }
-        if updates.is_empty() && withdraws.is_empty() {
+        let (updates, mut withdraws) = self.changed(now, p, ids, false);
+        // Not sendable: the peer must not keep an older copy.
+        withdraws.extend(self.send_recorded(peer, updates, out));
+        if withdraws.is_empty() {
             return;
         }
-        let records = self.records(&updates);
         let Some(p) = self.peers.get_mut(peer) else {
             return;
         };
         let Some(session) = p.session.as_mut() else {
             return;
         };
-        let n = updates.len();
-        let (msgs, refused) = session.send_updates(&self.session_cfg, updates, out);
-        self.counters.updates_out += msgs as u64;
-        self.counters.routes_out += (n - refused.len()) as u64;
-        self.counters.export_refused += refused.len() as u64;
-        let refused: BTreeSet<String> = refused.into_iter().map(|(ad, _)| ad.route_id).collect();
-        for (id, sent) in records {
-            if refused.contains(&*id) {
-                // Not sendable: the peer must not keep an older copy.
-                if p.sent.contains_key(&id) {
-                    withdraws.push(id.to_string());
-                }
-            } else {
-                p.sent.insert(id, sent);
-            }
-        }
         for id in &withdraws {
             p.sent.remove(id.as_str());
         }

@@ -38,11 +38,6 @@ impl Sent {
         half.copy_from_slice(&digest[..16]);
         Sent(half)
     }
-
-    /// Whether `ad` says what was sent (its carried lease aside).
-    pub fn same(&self, ad: &RouteAd) -> bool {
-        *self == Sent::of(ad)
-    }
 }
 
 /// Our snapshot to a session while it is being sent, a chunk at a time

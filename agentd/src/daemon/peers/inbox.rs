@@ -291,10 +291,11 @@ impl InboxSender {
         self.push(event, None)
     }
 
-    /// Queues the writer's report of a notice. Not bounded by the queue:
-    /// the instance has at most two notices unanswered per connection.
-    pub fn note(&self, event: ConnEvent) -> bool {
-        self.push(event, None)
+    /// Queues the writer's report that a notice was reached
+    /// ([`ConnEvent::Written`]). Not bounded by the queue: the instance
+    /// has at most two notices unanswered per connection.
+    pub fn written(&self) -> bool {
+        self.push(ConnEvent::Written, None)
     }
 
     fn push(&self, event: ConnEvent, slot: Option<OwnedSemaphorePermit>) -> bool {

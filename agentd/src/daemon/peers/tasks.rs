@@ -516,7 +516,7 @@ async fn write_frames(
                     error = Some(e);
                     break;
                 }
-                inbox.note(ConnEvent::Written);
+                inbox.written();
             }
             WriterCmd::Close => {
                 let _ = tokio::time::timeout(WRITE_TIMEOUT, async {

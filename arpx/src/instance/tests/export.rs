@@ -454,3 +454,31 @@ fn what_each_peer_was_sent_shares_one_copy_of_each_route_id() {
         );
     }
 }
+
+#[test]
+fn an_export_that_outgrows_the_frame_bound_is_withdrawn_not_left_stale() {
+    let mut cfg = config(2);
+    cfg.max_frame = 1024;
+    let mut rig = Rig::with(cfg, &[1]);
+    rig.feed(Input::UpsertLocal(local("r1")));
+    let out = rig.establish(7, 1, vec![]);
+    assert_eq!(routes_of(&sent(&out, 7)).len(), 1);
+    // 40 tenants of 30 bytes: no longer fits one frame.
+    let mut big = local("r1");
+    big.allowed_tenants = (0..40)
+        .map(|i| format!("tenant-{i:02}-{}", "x".repeat(20)))
+        .collect();
+    let out = rig.feed(Input::UpsertLocal(big));
+    let msgs = sent(&out, 7);
+    assert!(routes_of(&msgs).is_empty(), "{msgs:?}");
+    assert!(
+        msgs.iter()
+            .any(|m| matches!(m, Message::Withdraw(w) if w.route_ids == ["r1"])),
+        "{msgs:?}"
+    );
+    assert_eq!(rig.inst.counters().export_refused, 1);
+    assert_eq!(rig.inst.exported_to("router-a").count(), 0);
+    // Small again: it goes out again.
+    let out = rig.feed(Input::UpsertLocal(local("r1")));
+    assert_eq!(routes_of(&sent(&out, 7)).len(), 1);
+}
