@@ -33,12 +33,17 @@ def test_one_mib_bodies_and_a_long_stream_cross_two_routers_on_the_warm_connecti
     stream arrives complete and in order; four of each at once, on the
     same connections, all correct; and the gateways of C and B count the
     same TLS handshakes before and after (nothing reconnected)."""
-    # C keeps each 1 MiB body to resend until its answer starts, and each
-    # stream reserves its history: four of each at once from one address
-    # would sit right at that address's default share (a quarter of 16
-    # MiB) — the limits have tests of their own; this one is about flow
-    # control, so C gets room.
-    ch = build_chain(mesh, a_gateway=BIG, b_gateway=BIG, c_gateway={**BIG, "buffer_budget": 64 * MIB})
+    # Every gateway of the chain keeps each 1 MiB body until its answer
+    # starts (C and B to resend it, A while its handler reads it), and
+    # each stream reserves its history where its task lives. Four of each
+    # at once come from one address at every hop — the test client at C,
+    # router C at B, router B at A — so at each hop they would sit right
+    # at that address's default share (a quarter of 16 MiB), and a stream
+    # that arrives after the four bodies is refused `share_exceeded`. The
+    # shares have tests of their own; this one is about flow control, so
+    # every gateway gets room.
+    room = {**BIG, "buffer_budget": 64 * MIB}
+    ch = build_chain(mesh, a_gateway=room, b_gateway=room, c_gateway=room)
     backend = ch.a.lan_backend()
     try:
         ch.a.serve(backend, "flow.echo")
