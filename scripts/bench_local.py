@@ -208,10 +208,11 @@ def ensure_nginx() -> Tuple[Optional[str], str]:
     return found, "installed by bench_local" if found else "nginx not found after install"
 
 
-def start_nginx(binary: str, work: Path, backend: str) -> Tuple["Proc", str]:
+def start_nginx(binary: str, work: Path, backend: str,
+                wrap: Optional[List[str]] = None) -> Tuple["Proc", str]:
     """One nginx worker, in the foreground, proxying to `backend` over
     upstream keep-alive connections: the comparison point for one proxy
-    hop on one core."""
+    hop on one core. `wrap` runs it under another program (callgrind)."""
     root = work / "nginx"
     root.mkdir()
     port = free_port()
@@ -247,14 +248,15 @@ http {{
   }}
 }}
 """)
-    proc = Proc("nginx", [binary, "-p", str(root), "-e", str(root / "error.log"), "-c", str(conf)], work / "nginx.log")
+    proc = Proc("nginx", (wrap or []) + [binary, "-p", str(root), "-e", str(root / "error.log"), "-c", str(conf)],
+                work / "nginx.log")
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
         with socket.create_connection(("127.0.0.1", port), timeout=1):
             return True
 
-    wait_for("nginx", up)
+    wait_for("nginx", up, timeout=60.0 if wrap else 15.0)
     return proc, url
 
 
@@ -428,21 +430,26 @@ def callgrind(tool: Path) -> int:
     """`--callgrind`: instructions agent-gw executes per request (c=1),
     counted by valgrind's callgrind over BENCH_N1 requests after a
     warm-up -- deterministic where wall-clock latency on a shared machine
-    is not. Writes target/bench/local-callgrind.json."""
+    is not -- and, as the baseline of the same run, the instructions
+    nginx's one worker executes for the same requests on the same
+    backend. Both count user space only (the kernel's share, the same
+    syscalls on both paths, is not in either). Writes
+    target/bench/local-callgrind.json."""
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         raise SystemExit("bench: --callgrind needs valgrind (apt-get install valgrind)")
+    nginx_bin, nginx_note = ensure_nginx()
     work = Path(tempfile.mkdtemp(prefix="agentd-bench-cg-"))
     procs: List[Proc] = []
-    out: Dict[str, Any] = {"benchmark": "bench_local --callgrind", "requests": N1, "ir_per_request": {}}
+    out: Dict[str, Any] = {"benchmark": "bench_local --callgrind", "requests": N1, "ir_per_request": {},
+                           "nginx": nginx_note}
     try:
         backend = Proc("backend", [str(tool), "backend"], work / "backend.log", stdout=subprocess.PIPE)
         procs.append(backend)
-        backend_url = f"http://{backend.p.stdout.readline().decode().split()[1]}/invoke"
-        for profile in PROFILES:
-            dump = work / f"cg-{profile}.out"
-            wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}"]
-            _, gw, url = start_gateway(profile, work, backend_url, procs, wrap)
-            pid = str(gw.p.pid)
+        backend_addr = backend.p.stdout.readline().decode().split()[1]
+        backend_url = f"http://{backend_addr}/invoke"
+
+        def count(name: str, proc: Proc, url: str, dump: Path) -> Dict[str, int]:
+            pid = str(proc.p.pid)
             row: Dict[str, int] = {}
             for n, size in enumerate(SIZES, start=1):
                 body_file = work / f"body-{size}.json"
@@ -458,12 +465,29 @@ def callgrind(tool: Path) -> int:
                 # Every request the load generator sent, warm-up included.
                 sent = r["requests"] + max(20, N1 // 10)
                 row[str(size)] = round(totals / sent)
-                log(f"{profile} {size:>5} B: {row[str(size)]} instructions/request")
-            out["ir_per_request"][profile] = row
+                log(f"{name} {size:>5} B: {row[str(size)]} instructions/request")
+            return row
+
+        for profile in PROFILES:
+            dump = work / f"cg-{profile}.out"
+            wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}"]
+            _, gw, url = start_gateway(profile, work, backend_url, procs, wrap)
+            out["ir_per_request"][profile] = count(profile, gw, url, dump)
+        if nginx_bin:
+            dump = work / "cg-nginx.out"
+            wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}"]
+            nginx, nginx_url = start_nginx(nginx_bin, work, backend_addr, wrap)
+            procs.append(nginx)
+            base = count("nginx", nginx, nginx_url + "/invoke", dump)
+            out["ir_per_request"]["nginx"] = base
+            out["ratio_to_nginx"] = {
+                profile: {size: round(n / base[size], 2) for size, n in out["ir_per_request"][profile].items()}
+                for profile in PROFILES
+            }
         dest = REPO / "target" / "bench" / "local-callgrind.json"
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(json.dumps(out, indent=2) + "\n")
-        print(json.dumps(out["ir_per_request"]))
+        print(json.dumps({k: out[k] for k in ("ir_per_request", "ratio_to_nginx") if k in out}))
         print(f"wrote {dest.relative_to(REPO)}")
         return 0
     finally:

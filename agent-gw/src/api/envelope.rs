@@ -22,6 +22,7 @@ use crate::api::error::{ApiError, ErrorCode};
 use crate::api::fields::{self, err, FieldError, Problem};
 use crate::api::handler_body;
 use crate::api::json::{self, JsonError, Keep};
+use crate::api::scan;
 
 pub const MAX_INTENT: usize = 127;
 pub const MAX_TASK_ID: usize = 127;
@@ -141,12 +142,15 @@ pub struct Envelope {
     doc: OnceCell<Map<String, Value>>,
     /// The received bytes.
     original: Option<Bytes>,
+    /// Where `original`'s top-level members are, when the scanner found
+    /// them (the handler body is spliced from them, not scanned again).
+    members: Option<Vec<scan::Member>>,
 }
 
 impl Envelope {
     /// Decodes one request body.
     pub fn decode(bytes: Bytes) -> Result<Envelope, DecodeError> {
-        let slots = json::parse_sketch(&bytes, ROUTING)?;
+        let (slots, members) = json::sketch_with_members(&bytes, ROUTING)?;
         let mut env = Envelope::from_slots(&slots)?;
         env.direct_control = slots[AT_PAYLOAD]
             .as_ref()
@@ -154,6 +158,7 @@ impl Envelope {
             .filter(|c| !c.is_null())
             .cloned();
         env.original = Some(bytes);
+        env.members = members;
         Ok(env)
     }
 
@@ -218,6 +223,7 @@ impl Envelope {
             direct_control: None,
             doc: OnceCell::from(doc),
             original: Some(bytes),
+            members: None,
         })
     }
 
@@ -270,6 +276,7 @@ impl Envelope {
             timeout_ms,
             direct_control: None,
             original: None,
+            members: None,
             doc: OnceCell::new(),
         })
     }
@@ -333,11 +340,12 @@ impl Envelope {
             source_agent: &self.source_agent,
             hop_limit: self.hop_limit,
         };
-        if let Some(b) = self
-            .original
-            .as_deref()
-            .and_then(|src| handler_body::build(src, o))
-        {
+        let spliced = match (self.original.as_deref(), &self.members) {
+            (Some(src), Some(members)) => handler_body::splice(src, members, o),
+            (Some(src), None) => handler_body::build(src, o),
+            (None, _) => None,
+        };
+        if let Some(b) = spliced {
             return Bytes::from(b);
         }
         // Not expected (the bytes passed the strict decoder): re-encode

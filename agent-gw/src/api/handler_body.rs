@@ -8,12 +8,12 @@
 //! payload reaches the handler byte for byte (numbers beyond f64, key
 //! order, escapes), while members the protocol does not define — which
 //! a caller could use to smuggle instructions to a handler that trusts
-//! the gateway — are dropped. The input has already passed the strict
-//! decoder (`api::json`), so this scanner only has to find member
-//! boundaries of valid JSON; on anything unexpected it returns `None`
-//! and the caller falls back to re-encoding the decoded document.
+//! the gateway — are dropped. The member boundaries are those the strict
+//! scanner (`api::scan`) found while validating the body, so nothing is
+//! scanned twice; on anything unexpected the caller falls back to
+//! re-encoding the decoded document.
 
-use std::fmt::Write as _;
+use crate::api::scan::{self, Member};
 
 /// Top-level members relayed to handlers (the nexilume envelope).
 pub const HANDLER_MEMBERS: [&str; 11] = [
@@ -38,165 +38,64 @@ pub struct Overrides<'a> {
     pub hop_limit: u8,
 }
 
-/// The handler body from the caller's validated envelope `src`.
+/// The handler body from the caller's validated envelope `src`; `None`
+/// when `src` is not a strict JSON object or has no `hop_limit` (the
+/// caller then re-encodes the decoded document).
 pub fn build(src: &[u8], o: Overrides<'_>) -> Option<Vec<u8>> {
+    let members = scan::object(src, |_| false)?;
+    splice(src, &members, o)
+}
+
+/// The handler body from the caller's envelope `src`, whose top-level
+/// members `api::scan` found: the same body as [`build`], spliced from
+/// those spans without scanning `src` again.
+pub fn splice(src: &[u8], members: &[Member], o: Overrides<'_>) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(src.len());
     out.push(b'{');
     let mut seen_hop = false;
-    let mut s = Scanner { b: src, i: 0 };
-    s.ws();
-    s.eat(b'{')?;
-    s.ws();
-    if s.peek()? == b'}' {
-        return None; // an envelope is never empty
-    }
-    loop {
-        s.ws();
-        let key_start = s.i;
-        s.string()?;
-        let key_raw = &src[key_start..s.i];
-        let key = decode_key(key_raw)?;
-        s.ws();
-        s.eat(b':')?;
-        s.ws();
-        let v_start = s.i;
-        s.value(0)?;
-        let value = &src[v_start..s.i];
-        if let Some(name) = HANDLER_MEMBERS.iter().find(|m| **m == key) {
-            if out.len() > 1 {
-                out.push(b',');
-            }
-            out.extend_from_slice(key_raw);
-            out.push(b':');
-            match *name {
-                "tenant" => push_json_str(&mut out, o.tenant),
-                "source_agent" => push_json_str(&mut out, o.source_agent),
-                "hop_limit" => {
-                    seen_hop = true;
-                    let mut n = String::new();
-                    let _ = write!(n, "{}", o.hop_limit);
-                    out.extend_from_slice(n.as_bytes());
-                }
-                _ => out.extend_from_slice(value),
-            }
+    for m in members.iter().filter(|m| m.parent.is_none()) {
+        let name = scan::key_name(src, m);
+        let Some(member) = HANDLER_MEMBERS.iter().find(|h| h.as_bytes() == &*name) else {
+            continue;
+        };
+        if out.len() > 1 {
+            out.push(b',');
         }
-        s.ws();
-        match s.next()? {
-            b',' => continue,
-            b'}' => break,
-            _ => return None,
+        out.extend_from_slice(src.get(m.key.clone())?);
+        out.push(b':');
+        match *member {
+            "tenant" => push_json_str(&mut out, o.tenant),
+            "source_agent" => push_json_str(&mut out, o.source_agent),
+            "hop_limit" => {
+                seen_hop = true;
+                push_decimal(&mut out, o.hop_limit);
+            }
+            _ => out.extend_from_slice(src.get(m.value.clone())?),
         }
     }
-    s.ws();
-    if s.i != src.len() || !seen_hop {
+    if !seen_hop {
         return None;
     }
     out.push(b'}');
     Some(out)
 }
 
+/// `s` as a JSON string, escaped as serde_json escapes it, written
+/// straight into `out` (no intermediate `Value` or `String`: this runs
+/// on every call).
 fn push_json_str(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(serde_json::Value::from(s).to_string().as_bytes());
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
-/// A key as the strict decoder saw it (escapes resolved).
-fn decode_key(raw: &[u8]) -> Option<String> {
-    if raw.contains(&b'\\') {
-        serde_json::from_slice::<String>(raw).ok()
-    } else {
-        std::str::from_utf8(&raw[1..raw.len() - 1])
-            .ok()
-            .map(str::to_owned)
+fn push_decimal(out: &mut Vec<u8>, n: u8) {
+    if n >= 100 {
+        out.push(b'0' + n / 100);
     }
-}
-
-struct Scanner<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-/// Deeper than the strict decoder allows means something is off.
-const MAX_DEPTH: usize = crate::api::json::MAX_DEPTH + 1;
-
-impl Scanner<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.b.get(self.i).copied()
+    if n >= 10 {
+        out.push(b'0' + n / 10 % 10);
     }
-
-    fn next(&mut self) -> Option<u8> {
-        let c = self.peek()?;
-        self.i += 1;
-        Some(c)
-    }
-
-    fn eat(&mut self, c: u8) -> Option<()> {
-        (self.next()? == c).then_some(())
-    }
-
-    fn ws(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.i += 1;
-        }
-    }
-
-    fn string(&mut self) -> Option<()> {
-        self.eat(b'"')?;
-        // Payload strings are the bulk of a large body: jump from one
-        // quote or backslash to the next (SIMD memchr) instead of
-        // stepping byte by byte.
-        loop {
-            let rest = self.b.get(self.i..)?;
-            let at = memchr::memchr2(b'"', b'\\', rest)?;
-            self.i += at + 1;
-            if rest[at] == b'"' {
-                return Some(());
-            }
-            // The escaped byte (an escaped quote does not end the string).
-            self.next()?;
-        }
-    }
-
-    fn value(&mut self, depth: usize) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        match self.peek()? {
-            b'"' => self.string(),
-            b'{' | b'[' => {
-                let close = if self.next()? == b'{' { b'}' } else { b']' };
-                self.ws();
-                if self.peek()? == close {
-                    self.i += 1;
-                    return Some(());
-                }
-                loop {
-                    self.ws();
-                    if close == b'}' {
-                        self.string()?;
-                        self.ws();
-                        self.eat(b':')?;
-                        self.ws();
-                    }
-                    self.value(depth + 1)?;
-                    self.ws();
-                    match self.next()? {
-                        b',' => continue,
-                        c if c == close => return Some(()),
-                        _ => return None,
-                    }
-                }
-            }
-            _ => {
-                // number, true, false, null
-                let start = self.i;
-                while matches!(self.peek(), Some(c) if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.'))
-                {
-                    self.i += 1;
-                }
-                (self.i > start).then_some(())
-            }
-        }
-    }
+    out.push(b'0' + n % 10);
 }
 
 #[cfg(test)]
@@ -290,6 +189,20 @@ mod tests {
     fn escaped_member_names_are_recognised_like_the_decoder_does() {
         let out = body(r#"{"p\u0061yload":{"a":1},"hop_limit":8,"\u0061dmin":1}"#);
         assert_eq!(out, r#"{"p\u0061yload":{"a":1},"hop_limit":7}"#);
+    }
+
+    #[test]
+    fn owned_values_are_written_as_serde_json_writes_them() {
+        for n in [1u8, 9, 10, 99, 100, 255] {
+            let mut out = Vec::new();
+            push_decimal(&mut out, n);
+            assert_eq!(out, n.to_string().as_bytes());
+        }
+        for s in ["lab", "a\"b\\c", "\u{1}\n\u{7f}", "ünï\u{2028}"] {
+            let mut out = Vec::new();
+            push_json_str(&mut out, s);
+            assert_eq!(out, serde_json::Value::from(s).to_string().as_bytes());
+        }
     }
 
     #[test]

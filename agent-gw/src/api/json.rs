@@ -20,6 +20,8 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use crate::api::scan;
+
 /// Deepest accepted nesting of arrays/objects.
 pub const MAX_DEPTH: usize = 64;
 /// Longest key quoted back in an error message.
@@ -98,7 +100,114 @@ pub type Slots = Vec<Option<Value>>;
 /// Decodes `bytes` with the rules of [`parse_object`] (one object, unique
 /// keys at every depth, depth bound) but keeps only the top-level members
 /// named in `keep`, built as [`Keep`] says.
+///
+/// The body is validated by `api::scan`, which builds nothing; only the
+/// kept members' bytes are then decoded. What the scanner refuses goes to
+/// serde_json's strict decoder for the precise error.
 pub fn parse_sketch(
+    bytes: &[u8],
+    keep: &'static [(&'static str, Keep)],
+) -> Result<Slots, JsonError> {
+    sketch_with_members(bytes, keep).map(|(slots, _)| slots)
+}
+
+/// [`parse_sketch`], and where the body's top-level members are (`None`
+/// when serde_json's decoder had to decide, which accepts nothing the
+/// scanner refuses).
+pub fn sketch_with_members(
+    bytes: &[u8],
+    keep: &'static [(&'static str, Keep)],
+) -> Result<(Slots, Option<Vec<scan::Member>>), JsonError> {
+    match sketch_scanned(bytes, keep) {
+        Some((slots, mut members)) => {
+            members.retain(|m| m.parent.is_none());
+            Ok((slots, Some(members)))
+        }
+        None => sketch_with_serde(bytes, keep).map(|slots| (slots, None)),
+    }
+}
+
+/// The kept member `name` of `keep`, if any.
+fn kept(keep: &'static [(&'static str, Keep)], name: &[u8]) -> Option<(usize, Keep)> {
+    keep.iter()
+        .position(|(k, _)| k.as_bytes() == name)
+        .map(|i| (i, keep[i].1))
+}
+
+/// [`parse_sketch`] on what `api::scan` found; `None` when the scanner
+/// refuses the body (or a `Keep` nests deeper than it records).
+fn sketch_scanned(
+    bytes: &[u8],
+    keep: &'static [(&'static str, Keep)],
+) -> Option<(Slots, Vec<scan::Member>)> {
+    let nested = |name: &[u8]| {
+        keep.iter()
+            .any(|(k, how)| matches!(how, Keep::Members(_)) && k.as_bytes() == name)
+    };
+    let members = scan::object(bytes, nested)?;
+    let mut slots: Slots = vec![None; keep.len()];
+    for (at, m) in members.iter().enumerate() {
+        if m.parent.is_some() {
+            continue;
+        }
+        let Some((slot, how)) = kept(keep, &scan::key_name(bytes, m)) else {
+            continue;
+        };
+        let raw = &bytes[m.value.clone()];
+        slots[slot] = Some(match how {
+            Keep::Whole => scalar_or_parsed(raw)?,
+            Keep::Members(inner) => match raw.first() {
+                Some(b'{') => {
+                    let mut out = Map::new();
+                    for c in members[at + 1..]
+                        .iter()
+                        .take_while(|c| c.parent == Some(at))
+                    {
+                        let name = scan::key_name(bytes, c);
+                        match kept(inner, &name) {
+                            Some((_, Keep::Whole)) => {
+                                out.insert(
+                                    String::from_utf8(name.into_owned()).ok()?,
+                                    scalar_or_parsed(&bytes[c.value.clone()])?,
+                                );
+                            }
+                            Some((_, Keep::Members(_))) => return None,
+                            None => {}
+                        }
+                    }
+                    Value::Object(out)
+                }
+                Some(b'n') => Value::Null,
+                _ => Value::Bool(true),
+            },
+        });
+    }
+    Some((slots, members))
+}
+
+/// A validated value's `Value`: a plain string or a small unsigned
+/// integer directly (what envelope members are), anything else through
+/// serde_json (the document has passed the strict rules, so it parses).
+fn scalar_or_parsed(raw: &[u8]) -> Option<Value> {
+    match raw {
+        [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') => std::str::from_utf8(inner)
+            .ok()
+            .map(|s| Value::String(s.to_owned())),
+        [b'0'..=b'9', ..] if raw.len() <= 19 && raw.iter().all(u8::is_ascii_digit) => {
+            std::str::from_utf8(raw)
+                .ok()?
+                .parse::<u64>()
+                .ok()
+                .map(Value::from)
+        }
+        _ => serde_json::from_slice(raw).ok(),
+    }
+}
+
+/// [`parse_sketch`] by serde_json's visitor: the precise error of a body
+/// the scanner refused. Public for the differential fuzz target.
+#[doc(hidden)]
+pub fn sketch_with_serde(
     bytes: &[u8],
     keep: &'static [(&'static str, Keep)],
 ) -> Result<Slots, JsonError> {
@@ -210,21 +319,22 @@ fn duplicate(key: &str) -> JsonError {
 
 /// Keys seen in one object: a short list scanned linearly (envelopes have
 /// about ten keys), a hash set past that so a body of many keys stays
-/// linear.
-enum Seen<'de> {
-    Few(Vec<Cow<'de, str>>),
-    Many(HashSet<Cow<'de, str>>),
+/// linear. Keys are names (`Cow<str>`, serde's visitor) or their UTF-8
+/// bytes (`Cow<[u8]>`, `api::scan`, which so never converts a key).
+pub(crate) enum Seen<K> {
+    Few(Vec<K>),
+    Many(HashSet<K>),
 }
 
 const FEW_KEYS: usize = 16;
 
-impl<'de> Seen<'de> {
-    fn new() -> Self {
+impl<K: Eq + std::hash::Hash> Seen<K> {
+    pub(crate) fn new() -> Self {
         Seen::Few(Vec::new())
     }
 
     /// Records `key`; `false` if it was already there.
-    fn insert(&mut self, key: Cow<'de, str>) -> bool {
+    pub(crate) fn insert(&mut self, key: K) -> bool {
         match self {
             Seen::Few(v) if v.contains(&key) => false,
             Seen::Few(v) if v.len() < FEW_KEYS => {
@@ -237,7 +347,7 @@ impl<'de> Seen<'de> {
                 true
             }
             Seen::Few(v) => {
-                let mut set: HashSet<Cow<'de, str>> = v.drain(..).collect();
+                let mut set: HashSet<K> = v.drain(..).collect();
                 set.insert(key);
                 *self = Seen::Many(set);
                 true
@@ -629,6 +739,22 @@ mod tests {
         );
         assert_eq!(parse_sketch(deep.as_bytes(), KEEP), Err(JsonError::TooDeep));
         assert_eq!(parse_object(deep.as_bytes()), Err(JsonError::TooDeep));
+    }
+
+    #[test]
+    fn the_scanned_sketch_is_the_serde_sketch() {
+        let docs: [&[u8]; 6] = [
+            br#"{"p":{"c":2,"d":[3]},"b":"big","a":{"x":[1]}}"#,
+            br#"{"p":"text","a":"\u00e9t\u00e9"}"#,
+            br#"{"p":null,"a":-12.5e3}"#,
+            br#"{"p":{"\u0063":[1,{"k":null}]},"a":18446744073709551615}"#,
+            br#"{"p":[1],"a":18446744073709551616}"#,
+            br#"{"a":0,"p":{}}"#,
+        ];
+        for d in docs {
+            let (scanned, _) = sketch_scanned(d, KEEP).expect("the scanner accepts it");
+            assert_eq!(Ok(scanned), sketch_with_serde(d, KEEP), "{d:?}");
+        }
     }
 
     #[test]

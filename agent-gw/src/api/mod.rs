@@ -7,6 +7,7 @@ pub mod fields;
 pub mod handler_body;
 pub mod json;
 pub mod registration;
+pub mod scan;
 pub mod task_request;
 
 pub use envelope::{DecodeError, Envelope};
