@@ -175,16 +175,19 @@ fn chunk_has_control_words(c: &[u8]) -> bool {
 }
 
 impl<'a> Scanner<'a> {
+    #[inline(always)]
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
     }
 
+    #[inline(always)]
     fn next(&mut self) -> Option<u8> {
         let c = self.peek()?;
         self.i += 1;
         Some(c)
     }
 
+    #[inline(always)]
     fn ws(&mut self) {
         while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
             self.i += 1;
@@ -210,6 +213,7 @@ impl<'a> Scanner<'a> {
         (self.b.get(self.i..end)? == word).then(|| self.i = end)
     }
 
+    #[inline(always)]
     fn digits(&mut self) -> usize {
         let start = self.i;
         while let Some(b'0'..=b'9') = self.peek() {

@@ -170,9 +170,7 @@ async fn route(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Response<Body>
     let (mut parts, body) = req.into_parts();
     // The identity headers of a link of our domain mean something only
     // on the peer listener; here they are a caller's words and go.
-    for name in crate::peer::identity::ALL {
-        parts.headers.remove(name);
-    }
+    crate::peer::identity::strip(&mut parts.headers);
     let ep = match router::resolve(&parts.method, parts.uri.path()) {
         Ok(ep) => ep,
         Err(NoEndpoint::NotFound) => {
