@@ -27,6 +27,11 @@ per request (valgrind callgrind, c=1, every size and profile) -- the
 deterministic figure for before/after comparisons of the hot path; JSON in
 target/bench/local-callgrind.json.
 
+`BENCH_COMPARE_BIN_DIR=<dir>` (and `BENCH_COMPARE_NAME`): the agentd and
+agent-gw in <dir>, another build such as an earlier commit's, measured as
+one more interleaved gateway path (and in `--callgrind`), with the
+headline's ratio to it: a before/after from one run.
+
 `split_handler` row: a Python `http.server` handler (scripts/split_handler.py,
 head and body in two writes with Nagle on, as the nexilume SDK's handler
 server) at c=1, called directly and through each gateway (p50 ratio).
@@ -57,6 +62,14 @@ from typing import Any, Dict, List, Optional, Tuple
 REPO = Path(__file__).resolve().parent.parent
 # The first profile is the headline (what routers run).
 PROFILES = os.environ.get("BENCH_PROFILES", "release bench-release").split()
+# BENCH_COMPARE_BIN_DIR: agentd and agent-gw of another build (an earlier
+# commit, say), measured in the same run as one more gateway path,
+# gw[BENCH_COMPARE_NAME] -- a before/after on this noisy machine is only
+# worth anything interleaved. Not built here.
+COMPARE: Dict[str, Path] = {}
+if os.environ.get("BENCH_COMPARE_BIN_DIR"):
+    COMPARE[os.environ.get("BENCH_COMPARE_NAME", "compare")] = Path(os.environ["BENCH_COMPARE_BIN_DIR"])
+    PROFILES += list(COMPARE)
 N1 = int(os.environ.get("BENCH_N1", "2000"))
 N16 = int(os.environ.get("BENCH_N16", "8000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
@@ -90,7 +103,7 @@ def free_port() -> int:
 
 
 def target_dir(profile: str) -> Path:
-    return REPO / "target" / profile
+    return COMPARE.get(profile, REPO / "target" / profile)
 
 
 def build(profile: str) -> None:
@@ -501,7 +514,8 @@ def main() -> int:
     # stops everything started here.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for profile in PROFILES:
-        build(profile)
+        if profile not in COMPARE:
+            build(profile)
     # One load generator and backend for every path: the optimised build
     # when there is one, so the tool itself adds as little as possible.
     tool_profile = "bench-release" if "bench-release" in PROFILES else PROFILES[0]
@@ -569,6 +583,8 @@ def main() -> int:
                 row["ratios"][f"gw[{profile}]/direct"] = ratios(g, row["direct"])
                 if "nginx" in row:
                     row["ratios"][f"gw[{profile}]/nginx"] = ratios(g, row["nginx"])
+            for other in COMPARE:
+                row["ratios"][f"gw[{PROFILES[0]}]/gw[{other}]"] = ratios(row[f"gw[{PROFILES[0]}]"], row[f"gw[{other}]"])
             if "nginx" in row:
                 row["ratios"]["nginx/direct"] = ratios(row["nginx"], row["direct"])
             # Latency the hop adds on top of the direct call (c=1 p50).
@@ -588,7 +604,8 @@ def main() -> int:
             "benchmark": "bench_local",
             "headline": f"{headline}: the router build (profile {PROFILES[0]})",
             "profiles": {p: ("router build: opt-level z (dependencies s), LTO, panic=abort" if p == "release"
-                             else "release with opt-level 3" if p == "bench-release" else p) for p in PROFILES},
+                             else "release with opt-level 3" if p == "bench-release"
+                             else f"binaries from {COMPARE[p]}" if p in COMPARE else p) for p in PROFILES},
             "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release, "loadavg_at_end": os.getloadavg()},
             "requests_per_run": {"c1": N1, "c16": N16},
             "rounds": ROUNDS,
