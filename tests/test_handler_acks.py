@@ -1,4 +1,6 @@
-"""Handlers that write their answer in two pieces (issue 21, part 4).
+"""Handlers as the nexilume SDK's handler server (Python `http.server`)
+behaves: it writes its answer in two pieces (issue 21, part 4), and it
+listens with socketserver's backlog of 5.
 
 Python's `http.server`, which the nexilume SDK's handler server is built
 on, writes the response head and then the body, without TCP_NODELAY. On
@@ -16,7 +18,8 @@ the kept connection added one."""
 from __future__ import annotations
 
 import subprocess
-from typing import Dict
+import threading
+from typing import Dict, List
 
 from harness.http import envelope
 
@@ -55,5 +58,46 @@ def test_a_handler_writing_head_and_body_apart_is_acked_at_once(mesh):
         delayed = tcp_ext(a.ns.netns)["DelayedACKs"] - before
         assert len(backend.calls("demo.echo")) >= WARM + CALLS
         assert delayed <= CALLS // 10, f"{delayed} delayed ACKs over {CALLS} calls"
+    finally:
+        backend.close()
+
+
+#: Calls sent at once to a handler the gateway has no connection to yet.
+BURST = 48
+
+
+def test_a_burst_of_calls_opens_no_more_handler_connections_than_a_backlog_of_5_takes(mesh):
+    """Proves that BURST calls arriving at once for a handler that listens
+    with a backlog of 5 and accepts on one thread (Python's http.server,
+    as nexilume's agents do) all reach it without one SYN of the router's
+    being dropped: the gateway opens at most a few connections to one
+    handler before the handler has answered on them. Before, it opened
+    one per call at once; the handler's kernel dropped the SYNs its full
+    accept queue could not take, and each of those calls waited out the
+    1 s SYN retransmission (`TcpExt: TCPSynRetrans` of the router's
+    namespace, which counts them; nothing else there opens connections).
+    """
+    a = mesh.router("router-a", agentd={"health_check": "off"}).start()
+    backend = a.lan_backend(backlog=5)
+    try:
+        a.serve(backend, "demo.echo")
+        a.stack.wait_routable(envelope("demo.echo", {"n": -1}))
+        before = tcp_ext(a.ns.netns)["TCPSynRetrans"]
+        go = threading.Barrier(BURST)
+        statuses: List[int] = []
+
+        def call(i: int) -> None:
+            go.wait(timeout=30)
+            statuses.append(a.stack.http.post("/agent/v1/invoke", envelope("demo.echo", {"n": i}), timeout=60).status)
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(BURST)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=90)
+        assert not any(t.is_alive() for t in threads), "a call did not end"
+        assert sorted(statuses) == [200] * BURST, statuses
+        retrans = tcp_ext(a.ns.netns)["TCPSynRetrans"] - before
+        assert retrans == 0, f"{retrans} SYNs of the router were retransmitted"
     finally:
         backend.close()

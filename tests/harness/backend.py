@@ -59,7 +59,8 @@ class Received:
 
 class Backend:
     def __init__(self, host: str = "127.0.0.1", path: str = "/invoke", reset_all: bool = False,
-                 relay_url: Optional[str] = None, relay_headers: Optional[Dict[str, str]] = None) -> None:
+                 relay_url: Optional[str] = None, relay_headers: Optional[Dict[str, str]] = None,
+                 backlog: int = _Server.request_queue_size) -> None:
         self.path = path
         self.relay_url = relay_url
         self.relay_headers = dict(relay_headers or {})
@@ -94,7 +95,11 @@ class Backend:
                     owner.received.append(rec)
                 owner._dispatch(self, rec)
 
-        self._server = _Server((host, 0), Handler)
+        # backlog: the listen queue; 5 is what an agent on Python's
+        # http.server (nexilume's handler server) has.
+        server = _Server if backlog == _Server.request_queue_size else type(
+            "_Backlogged", (_Server,), {"request_queue_size": backlog})
+        self._server = server((host, 0), Handler)
         self._server.daemon_threads = True
         self.host, self.port = self._server.server_address[:2]
         self._thread = threading.Thread(target=self._server.serve_forever, name="backend", daemon=True)

@@ -447,22 +447,38 @@ impl Forwarder {
         };
         let key: Box<str> = target.connect_addr().into();
         let mut req = self.request(cand, target, body, out, deadline);
-        if let Some(mut sender) = self.pool.take(target) {
-            sent.set(true);
-            match sender.try_send_request(req).await {
-                Ok(resp) if !head_within_bound(&resp) => return Err(head_too_large()),
-                Ok(resp) => {
-                    self.pool.put_when_ready(key, sender);
-                    return Ok(resp);
-                }
-                Err(mut e) => match e.take_message() {
-                    // Handed back unsent: the pooled connection was stale.
-                    Some(r) => {
-                        sent.set(false);
-                        req = r;
+        // A kept connection if there is one. Else a new one, of which at
+        // most a few to one handler are opened and unanswered at once
+        // (`pool::OPENING_PER_HANDLER`, waited for at most
+        // `pool::OPENING_WAIT`); one that came back to the pool while this
+        // call waited is taken instead.
+        let mut opening = None;
+        loop {
+            match self.pool.take(target) {
+                Some(mut sender) => {
+                    opening = None;
+                    sent.set(true);
+                    match sender.try_send_request(req).await {
+                        Ok(resp) if !head_within_bound(&resp) => return Err(head_too_large()),
+                        Ok(resp) => {
+                            self.pool.put_when_ready(key, sender);
+                            return Ok(resp);
+                        }
+                        Err(mut e) => match e.take_message() {
+                            // Handed back unsent: the kept connection was stale.
+                            Some(r) => {
+                                sent.set(false);
+                                req = r;
+                            }
+                            None => return Err(classify(e.into_error())),
+                        },
                     }
-                    None => return Err(classify(e.into_error())),
-                },
+                }
+                None if opening.is_none() => {
+                    let wait = tokio::time::timeout(pool::OPENING_WAIT, self.pool.opening(&key));
+                    opening = Some(wait.await.ok().flatten());
+                }
+                None => break,
             }
         }
         let guard = self.guard.with_loopback(cand.allow_loopback);
@@ -486,7 +502,11 @@ impl Forwarder {
             HeaderValue::from(deadline.remaining_ms(Instant::now())),
         );
         sent.set(true);
-        match sender.try_send_request(req).await {
+        let answer = sender.try_send_request(req).await;
+        // An answer (or its failure) came: the handler accepted this
+        // connection, or never will.
+        drop(opening);
+        match answer {
             Ok(resp) if !head_within_bound(&resp) => Err(head_too_large()),
             Ok(resp) => {
                 self.pool.put_when_ready(key, sender);

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,6 +22,7 @@ use http_body_util::Full;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::forward::quickack::QuickAck;
@@ -38,6 +40,36 @@ pub type Sender = SendRequest<Full<Bytes>>;
 /// interleaved pairs; no change measurable at 1 and 8 KiB). It is also
 /// the most one connection holds while reading.
 pub const READ_BUFFER: usize = 64 * 1024;
+
+/// Most connections to one handler that may be open and not yet known to
+/// be accepted (no answer on them yet) at once.
+///
+/// A connection the kernel has completed sits in the handler's accept
+/// queue until the handler accepts it, and Python's `http.server` — the
+/// nexilume SDK's handler server — listens with a backlog of 5 and
+/// accepts on one thread. A burst of calls that opened a connection each
+/// at once overflowed that queue: the handler's kernel dropped the SYNs,
+/// and each such call waited out the 1 s SYN retransmission. Holding the
+/// opening of a connection until an answer came on it (which proves it
+/// was accepted) keeps at most this many in that queue from us.
+///
+/// A handler that takes long to answer would then hold every call behind
+/// the first few, so a call waits at most [`OPENING_WAIT`] for the right
+/// and opens its connection without it after that: a burst to a handler
+/// that answers quickly is paced, a slow handler still gets every call
+/// at once (at most that much later).
+pub const OPENING_PER_HANDLER: usize = 4;
+
+/// Longest a call waits for the right to open a connection.
+pub const OPENING_WAIT: Duration = Duration::from_millis(20);
+
+/// Handlers with connections being opened, tracked at most (others open
+/// unpaced until one finishes).
+const MAX_OPENING_HOSTS: usize = 64;
+
+/// The right to open a connection to one handler, held until the first
+/// answer on it arrives (`OPENING_PER_HANDLER`).
+pub type Opening = tokio::sync::OwnedSemaphorePermit;
 
 /// A kept connection and the instant it became idle.
 type Idle = (Sender, Instant);
@@ -65,6 +97,9 @@ pub struct Pool {
     cfg: PoolConfig,
     /// Oldest first; each with the instant it became idle.
     idle: RefCell<HashMap<Box<str>, Vec<Idle>>>,
+    /// Per handler address, the connections being opened (see
+    /// [`OPENING_PER_HANDLER`]).
+    opening: RefCell<HashMap<Box<str>, Arc<Semaphore>>>,
 }
 
 /// Why no connection could be made. Always "never delivered".
@@ -88,7 +123,29 @@ impl Pool {
         Rc::new(Pool {
             cfg,
             idle: RefCell::new(HashMap::new()),
+            opening: RefCell::new(HashMap::new()),
         })
+    }
+
+    /// Waits for the right to open a connection to `key` (a handler's
+    /// `host:port`); `None` when too many handlers are being connected to
+    /// at once to track one more, which then goes unpaced.
+    pub async fn opening(&self, key: &str) -> Option<Opening> {
+        let gate = {
+            let mut gates = self.opening.borrow_mut();
+            if !gates.contains_key(key) && gates.len() >= MAX_OPENING_HOSTS {
+                // Forget the handlers nobody is opening a connection to.
+                gates.retain(|_, g| Arc::strong_count(g) > 1);
+                if gates.len() >= MAX_OPENING_HOSTS {
+                    return None;
+                }
+            }
+            gates
+                .entry(key.into())
+                .or_insert_with(|| Arc::new(Semaphore::new(OPENING_PER_HANDLER)))
+                .clone()
+        };
+        gate.acquire_owned().await.ok()
     }
 
     /// An idle connection to `target`, if one is still open.
@@ -202,6 +259,59 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn at_most_a_few_connections_to_one_handler_are_opened_at_once() {
+        let pool = Pool::new(PoolConfig::default());
+        let mut held = Vec::new();
+        for _ in 0..OPENING_PER_HANDLER {
+            held.push(pool.opening("192.0.2.1:80").await.expect("tracked"));
+        }
+        let mut next = Box::pin(pool.opening("192.0.2.1:80"));
+        assert!(
+            futures_poll_once(next.as_mut()).is_none(),
+            "one more waits while {OPENING_PER_HANDLER} are being opened"
+        );
+        assert!(
+            pool.opening("192.0.2.2:80").await.is_some(),
+            "another handler is not held up"
+        );
+        held.pop();
+        assert!(next.await.is_some(), "the waiter goes once one is answered");
+    }
+
+    /// Polls `f` once: its output if it is ready.
+    fn futures_poll_once<F: std::future::Future + Unpin>(f: F) -> Option<F::Output> {
+        let mut f = f;
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        match std::pin::Pin::new(&mut f).poll(&mut cx) {
+            std::task::Poll::Ready(v) => Some(v),
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn handlers_beyond_the_tracked_ones_open_unpaced_and_idle_gates_are_forgotten() {
+        let pool = Pool::new(PoolConfig::default());
+        let held: Vec<_> = (0..MAX_OPENING_HOSTS)
+            .map(|i| format!("192.0.2.{}:{}", i % 250, 1000 + i))
+            .collect();
+        let mut permits = Vec::new();
+        for k in &held {
+            permits.push(pool.opening(k).await.expect("tracked"));
+        }
+        assert!(
+            pool.opening("198.51.100.1:80").await.is_none(),
+            "untracked: unpaced"
+        );
+        permits.pop();
+        assert!(
+            pool.opening("198.51.100.1:80").await.is_some(),
+            "a gate nobody holds is forgotten for a new handler"
+        );
+        assert!(pool.opening.borrow().len() <= MAX_OPENING_HOSTS);
+    }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_sweep_closes_connections_idle_past_their_reuse() {
