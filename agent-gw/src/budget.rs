@@ -23,7 +23,7 @@
 //! behind an `Rc<RefCell<_>>` (the gateway is single-threaded).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{hash_map, HashMap};
 use std::fmt;
 use std::net::IpAddr;
 use std::rc::Rc;
@@ -279,16 +279,17 @@ impl Ledger {
 
     fn credit(&mut self, holder: &Holder, bytes: usize) {
         self.used = self.used.saturating_sub(bytes);
-        if let Some(n) = self.tenants.get_mut(&holder.tenant) {
-            *n = n.saturating_sub(bytes);
-            if *n == 0 {
-                self.tenants.remove(&holder.tenant);
+        // One lookup each (this runs for every sync call's body).
+        if let hash_map::Entry::Occupied(mut n) = self.tenants.entry(holder.tenant.clone()) {
+            *n.get_mut() = n.get().saturating_sub(bytes);
+            if *n.get() == 0 {
+                n.remove();
             }
         }
-        if let Some(n) = self.sources.get_mut(&SourceKey::of(holder.source)) {
-            *n = n.saturating_sub(bytes);
-            if *n == 0 {
-                self.sources.remove(&SourceKey::of(holder.source));
+        if let hash_map::Entry::Occupied(mut n) = self.sources.entry(SourceKey::of(holder.source)) {
+            *n.get_mut() = n.get().saturating_sub(bytes);
+            if *n.get() == 0 {
+                n.remove();
             }
         }
     }
