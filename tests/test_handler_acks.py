@@ -69,9 +69,9 @@ BURST = 48
 def test_a_burst_of_calls_opens_no_more_handler_connections_than_a_backlog_of_5_takes(mesh):
     """Proves that BURST calls arriving at once for a handler that listens
     with a backlog of 5 and accepts on one thread (Python's http.server,
-    as nexilume's agents do) all reach it without one SYN of the router's
-    being dropped: the gateway opens at most a few connections to one
-    handler before the handler has answered on them. Before, it opened
+    as nexilume's agents do) all reach it with (almost) none of the
+    router's SYNs dropped: the gateway opens at most a few connections to
+    one handler before the handler has answered on them. Before, it opened
     one per call at once; the handler's kernel dropped the SYNs its full
     accept queue could not take, and each of those calls waited out the
     1 s SYN retransmission (`TcpExt: TCPSynRetrans` of the router's
@@ -98,6 +98,11 @@ def test_a_burst_of_calls_opens_no_more_handler_connections_than_a_backlog_of_5_
         assert not any(t.is_alive() for t in threads), "a call did not end"
         assert sorted(statuses) == [200] * BURST, statuses
         retrans = tcp_ext(a.ns.netns)["TCPSynRetrans"] - before
-        assert retrans == 0, f"{retrans} SYNs of the router were retransmitted"
+        # 0 measured; before the pacing, 27 of the 48. A few are allowed:
+        # a call waits at most 20 ms for the right to open a connection,
+        # and a loaded machine can keep this handler from answering that
+        # fast, after which the rest open unpaced (by design: a slow
+        # handler must still get every call).
+        assert retrans <= 4, f"{retrans} SYNs of the router were retransmitted"
     finally:
         backend.close()

@@ -150,7 +150,8 @@ pub struct Envelope {
 impl Envelope {
     /// Decodes one request body.
     pub fn decode(bytes: Bytes) -> Result<Envelope, DecodeError> {
-        let (slots, members) = json::sketch_with_members(&bytes, ROUTING)?;
+        let (slots, members) =
+            json::sketch_with_members(&bytes, ROUTING, &handler_body::HANDLER_MEMBERS)?;
         let mut env = Envelope::from_slots(&slots)?;
         env.direct_control = slots[AT_PAYLOAD]
             .as_ref()

@@ -42,7 +42,9 @@ pub struct Overrides<'a> {
 /// when `src` is not a strict JSON object or has no `hop_limit` (the
 /// caller then re-encodes the decoded document).
 pub fn build(src: &[u8], o: Overrides<'_>) -> Option<Vec<u8>> {
-    let members = scan::object(src, |_| false)?;
+    let members = scan::object(src, &|parent, name| {
+        parent.is_none() && HANDLER_MEMBERS.iter().any(|h| h.as_bytes() == name)
+    })?;
     splice(src, &members, o)
 }
 

@@ -108,17 +108,18 @@ pub fn parse_sketch(
     bytes: &[u8],
     keep: &'static [(&'static str, Keep)],
 ) -> Result<Slots, JsonError> {
-    sketch_with_members(bytes, keep).map(|(slots, _)| slots)
+    sketch_with_members(bytes, keep, &[]).map(|(slots, _)| slots)
 }
 
-/// [`parse_sketch`], and where the body's top-level members are (`None`
-/// when serde_json's decoder had to decide, which accepts nothing the
-/// scanner refuses).
+/// [`parse_sketch`], and where the body's top-level members named in
+/// `keep` or `also` are (`None` when serde_json's decoder had to decide,
+/// which accepts nothing the scanner refuses).
 pub fn sketch_with_members(
     bytes: &[u8],
     keep: &'static [(&'static str, Keep)],
+    also: &[&str],
 ) -> Result<(Slots, Option<Vec<scan::Member>>), JsonError> {
-    match sketch_scanned(bytes, keep) {
+    match sketch_scanned(bytes, keep, also) {
         Some((slots, mut members)) => {
             members.retain(|m| m.parent.is_none());
             Ok((slots, Some(members)))
@@ -139,12 +140,18 @@ fn kept(keep: &'static [(&'static str, Keep)], name: &[u8]) -> Option<(usize, Ke
 fn sketch_scanned(
     bytes: &[u8],
     keep: &'static [(&'static str, Keep)],
+    also: &[&str],
 ) -> Option<(Slots, Vec<scan::Member>)> {
-    let nested = |name: &[u8]| {
-        keep.iter()
-            .any(|(k, how)| matches!(how, Keep::Members(_)) && k.as_bytes() == name)
+    // Only the kept members (and `also`'s) are written down, whatever
+    // else a body holds.
+    let wanted = |parent: Option<&[u8]>, name: &[u8]| match parent {
+        None => kept(keep, name).is_some() || also.iter().any(|a| a.as_bytes() == name),
+        Some(p) => matches!(
+            kept(keep, p),
+            Some((_, Keep::Members(inner))) if kept(inner, name).is_some()
+        ),
     };
-    let members = scan::object(bytes, nested)?;
+    let members = scan::object(bytes, &wanted)?;
     let mut slots: Slots = vec![None; keep.len()];
     for (at, m) in members.iter().enumerate() {
         if m.parent.is_some() {
@@ -752,9 +759,25 @@ mod tests {
             br#"{"a":0,"p":{}}"#,
         ];
         for d in docs {
-            let (scanned, _) = sketch_scanned(d, KEEP).expect("the scanner accepts it");
+            let (scanned, _) = sketch_scanned(d, KEEP, &[]).expect("the scanner accepts it");
             assert_eq!(Ok(scanned), sketch_with_serde(d, KEEP), "{d:?}");
         }
+    }
+
+    #[test]
+    fn a_body_of_many_members_writes_down_only_the_kept_ones() {
+        // Memory for what is kept, not for what a body holds.
+        let many: String = (0..1000).map(|i| format!(r#""k{i}":{i},"#)).collect();
+        let doc = format!(r#"{{"p":{{{many}"c":1}},"x":{{{many}"c":2}},{many}"a":3}}"#);
+        let (slots, members) = sketch_scanned(doc.as_bytes(), KEEP, &[]).unwrap();
+        assert_eq!(members.len(), 3, "p, its c, and a");
+        assert_eq!(
+            slots,
+            [
+                Some(serde_json::json!(3)),
+                Some(serde_json::json!({"c": 1}))
+            ]
+        );
     }
 
     #[test]

@@ -37,12 +37,17 @@ pub fn key_name<'a>(bytes: &'a [u8], m: &Member) -> Cow<'a, [u8]> {
     decode_key(&bytes[m.key.clone()], m.escaped).unwrap_or(Cow::Borrowed(b""))
 }
 
+/// Which members [`object`] writes down: `wanted(None, name)` for a
+/// top-level member, `wanted(Some(parent), name)` for a member of the
+/// object value of a top-level member written down. Only these are kept,
+/// so a body of many members costs no more than the ones asked for.
+pub type Wanted<'f> = &'f dyn Fn(Option<&[u8]>, &[u8]) -> bool;
+
 /// Validates `bytes` as one JSON object under the strict rules. On
-/// success, its members in order, each top-level member followed by the
-/// members of its value when that value is an object and `children`
-/// says yes for its name. `None` means the rules refuse something (the
-/// caller asks serde_json which rule).
-pub fn object(bytes: &[u8], children: impl Fn(&[u8]) -> bool) -> Option<Vec<Member>> {
+/// success, the members `wanted` names, in order, each top-level one
+/// followed by those of its own that are written down. `None` means the
+/// rules refuse something (the caller asks serde_json which rule).
+pub fn object(bytes: &[u8], wanted: Wanted<'_>) -> Option<Vec<Member>> {
     let mut s = Scanner {
         b: bytes,
         i: 0,
@@ -52,7 +57,7 @@ pub fn object(bytes: &[u8], children: impl Fn(&[u8]) -> bool) -> Option<Vec<Memb
     if s.peek()? != b'{' {
         return None;
     }
-    s.object(1, Record::Top(&children))?;
+    s.object(1, Record::Top(wanted))?;
     s.ws();
     (s.i == bytes.len()).then_some(s.out)
 }
@@ -61,8 +66,14 @@ pub fn object(bytes: &[u8], children: impl Fn(&[u8]) -> bool) -> Option<Vec<Memb
 #[derive(Clone, Copy)]
 enum Record<'f> {
     None,
-    Top(&'f dyn Fn(&[u8]) -> bool),
-    Under(usize),
+    /// The top-level object's.
+    Top(Wanted<'f>),
+    /// Those of the value of the top-level member at `parent`, `name`.
+    Under {
+        wanted: Wanted<'f>,
+        parent: usize,
+        name: &'f [u8],
+    },
 }
 
 struct Scanner<'a> {
@@ -346,14 +357,23 @@ impl<'a> Scanner<'a> {
         Some(n)
     }
 
-    fn array(&mut self, depth: usize) -> Option<()> {
+    /// Enters an array or object at `depth`; whether it is empty (and
+    /// so already closed by `close`).
+    fn open(&mut self, depth: usize, close: u8) -> Option<bool> {
         if depth > MAX_DEPTH {
             return None;
         }
         self.i += 1;
         self.ws();
-        if self.peek()? == b']' {
+        let empty = self.peek()? == close;
+        if empty {
             self.i += 1;
+        }
+        Some(empty)
+    }
+
+    fn array(&mut self, depth: usize) -> Option<()> {
+        if self.open(depth, b']')? {
             return Some(());
         }
         loop {
@@ -369,13 +389,7 @@ impl<'a> Scanner<'a> {
     }
 
     fn object(&mut self, depth: usize, record: Record<'_>) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.i += 1;
-        self.ws();
-        if self.peek()? == b'}' {
-            self.i += 1;
+        if self.open(depth, b'}')? {
             return Some(());
         }
         let mut seen = Seen::new();
@@ -393,21 +407,25 @@ impl<'a> Scanner<'a> {
                 return None;
             }
             self.ws();
-            let (parent, under) = match record {
-                Record::None => (None, Record::None),
-                Record::Top(children) => {
-                    let under = if children(&name) {
-                        Record::Under(self.out.len())
-                    } else {
-                        Record::None
-                    };
-                    (Some(None), under)
-                }
-                Record::Under(p) => (Some(Some(p)), Record::None),
-            };
-            if !seen.insert(name) {
+            if !seen.insert(name.clone()) {
                 return None;
             }
+            let (parent, under) = match record {
+                Record::Top(wanted) if wanted(None, &name) => (
+                    Some(None),
+                    Record::Under {
+                        wanted,
+                        parent: self.out.len(),
+                        name: &name,
+                    },
+                ),
+                Record::Under {
+                    wanted,
+                    parent,
+                    name: of,
+                } if wanted(Some(of), &name) => (Some(Some(parent)), Record::None),
+                _ => (None, Record::None),
+            };
             let slot = parent.map(|parent| {
                 self.out.push(Member {
                     key,
@@ -438,7 +456,7 @@ mod tests {
     use crate::api::json::parse_object;
 
     fn agrees(doc: &[u8]) -> bool {
-        let fast = object(doc, |_| true).is_some();
+        let fast = object(doc, &|_, _| true).is_some();
         assert_eq!(
             fast,
             parse_object(doc).is_ok(),
@@ -580,9 +598,13 @@ mod tests {
     }
 
     #[test]
-    fn members_are_recorded_with_their_spans() {
+    fn only_the_wanted_members_are_recorded_with_their_spans() {
         let doc = br#"{"a":1, "p":{"x":[1],"y":"z"},"q":{"w":2}}"#;
-        let m = object(doc, |k| k == b"p").unwrap();
+        let m = object(doc, &|parent, k| match parent {
+            None => k != b"q",
+            Some(p) => p == b"p" && k != b"y",
+        })
+        .unwrap();
         let text = |r: &Range<usize>| std::str::from_utf8(&doc[r.clone()]).unwrap();
         let got: Vec<_> = m
             .iter()
@@ -594,12 +616,10 @@ mod tests {
                 (r#""a""#, "1", None),
                 (r#""p""#, r#"{"x":[1],"y":"z"}"#, None),
                 (r#""x""#, "[1]", Some(1)),
-                (r#""y""#, r#""z""#, Some(1)),
-                (r#""q""#, r#"{"w":2}"#, None),
             ]
         );
         let esc = br#"{"\u0061b":1}"#;
-        let m = object(esc, |_| false).unwrap();
+        let m = object(esc, &|_, _| true).unwrap();
         assert_eq!(key_name(esc, &m[0]), &b"ab"[..]);
     }
 }
