@@ -32,6 +32,12 @@ agent-gw in <dir>, another build such as an earlier commit's, measured as
 one more interleaved gateway path (and in `--callgrind`), with the
 headline's ratio to it: a before/after from one run.
 
+`hyper1` row: agent-gw/examples/bench_proxy.rs of the headline build, the
+local path's floor -- hyper's HTTP/1.1 server and client on one
+current-thread runtime with the gateway's allocator, forwarding each
+request as it came over a kept connection, and nothing else. hyper1/nginx
+is what the design's HTTP stack costs; gw/hyper1 is what the gateway adds.
+
 `split_handler` row: a Python `http.server` handler (scripts/split_handler.py,
 head and body in two writes with Nagle on, as the nexilume SDK's handler
 server) at c=1, called directly and through each gateway (p50 ratio).
@@ -107,7 +113,8 @@ def target_dir(profile: str) -> Path:
 
 
 def build(profile: str) -> None:
-    argv = ["cargo", "build", "--quiet", "-p", "agentd", "-p", "agent-gw", "--bins", "--example", "bench_local"]
+    argv = ["cargo", "build", "--quiet", "-p", "agentd", "-p", "agent-gw", "--bins", "--example", "bench_local",
+            "--example", "bench_proxy"]
     argv += ["--release"] if profile == "release" else ["--profile", profile]
     log(f"$ {' '.join(argv)}")
     subprocess.run(argv, cwd=REPO, check=True, stdin=subprocess.DEVNULL)
@@ -349,6 +356,23 @@ def start_gateway(profile: str, work: Path, backend_url: str, procs: List[Proc],
     return agentd, gw, gw_url + "/agent/v1/invoke"
 
 
+def start_floor(work: Path, backend_addr: str, procs: List[Proc],
+                wrap: Optional[List[str]] = None) -> Tuple[Proc, str]:
+    """The `hyper1` row: `bench_proxy` of the headline build -- the local
+    path's floor, hyper's HTTP/1.1 server and client on one current-thread
+    runtime with the gateway's allocator and nothing else
+    (agent-gw/examples/bench_proxy.rs)."""
+    port = free_port()
+    proc = Proc("hyper1", (wrap or []) + [str(target_dir(PROFILES[0]) / "examples" / "bench_proxy"),
+                                           f"127.0.0.1:{port}", backend_addr],
+                work / "hyper1.log", stdout=subprocess.PIPE)
+    procs.append(proc)
+    line = proc.p.stdout.readline().decode().strip()
+    if not line.startswith("listening "):
+        raise SystemExit(f"bench: bench_proxy did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{port}/invoke"
+
+
 def split_handler_row(tool: Path, work: Path, split_url: str, gateways: List[Tuple[str, str]]) -> Dict[str, Any]:
     """c=1 latency of the split handler called directly and through each
     gateway, interleaved for ROUNDS rounds (medians)."""
@@ -486,6 +510,10 @@ def callgrind(tool: Path) -> int:
             wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}"]
             _, gw, url = start_gateway(profile, work, backend_url, procs, wrap)
             out["ir_per_request"][profile] = count(profile, gw, url, dump)
+        dump = work / "cg-hyper1.out"
+        wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}"]
+        floor, floor_url = start_floor(work, backend_addr, procs, wrap)
+        out["ir_per_request"]["hyper1"] = count("hyper1", floor, floor_url, dump)
         if nginx_bin:
             dump = work / "cg-nginx.out"
             wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}"]
@@ -494,8 +522,8 @@ def callgrind(tool: Path) -> int:
             base = count("nginx", nginx, nginx_url + "/invoke", dump)
             out["ir_per_request"]["nginx"] = base
             out["ratio_to_nginx"] = {
-                profile: {size: round(n / base[size], 2) for size, n in out["ir_per_request"][profile].items()}
-                for profile in PROFILES
+                name: {size: round(n / base[size], 2) for size, n in out["ir_per_request"][name].items()}
+                for name in PROFILES + ["hyper1"]
             }
         dest = REPO / "target" / "bench" / "local-callgrind.json"
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -552,6 +580,10 @@ def main() -> int:
             daemons["nginx"] = nginx
             paths.append(("nginx", nginx_url + "/invoke"))
             watch["nginx"] = {"backend": backend, "proxy": nginx}
+        floor, floor_url = start_floor(work, backend_addr, procs)
+        daemons["hyper1"] = floor
+        paths.append(("hyper1", floor_url))
+        watch["hyper1"] = {"backend": backend, "proxy": floor}
         for profile in PROFILES:
             agentd, gw, url = start_gateway(profile, work, backend_url, procs, split_url=split_url)
             daemons[f"agentd[{profile}]"] = agentd
@@ -585,8 +617,10 @@ def main() -> int:
                     row["ratios"][f"gw[{profile}]/nginx"] = ratios(g, row["nginx"])
             for other in COMPARE:
                 row["ratios"][f"gw[{PROFILES[0]}]/gw[{other}]"] = ratios(row[f"gw[{PROFILES[0]}]"], row[f"gw[{other}]"])
+            row["ratios"][f"gw[{PROFILES[0]}]/hyper1"] = ratios(row[f"gw[{PROFILES[0]}]"], row["hyper1"])
             if "nginx" in row:
                 row["ratios"]["nginx/direct"] = ratios(row["nginx"], row["direct"])
+                row["ratios"]["hyper1/nginx"] = ratios(row["hyper1"], row["nginx"])
             # Latency the hop adds on top of the direct call (c=1 p50).
             row["added_p50_us"] = {
                 name: round(row[name]["c1"]["p50_us"] - row["direct"]["c1"]["p50_us"], 1)

@@ -1,0 +1,178 @@
+//! The `hyper1` row of `scripts/bench_local.py`: the floor of the local
+//! path's design, with none of the gateway in it.
+//!
+//! DESIGN §10 fixes the parts of a local call's hop: hyper 1.x for
+//! HTTP/1.1 on both sides, on a tokio current-thread runtime. This proxy
+//! is those parts and nothing else, with the gateway's allocator: it
+//! takes a request, sends it as it came (head and body, streamed) over a
+//! kept HTTP/1.1 connection to the backend, and streams the answer back.
+//! No envelope, no route, no policy, no budget, no task. Its distance to
+//! nginx is what the design's HTTP stack costs; the distance from it to
+//! `gw` is what the gateway adds.
+//!
+//! ```text
+//! bench_proxy LISTEN BACKEND     # both host:port; prints "listening ADDR"
+//! ```
+//!
+//! A connection goes back to the pool when the answer's last frame has
+//! been read (no task per call), and `TCP_NODELAY` is set on both sides,
+//! as the gateway does.
+
+use std::cell::RefCell;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+
+#[cfg(target_pointer_width = "64")]
+#[global_allocator]
+static ALLOC: agent_gw::core::heap::GatewayHeap = agent_gw::core::heap::GatewayHeap;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Sender = SendRequest<Incoming>;
+/// Idle connections to the one backend, most recently used last.
+type Pool = Rc<RefCell<Vec<Sender>>>;
+
+fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [listen, backend] = args.as_slice() else {
+        return Err("usage: bench_proxy LISTEN BACKEND".into());
+    };
+    let (listen, backend): (SocketAddr, SocketAddr) = (listen.parse()?, backend.parse()?);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    tokio::task::LocalSet::new().block_on(&rt, serve(listen, backend))
+}
+
+async fn serve(listen: SocketAddr, backend: SocketAddr) -> Result<(), BoxError> {
+    let listener = TcpListener::bind(listen).await?;
+    println!("listening {}", listener.local_addr()?);
+    let pool: Pool = Rc::default();
+    loop {
+        let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        let pool = pool.clone();
+        tokio::task::spawn_local(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let pool = pool.clone();
+                async move { Ok::<_, Infallible>(forward(&pool, backend, req).await) }
+            });
+            // A client closing its connection is the normal end.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn forward(pool: &Pool, backend: SocketAddr, req: Request<Incoming>) -> Response<Answer> {
+    let mut sender = match take(pool).await {
+        Some(s) => s,
+        None => match connect(backend).await {
+            Ok(s) => s,
+            Err(_) => return bad_gateway(),
+        },
+    };
+    match sender.send_request(req).await {
+        Ok(resp) => resp.map(|body| Answer {
+            body: Some(body),
+            home: Some((sender, pool.clone())),
+        }),
+        Err(_) => bad_gateway(),
+    }
+}
+
+/// The most recently used idle connection that is still open. One whose
+/// last answer was read a moment ago may not have noticed yet: its
+/// `ready` resolves as soon as its connection task has run.
+async fn take(pool: &Pool) -> Option<Sender> {
+    loop {
+        let mut s = pool.borrow_mut().pop()?;
+        if s.ready().await.is_ok() {
+            return Some(s);
+        }
+    }
+}
+
+async fn connect(backend: SocketAddr) -> Result<Sender, BoxError> {
+    let stream = TcpStream::connect(backend).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::task::spawn_local(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+fn bad_gateway() -> Response<Answer> {
+    let mut resp = Response::new(Answer {
+        body: None,
+        home: None,
+    });
+    *resp.status_mut() = StatusCode::BAD_GATEWAY;
+    resp
+}
+
+/// The backend's answer, streamed to the caller; its connection goes back
+/// to the pool once the body has ended (hyper's server may stop polling
+/// a body that says it has ended, so that is checked after each frame).
+struct Answer {
+    body: Option<Incoming>,
+    home: Option<(Sender, Pool)>,
+}
+
+impl Answer {
+    fn settle(&mut self) {
+        if self.is_end_stream() {
+            if let Some((sender, pool)) = self.home.take() {
+                pool.borrow_mut().push(sender);
+            }
+        }
+    }
+}
+
+/// A body hyper never polled (it said at once that it had ended) still
+/// gives its connection back.
+impl Drop for Answer {
+    fn drop(&mut self) {
+        self.settle();
+    }
+}
+
+impl Body for Answer {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let Some(body) = self.body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = Pin::new(body).poll_frame(cx);
+        if polled.is_ready() {
+            self.settle();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+    }
+}
