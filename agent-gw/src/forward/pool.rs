@@ -215,7 +215,7 @@ impl Pool {
         // apart must not wait for our delayed ACK (see `quickack`).
         let (sender, conn) = http1::Builder::new()
             .max_buf_size(READ_BUFFER)
-            .handshake(TokioIo::new(QuickAck(stream)))
+            .handshake(TokioIo::new(QuickAck::new(stream)))
             .await
             .map_err(ConnectError::Handshake)?;
         tokio::task::spawn_local(async move {
