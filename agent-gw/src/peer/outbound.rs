@@ -66,7 +66,9 @@ pub async fn send(
     // A body passed through from a link of our domain is signed once it
     // has passed: its assertion follows it in the trailers.
     let signed = plane.signed(req.next_hop);
-    let (body, assertion) = match (body, digest(&req.body)) {
+    // Digested only to be signed: it is a pass over the whole body.
+    let body_sha256 = if signed { digest(&req.body) } else { None };
+    let (body, assertion) = match (body, body_sha256) {
         (b, _) if !signed => (b, None),
         (b, Some(d)) => {
             let c = claims(&req, d, plane.next_nonce(req.next_hop));
