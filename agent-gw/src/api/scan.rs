@@ -9,8 +9,9 @@
 //! reads. serde_json's visitor walks each string eight bytes at a time
 //! and builds every kept member as a `Value`; this scanner jumps between
 //! quotes and backslashes with SIMD memchr, checks a run's control bytes
-//! 64 at a time (SSE2 on x86_64, words elsewhere) and its UTF-8 with the
-//! standard library. It answers
+//! 64 at a time (SSE2 on x86_64, words elsewhere), and in the same pass
+//! whether it is all ASCII; only a run that is not has its UTF-8 checked,
+//! with the standard library. It answers
 //! only yes or no: on "no" the caller asks serde_json's strict decoder,
 //! which gives the precise error and has the last word. A differential
 //! fuzz target (`gw_envelope`) holds the two to the same verdict.
@@ -107,25 +108,60 @@ fn has_control(x: u64) -> bool {
     x.wrapping_sub(ONES * 0x20) & !x & HIGHS != 0
 }
 
-/// Whether a run of string bytes holds a control byte: sixteen bytes at
-/// a time, with SSE2 on x86_64 (part of its baseline) and two words
-/// elsewhere (MIPS and ARM routers).
-fn run_has_control(run: &[u8]) -> bool {
-    let mut blocks = run.chunks_exact(64);
-    if blocks.any(block_has_control) {
-        return true;
-    }
-    let mut chunks = blocks.remainder().chunks_exact(16);
-    if chunks.any(chunk_has_control) {
-        return true;
-    }
-    chunks.remainder().iter().any(|&c| c < 0x20)
+/// What a run of string bytes holds that its scan cares about: a control
+/// byte (refused), or a byte at or above 0x80 (then its UTF-8 must be
+/// checked; a run of ASCII is UTF-8 as it stands, and most payloads are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RunClass {
+    Control,
+    Ascii,
+    NonAscii,
 }
 
-/// Four chunks at once: one test and one branch for 64 bytes.
+/// Whether any of the eight bytes of `x` has its high bit set.
+fn has_high(x: u64) -> bool {
+    x & HIGHS != 0
+}
+
+/// Classifies a run of string bytes: sixteen bytes at a time, with SSE2
+/// on x86_64 (part of its baseline) and two words elsewhere (MIPS and
+/// ARM routers); the control and high-bit tests share each load.
+fn run_class(run: &[u8]) -> RunClass {
+    let mut high = false;
+    let mut blocks = run.chunks_exact(64);
+    for b in &mut blocks {
+        let (control, h) = block_class(b);
+        if control {
+            return RunClass::Control;
+        }
+        high |= h;
+    }
+    let mut chunks = blocks.remainder().chunks_exact(16);
+    for c in &mut chunks {
+        let (control, h) = chunk_class(c);
+        if control {
+            return RunClass::Control;
+        }
+        high |= h;
+    }
+    for &c in chunks.remainder() {
+        if c < 0x20 {
+            return RunClass::Control;
+        }
+        high |= c >= 0x80;
+    }
+    if high {
+        RunClass::NonAscii
+    } else {
+        RunClass::Ascii
+    }
+}
+
+/// Four chunks at once: one test and one branch for 64 bytes. Whether
+/// they hold a control byte, and a byte with its high bit set.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn block_has_control(b: &[u8]) -> bool {
+fn block_class(b: &[u8]) -> (bool, bool) {
     use std::arch::x86_64::{
         _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
         _mm_set1_epi8,
@@ -135,27 +171,39 @@ fn block_has_control(b: &[u8]) -> bool {
     // bytes the four unaligned loads read.
     unsafe {
         let limit = _mm_set1_epi8(0x1f);
-        let low = |at: usize| {
-            let v = _mm_loadu_si128(b.as_ptr().add(at).cast());
-            _mm_cmpeq_epi8(_mm_min_epu8(v, limit), v)
-        };
-        let any = _mm_or_si128(
-            _mm_or_si128(low(0), low(16)),
-            _mm_or_si128(low(32), low(48)),
+        let load = |at: usize| _mm_loadu_si128(b.as_ptr().add(at).cast());
+        let (v0, v1, v2, v3) = (load(0), load(16), load(32), load(48));
+        let low = |v| _mm_cmpeq_epi8(_mm_min_epu8(v, limit), v);
+        let control = _mm_or_si128(
+            _mm_or_si128(low(v0), low(v1)),
+            _mm_or_si128(low(v2), low(v3)),
         );
-        _mm_movemask_epi8(any) != 0
+        // A byte's high bit is its sign: movemask reads it directly.
+        let high = _mm_or_si128(_mm_or_si128(v0, v1), _mm_or_si128(v2, v3));
+        (
+            _mm_movemask_epi8(control) != 0,
+            _mm_movemask_epi8(high) != 0,
+        )
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn block_has_control(b: &[u8]) -> bool {
-    b.chunks_exact(16).any(chunk_has_control)
+fn block_class(b: &[u8]) -> (bool, bool) {
+    block_class_words(b)
+}
+
+/// [`block_class`] in words, compiled (and tested) everywhere.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn block_class_words(b: &[u8]) -> (bool, bool) {
+    b.chunks_exact(16)
+        .map(chunk_class_words)
+        .fold((false, false), |(c, h), (c2, h2)| (c | c2, h | h2))
 }
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn chunk_has_control(c: &[u8]) -> bool {
+fn chunk_class(c: &[u8]) -> (bool, bool) {
     use std::arch::x86_64::{
         _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_set1_epi8,
     };
@@ -166,24 +214,24 @@ fn chunk_has_control(c: &[u8]) -> bool {
         let v = _mm_loadu_si128(c.as_ptr().cast());
         // A byte is at most 0x1f exactly when min(byte, 0x1f) is itself.
         let low = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
-        _mm_movemask_epi8(low) != 0
+        (_mm_movemask_epi8(low) != 0, _mm_movemask_epi8(v) != 0)
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn chunk_has_control(c: &[u8]) -> bool {
-    chunk_has_control_words(c)
+fn chunk_class(c: &[u8]) -> (bool, bool) {
+    chunk_class_words(c)
 }
 
-/// [`chunk_has_control`] in two 64-bit words: what routers without SSE2
-/// run, compiled (and tested against SSE2) everywhere.
+/// [`chunk_class`] in two 64-bit words: what routers without SSE2 run,
+/// compiled (and tested against SSE2) everywhere.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-fn chunk_has_control_words(c: &[u8]) -> bool {
+fn chunk_class_words(c: &[u8]) -> (bool, bool) {
     let (a, b) = c.split_at(8);
     let a = u64::from_le_bytes(a.try_into().unwrap_or_default());
     let b = u64::from_le_bytes(b.try_into().unwrap_or_default());
-    has_control(a) | has_control(b)
+    (has_control(a) | has_control(b), has_high(a | b))
 }
 
 impl<'a> Scanner<'a> {
@@ -300,11 +348,12 @@ impl<'a> Scanner<'a> {
             if self.i == short {
                 let rest = self.b.get(self.i..)?;
                 let at = memchr::memchr2(b'"', b'\\', rest)?;
-                if run_has_control(&rest[..at]) {
-                    return None;
+                match run_class(&rest[..at]) {
+                    RunClass::Control => return None,
+                    RunClass::Ascii => {}
+                    RunClass::NonAscii => ascii = false,
                 }
                 self.i += at;
-                ascii = false;
             }
             // A quote or backslash is ASCII, so a run ends on a character
             // boundary and its UTF-8 can be checked on its own.
@@ -528,27 +577,71 @@ mod tests {
     }
 
     #[test]
-    fn both_chunk_checks_find_every_control_byte_in_every_lane() {
+    fn both_chunk_checks_class_every_byte_in_every_lane() {
         // The word check (routers without SSE2) is compiled and tested on
         // every machine, against the chunk check this machine runs.
         for lane in 0..16 {
             for byte in 0..=255u8 {
                 let mut c = [b'a'; 16];
                 c[lane] = byte;
-                let control = byte < 0x20;
-                assert_eq!(
-                    chunk_has_control_words(&c),
-                    control,
-                    "{byte:#x} in lane {lane}"
-                );
-                assert_eq!(chunk_has_control(&c), control, "{byte:#x} in lane {lane}");
+                let want = (byte < 0x20, byte >= 0x80);
+                assert_eq!(chunk_class_words(&c), want, "{byte:#x} in lane {lane}");
+                assert_eq!(chunk_class(&c), want, "{byte:#x} in lane {lane}");
             }
         }
         for at in 0..64 {
-            for (byte, control) in [(0x00u8, true), (0x1f, true), (0x20, false), (0xff, false)] {
+            for byte in [0x00u8, 0x1f, 0x20, 0x7f, 0x80, 0xff] {
                 let mut b = [b'a'; 64];
                 b[at] = byte;
-                assert_eq!(block_has_control(&b), control, "{byte:#x} at {at}");
+                let want = (byte < 0x20, byte >= 0x80);
+                assert_eq!(block_class_words(&b), want, "{byte:#x} at {at}");
+                assert_eq!(block_class(&b), want, "{byte:#x} at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_run_is_classed_by_its_worst_byte_wherever_it_sits() {
+        for len in [0usize, 1, 15, 16, 17, 63, 64, 65, 100, 200] {
+            let run = vec![b'a'; len];
+            assert_eq!(run_class(&run), RunClass::Ascii, "{len}");
+            for at in 0..len {
+                for (byte, class) in [
+                    (0x1fu8, RunClass::Control),
+                    (0x80, RunClass::NonAscii),
+                    (0xff, RunClass::NonAscii),
+                    (0x7f, RunClass::Ascii),
+                ] {
+                    let mut r = run.clone();
+                    r[at] = byte;
+                    assert_eq!(run_class(&r), class, "{byte:#x} at {at} of {len}");
+                }
+                // A control byte wins over a high byte before or after it.
+                let mut r = run.clone();
+                r[at] = 0x01;
+                r[len - 1 - at] = 0xc3;
+                if at != len - 1 - at {
+                    assert_eq!(run_class(&r), RunClass::Control, "{at} of {len}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_runs_that_are_not_utf8_are_refused_and_ascii_ones_taken() {
+        for len in [40usize, 64, 100, 300] {
+            for at in [0, len / 2, len - 1] {
+                for (bad, ok) in [(0xffu8, false), (0xc3, false), (b'A', true)] {
+                    let mut s = vec![b'x'; len];
+                    s[at] = bad;
+                    let doc = [&br#"{"s":""#[..], &s, br#""}"#].concat();
+                    assert_eq!(agrees(&doc), ok, "{bad:#x} at {at} of {len}");
+                }
+                // A whole character is UTF-8 wherever it sits.
+                let mut s = vec![b'x'; len];
+                s.splice(at..at + 1, "é".bytes());
+                let doc = [&br#"{"s":""#[..], &s, br#""}"#].concat();
+                assert!(agrees(&doc), "é at {at} of {len}");
             }
         }
     }

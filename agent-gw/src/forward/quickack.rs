@@ -98,34 +98,74 @@ impl Acks {
 const MAX_HEADERS: usize = 32;
 
 /// `bytes` is exactly one final answer with a `Content-Length` body.
+///
+/// Not a parser: hyper parses the answer. This only has to be sure that
+/// nothing more of it is coming, and says no to anything it does not
+/// plainly recognise (bare LF line ends, folded lines, odd statuses):
+/// those are ACKed at once, which is never wrong, only a little dearer.
 fn whole_answer(bytes: &[u8]) -> bool {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut headers);
-    let Ok(httparse::Status::Complete(head)) = resp.parse(bytes) else {
+    let mut lines = Lines(bytes);
+    let Some(status) = lines.next() else {
         return false;
     };
+    // `HTTP/1.x SSS`, then a space and a reason, or nothing.
+    let code = match status {
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', _, b' ', s @ ..] if s.len() >= 3 => &s[..3],
+        _ => return false,
+    };
+    if !code.iter().all(u8::is_ascii_digit) || !(status.len() == 12 || status[12] == b' ') {
+        return false;
+    }
     // 1xx is followed by the real answer; 204 and 304 have no body
     // whatever they say (not worth a special case).
-    if !matches!(resp.code, Some(c) if c >= 200 && c != 204 && c != 304) {
+    if code[0] < b'2' || code == b"204" || code == b"304" {
         return false;
     }
     let mut length = None;
-    for h in resp.headers.iter() {
-        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+    for _ in 0..MAX_HEADERS {
+        let Some(line) = lines.next() else {
+            return false;
+        };
+        if line.is_empty() {
+            return length == Some(lines.0.len());
+        }
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return false;
+        };
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        if name.eq_ignore_ascii_case(b"transfer-encoding") {
             return false;
         }
-        if h.name.eq_ignore_ascii_case("content-length") {
-            let parsed = std::str::from_utf8(h.value)
-                .ok()
-                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|v| v.parse::<usize>().ok());
-            match (length, parsed) {
-                (None, Some(n)) => length = Some(n),
-                _ => return false,
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let value = value.trim_ascii();
+            let digits =
+                !value.is_empty() && value.len() <= 15 && value.iter().all(u8::is_ascii_digit);
+            if !digits || length.is_some() {
+                return false;
             }
+            length = Some(
+                value
+                    .iter()
+                    .fold(0usize, |n, d| n * 10 + usize::from(d - b'0')),
+            );
         }
     }
-    length.is_some_and(|n| bytes.len() - head == n)
+    false
+}
+
+/// The CRLF-ended lines at the front of an answer; stops (for good) at a
+/// line without CRLF or with a bare LF in it.
+struct Lines<'a>(&'a [u8]);
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let nl = memchr::memchr(b'\n', self.0)?;
+        let line = self.0[..nl].strip_suffix(b"\r")?;
+        self.0 = &self.0[nl + 1..];
+        Some(line)
+    }
 }
 
 impl AsyncRead for QuickAck {
@@ -212,6 +252,10 @@ mod tests {
         assert!(!first_read_acks(
             b"HTTP/1.1 503 Service Unavailable\r\nCONTENT-LENGTH: 2\r\nConnection: keep-alive\r\n\r\nno"
         ));
+        // A status line without a reason, a length with spaces around.
+        assert!(!first_read_acks(
+            b"HTTP/1.0 200\r\nContent-Length:\t 2 \r\n\r\nok"
+        ));
     }
 
     #[test]
@@ -239,6 +283,13 @@ mod tests {
             &b"HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n"[..],
             &b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\nok"[..],
             &b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nok"[..],
+            // Line ends and lines it does not plainly recognise.
+            &b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok"[..],
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 2\n\r\nok"[..],
+            &b"HTTP/1.1 200 OK\r\nno colon here\r\nContent-Length: 2\r\n\r\nok"[..],
+            &b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\nok"[..],
+            &b"HTTP/1.1 2x0 OK\r\nContent-Length: 2\r\n\r\nok"[..],
+            &b"HTTP/2.0 200 OK\r\nContent-Length: 2\r\n\r\nok"[..],
             // Not HTTP.
             &b"\x16\x03\x01\x00\x05hello"[..],
         ] {
