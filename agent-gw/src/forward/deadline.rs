@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::Instant;
 
 use crate::api::envelope::MAX_TIMEOUT_MS;
@@ -51,7 +51,12 @@ impl Deadline {
 }
 
 fn header_ms(headers: &HeaderMap, name: &HeaderName) -> Result<Option<u64>, ApiError> {
-    match headers.get(name) {
+    ms_value(name.as_str(), headers.get(name))
+}
+
+/// The milliseconds header `name` holds, if it is there.
+pub fn ms_value(name: &str, value: Option<&HeaderValue>) -> Result<Option<u64>, ApiError> {
+    match value {
         None => Ok(None),
         Some(v) => v
             .to_str()

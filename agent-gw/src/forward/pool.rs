@@ -10,7 +10,6 @@
 //! possibly delivered. Single-threaded runtime, so plain `RefCell`s.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -18,6 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+// foldhash (randomly seeded), not SipHash: the keys are handler addresses
+// from our own route table, at most `max_hosts` and `MAX_OPENING_HOSTS` of
+// them, so no caller can flood these maps, and every call hashes its
+// handler's address into them up to three times.
+use hashbrown::HashMap;
 use http_body_util::Full;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;

@@ -11,16 +11,16 @@ use std::sync::Arc;
 
 use agentd::fib::AgentAddr;
 
-use http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::Instant;
 
 use agentd::route::RouteId;
 
 use crate::api::envelope::{Envelope, MAX_CURSOR};
 use crate::api::error::{ApiError, ErrorCode};
-use crate::forward::deadline::header_budget_ms;
+use crate::forward::deadline::{header_budget_ms, ms_value, DEADLINE_HEADER, TIMEOUT_HEADER};
 use crate::forward::hop::CallIdentity;
-use crate::forward::relayed_headers;
+use crate::forward::relayed;
 use crate::limits::InflightGuard;
 
 /// One call, decoded and admitted up to its tenant's rate.
@@ -117,8 +117,6 @@ pub struct Hints {
 }
 
 // Pre-parsed names: a `&str` lookup parses the name on every request.
-const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
-const IDEMPOTENT: HeaderName = HeaderName::from_static("x-agentd-idempotent");
 const PREFER: HeaderName = HeaderName::from_static("prefer");
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
@@ -135,7 +133,26 @@ const PROTOCOL_RELAYED: [HeaderName; 2] = [
 impl Hints {
     /// The hints of an SDK or neighbour request's headers.
     pub fn of_headers(h: &HeaderMap) -> Result<Hints, ApiError> {
-        let has_key = match h.get(&IDEMPOTENCY_KEY) {
+        // One pass over the caller's few headers, not a hashed lookup per
+        // name; the first value of a name counts, as `get` would have it.
+        let mut relay = HeaderMap::new();
+        let (mut timeout, mut deadline, mut key, mut idempotent) = (None, None, None, None);
+        for (name, v) in h {
+            let first = match name.as_str() {
+                TIMEOUT_HEADER => Some(&mut timeout),
+                DEADLINE_HEADER => Some(&mut deadline),
+                "idempotency-key" => Some(&mut key),
+                "x-agentd-idempotent" => Some(&mut idempotent),
+                _ => None,
+            };
+            if let Some(first) = first {
+                first.get_or_insert(v);
+            }
+            if relayed(name) {
+                relay.append(name.clone(), v.clone());
+            }
+        }
+        let has_key = match key {
             None => false,
             Some(v) if v.is_empty() || v.len() > MAX_IDEMPOTENCY_KEY => {
                 return Err(ApiError::new(
@@ -145,10 +162,14 @@ impl Hints {
             }
             Some(_) => true,
         };
+        let asked = [
+            ms_value(TIMEOUT_HEADER, timeout)?,
+            ms_value(DEADLINE_HEADER, deadline)?,
+        ];
         Ok(Hints {
-            relay: relayed_headers(h),
-            timeout_ms: header_budget_ms(h)?,
-            caller_idempotent: flag(h, &IDEMPOTENT),
+            relay,
+            timeout_ms: asked.into_iter().flatten().min(),
+            caller_idempotent: idempotent.is_some_and(flag_value),
             has_key,
         })
     }
@@ -193,10 +214,9 @@ impl Mode {
     }
 }
 
-fn flag(h: &HeaderMap, name: &HeaderName) -> bool {
-    h.get(name)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+fn flag_value(v: &HeaderValue) -> bool {
+    v.to_str()
+        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
 }
 
 /// `Last-Event-ID` as a cursor; anything but a non-negative integer is a
@@ -304,5 +324,58 @@ mod tests {
         let long = "k".repeat(MAX_IDEMPOTENCY_KEY + 1);
         let e = Hints::of_headers(&h(&[("idempotency-key", &long)])).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidField);
+    }
+
+    /// The one pass reads what a lookup per name would: the first value
+    /// of each name, every value of a relayed one.
+    #[test]
+    fn sdk_hints_read_in_one_pass_what_lookups_would() {
+        let cases: [&[(&str, &str)]; 6] = [
+            &[],
+            &[
+                ("x-agentd-timeout-ms", " 900 "),
+                ("x-agentd-deadline-ms", "400"),
+            ],
+            &[
+                ("x-agentd-deadline-ms", "700"),
+                ("x-agentd-timeout-ms", "800"),
+            ],
+            &[("x-agentd-timeout-ms", "50"), ("x-agentd-timeout-ms", "x")],
+            &[
+                ("accept", "text/event-stream"),
+                ("accept", "application/json"),
+                ("x-agentd-idempotent", "Yes"),
+                ("x-agentd-idempotent", "0"),
+                ("traceparent", "00-a-b-01"),
+                ("authorization", "Bearer x"),
+                ("idempotency-key", "k"),
+            ],
+            &[("x-agentd-idempotent", "no"), ("prefer", "respond-async")],
+        ];
+        for pairs in cases {
+            let headers = h(pairs);
+            let got = Hints::of_headers(&headers).unwrap();
+            assert_eq!(
+                got.timeout_ms,
+                header_budget_ms(&headers).unwrap(),
+                "{pairs:?}"
+            );
+            assert_eq!(
+                got.relay,
+                crate::forward::relayed_headers(&headers),
+                "{pairs:?}"
+            );
+            let flag = headers.get("x-agentd-idempotent").is_some_and(flag_value);
+            assert_eq!(got.caller_idempotent, flag, "{pairs:?}");
+            assert_eq!(got.has_key, headers.contains_key("idempotency-key"));
+        }
+        let got = Hints::of_headers(&h(cases[4])).unwrap();
+        assert_eq!(got.relay.get_all("accept").iter().count(), 2);
+        assert!(got.caller_idempotent);
+        for name in ["x-agentd-timeout-ms", "x-agentd-deadline-ms"] {
+            let e = Hints::of_headers(&h(&[(name, "soon")])).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidField);
+            assert!(e.message.contains(name), "{}", e.message);
+        }
     }
 }
