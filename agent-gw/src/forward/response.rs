@@ -40,32 +40,30 @@ pub fn head_len<B>(resp: &http::Response<B>) -> usize {
     status_line + fields + 2
 }
 
-/// Standard headers a handler may set on its answer.
-const RELAYED_STANDARD: [HeaderName; 10] = [
-    header::CONTENT_TYPE,
-    header::CONTENT_ENCODING,
-    header::CONTENT_LANGUAGE,
-    header::CONTENT_DISPOSITION,
-    header::CACHE_CONTROL,
-    header::EXPIRES,
-    header::ETAG,
-    header::LAST_MODIFIED,
-    header::VARY,
-    header::RETRY_AFTER,
-];
-
 /// Longest `Location` quoted in a redirect error.
 const MAX_QUOTED_LOCATION: usize = 256;
 
 /// Is `name` one of the headers a handler may pass to the caller (before
-/// the `Connection` rule)?
+/// the `Connection` rule)? Representation and caching metadata, trace
+/// context, and `X-*` but `X-Agentd-*`. A match on the name's text (lower
+/// case in `HeaderName`): each of a handler's headers is looked at on
+/// every call.
 fn relayable(name: &HeaderName) -> bool {
-    if RELAYED_STANDARD.contains(name) {
-        return true;
+    match name.as_str() {
+        "content-type"
+        | "content-encoding"
+        | "content-language"
+        | "content-disposition"
+        | "cache-control"
+        | "expires"
+        | "etag"
+        | "last-modified"
+        | "vary"
+        | "retry-after"
+        | "traceparent"
+        | "tracestate" => true,
+        s => s.starts_with("x-") && !s.starts_with("x-agentd-"),
     }
-    // Names are lower case in `HeaderName`.
-    let s = name.as_str();
-    (s.starts_with("x-") && !s.starts_with("x-agentd-")) || s == "traceparent" || s == "tracestate"
 }
 
 /// Removes from a handler's response headers everything the caller must
