@@ -150,7 +150,10 @@ pub struct Ledger {
     /// Bytes per source, counted as [`SourceKey`] (an IPv6 /64 is one
     /// source).
     sources: HashMap<SourceKey, usize>,
-    entries: HashMap<u64, Entry>,
+    /// By reservation id: our own counter, so no caller can choose the
+    /// keys and foldhash serves (SipHash stays on the tenant and source
+    /// maps, whose keys callers choose).
+    entries: hashbrown::HashMap<u64, Entry>,
     next: u64,
     stats: BudgetStats,
 }
@@ -162,7 +165,7 @@ impl Ledger {
             used: 0,
             tenants: HashMap::new(),
             sources: HashMap::new(),
-            entries: HashMap::new(),
+            entries: hashbrown::HashMap::new(),
             next: 1,
             stats: BudgetStats::default(),
         }
