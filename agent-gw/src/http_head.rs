@@ -178,18 +178,41 @@ pub fn check_host(version: Version, headers: &HeaderMap) -> Result<(), HostFault
     if more > 0 {
         return Err(HostFault::Repeated(more + 1));
     }
-    let v = value.as_bytes();
-    if v.is_empty() {
-        return Ok(());
-    }
-    // `Authority` also takes userinfo (`user@host`), which a Host value
-    // never has, and does not look at the port's characters.
-    let ok = !v.contains(&b'@') && http::uri::Authority::try_from(v).is_ok() && port_ok(v);
-    if ok {
+    if host_value_ok(value.as_bytes()) {
         Ok(())
     } else {
         Err(HostFault::Invalid)
     }
+}
+
+/// A Host value is `host[:port]` (an empty one is `host` with an empty
+/// reg-name, as the grammar allows).
+pub fn host_value_ok(v: &[u8]) -> bool {
+    v.is_empty() || plain_host(v) || full_host_check(v)
+}
+
+/// `name[:port]` of letters, digits, dots and hyphens, with one to five
+/// port digits: the shape nearly every Host value has, all of which
+/// [`full_host_check`] accepts too. Checked without it, which copies the
+/// value to parse it, on every request.
+fn plain_host(v: &[u8]) -> bool {
+    let (host, port) = match v.iter().position(|&b| b == b':') {
+        Some(i) => (&v[..i], Some(&v[i + 1..])),
+        None => (v, None),
+    };
+    !host.is_empty()
+        && host
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        && port.is_none_or(|p| (1..=5).contains(&p.len()) && p.iter().all(u8::is_ascii_digit))
+}
+
+/// `host[:port]` by the URI grammar: `Authority` also takes userinfo
+/// (`user@host`), which a Host value never has, and does not look at the
+/// port's characters. Public for the differential fuzz target.
+#[doc(hidden)]
+pub fn full_host_check(v: &[u8]) -> bool {
+    !v.contains(&b'@') && http::uri::Authority::try_from(v).is_ok() && port_ok(v)
 }
 
 /// The part after the host is nothing or `:` and at most five digits
@@ -277,5 +300,42 @@ mod tests {
             "{msg}"
         );
         assert!(!msg.contains("request line"), "{msg}");
+    }
+
+    /// Every value the quick check takes, the full one takes too: all
+    /// strings of up to five characters over the quick check's alphabet.
+    #[test]
+    fn the_quick_host_check_takes_nothing_the_full_one_refuses() {
+        let alphabet = b"aZ09.-:";
+        let mut taken = 0;
+        let mut v: Vec<u8> = Vec::new();
+        for len in 1..=5u32 {
+            for mut n in 0..alphabet.len().pow(len) {
+                v.clear();
+                for _ in 0..len {
+                    v.push(alphabet[n % alphabet.len()]);
+                    n /= alphabet.len();
+                }
+                if plain_host(&v) {
+                    taken += 1;
+                    assert!(full_host_check(&v), "{:?}", String::from_utf8_lossy(&v));
+                }
+            }
+        }
+        assert!(taken > 1000, "{taken}");
+        for (v, quick) in [
+            (&b"gw:7446"[..], true),
+            (b"router-a.lan", true),
+            (b"192.0.2.1:80", true),
+            (b"[2001:db8::1]:7446", false),
+            (b"gw:", false),
+            (b"gw:123456", false),
+            (b":80", false),
+            (b"a:b", false),
+            (b"a b", false),
+            (b"user@gw", false),
+        ] {
+            assert_eq!(plain_host(v), quick, "{:?}", String::from_utf8_lossy(v));
+        }
     }
 }
