@@ -43,7 +43,7 @@ pub struct Overrides<'a> {
 /// caller then re-encodes the decoded document).
 pub fn build(src: &[u8], o: Overrides<'_>) -> Option<Vec<u8>> {
     let members = scan::object(src, &|parent, name| {
-        parent.is_none() && HANDLER_MEMBERS.iter().any(|h| h.as_bytes() == name)
+        (parent.is_none() && HANDLER_MEMBERS.iter().any(|h| h.as_bytes() == name)).then_some(0)
     })?;
     splice(src, &members, o)
 }

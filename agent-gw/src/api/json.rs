@@ -135,6 +135,18 @@ fn kept(keep: &'static [(&'static str, Keep)], name: &[u8]) -> Option<(usize, Ke
         .map(|i| (i, keep[i].1))
 }
 
+/// The tag of a member of `also` that `keep` does not name.
+const NOT_KEPT: u8 = u8::MAX;
+
+/// Every slot of `keep` (and of its `Members` lists) fits a member's tag.
+fn taggable(keep: &[(&str, Keep)]) -> bool {
+    keep.len() < usize::from(NOT_KEPT)
+        && keep.iter().all(|(_, how)| match how {
+            Keep::Whole => true,
+            Keep::Members(inner) => inner.len() < usize::from(NOT_KEPT),
+        })
+}
+
 /// [`parse_sketch`] on what `api::scan` found; `None` when the scanner
 /// refuses the body (or a `Keep` nests deeper than it records).
 fn sketch_scanned(
@@ -143,25 +155,35 @@ fn sketch_scanned(
     also: &[&str],
 ) -> Option<(Slots, Vec<scan::Member>)> {
     // Only the kept members (and `also`'s) are written down, whatever
-    // else a body holds.
+    // else a body holds, each tagged with its slot in `keep` (a member
+    // of `also` alone with `NOT_KEPT`), so that none is looked up twice.
+    // A list too long to tag (no caller has one) goes to serde's sketch.
+    if !taggable(keep) {
+        return None;
+    }
+    let tag = |slot: usize| u8::try_from(slot).ok();
     let wanted = |parent: Option<&[u8]>, name: &[u8]| match parent {
-        None => kept(keep, name).is_some() || also.iter().any(|a| a.as_bytes() == name),
-        Some(p) => matches!(
-            kept(keep, p),
-            Some((_, Keep::Members(inner))) if kept(inner, name).is_some()
-        ),
+        None => match kept(keep, name) {
+            Some((slot, _)) => tag(slot),
+            None => also
+                .iter()
+                .any(|a| a.as_bytes() == name)
+                .then_some(NOT_KEPT),
+        },
+        Some(p) => match kept(keep, p) {
+            Some((_, Keep::Members(inner))) => kept(inner, name).and_then(|(slot, _)| tag(slot)),
+            _ => None,
+        },
     };
     let members = scan::object(bytes, &wanted)?;
     let mut slots: Slots = vec![None; keep.len()];
     for (at, m) in members.iter().enumerate() {
-        if m.parent.is_some() {
+        if m.parent.is_some() || m.tag == NOT_KEPT {
             continue;
         }
-        let Some((slot, how)) = kept(keep, &scan::key_name(bytes, m)) else {
-            continue;
-        };
+        let slot = usize::from(m.tag);
         let raw = &bytes[m.value.clone()];
-        slots[slot] = Some(match how {
+        slots[slot] = Some(match keep[slot].1 {
             Keep::Whole => scalar_or_parsed(raw)?,
             Keep::Members(inner) => match raw.first() {
                 Some(b'{') => {
@@ -170,16 +192,15 @@ fn sketch_scanned(
                         .iter()
                         .take_while(|c| c.parent == Some(at))
                     {
-                        let name = scan::key_name(bytes, c);
-                        match kept(inner, &name) {
-                            Some((_, Keep::Whole)) => {
+                        let (name, how) = inner[usize::from(c.tag)];
+                        match how {
+                            Keep::Whole => {
                                 out.insert(
-                                    String::from_utf8(name.into_owned()).ok()?,
+                                    name.to_owned(),
                                     scalar_or_parsed(&bytes[c.value.clone()])?,
                                 );
                             }
-                            Some((_, Keep::Members(_))) => return None,
-                            None => {}
+                            Keep::Members(_) => return None,
                         }
                     }
                     Value::Object(out)

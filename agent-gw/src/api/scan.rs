@@ -31,6 +31,9 @@ pub struct Member {
     pub escaped: bool,
     /// The top-level member this one is a member of; `None` at the top.
     pub parent: Option<usize>,
+    /// What the caller's [`Wanted`] said of it (a slot of its own, say),
+    /// so that the caller need not look the name up again.
+    pub tag: u8,
 }
 
 /// A member's name, escapes resolved, as UTF-8 bytes.
@@ -40,9 +43,10 @@ pub fn key_name<'a>(bytes: &'a [u8], m: &Member) -> Cow<'a, [u8]> {
 
 /// Which members [`object`] writes down: `wanted(None, name)` for a
 /// top-level member, `wanted(Some(parent), name)` for a member of the
-/// object value of a top-level member written down. Only these are kept,
-/// so a body of many members costs no more than the ones asked for.
-pub type Wanted<'f> = &'f dyn Fn(Option<&[u8]>, &[u8]) -> bool;
+/// object value of a top-level member written down; `Some(tag)` writes
+/// it down with that tag. Only these are kept, so a body of many members
+/// costs no more than the ones asked for.
+pub type Wanted<'f> = &'f dyn Fn(Option<&[u8]>, &[u8]) -> Option<u8>;
 
 /// Validates `bytes` as one JSON object under the strict rules. On
 /// success, the members `wanted` names, in order, each top-level one
@@ -459,28 +463,35 @@ impl<'a> Scanner<'a> {
             if !seen.insert(name.clone()) {
                 return None;
             }
-            let (parent, under) = match record {
-                Record::Top(wanted) if wanted(None, &name) => (
-                    Some(None),
-                    Record::Under {
-                        wanted,
-                        parent: self.out.len(),
-                        name: &name,
-                    },
-                ),
+            let (recorded, under) = match record {
+                Record::Top(wanted) => match wanted(None, &name) {
+                    Some(tag) => (
+                        Some((None, tag)),
+                        Record::Under {
+                            wanted,
+                            parent: self.out.len(),
+                            name: &name,
+                        },
+                    ),
+                    None => (None, Record::None),
+                },
                 Record::Under {
                     wanted,
                     parent,
                     name: of,
-                } if wanted(Some(of), &name) => (Some(Some(parent)), Record::None),
-                _ => (None, Record::None),
+                } => match wanted(Some(of), &name) {
+                    Some(tag) => (Some((Some(parent), tag)), Record::None),
+                    None => (None, Record::None),
+                },
+                Record::None => (None, Record::None),
             };
-            let slot = parent.map(|parent| {
+            let slot = recorded.map(|(parent, tag)| {
                 self.out.push(Member {
                     key,
                     value: self.i..self.i,
                     escaped,
                     parent,
+                    tag,
                 });
                 self.out.len() - 1
             });
@@ -505,7 +516,7 @@ mod tests {
     use crate::api::json::parse_object;
 
     fn agrees(doc: &[u8]) -> bool {
-        let fast = object(doc, &|_, _| true).is_some();
+        let fast = object(doc, &|_, _| Some(0)).is_some();
         assert_eq!(
             fast,
             parse_object(doc).is_ok(),
@@ -693,26 +704,27 @@ mod tests {
     #[test]
     fn only_the_wanted_members_are_recorded_with_their_spans() {
         let doc = br#"{"a":1, "p":{"x":[1],"y":"z"},"q":{"w":2}}"#;
+        // Each recorded member carries the tag its caller gave it.
         let m = object(doc, &|parent, k| match parent {
-            None => k != b"q",
-            Some(p) => p == b"p" && k != b"y",
+            None => (k != b"q").then_some(k[0]),
+            Some(p) => (p == b"p" && k != b"y").then_some(k[0].to_ascii_uppercase()),
         })
         .unwrap();
         let text = |r: &Range<usize>| std::str::from_utf8(&doc[r.clone()]).unwrap();
         let got: Vec<_> = m
             .iter()
-            .map(|m| (text(&m.key), text(&m.value), m.parent))
+            .map(|m| (text(&m.key), text(&m.value), m.parent, m.tag))
             .collect();
         assert_eq!(
             got,
             [
-                (r#""a""#, "1", None),
-                (r#""p""#, r#"{"x":[1],"y":"z"}"#, None),
-                (r#""x""#, "[1]", Some(1)),
+                (r#""a""#, "1", None, b'a'),
+                (r#""p""#, r#"{"x":[1],"y":"z"}"#, None, b'p'),
+                (r#""x""#, "[1]", Some(1), b'X'),
             ]
         );
         let esc = br#"{"\u0061b":1}"#;
-        let m = object(esc, &|_, _| true).unwrap();
+        let m = object(esc, &|_, _| Some(0)).unwrap();
         assert_eq!(key_name(esc, &m[0]), &b"ab"[..]);
     }
 }
