@@ -37,6 +37,10 @@ local path's floor -- hyper's HTTP/1.1 server and client on one
 current-thread runtime with the gateway's allocator, forwarding each
 request as it came over a kept connection, and nothing else. hyper1/nginx
 is what the design's HTTP stack costs; gw/hyper1 is what the gateway adds.
+`hyper1e` row: the same proxy doing, in addition, the envelope work every
+call needs (read whole, validated and decoded by the gateway's own
+decoder, the handler body rebuilt): the floor of the design's per-call
+work that costs the most.
 
 `split_handler` row: a Python `http.server` handler (scripts/split_handler.py,
 head and body in two writes with Nagle on, as the nexilume SDK's handler
@@ -88,6 +92,9 @@ RSS_GROWTH_GOAL_KIB = 2048
 # allocator's free pages back on its next quiet tick (core::relief).
 RSS_RETURN_GOAL_KIB = 1024
 QUIET_S = float(os.environ.get("BENCH_QUIET_S", "15"))
+# The floor rows (agent-gw/examples/bench_proxy.rs): hyper alone, and
+# hyper with the envelope work DESIGN asks of every call.
+FLOORS = ["hyper1", "hyper1e"]
 INTENT = "b.e"
 # The split_handler row: a Python http.server handler (head and body in
 # two writes, Nagle on, as nexilume's), c=1 only: each direct call waits
@@ -357,15 +364,18 @@ def start_gateway(profile: str, work: Path, backend_url: str, procs: List[Proc],
 
 
 def start_floor(work: Path, backend_addr: str, procs: List[Proc],
-                wrap: Optional[List[str]] = None) -> Tuple[Proc, str]:
+                wrap: Optional[List[str]] = None, envelope: bool = False) -> Tuple[Proc, str]:
     """The `hyper1` row: `bench_proxy` of the headline build -- the local
     path's floor, hyper's HTTP/1.1 server and client on one current-thread
     runtime with the gateway's allocator and nothing else
-    (agent-gw/examples/bench_proxy.rs)."""
+    (agent-gw/examples/bench_proxy.rs). With `envelope`, the `hyper1e`
+    row: the same plus the envelope read whole, validated and decoded and
+    the handler body rebuilt by the gateway's own code."""
+    name = "hyper1e" if envelope else "hyper1"
     port = free_port()
-    proc = Proc("hyper1", (wrap or []) + [str(target_dir(PROFILES[0]) / "examples" / "bench_proxy"),
-                                           f"127.0.0.1:{port}", backend_addr],
-                work / "hyper1.log", stdout=subprocess.PIPE)
+    proc = Proc(name, (wrap or []) + [str(target_dir(PROFILES[0]) / "examples" / "bench_proxy"),
+                                       f"127.0.0.1:{port}", backend_addr] + (["envelope"] if envelope else []),
+                work / f"{name}.log", stdout=subprocess.PIPE)
     procs.append(proc)
     line = proc.p.stdout.readline().decode().strip()
     if not line.startswith("listening "):
@@ -510,10 +520,11 @@ def callgrind(tool: Path) -> int:
             wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}"]
             _, gw, url = start_gateway(profile, work, backend_url, procs, wrap)
             out["ir_per_request"][profile] = count(profile, gw, url, dump)
-        dump = work / "cg-hyper1.out"
-        wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}"]
-        floor, floor_url = start_floor(work, backend_addr, procs, wrap)
-        out["ir_per_request"]["hyper1"] = count("hyper1", floor, floor_url, dump)
+        for name in FLOORS:
+            dump = work / f"cg-{name}.out"
+            wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}"]
+            floor, floor_url = start_floor(work, backend_addr, procs, wrap, envelope=name == "hyper1e")
+            out["ir_per_request"][name] = count(name, floor, floor_url, dump)
         if nginx_bin:
             dump = work / "cg-nginx.out"
             wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dump}"]
@@ -523,7 +534,7 @@ def callgrind(tool: Path) -> int:
             out["ir_per_request"]["nginx"] = base
             out["ratio_to_nginx"] = {
                 name: {size: round(n / base[size], 2) for size, n in out["ir_per_request"][name].items()}
-                for name in PROFILES + ["hyper1"]
+                for name in PROFILES + FLOORS
             }
         dest = REPO / "target" / "bench" / "local-callgrind.json"
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -580,10 +591,11 @@ def main() -> int:
             daemons["nginx"] = nginx
             paths.append(("nginx", nginx_url + "/invoke"))
             watch["nginx"] = {"backend": backend, "proxy": nginx}
-        floor, floor_url = start_floor(work, backend_addr, procs)
-        daemons["hyper1"] = floor
-        paths.append(("hyper1", floor_url))
-        watch["hyper1"] = {"backend": backend, "proxy": floor}
+        for name in FLOORS:
+            floor, floor_url = start_floor(work, backend_addr, procs, envelope=name == "hyper1e")
+            daemons[name] = floor
+            paths.append((name, floor_url))
+            watch[name] = {"backend": backend, "proxy": floor}
         for profile in PROFILES:
             agentd, gw, url = start_gateway(profile, work, backend_url, procs, split_url=split_url)
             daemons[f"agentd[{profile}]"] = agentd
@@ -617,10 +629,12 @@ def main() -> int:
                     row["ratios"][f"gw[{profile}]/nginx"] = ratios(g, row["nginx"])
             for other in COMPARE:
                 row["ratios"][f"gw[{PROFILES[0]}]/gw[{other}]"] = ratios(row[f"gw[{PROFILES[0]}]"], row[f"gw[{other}]"])
-            row["ratios"][f"gw[{PROFILES[0]}]/hyper1"] = ratios(row[f"gw[{PROFILES[0]}]"], row["hyper1"])
+            for name in FLOORS:
+                row["ratios"][f"gw[{PROFILES[0]}]/{name}"] = ratios(row[f"gw[{PROFILES[0]}]"], row[name])
             if "nginx" in row:
                 row["ratios"]["nginx/direct"] = ratios(row["nginx"], row["direct"])
-                row["ratios"]["hyper1/nginx"] = ratios(row["hyper1"], row["nginx"])
+                for name in FLOORS:
+                    row["ratios"][f"{name}/nginx"] = ratios(row[name], row["nginx"])
             # Latency the hop adds on top of the direct call (c=1 p50).
             row["added_p50_us"] = {
                 name: round(row[name]["c1"]["p50_us"] - row["direct"]["c1"]["p50_us"], 1)

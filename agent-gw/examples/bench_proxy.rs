@@ -11,8 +11,16 @@
 //! `gw` is what the gateway adds.
 //!
 //! ```text
-//! bench_proxy LISTEN BACKEND     # both host:port; prints "listening ADDR"
+//! bench_proxy LISTEN BACKEND [envelope]
+//!     # both host:port; prints "listening ADDR"
 //! ```
+//!
+//! With `envelope` (the `hyper1e` row) it also does the part of a call's
+//! work DESIGN asks of every call and that costs the most: the body is
+//! read whole, validated and decoded as an invocation envelope by the
+//! gateway's own decoder, and the handler's body is rebuilt from it
+//! (`api::envelope`), as the gateway sends it. Still no route, policy,
+//! budget, deadline or task.
 //!
 //! A connection goes back to the pool when the answer's last frame has
 //! been read (no task per call), and `TCP_NODELAY` is set on both sides,
@@ -25,7 +33,9 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use agent_gw::api::envelope::Envelope;
 use bytes::Bytes;
+use http_body_util::{BodyExt, Either, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use hyper::{Request, Response, StatusCode};
@@ -37,23 +47,28 @@ use tokio::net::{TcpListener, TcpStream};
 static ALLOC: agent_gw::core::heap::GatewayHeap = agent_gw::core::heap::GatewayHeap;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Sender = SendRequest<Incoming>;
+type Sender = SendRequest<Out>;
+/// The request body toward the backend: the caller's as it came, or the
+/// handler body rebuilt from its envelope.
+type Out = Either<Incoming, Full<Bytes>>;
 /// Idle connections to the one backend, most recently used last.
 type Pool = Rc<RefCell<Vec<Sender>>>;
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [listen, backend] = args.as_slice() else {
-        return Err("usage: bench_proxy LISTEN BACKEND".into());
+    let (listen, backend, envelope) = match args.as_slice() {
+        [l, b] => (l, b, false),
+        [l, b, e] if e == "envelope" => (l, b, true),
+        _ => return Err("usage: bench_proxy LISTEN BACKEND [envelope]".into()),
     };
     let (listen, backend): (SocketAddr, SocketAddr) = (listen.parse()?, backend.parse()?);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    tokio::task::LocalSet::new().block_on(&rt, serve(listen, backend))
+    tokio::task::LocalSet::new().block_on(&rt, serve(listen, backend, envelope))
 }
 
-async fn serve(listen: SocketAddr, backend: SocketAddr) -> Result<(), BoxError> {
+async fn serve(listen: SocketAddr, backend: SocketAddr, envelope: bool) -> Result<(), BoxError> {
     let listener = TcpListener::bind(listen).await?;
     println!("listening {}", listener.local_addr()?);
     let pool: Pool = Rc::default();
@@ -64,7 +79,17 @@ async fn serve(listen: SocketAddr, backend: SocketAddr) -> Result<(), BoxError> 
         tokio::task::spawn_local(async move {
             let service = hyper::service::service_fn(move |req| {
                 let pool = pool.clone();
-                async move { Ok::<_, Infallible>(forward(&pool, backend, req).await) }
+                async move {
+                    let req = if envelope {
+                        match handler_request(req).await {
+                            Some(r) => r,
+                            None => return Ok::<_, Infallible>(status(StatusCode::BAD_REQUEST)),
+                        }
+                    } else {
+                        req.map(Either::Left)
+                    };
+                    Ok::<_, Infallible>(forward(&pool, backend, req).await)
+                }
             });
             // A client closing its connection is the normal end.
             let _ = hyper::server::conn::http1::Builder::new()
@@ -74,7 +99,29 @@ async fn serve(listen: SocketAddr, backend: SocketAddr) -> Result<(), BoxError> 
     }
 }
 
-async fn forward(pool: &Pool, backend: SocketAddr, req: Request<Incoming>) -> Response<Answer> {
+/// The request the gateway would send a handler for `req`: its envelope
+/// read whole, validated and decoded, and the handler body rebuilt.
+async fn handler_request(req: Request<Incoming>) -> Option<Request<Out>> {
+    let (parts, body) = req.into_parts();
+    let bytes = body.collect().await.ok()?.to_bytes();
+    let env = Envelope::decode(bytes).ok()?;
+    let out = env.to_bytes();
+    let mut r = Request::new(Either::Right(Full::new(out.clone())));
+    *r.method_mut() = parts.method;
+    *r.uri_mut() = parts.uri;
+    let h = r.headers_mut();
+    if let Some(host) = parts.headers.get(hyper::header::HOST) {
+        h.insert(hyper::header::HOST, host.clone());
+    }
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    h.insert(hyper::header::CONTENT_LENGTH, out.len().into());
+    Some(r)
+}
+
+async fn forward(pool: &Pool, backend: SocketAddr, req: Request<Out>) -> Response<Answer> {
     let mut sender = match take(pool).await {
         Some(s) => s,
         None => match connect(backend).await {
@@ -114,11 +161,15 @@ async fn connect(backend: SocketAddr) -> Result<Sender, BoxError> {
 }
 
 fn bad_gateway() -> Response<Answer> {
+    status(StatusCode::BAD_GATEWAY)
+}
+
+fn status(code: StatusCode) -> Response<Answer> {
     let mut resp = Response::new(Answer {
         body: None,
         home: None,
     });
-    *resp.status_mut() = StatusCode::BAD_GATEWAY;
+    *resp.status_mut() = code;
     resp
 }
 
