@@ -51,7 +51,6 @@ const NEXUS_ROUTE_ID_NAME: HeaderName = HeaderName::from_static(NEXUS_ROUTE_ID_H
 pub const VIA_HEADER: &str = "x-agentd-via";
 pub const VIA_NAME: HeaderName = HeaderName::from_static(VIA_HEADER);
 
-/// Request headers relayed from the caller to the handler.
 /// Whether the caller's header `name` is relayed to its handler (a match
 /// on the name's text: one comparison of lengths and bytes, not nine of
 /// header names).

@@ -127,7 +127,7 @@ fn whole_answer(bytes: &[u8]) -> bool {
             return false;
         };
         if line.is_empty() {
-            return length == Some(lines.0.len());
+            return length == Some(lines.0.len() as u64);
         }
         let Some(colon) = line.iter().position(|&b| b == b':') else {
             return false;
@@ -143,11 +143,9 @@ fn whole_answer(bytes: &[u8]) -> bool {
             if !digits || length.is_some() {
                 return false;
             }
-            length = Some(
-                value
-                    .iter()
-                    .fold(0usize, |n, d| n * 10 + usize::from(d - b'0')),
-            );
+            // At most 15 digits: no overflow in a u64 (a usize is 32
+            // bits on MIPS and ARM routers).
+            length = Some(value.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')));
         }
     }
     false
@@ -282,6 +280,8 @@ mod tests {
             &b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok"[..],
             &b"HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n"[..],
             &b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\nok"[..],
+            // 2^32 + 2: a length a 32-bit count would wrap to the 2 bytes here.
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 4294967298\r\n\r\nok"[..],
             &b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nok"[..],
             // Line ends and lines it does not plainly recognise.
             &b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok"[..],
