@@ -24,6 +24,7 @@ import json
 import select
 import socket
 import struct
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -45,6 +46,12 @@ class _Server(ThreadingHTTPServer):
     connections.)"""
 
     request_queue_size = 1024
+    #: Cleared while the handler stops accepting (`Backend.pause_accept`).
+    accepting: threading.Event
+
+    def get_request(self) -> Any:
+        self.accepting.wait(timeout=60)
+        return super().get_request()
 
 
 @dataclass
@@ -100,6 +107,8 @@ class Backend:
         server = _Server if backlog == _Server.request_queue_size else type(
             "_Backlogged", (_Server,), {"request_queue_size": backlog})
         self._server = server((host, 0), Handler)
+        self._server.accepting = threading.Event()
+        self._server.accepting.set()
         self._server.daemon_threads = True
         self.host, self.port = self._server.server_address[:2]
         self._thread = threading.Thread(target=self._server.serve_forever, name="backend", daemon=True)
@@ -112,6 +121,22 @@ class Backend:
     def release(self) -> None:
         """Let every blocked `*.slow` call answer."""
         self._release.set()
+
+    def pause_accept(self) -> None:
+        """Stop accepting connections (as a handler busy in its one accept
+        thread): the kernel queues them up to the backlog, then drops
+        SYNs."""
+        self._server.accepting.clear()
+
+    def resume_accept(self) -> None:
+        self._server.accepting.set()
+
+    def accept_queue(self) -> int:
+        """Connections the kernel completed that wait to be accepted (the
+        listening socket's Recv-Q)."""
+        out = subprocess.run(["ss", "-Hltn", f"src {self.host}:{self.port}"], check=True,
+                             capture_output=True, text=True, timeout=10).stdout.split()
+        return int(out[1]) if len(out) > 1 else 0
 
     def calls(self, intent: Optional[str] = None) -> List[Received]:
         with self._lock:
@@ -129,6 +154,7 @@ class Backend:
 
     def close(self) -> None:
         self._release.set()
+        self._server.accepting.set()
         self._server.shutdown()
         self._server.server_close()
 

@@ -10,6 +10,7 @@
 pub mod deadline;
 pub mod hop;
 pub mod lookup;
+pub mod opening;
 pub mod pool;
 pub mod quickack;
 pub mod response;
@@ -31,6 +32,7 @@ use agentd::route::RouteId;
 use crate::api::error::{ApiError, ErrorCode, Outcome};
 use crate::forward::deadline::{Deadline, DEADLINE_NAME};
 use crate::forward::hop::{CallIdentity, HopError, HopRequest, OutBody, PeerHop};
+use crate::forward::opening::{Opener, Step};
 use crate::forward::pool::{Pool, Sender};
 use crate::forward::retry::{may_move, CallKind, Failure};
 use crate::forward::target::{resolve_checked_from, LanCaller, ResolveError, Target};
@@ -427,6 +429,25 @@ impl Forwarder {
         req
     }
 
+    /// The address to connect to for `target`, checked against the
+    /// endpoint guard (and the LAN rule for the candidate's source).
+    async fn resolve(
+        &self,
+        cand: &Candidate,
+        target: &Target,
+    ) -> Result<std::net::SocketAddr, AttemptError> {
+        let guard = self.guard.with_loopback(cand.allow_loopback);
+        let lan = cand.lan_source.map(|source| LanCaller {
+            source,
+            peers: &self.peer_addrs,
+        });
+        match resolve_checked_from(&target.endpoint, &guard, lan).await {
+            Ok(a) => Ok(a),
+            Err(ResolveError::Refused(r)) => Err(AttemptError::Refused(r)),
+            Err(e) => Err(AttemptError::Failed(Failure::NotDelivered, e.to_string())),
+        }
+    }
+
     async fn attempt(
         &self,
         cand: &Candidate,
@@ -452,55 +473,62 @@ impl Forwarder {
         };
         let key: Box<str> = target.connect_addr().into();
         let mut req = self.request(cand, target, body, out, deadline);
-        // A kept connection if there is one. Else a new one, of which at
-        // most a few to one handler are opened and unanswered at once
-        // (`pool::OPENING_PER_HANDLER`, waited for at most
-        // `pool::OPENING_WAIT`); one that came back to the pool while this
-        // call waited is taken instead.
-        let mut opening = None;
-        loop {
-            match self.pool.take(target) {
-                Some(mut sender) => {
-                    opening = None;
-                    sent.set(true);
-                    match sender.try_send_request(req).await {
-                        Ok(resp) if !head_within_bound(&resp) => return Err(head_too_large()),
-                        Ok(resp) => {
-                            self.pool.put_when_ready(key, sender);
-                            return Ok(resp);
-                        }
-                        Err(mut e) => match e.take_message() {
-                            // Handed back unsent: the kept connection was stale.
-                            Some(r) => {
-                                sent.set(false);
-                                req = r;
-                            }
-                            None => return Err(classify(e.into_error())),
-                        },
+        // A kept connection if there is one, else a new one, opened as
+        // `opening` says; one that came back to the pool while this call
+        // waited is taken instead.
+        let mut right: Option<pool::Opening> = None;
+        let mut opener = Opener::default();
+        let mut addr = None;
+        let mut sender: Sender = loop {
+            if let Some(mut sender) = self.pool.take(target) {
+                right = None;
+                sent.set(true);
+                match sender.try_send_request(req).await {
+                    Ok(resp) if !head_within_bound(&resp) => return Err(head_too_large()),
+                    Ok(resp) => {
+                        self.pool.put_when_ready(key, sender);
+                        return Ok(resp);
                     }
+                    Err(mut e) => match e.take_message() {
+                        // Handed back unsent: the kept connection was stale.
+                        Some(r) => {
+                            sent.set(false);
+                            req = r;
+                            continue;
+                        }
+                        None => return Err(classify(e.into_error())),
+                    },
                 }
-                None if opening.is_none() => {
-                    let wait = tokio::time::timeout(pool::OPENING_WAIT, self.pool.opening(&key));
-                    opening = Some(wait.await.ok().flatten());
-                }
-                None => break,
             }
-        }
-        let guard = self.guard.with_loopback(cand.allow_loopback);
-        let lan = cand.lan_source.map(|source| LanCaller {
-            source,
-            peers: &self.peer_addrs,
-        });
-        let addr = match resolve_checked_from(&target.endpoint, &guard, lan).await {
-            Ok(a) => a,
-            Err(ResolveError::Refused(r)) => return Err(AttemptError::Refused(r)),
-            Err(e) => return Err(AttemptError::Failed(Failure::NotDelivered, e.to_string())),
+            match opener.next(right.is_some()) {
+                Step::Wait(limit) => {
+                    let wait = tokio::time::timeout(limit, self.pool.opening(&key));
+                    right = wait.await.ok().flatten();
+                }
+                Step::Connect(within) => {
+                    let addr = match addr {
+                        Some(a) => a,
+                        None => *addr.insert(self.resolve(cand, target).await?),
+                    };
+                    let made = match within {
+                        None => self.pool.connect(addr).await,
+                        Some(t) => match tokio::time::timeout(t, self.pool.connect(addr)).await {
+                            Ok(made) => made,
+                            Err(_) => {
+                                // Dropped by a full accept queue; the
+                                // socket closes here and the right (if
+                                // held) goes to the next call.
+                                right = None;
+                                opener.refused();
+                                continue;
+                            }
+                        },
+                    };
+                    break made
+                        .map_err(|e| AttemptError::Failed(Failure::NotDelivered, e.to_string()))?;
+                }
+            }
         };
-        let mut sender: Sender = self
-            .pool
-            .connect(addr)
-            .await
-            .map_err(|e| AttemptError::Failed(Failure::NotDelivered, e.to_string()))?;
         // The deadline header must reflect the moment of sending.
         req.headers_mut().insert(
             DEADLINE_NAME,
@@ -510,7 +538,7 @@ impl Forwarder {
         let answer = sender.try_send_request(req).await;
         // An answer (or its failure) came: the handler accepted this
         // connection, or never will.
-        drop(opening);
+        drop(right);
         match answer {
             Ok(resp) if !head_within_bound(&resp) => Err(head_too_large()),
             Ok(resp) => {

@@ -29,6 +29,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use crate::forward::opening;
 use crate::forward::quickack::QuickAck;
 use crate::forward::target::Target;
 
@@ -45,34 +46,12 @@ pub type Sender = SendRequest<Full<Bytes>>;
 /// the most one connection holds while reading.
 pub const READ_BUFFER: usize = 64 * 1024;
 
-/// Most connections to one handler that may be open and not yet known to
-/// be accepted (no answer on them yet) at once.
-///
-/// A connection the kernel has completed sits in the handler's accept
-/// queue until the handler accepts it, and Python's `http.server` — the
-/// nexilume SDK's handler server — listens with a backlog of 5 and
-/// accepts on one thread. A burst of calls that opened a connection each
-/// at once overflowed that queue: the handler's kernel dropped the SYNs,
-/// and each such call waited out the 1 s SYN retransmission. Holding the
-/// opening of a connection until an answer came on it (which proves it
-/// was accepted) keeps at most this many in that queue from us.
-///
-/// A handler that takes long to answer would then hold every call behind
-/// the first few, so a call waits at most [`OPENING_WAIT`] for the right
-/// and opens its connection without it after that: a burst to a handler
-/// that answers quickly is paced, a slow handler still gets every call
-/// at once (at most that much later).
-pub const OPENING_PER_HANDLER: usize = 4;
-
-/// Longest a call waits for the right to open a connection.
-pub const OPENING_WAIT: Duration = Duration::from_millis(20);
-
 /// Handlers with connections being opened, tracked at most (others open
 /// unpaced until one finishes).
 const MAX_OPENING_HOSTS: usize = 64;
 
 /// The right to open a connection to one handler, held until the first
-/// answer on it arrives (`OPENING_PER_HANDLER`).
+/// answer on it arrives (`opening::PER_HANDLER`).
 pub type Opening = tokio::sync::OwnedSemaphorePermit;
 
 /// A kept connection and the instant it became idle.
@@ -102,7 +81,7 @@ pub struct Pool {
     /// Oldest first; each with the instant it became idle.
     idle: RefCell<HashMap<Box<str>, Vec<Idle>>>,
     /// Per handler address, the connections being opened (see
-    /// [`OPENING_PER_HANDLER`]).
+    /// [`opening`](crate::forward::opening)).
     opening: RefCell<HashMap<Box<str>, Arc<Semaphore>>>,
 }
 
@@ -146,7 +125,7 @@ impl Pool {
             }
             gates
                 .entry(key.into())
-                .or_insert_with(|| Arc::new(Semaphore::new(OPENING_PER_HANDLER)))
+                .or_insert_with(|| Arc::new(Semaphore::new(opening::PER_HANDLER)))
                 .clone()
         };
         gate.acquire_owned().await.ok()
@@ -268,13 +247,14 @@ mod tests {
     async fn at_most_a_few_connections_to_one_handler_are_opened_at_once() {
         let pool = Pool::new(PoolConfig::default());
         let mut held = Vec::new();
-        for _ in 0..OPENING_PER_HANDLER {
+        for _ in 0..opening::PER_HANDLER {
             held.push(pool.opening("192.0.2.1:80").await.expect("tracked"));
         }
         let mut next = Box::pin(pool.opening("192.0.2.1:80"));
         assert!(
             futures_poll_once(next.as_mut()).is_none(),
-            "one more waits while {OPENING_PER_HANDLER} are being opened"
+            "one more waits while {} are being opened",
+            opening::PER_HANDLER
         );
         assert!(
             pool.opening("192.0.2.2:80").await.is_some(),
