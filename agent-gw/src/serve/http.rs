@@ -39,6 +39,16 @@ use super::gateway::Gateway;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub use crate::http_head::MAX_HEAD_BYTES;
 
+/// Most bytes hyper reads from a client at once, and so the largest
+/// request body piece it hands on. It is not the head's bound
+/// ([`MAX_HEAD_BYTES`], set apart): with the buffer as small as the head
+/// bound, a 64 KiB body came in 16 KiB reads and four pieces to gather.
+/// The buffer starts at 8 KiB and grows only while reads fill it, so a
+/// connection of small calls keeps a small one. A head that never ends
+/// is refused once it fills the buffer (431), so a client that stalls in
+/// its head holds at most this much until `HEADER_READ_TIMEOUT`.
+pub const READ_BUFFER: usize = 64 * 1024;
+
 pub use super::listen::{bind, means_no_ipv6};
 
 /// A client connection as its requests see it.
@@ -97,7 +107,8 @@ pub(crate) async fn http1_connection<S: Stream + 'static>(stream: S, link: Link,
     let serve = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
-        .max_buf_size(MAX_HEAD_BYTES)
+        .max_buf_size(READ_BUFFER)
+        .max_header_size(MAX_HEAD_BYTES)
         .keep_alive(true)
         .serve_connection(TokioIo::new(GuardedIo::new(stream, guard.clone())), svc);
     // An endpoint may close the connection outright (a stalled stream
