@@ -39,12 +39,15 @@ pub type Sender = SendRequest<Full<Bytes>>;
 /// piece it hands on. hyper's limit on a response head is this buffer, so
 /// it bounds a head too (the gateway's own bound, 16 KiB, is checked on
 /// the parsed head). At 16 KiB, a 64 KiB answer moved in five pieces,
-/// each relayed and written on its own; at this size the local path at
+/// each relayed and written on its own; at 64 KiB the local path at
 /// concurrency 16 did 13–36 % more calls per second with about 20 % less
 /// gateway CPU per call (64 KiB bodies, bench_peer `local` row, three
-/// interleaved pairs; no change measurable at 1 and 8 KiB). It is also
-/// the most one connection holds while reading.
-pub const READ_BUFFER: usize = 64 * 1024;
+/// interleaved pairs; no change measurable at 1 and 8 KiB). At 64 KiB a
+/// 64 KiB answer and its head still took two reads, the first ACKed at
+/// once as a partial answer (`quickack`); at this size they are one read
+/// (docs/bench.md has the figures). The buffer grows to it only while
+/// reads fill it. It is also the most one connection holds while reading.
+pub const READ_BUFFER: usize = 128 * 1024;
 
 /// Handlers with connections being opened, tracked at most (others open
 /// unpaced until one finishes).

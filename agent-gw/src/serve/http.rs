@@ -39,15 +39,29 @@ use super::gateway::Gateway;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub use crate::http_head::MAX_HEAD_BYTES;
 
-/// Most bytes hyper reads from a client at once, and so the largest
-/// request body piece it hands on. It is not the head's bound
-/// ([`MAX_HEAD_BYTES`], set apart): with the buffer as small as the head
-/// bound, a 64 KiB body came in 16 KiB reads and four pieces to gather.
-/// The buffer starts at 8 KiB and grows only while reads fill it, so a
-/// connection of small calls keeps a small one. A head that never ends
-/// is refused once it fills the buffer (431), so a client that stalls in
-/// its head holds at most this much until `HEADER_READ_TIMEOUT`.
-pub const READ_BUFFER: usize = 64 * 1024;
+/// Most bytes hyper reads from a client at once: room for one whole
+/// request of the largest body the gateway takes (`max_request_bytes`)
+/// and the largest head, at most [`READ_BUFFER_MAX`].
+///
+/// It is not the head's bound ([`MAX_HEAD_BYTES`], set apart). With the
+/// buffer as small as that bound, a 64 KiB body came in 16 KiB reads and
+/// pieces to gather; with a buffer one request fits in, the request is
+/// usually one read and the body one piece kept as it came (64 KiB
+/// calls at c16: gateway CPU per call −15 % against a 64 KiB buffer,
+/// 15 % against 16 KiB; docs/bench.md). The buffer starts at 8 KiB and
+/// grows only while reads fill it, so a connection of small calls keeps
+/// a small one. hyper checks the head bound on a head still incomplete
+/// too, so a head that never ends is refused (431) once that much of it
+/// came, whatever the buffer.
+pub fn read_buffer(max_request_bytes: usize) -> usize {
+    max_request_bytes
+        .saturating_add(MAX_HEAD_BYTES)
+        .min(READ_BUFFER_MAX)
+}
+
+/// The client read buffer's largest size, whatever the body limit: a
+/// larger body is gathered from several reads.
+pub const READ_BUFFER_MAX: usize = 256 * 1024;
 
 pub use super::listen::{bind, means_no_ipv6};
 
@@ -88,6 +102,7 @@ fn context(gw: &Gateway, link: Link) -> (Ctx, Rc<ConnAbort>) {
 /// an endpoint aborts it.
 pub(crate) async fn http1_connection<S: Stream + 'static>(stream: S, link: Link, gw: Rc<Gateway>) {
     let (cx, conn) = context(&gw, link);
+    let read_buf = read_buffer(gw.core.cfg.max_request_bytes);
     // JSON errors also for heads hyper refuses itself (http_guard).
     let guard = ConnGuard::new();
     let g = guard.clone();
@@ -107,7 +122,7 @@ pub(crate) async fn http1_connection<S: Stream + 'static>(stream: S, link: Link,
     let serve = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
-        .max_buf_size(READ_BUFFER)
+        .max_buf_size(read_buf)
         .max_header_size(MAX_HEAD_BYTES)
         .keep_alive(true)
         .serve_connection(TokioIo::new(GuardedIo::new(stream, guard.clone())), svc);
@@ -251,3 +266,17 @@ async fn route(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Response<Body>
 
 #[doc(hidden)]
 pub use crate::front::Ctx as RequestContext;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_buffer_holds_one_whole_request_up_to_its_cap() {
+        // The default body limit: a 64 KiB body and the largest head.
+        assert_eq!(read_buffer(65_536), 65_536 + MAX_HEAD_BYTES);
+        assert_eq!(read_buffer(1024), 1024 + MAX_HEAD_BYTES);
+        assert_eq!(read_buffer(64 << 20), READ_BUFFER_MAX);
+        assert_eq!(read_buffer(usize::MAX), READ_BUFFER_MAX);
+    }
+}
