@@ -26,6 +26,11 @@ veth (203.0.113.0/24). The rows (`--rows`, default all, in this order):
             Ed25519 signature per call made in B and checked in A) with
             none of the gateway (`agent-gw/examples/bench_hop.rs`)
   hop2    → the same pair without the signature: the transport alone
+  hop3    → `bench_hop front` in C → h2 over mutual TLS 1.3 on the B–C
+            link → `bench_hop mid` in B (each call read whole and sent on,
+            as a transit router does) → h2 over mutual TLS 1.3 on the A–B
+            link → `bench_hop back` in A → backend, unsigned: the floor of
+            `peer3` (two links, three proxies) with none of the gateway
   nginx2  → nginx in B (plain HTTP, like the SDK listener) → HTTP/1.1 over
             mutually authenticated TLS 1.3 on the A–B link, upstream
             keep-alive → nginx in A → backend: the same namespaces, links
@@ -81,7 +86,7 @@ from harness.mesh import SDK_PORT, MeshNet, MeshRouter  # noqa: E402
 from harness.poll import Fatal, wait_for  # noqa: E402
 from harness.procs import Binaries  # noqa: E402
 
-ROWS = ["direct", "local", "peer2", "peer3", "peer2s", "hop2", "hyper2", "nginx2"]
+ROWS = ["direct", "local", "peer2", "peer3", "peer2s", "hop2", "hop3", "hyper2", "nginx2"]
 # BENCH_PEER_TRACE=syscalls: `perf trace -s` of every proxy during each
 # load run (syscall counts); =record: `perf record` (profiles). Written
 # to target/bench/trace/; the figures of such a run are not comparable.
@@ -106,6 +111,9 @@ NGINX_TLS_PORT = 8443  # nginx in A, TLS, on A's address of the A–B link
 # bench_hop front in B (plain HTTP) and back in A (h2 over mTLS on A's
 # link address), per row.
 HOP_PORTS = {"hyper2": (8081, 8444), "hop2": (8082, 8445)}
+# hop3: bench_hop front in C (plain HTTP), mid in B (h2 over mTLS on B's
+# address of the B–C link), back in A (on A's link address).
+HOP3_PORTS = (8083, 8447, 8446)
 ROUTE_ID = "bench-echo"
 # gateway.replay_cache for the run; 0 (the default) keeps the router's: a
 # sending gateway costs its receiver one replay window at any rate.
@@ -380,6 +388,33 @@ def start_hop_pair(row: str, binary: Path, work: Path, certs: Dict[str, Path], a
     procs.append(front)
     wait_listening(front, b.ns.netns, b.ns.mgmt_addr, port)
     return back, front, f"http://{b.ns.mgmt_addr}:{port}/invoke"
+
+
+def start_hop3(binary: Path, work: Path, certs: Dict[str, Path], a: MeshRouter, b: MeshRouter, c: MeshRouter,
+               backend_addr: str, procs: List[Proc]) -> Tuple[Proc, Proc, Proc, str]:
+    """`bench_hop back` in A, `mid` in B, `front` in C, unsigned: the
+    transport of `peer3` alone. The server certificate (router-a.bench)
+    serves both TLS listeners; front and mid verify that name."""
+    a_link = a.net.find_link(a.name, b.name).addr_of(a.name)
+    b_link = b.net.find_link(b.name, c.name).addr_of(b.name)
+    port, mid_port, back_port = HOP3_PORTS
+    back = Proc("hop3[router-a]", a.ns.exec_argv([
+        str(binary), "back", f"{a_link}:{back_port}", str(certs["server"]), str(certs["server_key"]),
+        str(certs["ca"]), backend_addr, "unsigned"]), work / "hop3-a.log")
+    procs.append(back)
+    wait_listening(back, a.ns.netns, a_link, back_port)
+    mid = Proc("hop3[router-b]", b.ns.exec_argv([
+        str(binary), "mid", f"{b_link}:{mid_port}", f"{a_link}:{back_port}", "router-a.bench",
+        str(certs["server"]), str(certs["server_key"]), str(certs["client"]), str(certs["client_key"]),
+        str(certs["ca"]), "unsigned"]), work / "hop3-b.log")
+    procs.append(mid)
+    wait_listening(mid, b.ns.netns, b_link, mid_port)
+    front = Proc("hop3[router-c]", c.ns.exec_argv([
+        str(binary), "front", f"{c.ns.mgmt_addr}:{port}", f"{b_link}:{mid_port}", "router-a.bench",
+        str(certs["client"]), str(certs["client_key"]), str(certs["ca"]), "unsigned"]), work / "hop3-c.log")
+    procs.append(front)
+    wait_listening(front, c.ns.netns, c.ns.mgmt_addr, port)
+    return back, mid, front, f"http://{c.ns.mgmt_addr}:{port}/invoke"
 
 
 # ---- routers ----------------------------------------------------------------
@@ -700,12 +735,17 @@ def main() -> int:
             daemons[f"agentd[{n}]"] = r.stack.agentd.pid
         # TLS material for the rows that are not our gateways.
         certs = (make_certs(work, a.net.find_link("router-a", "router-b").addr_of("router-a"))
-                 if {"hop2", "hyper2", "nginx2"} & set(rows) else {})
+                 if {"hop2", "hop3", "hyper2", "nginx2"} & set(rows) else {})
         for row in ("hop2", "hyper2"):
             if row in rows:
                 ha, hb, urls[row] = start_hop_pair(row, hop_tool(tool), work, certs, a, b, backend_addr, procs)
                 watch[row] = {"backend": backend.pid, f"{row}[router-a]": ha.pid, f"{row}[router-b]": hb.pid}
                 daemons[f"{row}[router-a]"], daemons[f"{row}[router-b]"] = ha.pid, hb.pid
+        if "hop3" in rows:
+            h3 = start_hop3(hop_tool(tool), work, certs, a, b, c, backend_addr, procs)
+            urls["hop3"] = h3[3]
+            watch["hop3"] = {"backend": backend.pid, **{p.name: p.pid for p in h3[:3]}}
+            daemons.update({p.name: p.pid for p in h3[:3]})
         if nginx_bin:
             na, nb, urls["nginx2"] = start_nginx_chain(nginx_bin, work, certs, a, b, backend_addr, procs)
             watch["nginx2"] = {"backend": backend.pid, "nginx[router-a]": na.pid, "nginx[router-b]": nb.pid}
@@ -767,6 +807,9 @@ def main() -> int:
                 "peer2s": "-> router-d agent-gw -> h2+mTLS over the A-D link, signed forwarding assertions "
                           "(peer.sign_calls '1' both ends) -> router-a agent-gw -> backend",
                 "hop2": "the hyper2 pair without the signature: the transport alone",
+                "hop3": "-> bench_hop front in router-c -> h2 over mutual TLS 1.3 on the B-C link -> bench_hop mid in "
+                        "router-b (body read whole, sent on) -> h2 over mutual TLS 1.3 on the A-B link -> bench_hop "
+                        "back in router-a -> backend, unsigned: peer3's transport alone",
                 "hyper2": "-> bench_hop front in router-b (plain HTTP) -> h2 over mutual TLS 1.3 on the A-B link "
                           "(hyper, rustls ring, one Ed25519 signature per call) -> bench_hop back in router-a -> "
                           "backend: the design's floor, no gateway",

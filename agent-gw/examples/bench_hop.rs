@@ -16,12 +16,17 @@
 //! bench_hop front LISTEN BACK SERVER_NAME CERT KEY CA
 //!     HTTP/1.1 on LISTEN; signs each call and sends it over one warm h2
 //!     connection to BACK, verifying SERVER_NAME's certificate
+//! bench_hop mid LISTEN NEXT SERVER_NAME CERT KEY CLIENT_CERT CLIENT_KEY CA
+//!     h2 over mTLS on LISTEN (CERT, KEY); each call read whole and sent
+//!     on over one warm h2 connection to NEXT (CLIENT_CERT, CLIENT_KEY),
+//!     as a transit router passes a call: the `hop3` row's middle, the
+//!     floor of `peer3` (front → mid → back), unsigned only
 //! ```
 //!
-//! Both print "listening ADDR" once ready. A last argument `unsigned`
-//! (on both ends) leaves the signature out: the transport alone (the
-//! `hop2` row). The h2 settings and the write coalescing are the
-//! gateway's own.
+//! All print "listening ADDR" once ready. A last argument `unsigned`
+//! (on every end) leaves the signature out: the transport alone (the
+//! `hop2` and `hop3` rows). The h2 settings and the write coalescing are
+//! the gateway's own.
 
 use std::cell::{Cell, RefCell};
 use std::convert::Infallible;
@@ -74,9 +79,19 @@ fn main() -> Result<(), BoxError> {
                 front(args[1].parse()?, args[2].parse()?, name, tls, sign),
             )
         }
+        Some("mid") if args.len() == 9 && !sign => {
+            let server = server_tls(&args[4], &args[5], &args[8])?;
+            let client = client_tls(&args[6], &args[7], &args[8])?;
+            let name = pki_types::ServerName::try_from(args[3].clone())?;
+            local.block_on(
+                &rt,
+                mid(args[1].parse()?, args[2].parse()?, name, server, client),
+            )
+        }
         _ => Err(
             "usage: bench_hop back LISTEN CERT KEY CA BACKEND [unsigned] | \
-                  front LISTEN BACK SERVER_NAME CERT KEY CA [unsigned]"
+                  front LISTEN BACK SERVER_NAME CERT KEY CA [unsigned] | \
+                  mid LISTEN NEXT SERVER_NAME CERT KEY CLIENT_CERT CLIENT_KEY CA unsigned"
                 .into(),
         ),
     }
@@ -155,26 +170,7 @@ async fn front(
     tls: Arc<rustls::ClientConfig>,
     sign: bool,
 ) -> Result<(), BoxError> {
-    let tcp = TcpStream::connect(back).await?;
-    tcp.set_nodelay(true)?;
-    let stream = tokio_rustls::TlsConnector::from(tls)
-        .connect(name, tcp)
-        .await?;
-    let mut b = hyper::client::conn::http2::Builder::new(LocalExec);
-    b.timer(TokioTimer::new());
-    h2_settings::client(&mut b);
-    let (h2, conn) = b.handshake(TokioIo::new(Coalesce::new(stream))).await?;
-    tokio::task::spawn_local(async move {
-        if let Err(e) = conn.await {
-            eprintln!("bench_hop front: h2 connection ended: {e}");
-        }
-    });
-    let me = Rc::new(Front {
-        h2,
-        key: sign.then(|| SigningKey::from_bytes(&SEED)),
-        nonce: Cell::new(0),
-        back: back.to_string(),
-    });
+    let me = Rc::new(Front::connect(back, name, tls, sign).await?);
     let listener = TcpListener::bind(listen).await?;
     println!("listening {}", listener.local_addr()?);
     loop {
@@ -193,7 +189,88 @@ async fn front(
     }
 }
 
+// ---- mid: h2 over mTLS in and out ------------------------------------------
+
+async fn mid(
+    listen: SocketAddr,
+    next: SocketAddr,
+    name: pki_types::ServerName<'static>,
+    server: Arc<rustls::ServerConfig>,
+    client: Arc<rustls::ClientConfig>,
+) -> Result<(), BoxError> {
+    let me = Rc::new(Front::connect(next, name, client, false).await?);
+    serve_h2(listen, server, move |req| {
+        let me = me.clone();
+        async move { me.call(req).await }
+    })
+    .await
+}
+
+/// Serves h2 over mutual TLS on `listen`, each request answered by `call`.
+async fn serve_h2<F, Fut>(
+    listen: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
+    call: F,
+) -> Result<(), BoxError>
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + 'static,
+    Fut: std::future::Future<Output = Response<Body>> + 'static,
+{
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let listener = TcpListener::bind(listen).await?;
+    println!("listening {}", listener.local_addr()?);
+    loop {
+        let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        let (call, acceptor) = (call.clone(), acceptor.clone());
+        tokio::task::spawn_local(async move {
+            let Ok(tls) = acceptor.accept(stream).await else {
+                return;
+            };
+            let svc = hyper::service::service_fn(move |req| {
+                let call = call.clone();
+                async move { Ok::<_, Infallible>(call(req).await) }
+            });
+            let mut b = hyper::server::conn::http2::Builder::new(LocalExec);
+            b.timer(TokioTimer::new());
+            h2_settings::server(&mut b);
+            let _ = b
+                .serve_connection(TokioIo::new(Coalesce::new(tls)), svc)
+                .await;
+        });
+    }
+}
+
 impl Front {
+    /// One warm h2 connection over mutual TLS to `back`.
+    async fn connect(
+        back: SocketAddr,
+        name: pki_types::ServerName<'static>,
+        tls: Arc<rustls::ClientConfig>,
+        sign: bool,
+    ) -> Result<Front, BoxError> {
+        let tcp = TcpStream::connect(back).await?;
+        tcp.set_nodelay(true)?;
+        let stream = tokio_rustls::TlsConnector::from(tls)
+            .connect(name, tcp)
+            .await?;
+        let mut b = hyper::client::conn::http2::Builder::new(LocalExec);
+        b.timer(TokioTimer::new());
+        h2_settings::client(&mut b);
+        let (h2, conn) = b.handshake(TokioIo::new(Coalesce::new(stream))).await?;
+        tokio::task::spawn_local(async move {
+            if let Err(e) = conn.await {
+                eprintln!("bench_hop: h2 connection ended: {e}");
+            }
+        });
+        Ok(Front {
+            h2,
+            key: sign.then(|| SigningKey::from_bytes(&SEED)),
+            nonce: Cell::new(0),
+            back: back.to_string(),
+        })
+    }
+
     async fn call(&self, req: Request<Incoming>) -> Response<Body> {
         let (parts, body) = req.into_parts();
         let body = match body.collect().await {
@@ -261,29 +338,11 @@ async fn back(
         idle: RefCell::new(Vec::new()),
         key: sign.then(|| SigningKey::from_bytes(&SEED).verifying_key()),
     });
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let listener = TcpListener::bind(listen).await?;
-    println!("listening {}", listener.local_addr()?);
-    loop {
-        let (stream, _) = listener.accept().await?;
-        stream.set_nodelay(true)?;
-        let (me, acceptor) = (me.clone(), acceptor.clone());
-        tokio::task::spawn_local(async move {
-            let Ok(tls) = acceptor.accept(stream).await else {
-                return;
-            };
-            let svc = hyper::service::service_fn(move |req| {
-                let me = me.clone();
-                async move { Ok::<_, Infallible>(me.call(req).await) }
-            });
-            let mut b = hyper::server::conn::http2::Builder::new(LocalExec);
-            b.timer(TokioTimer::new());
-            h2_settings::server(&mut b);
-            let _ = b
-                .serve_connection(TokioIo::new(Coalesce::new(tls)), svc)
-                .await;
-        });
-    }
+    serve_h2(listen, tls, move |req| {
+        let me = me.clone();
+        async move { me.call(req).await }
+    })
+    .await
 }
 
 impl Back {
