@@ -44,10 +44,11 @@ pub type Sender = SendRequest<Full<Bytes>>;
 /// gateway CPU per call (64 KiB bodies, bench_peer `local` row, three
 /// interleaved pairs; no change measurable at 1 and 8 KiB). At 64 KiB a
 /// 64 KiB answer and its head still took two reads, the first ACKed at
-/// once as a partial answer (`quickack`); at this size they are one read
-/// (docs/bench.md has the figures). The buffer grows to it only while
-/// reads fill it. It is also the most one connection holds while reading.
-pub const READ_BUFFER: usize = 128 * 1024;
+/// once as a partial answer (`quickack`); with room for the largest head
+/// besides they are one read (docs/bench.md has the figures). The buffer
+/// grows to this only while reads fill it, but a kept connection holds
+/// what it grew to until it closes, so it is no larger than that.
+pub const READ_BUFFER: usize = 64 * 1024 + crate::http_head::MAX_HEAD_BYTES;
 
 /// Handlers with connections being opened, tracked at most (others open
 /// unpaced until one finishes).
