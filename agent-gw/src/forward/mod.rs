@@ -500,7 +500,7 @@ impl Forwarder {
                     },
                 }
             }
-            match opener.next(right.is_some()) {
+            match opener.next(right.is_some(), self.pool.last_connect(&key)) {
                 Step::Wait(limit) => {
                     let wait = tokio::time::timeout(limit, self.pool.opening(&key));
                     right = wait.await.ok().flatten();
@@ -510,6 +510,7 @@ impl Forwarder {
                         Some(a) => a,
                         None => *addr.insert(self.resolve(cand, target).await?),
                     };
+                    let began = Instant::now();
                     let made = match within {
                         None => self.pool.connect(addr).await,
                         Some(t) => match tokio::time::timeout(t, self.pool.connect(addr)).await {
@@ -524,8 +525,10 @@ impl Forwarder {
                             }
                         },
                     };
-                    break made
+                    let sender = made
                         .map_err(|e| AttemptError::Failed(Failure::NotDelivered, e.to_string()))?;
+                    self.pool.connected(&key, began.elapsed());
+                    break sender;
                 }
             }
         };

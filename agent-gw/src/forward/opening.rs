@@ -14,13 +14,15 @@
 //!   handler that takes long to answer must still get every call at once,
 //!   so after that wait a call opens its connection unpaced.
 //! - **A prompt connect.** An unpaced connect (and any after a refusal)
-//!   must complete within [`PROMPT_CONNECT`]. On a LAN a SYN is answered
-//!   in well under a millisecond; one not answered by then was dropped by
-//!   a full accept queue, so the call gives that socket up, waits for the
-//!   right as paced calls do (at most [`REFUSED_WAIT`], the kernel's own
-//!   retransmission time), and tries again. After [`MAX_REFUSALS`] it
-//!   connects plainly and leaves retransmission to the kernel, which also
-//!   covers a handler that is merely far away.
+//!   must complete within [`PROMPT_CONNECT`], or four times what the last
+//!   connect to that handler took if that is longer. On a LAN a SYN is
+//!   answered in well under a millisecond; one not answered by then was
+//!   dropped by a full accept queue, so the call gives that socket up,
+//!   waits for the right as paced calls do (at most [`REFUSED_WAIT`], the
+//!   kernel's own retransmission time), and tries again. After
+//!   [`MAX_REFUSALS`] it connects plainly and leaves retransmission to the
+//!   kernel. A handler so far away that the prompt time would reach the
+//!   kernel's own is always connected to plainly.
 //!
 //! Pacing alone rested on a time: on a loaded machine the handler's first
 //! answer came later than [`WAIT`], the waiting calls all opened at once,
@@ -70,8 +72,9 @@ pub struct Opener {
 }
 
 impl Opener {
-    /// The next step, given whether the call holds the right to open.
-    pub fn next(&mut self, holds_right: bool) -> Step {
+    /// The next step, given whether the call holds the right to open and
+    /// how long the last connect to this handler took (if one is known).
+    pub fn next(&mut self, holds_right: bool, last_connect: Option<Duration>) -> Step {
         if !holds_right && !self.waited {
             self.waited = true;
             return Step::Wait(if self.refused == 0 {
@@ -83,8 +86,12 @@ impl Opener {
         // A paced call's first connect is plain: with a right and no
         // refusal, nothing says the handler is swamped, and a handler
         // that is far or down must get the kernel's full patience.
-        let prompt = (!holds_right || self.refused > 0) && self.refused < MAX_REFUSALS;
-        Step::Connect(prompt.then_some(PROMPT_CONNECT))
+        let within =
+            last_connect.map_or(PROMPT_CONNECT, |t| t.saturating_mul(4).max(PROMPT_CONNECT));
+        let prompt = (!holds_right || self.refused > 0)
+            && self.refused < MAX_REFUSALS
+            && within < REFUSED_WAIT;
+        Step::Connect(prompt.then_some(within))
     }
 
     /// The prompt connect did not complete in time: its SYN was dropped.
@@ -103,19 +110,36 @@ mod tests {
     #[test]
     fn a_paced_call_connects_plainly() {
         let mut o = Opener::default();
-        assert_eq!(o.next(false), Step::Wait(WAIT));
-        assert_eq!(o.next(true), Step::Connect(None));
+        assert_eq!(o.next(false, None), Step::Wait(WAIT));
+        assert_eq!(o.next(true, None), Step::Connect(None));
     }
 
     #[test]
     fn an_unpaced_call_connects_promptly_and_after_a_refusal_waits_for_the_right() {
         let mut o = Opener::default();
-        assert_eq!(o.next(false), Step::Wait(WAIT));
-        assert_eq!(o.next(false), Step::Connect(Some(PROMPT_CONNECT)));
+        assert_eq!(o.next(false, None), Step::Wait(WAIT));
+        assert_eq!(o.next(false, None), Step::Connect(Some(PROMPT_CONNECT)));
         o.refused();
-        assert_eq!(o.next(false), Step::Wait(REFUSED_WAIT));
+        assert_eq!(o.next(false, None), Step::Wait(REFUSED_WAIT));
         // With the right now, still prompt: the queue was full moments ago.
-        assert_eq!(o.next(true), Step::Connect(Some(PROMPT_CONNECT)));
+        assert_eq!(o.next(true, None), Step::Connect(Some(PROMPT_CONNECT)));
+    }
+
+    #[test]
+    fn a_far_handler_gets_four_of_its_connect_times_or_a_plain_connect() {
+        let mut o = Opener::default();
+        let far = Some(Duration::from_millis(150));
+        assert_eq!(o.next(false, far), Step::Wait(WAIT));
+        assert_eq!(
+            o.next(false, far),
+            Step::Connect(Some(Duration::from_millis(600)))
+        );
+        // A near one: never less than PROMPT_CONNECT.
+        let near = Some(Duration::from_micros(80));
+        assert_eq!(o.next(false, near), Step::Connect(Some(PROMPT_CONNECT)));
+        // Four connect times at or past the kernel's retransmission: plain.
+        let farther = Some(Duration::from_millis(250));
+        assert_eq!(o.next(false, farther), Step::Connect(None));
     }
 
     #[test]
@@ -124,7 +148,7 @@ mod tests {
         let mut o = Opener::default();
         let mut steps = Vec::new();
         loop {
-            let step = o.next(false);
+            let step = o.next(false, None);
             steps.push(step);
             match step {
                 Step::Wait(_) => {}
@@ -148,6 +172,6 @@ mod tests {
                 Step::Connect(None)
             ]
         );
-        assert_eq!(o.next(true), Step::Connect(None));
+        assert_eq!(o.next(true, None), Step::Connect(None));
     }
 }

@@ -58,6 +58,14 @@ const MAX_OPENING_HOSTS: usize = 64;
 /// answer on it arrives (`opening::PER_HANDLER`).
 pub type Opening = tokio::sync::OwnedSemaphorePermit;
 
+/// One handler's openings: the rights to open, and how long the last
+/// connect to it took.
+#[derive(Debug)]
+struct Gate {
+    rights: Arc<Semaphore>,
+    last_connect: Option<Duration>,
+}
+
 /// A kept connection and the instant it became idle.
 type Idle = (Sender, Instant);
 
@@ -86,7 +94,7 @@ pub struct Pool {
     idle: RefCell<HashMap<Box<str>, Vec<Idle>>>,
     /// Per handler address, the connections being opened (see
     /// [`opening`](crate::forward::opening)).
-    opening: RefCell<HashMap<Box<str>, Arc<Semaphore>>>,
+    opening: RefCell<HashMap<Box<str>, Gate>>,
 }
 
 /// Why no connection could be made. Always "never delivered".
@@ -122,17 +130,34 @@ impl Pool {
             let mut gates = self.opening.borrow_mut();
             if !gates.contains_key(key) && gates.len() >= MAX_OPENING_HOSTS {
                 // Forget the handlers nobody is opening a connection to.
-                gates.retain(|_, g| Arc::strong_count(g) > 1);
+                gates.retain(|_, g| Arc::strong_count(&g.rights) > 1);
                 if gates.len() >= MAX_OPENING_HOSTS {
                     return None;
                 }
             }
             gates
                 .entry(key.into())
-                .or_insert_with(|| Arc::new(Semaphore::new(opening::PER_HANDLER)))
+                .or_insert_with(|| Gate {
+                    rights: Arc::new(Semaphore::new(opening::PER_HANDLER)),
+                    last_connect: None,
+                })
+                .rights
                 .clone()
         };
         gate.acquire_owned().await.ok()
+    }
+
+    /// How long the last connect to `key` took, while its gate is kept.
+    pub fn last_connect(&self, key: &str) -> Option<Duration> {
+        self.opening.borrow().get(key)?.last_connect
+    }
+
+    /// Notes how long a connect to `key` took (kept with its gate, if it
+    /// has one: a handler being connected to has).
+    pub fn connected(&self, key: &str, took: Duration) {
+        if let Some(g) = self.opening.borrow_mut().get_mut(key) {
+            g.last_connect = Some(took);
+        }
     }
 
     /// An idle connection to `target`, if one is still open.
@@ -266,6 +291,23 @@ mod tests {
         );
         held.pop();
         assert!(next.await.is_some(), "the waiter goes once one is answered");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_handler_being_connected_to_keeps_its_last_connect_time() {
+        let pool = Pool::new(PoolConfig::default());
+        let took = Duration::from_millis(3);
+        pool.connected("192.0.2.1:80", took);
+        assert_eq!(
+            pool.last_connect("192.0.2.1:80"),
+            None,
+            "no gate, nothing kept"
+        );
+        let right = pool.opening("192.0.2.1:80").await;
+        pool.connected("192.0.2.1:80", took);
+        drop(right);
+        assert_eq!(pool.last_connect("192.0.2.1:80"), Some(took));
+        assert_eq!(pool.last_connect("192.0.2.2:80"), None);
     }
 
     /// Polls `f` once: its output if it is ready.
