@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 from typing import Any, Dict, List
 
 from harness.http import envelope
@@ -62,6 +61,14 @@ def test_a_handler_writing_head_and_body_apart_is_acked_at_once(mesh):
         assert delayed <= CALLS // 10, f"{delayed} delayed ACKs over {CALLS} calls"
     finally:
         backend.close()
+
+
+def listen_overflows() -> int:
+    """SYNs this (the test host's) network namespace dropped for a full
+    accept queue."""
+    with open("/proc/net/netstat", encoding="ascii") as f:
+        lines = [line.split() for line in f if line.startswith("TcpExt:")]
+    return int(dict(zip(lines[0][1:], lines[1][1:]))["ListenOverflows"])
 
 
 class Burst:
@@ -141,14 +148,19 @@ def test_a_handler_that_stops_accepting_for_a_moment_costs_no_call_a_syn_retrans
         a.stack.wait_routable(envelope("demo.echo", {"n": -1}))
         backend.pause_accept()
         before = tcp_ext(a.ns.netns)["TCPSynRetrans"]
+        dropped_before = listen_overflows()
         burst = Burst(a, STALLED_BURST)
         # The queue holds backlog + 1 connections; every SYN after those
         # is dropped while it stays full.
         wait_for("the handler's accept queue full", lambda: backend.accept_queue() >= 6 or None,
                  timeout=30, interval=0.01)
-        # The handler stays busy a moment longer (past the gateway's
-        # prompt-connect time), then accepts again.
-        time.sleep(0.3)
+        # The handler accepts again once its kernel has dropped a SYN of
+        # every call the queue could not take (`ListenOverflows` of this
+        # namespace, where the handler listens; other tests can only add
+        # to it).
+        wait_for("the handler's kernel to drop the SYNs of the calls beyond its queue",
+                 lambda: listen_overflows() - dropped_before >= STALLED_BURST - 6 or None,
+                 timeout=30, interval=0.01)
         backend.resume_accept()
         assert burst.statuses() == [200] * STALLED_BURST
         assert len(backend.calls("demo.echo")) >= STALLED_BURST

@@ -47,8 +47,8 @@ pub use crate::http_head::MAX_HEAD_BYTES;
 /// buffer as small as that bound, a 64 KiB body came in 16 KiB reads and
 /// pieces to gather; with a buffer one request fits in, the request is
 /// usually one read and the body one piece kept as it came (64 KiB
-/// calls at c16: gateway CPU per call −15 % against a 64 KiB buffer,
-/// 15 % against 16 KiB; docs/bench.md). The buffer starts at 8 KiB and
+/// calls at c16: gateway CPU per call −15 % against a 64 KiB buffer
+/// and about −27 % against the 16 KiB one; docs/bench.md). The buffer starts at 8 KiB and
 /// grows only while reads fill it, so a connection of small calls keeps
 /// a small one. hyper checks the head bound on a head still incomplete
 /// too, so a head that never ends is refused (431) once that much of it
