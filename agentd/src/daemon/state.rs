@@ -31,6 +31,7 @@ use crate::time::Millis;
 mod claims;
 mod leases;
 mod links;
+mod own_addrs;
 mod peer_routes;
 mod views;
 
@@ -76,9 +77,10 @@ pub struct State {
     counters: BTreeMap<Box<str>, u64>,
     /// agent-gw's latest counters and when they arrived.
     gateway: Option<(GatewayStats, Millis)>,
-    /// The router's interface addresses, read at every endpoint check
-    /// (the one input that is not an argument: tests replace it).
-    local_addrs: fn() -> LocalAddrs,
+    /// The router's interface addresses for endpoint checks, read at most
+    /// once a second (the one input that is not an argument: tests
+    /// replace its source).
+    own_addrs: own_addrs::OwnAddrs,
     /// Established peer sessions for the data plane, sorted by router_id
     /// (`links`).
     links: Vec<crate::fib::PeerLink>,
@@ -119,7 +121,7 @@ impl State {
             software: software.into(),
             counters: BTreeMap::new(),
             gateway: None,
-            local_addrs: crate::endpoint::local_addrs,
+            own_addrs: own_addrs::OwnAddrs::new(crate::endpoint::local_addrs),
             links: Vec::new(),
             admitted: std::collections::BTreeSet::new(),
             relayed: std::collections::BTreeSet::new(),
@@ -384,7 +386,7 @@ impl State {
 
     /// Replaces the source of interface addresses (tests).
     pub fn set_local_addrs(&mut self, f: fn() -> LocalAddrs) {
-        self.local_addrs = f;
+        self.own_addrs = own_addrs::OwnAddrs::new(f);
     }
 
     /// Sets the peer router addresses the driver knows (admitted routers,
@@ -414,16 +416,17 @@ impl State {
     /// resolves it at registration and again at connect time, and checks
     /// every address with the same [`crate::endpoint::Guard`].
     fn check_endpoint(
-        &self,
+        &mut self,
         origin: &str,
         endpoint: &str,
         caller: Option<&Caller>,
+        now: Millis,
     ) -> Result<(), IpcError> {
         let guard = crate::endpoint::Guard {
             allow_loopback: self.loopback_allowed(origin),
             ..self.runtime.endpoints.clone()
         };
-        let local = (self.local_addrs)();
+        let local = self.own_addrs.at(now);
         match caller {
             Some(c) => crate::endpoint::check_registration(
                 endpoint,
@@ -579,7 +582,7 @@ impl State {
                 && !route.id.as_str().starts_with(STATIC_ID_PREFIX)
                 && reg.validate().is_ok()
                 && self
-                    .check_endpoint(&reg.origin, &reg.endpoint, None)
+                    .check_endpoint(&reg.origin, &reg.endpoint, None, now)
                     .is_ok()
                 && self.table.get(&route.id).is_none();
             if !ok {

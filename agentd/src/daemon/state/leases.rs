@@ -31,7 +31,7 @@ impl State {
             None => OriginProof::of_local(RouteSource::Local, reg.owner),
         };
         self.check_claim(&reg.origin, claim)?;
-        self.check_endpoint(&reg.origin, &reg.endpoint, reg.caller.as_ref())?;
+        self.check_endpoint(&reg.origin, &reg.endpoint, reg.caller.as_ref(), now)?;
         // A caller's ids live in its (tenant, origin) scope; an
         // administrator (the gateway handing back a restarted agentd's
         // routes) keeps the ids it names.
@@ -195,7 +195,7 @@ impl State {
             }
         }
         if let Some(endpoint) = &r.endpoint {
-            self.check_endpoint(&route.origin, endpoint, r.caller.as_ref())?;
+            self.check_endpoint(&route.origin, endpoint, r.caller.as_ref(), now)?;
             route.endpoint = endpoint.into();
             route.allow_loopback = self.loopback_allowed(&route.origin);
         }
