@@ -82,36 +82,22 @@ impl std::error::Error for TooLarge {}
 
 /// The postcard body of `msg`.
 pub fn encode_body(msg: &Message) -> Vec<u8> {
-    encode_into(msg, Vec::with_capacity(body_size(msg)))
+    crate::wire::encode(msg)
 }
 
-/// The length of `msg`'s postcard body. Every route change sends a frame
-/// to every peer: sized first, a frame is one allocation of its exact
-/// size, where a body grown by doubling took eight reallocations and a
-/// copy, whose freed pieces (up to 1.3 KiB each) the route's long-lived
-/// records were then carved from, scattering them over the heap.
-fn body_size(msg: &Message) -> usize {
-    // Our own messages hold only strings, integers and byte arrays:
-    // sizing and serialising them cannot fail.
-    postcard::experimental::serialized_size(msg).unwrap_or(0)
-}
-
-fn encode_into(msg: &Message, out: Vec<u8>) -> Vec<u8> {
-    postcard::to_extend(msg, out).unwrap_or_default()
-}
-
-/// One whole frame (length prefix and body), or `TooLarge`.
+/// One whole frame (length prefix and body), or `TooLarge`. Every route
+/// change sends one to every peer: it is sized before it is encoded, and
+/// encoded once into an allocation of its size (`crate::wire`).
 pub fn encode(msg: &Message, max_frame: usize) -> Result<Vec<u8>, TooLarge> {
-    let len = body_size(msg);
+    // Our own messages cannot fail to size (`crate::wire`).
+    let len = postcard::experimental::serialized_size(msg).unwrap_or(0);
     if len > max_frame || len > u32::MAX as usize {
         return Err(TooLarge {
             len,
             max: max_frame,
         });
     }
-    let mut frame = Vec::with_capacity(HEADER_LEN + len);
-    frame.extend_from_slice(&(len as u32).to_be_bytes());
-    Ok(encode_into(msg, frame))
+    Ok(crate::wire::encode_after(&(len as u32).to_be_bytes(), msg))
 }
 
 /// The body length a header announces, checked against the bound before

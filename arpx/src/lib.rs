@@ -20,6 +20,7 @@ pub mod session;
 pub mod sign;
 #[doc(hidden)]
 pub mod testing;
+pub mod wire;
 
 pub use bytes::Bytes;
 pub use message::{CloseCode, Message, RouteAd};

@@ -54,11 +54,7 @@ pub fn signed_bytes(ad: &RouteAd) -> Vec<u8> {
         serial: ad.serial,
         proof: ad.proof,
     };
-    let mut out = LABEL.to_vec();
-    // Serialising plain strings, integers and byte arrays into a Vec
-    // cannot fail.
-    out.extend(postcard::to_allocvec(&stable).unwrap_or_default());
-    out
+    crate::wire::encode_after(LABEL, &stable)
 }
 
 /// Sets `origin_key` and `signature` of our own advertisement.

@@ -71,9 +71,7 @@ impl Local {
         ad.origin_cert = Vec::new();
         Local {
             // Encoding a validated advertisement does not fail.
-            wire: postcard::to_allocvec(&ad)
-                .unwrap_or_default()
-                .into_boxed_slice(),
+            wire: crate::wire::encode(&ad).into_boxed_slice(),
             lease_until,
         }
     }

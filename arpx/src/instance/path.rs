@@ -55,7 +55,7 @@ impl Wire {
         let cert = std::mem::take(&mut ad.origin_cert);
         let lease_ms = std::mem::take(&mut ad.lease_ms);
         // Encoding a decoded advertisement does not fail.
-        let wire = postcard::to_allocvec(&*ad).unwrap_or_default();
+        let wire = crate::wire::encode(&*ad);
         ad.route_id = route_id;
         ad.origin_router = origin_router;
         ad.origin_cert = cert;
