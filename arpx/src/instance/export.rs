@@ -128,11 +128,13 @@ impl Instance {
         ids: impl Iterator<Item = &'a String>,
         all: bool,
     ) -> (Updates, Vec<String>) {
-        // Sized for every id: a route change exports one route to each
-        // peer, and a vector grown to its first capacity (four
-        // advertisements, 1.7 KiB) and freed again on every change left
-        // holes the route's long-lived records were carved from.
-        let mut updates = Updates::with_capacity(ids.size_hint().0);
+        // Sized for the ids, up to a snapshot chunk's: a route change
+        // exports one route to each peer, and a vector grown to its first
+        // capacity (four advertisements, 1.7 KiB) and freed again on
+        // every change left holes the route's long-lived records were
+        // carved from. A re-evaluation of every route (a peer's export
+        // rules changed) usually changes few: it grows from a chunk's.
+        let mut updates = Updates::with_capacity(ids.size_hint().0.min(SNAPSHOT_CHUNK));
         let mut withdraws = Vec::new();
         for id in ids {
             let held = peer.sent.get(id.as_str());
