@@ -89,15 +89,18 @@ pub fn encode_body(msg: &Message) -> Vec<u8> {
 /// change sends one to every peer: it is sized before it is encoded, and
 /// encoded once into an allocation of its size (`crate::wire`).
 pub fn encode(msg: &Message, max_frame: usize) -> Result<Vec<u8>, TooLarge> {
-    // Our own messages cannot fail to size (`crate::wire`).
-    let len = postcard::experimental::serialized_size(msg).unwrap_or(0);
+    let len = crate::wire::size(msg);
     if len > max_frame || len > u32::MAX as usize {
         return Err(TooLarge {
             len,
             max: max_frame,
         });
     }
-    Ok(crate::wire::encode_after(&(len as u32).to_be_bytes(), msg))
+    Ok(crate::wire::encode_sized(
+        &(len as u32).to_be_bytes(),
+        msg,
+        len,
+    ))
 }
 
 /// The body length a header announces, checked against the bound before

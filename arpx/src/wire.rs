@@ -12,11 +12,21 @@
 
 use serde::Serialize;
 
-/// `prefix` followed by `value`'s postcard encoding.
-pub fn encode_after<T: Serialize + ?Sized>(prefix: &[u8], value: &T) -> Vec<u8> {
+/// The length of `value`'s postcard encoding.
+pub fn size<T: Serialize + ?Sized>(value: &T) -> usize {
     // Our messages hold only strings, integers and byte arrays: sizing
     // and serialising them into a Vec cannot fail.
-    let len = postcard::experimental::serialized_size(value).unwrap_or(0);
+    postcard::experimental::serialized_size(value).unwrap_or(0)
+}
+
+/// `prefix` followed by `value`'s postcard encoding.
+pub fn encode_after<T: Serialize + ?Sized>(prefix: &[u8], value: &T) -> Vec<u8> {
+    encode_sized(prefix, value, size(value))
+}
+
+/// [`encode_after`] of a value whose encoding is `len` bytes ([`size`]),
+/// for a caller that sized it already.
+pub fn encode_sized<T: Serialize + ?Sized>(prefix: &[u8], value: &T, len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(prefix.len() + len);
     out.extend_from_slice(prefix);
     postcard::to_extend(value, out).unwrap_or_default()
