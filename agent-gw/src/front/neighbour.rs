@@ -336,7 +336,7 @@ async fn call(
     if let Some(n) = hops {
         env.limit_hops(n);
     }
-    let inv = Invocation {
+    let inv = Box::new(Invocation {
         principal: Principal::Neighbour(neighbour(peer, route, who)),
         envelope: env,
         mode,
@@ -344,7 +344,7 @@ async fn call(
         started,
         slot: Some(slot),
         conn: Rc::new(ConnAbort::default()),
-    };
+    });
     Ok(pipeline::invoke(state, inv).await?.into_response())
 }
 

@@ -144,8 +144,8 @@ pub fn invocation(
     (envelope, started): (Envelope, Instant),
     mode: Mode,
     slot: Option<crate::limits::InflightGuard>,
-) -> Result<Invocation, ApiError> {
-    Ok(Invocation {
+) -> Result<Box<Invocation>, ApiError> {
+    Ok(Box::new(Invocation {
         principal: Principal::Caller {
             source: cx.peer.ip(),
             pin: cx.ingress.pin().cloned(),
@@ -156,7 +156,7 @@ pub fn invocation(
         started,
         slot,
         conn: cx.conn.clone(),
-    })
+    }))
 }
 
 /// Runs `env` as `/agent/v1/invoke` (sync) or `invoke-stream` does: the

@@ -112,7 +112,7 @@ pub async fn send(
 /// its body is finished.
 pub async fn forward(
     core: &Core,
-    inv: Invocation,
+    inv: Box<Invocation>,
     d: Dispatch,
     relay: Relay,
 ) -> Result<Response<Body>, ApiError> {

@@ -56,7 +56,7 @@ impl Answer {
 
 /// Runs `inv` through admission, decision, placement and dispatch: the
 /// entry point of every front end.
-pub async fn invoke(core: &Rc<Core>, mut inv: Invocation) -> Result<Answer, ApiError> {
+pub async fn invoke(core: &Rc<Core>, mut inv: Box<Invocation>) -> Result<Answer, ApiError> {
     admission::rate(core, &inv.principal, &inv.envelope.tenant)?;
     let header_cursor = match inv.mode {
         Mode::Stream { cursor } => cursor,

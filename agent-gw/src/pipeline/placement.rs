@@ -71,7 +71,7 @@ fn accepted(id: &TaskId, token: &TaskToken) -> Response<Body> {
 }
 
 /// Places the async invocation `inv`.
-pub async fn place(core: &Rc<Core>, inv: Invocation) -> Result<Placement, ApiError> {
+pub async fn place(core: &Rc<Core>, inv: Box<Invocation>) -> Result<Placement, ApiError> {
     let kind = decision::kind(&inv, false, false);
     let mut d = decision::decide(core, &inv, kind)?;
     if !goes_to_peer(&d.candidates) {

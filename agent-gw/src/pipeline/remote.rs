@@ -104,7 +104,7 @@ pub fn remember(
 /// history live on the router that calls the handler.
 pub async fn start_stream(
     core: &Rc<Core>,
-    inv: Invocation,
+    inv: Box<Invocation>,
     key: StreamKey,
     d: Dispatch,
 ) -> Result<Response<Body>, ApiError> {

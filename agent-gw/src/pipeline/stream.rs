@@ -45,7 +45,7 @@ use super::tasks::{self, task_error};
 /// it, resuming a stream held here or elsewhere, or starting it.
 pub async fn serve(
     core: &Rc<Core>,
-    mut inv: Invocation,
+    mut inv: Box<Invocation>,
     header_cursor: Option<u64>,
 ) -> Result<Response<Body>, ApiError> {
     let cursor = header_cursor.max(inv.envelope.resume_from).unwrap_or(0);
@@ -234,7 +234,7 @@ async fn pump(mut follower: Follower, tx: mpsc::Sender<Bytes>, stall: Stall) {
 /// forgotten, as is a dispatch that failed, so the caller may retry.
 async fn start(
     core: &Rc<Core>,
-    mut inv: Invocation,
+    mut inv: Box<Invocation>,
     (key, digest): (StreamKey, [u8; 32]),
     d: Dispatch,
 ) -> Result<Response<Body>, ApiError> {

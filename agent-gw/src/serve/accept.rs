@@ -133,26 +133,50 @@ async fn connection(
     gw: Rc<Gateway>,
     (handshake, _slot): (Option<HandshakeSlot>, ConnSlot),
 ) {
+    // The TLS kinds run boxed: their state (TLS session, relay tunnel,
+    // h2) is several KiB, and inline it would size the task of every
+    // plaintext LAN connection too (see `tests::task_sizes`).
     match kind {
         Listener::Lan => {
             super::http::http1_connection(stream, super::http::Link::plain(from, ingress), gw).await
         }
         Listener::Public(acceptor) | Listener::Agent(acceptor, _) => {
-            let tls = super::public::handshake(&acceptor, stream, from).await;
-            drop(handshake);
-            if let Some(tls) = tls {
-                super::public::connection(tls, from, gw, ingress).await;
-            }
+            Box::pin(public(acceptor, stream, (from, ingress), gw, handshake)).await
         }
-        Listener::Peer => {
-            let accepted = super::peer::accept(&gw.core, stream, from).await;
-            drop(handshake);
-            match accepted {
-                Some(a) if a.tunnel => super::relay::client_tunnel(gw, a.tls, a.link, from).await,
-                Some(a) => super::peer::connection(gw, a.tls, a.link, from).await,
-                None => {}
-            }
-        }
+        Listener::Peer => Box::pin(peer(stream, from, gw, handshake)).await,
+    }
+}
+
+/// A connection to the public listener or an agent's address: TLS, then
+/// HTTP/1.1 or h2.
+async fn public(
+    acceptor: TlsAcceptor,
+    stream: TcpStream,
+    (from, ingress): (SocketAddr, Ingress),
+    gw: Rc<Gateway>,
+    handshake: Option<HandshakeSlot>,
+) {
+    let tls = super::public::handshake(&acceptor, stream, from).await;
+    drop(handshake);
+    if let Some(tls) = tls {
+        super::public::connection(tls, from, gw, ingress).await;
+    }
+}
+
+/// A connection to the peer listener: a neighbour's link, or a relay
+/// client's tunnel.
+async fn peer(
+    stream: TcpStream,
+    from: SocketAddr,
+    gw: Rc<Gateway>,
+    handshake: Option<HandshakeSlot>,
+) {
+    let accepted = super::peer::accept(&gw.core, stream, from).await;
+    drop(handshake);
+    match accepted {
+        Some(a) if a.tunnel => super::relay::client_tunnel(gw, a.tls, a.link, from).await,
+        Some(a) => super::peer::connection(gw, a.tls, a.link, from).await,
+        None => {}
     }
 }
 
@@ -202,5 +226,46 @@ fn note_cap(gw: &Gateway, cap: Cap, refused: &dyn std::fmt::Display) {
         .refused(cap, refused, Millis::now());
     if let Some(line) = line {
         agentd::log_warn!("connection {line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+
+    use hyper::body::Incoming;
+    use hyper::Request;
+
+    use super::*;
+    use crate::core::Core;
+    use crate::front::Ctx;
+
+    fn owned<A, B, C, D, E, F: Future>(_: fn(A, B, C, D, E) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    fn borrowing<'a, A: 'a, B: 'a, C, F: Future>(_: impl FnOnce(&'a A, &'a B, C) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    fn pipeline<'a, I, F: Future>(_: impl FnOnce(&'a Rc<Core>, I) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// What a connection costs while it is open is mostly its task's
+    /// future and the future of the request in flight on it: each is as
+    /// large as the largest state it can reach. The TLS kinds are boxed,
+    /// the A2A endpoint too, and an invocation travels boxed, so that a
+    /// plaintext LAN connection with a call in flight holds a few KiB,
+    /// not the ~21 KiB it did (12 472 + 8 240 bytes in a release build).
+    #[test]
+    fn task_sizes() {
+        let task = owned(connection);
+        let request = borrowing::<Gateway, Ctx, Request<Incoming>, _>(super::super::http::dispatch);
+        let call = pipeline(crate::pipeline::invoke);
+        eprintln!("connection task {task} B, request {request} B, pipeline {call} B");
+        assert!(task <= 2048, "a connection's task future is {task} bytes");
+        assert!(request <= 5120, "a request's future is {request} bytes");
+        assert!(call <= 3072, "an invocation's future is {call} bytes");
     }
 }

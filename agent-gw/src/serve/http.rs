@@ -256,8 +256,17 @@ async fn route(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Response<Body>
             .map_err(ApiError::rejected),
         Endpoint::Task { id, op } => tasks::task(cx, &parts, id, op).await,
         Endpoint::A2aCard { agent } => crate::front::a2a::rpc::agent_card(cx, &parts, agent.into()),
+        // Boxed: A2A's JSON-RPC state is the largest of any endpoint, and
+        // inline it would size every request's future.
         Endpoint::A2aRpc { agent } => {
-            crate::front::a2a::rpc::rpc(cx, &gw.a2a, &parts, body, agent.into()).await
+            Box::pin(crate::front::a2a::rpc::rpc(
+                cx,
+                &gw.a2a,
+                &parts,
+                body,
+                agent.into(),
+            ))
+            .await
         }
         Endpoint::Mcp => Ok(crate::front::mcp::handle(cx, &gw.mcp, parts, body).await),
     };

@@ -349,7 +349,9 @@ async fn linger(mut sock: Box<dyn Stream>, answer: &[u8]) -> io::Result<()> {
         sock.write_all(answer).await?;
     }
     sock.shutdown().await?;
-    let mut sink = [0u8; 4096];
+    // On the heap: every HTTP/1 connection's task holds this future's
+    // room from its start, and only refused heads ever linger.
+    let mut sink = vec![0u8; 4096];
     let mut left = LINGER_BYTES;
     while left > 0 {
         let n = sock.read(&mut sink).await?;

@@ -96,7 +96,7 @@ async fn call(
     let mode = Mode::of_headers(&parts.headers, stream)?;
     admission::refuse_own_forward(&cx.state, &parts.headers)?;
     let (envelope, slot) = admit(cx, parts, body, Need::Invoke).await?;
-    let inv = Invocation {
+    let inv = Box::new(Invocation {
         principal: principal(cx),
         envelope,
         mode,
@@ -104,6 +104,6 @@ async fn call(
         started,
         slot: Some(slot),
         conn: cx.conn.clone(),
-    };
+    });
     Ok(pipeline::invoke(&cx.state, inv).await?.into_response())
 }
