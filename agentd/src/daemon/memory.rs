@@ -16,10 +16,13 @@ pub const TRIM_MIN_ROUTES: usize = 1024;
 /// pieces are the table's encoding (~120 bytes a route), freed when the
 /// write ends; glibc keeps that free heap resident, which at 10 000
 /// routes read as 1.2 MiB of agentd's memory (`bench_footprint.py`,
-/// 13 008 KiB after a trim against 14 220 before). At most one save a
-/// second (`PERSIST_DELAY`), each trim a walk of the free lists off the
-/// loop; below this size the pages are not worth it.
-pub const TRIM_AFTER_SAVE_BYTES: usize = 256 * 1024;
+/// 13 008 KiB after a trim against 14 220 before), and at 1 000 routes
+/// (a ~120 KiB file) as 116 KiB of agentd's 2 040 in `bench_cgroup.py`'s
+/// scenario, where the limit is decided by about that much. At most one
+/// save a second (`PERSIST_DELAY`), each trim a walk of the free lists
+/// off the loop; below this size (~500 routes) the pages are not worth
+/// it.
+pub const TRIM_AFTER_SAVE_BYTES: usize = 64 * 1024;
 
 /// When to trim, from the table's size after each input.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
