@@ -336,6 +336,22 @@ impl Envelope {
     /// members of the caller's envelope, payload byte for byte, with the
     /// gateway's `hop_limit`, `tenant` and `source_agent`.
     pub fn to_bytes(&self) -> Bytes {
+        self.handler_body()
+    }
+
+    /// [`Envelope::to_bytes`], and the received bytes let go: a call
+    /// forwarded as it is needs nothing more of them, and they are a slice
+    /// of the caller connection's read buffer, which they would hold for
+    /// the whole call. The routing fields stay; the document, if it was
+    /// never built, is empty from now on.
+    pub fn take_handler_body(&mut self) -> Bytes {
+        let body = self.handler_body();
+        self.original = None;
+        self.members = None;
+        body
+    }
+
+    fn handler_body(&self) -> Bytes {
         let o = handler_body::Overrides {
             tenant: &self.tenant,
             source_agent: &self.source_agent,
@@ -399,6 +415,22 @@ mod tests {
     const OK: &str = r#"{"version":"1.0","intent":"demo.echo","intent_version":1,"task_id":"t1",
         "source_agent":"agent://lab/caller","tenant":"lab","hop_limit":8,"constraints":{"timeout_ms":500},
         "payload":{"x":1}}"#;
+
+    /// A forwarded call's envelope lets go of the received bytes (a slice
+    /// of the caller connection's read buffer) once the handler body is
+    /// built, and keeps what routing reads.
+    #[test]
+    fn the_handler_body_taken_releases_the_received_bytes() {
+        let received = Bytes::copy_from_slice(OK.as_bytes());
+        let mut e = Envelope::decode(received.clone()).unwrap();
+        let expected = e.to_bytes();
+        assert!(!received.is_unique());
+        assert_eq!(e.take_handler_body(), expected);
+        assert!(received.is_unique());
+        assert_eq!(&*e.intent, "demo.echo");
+        assert_eq!(&*e.tenant, "lab");
+        assert_eq!(e.hop_limit, 8);
+    }
 
     #[test]
     fn slot_indices_name_their_members() {

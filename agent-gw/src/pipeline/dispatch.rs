@@ -112,11 +112,12 @@ pub async fn send(
 /// its body is finished.
 pub async fn forward(
     core: &Core,
-    inv: Box<Invocation>,
+    mut inv: Box<Invocation>,
     d: Dispatch,
     relay: Relay,
 ) -> Result<Response<Body>, ApiError> {
-    let out = outgoing(core, &inv, inv.envelope.to_bytes(), &d.candidates);
+    let body = inv.envelope.take_handler_body();
+    let out = outgoing(core, &inv, body, &d.candidates);
     let (resp, _) = send(core, &inv, &d, out, relay).await?;
     Ok(hold(resp, inv.slot))
 }

@@ -248,10 +248,10 @@ async fn route(gw: &Gateway, cx: &Ctx, req: Request<Incoming>) -> Response<Body>
         Endpoint::Route => invoke::route(cx, &parts, body)
             .await
             .map_err(ApiError::rejected),
-        Endpoint::Invoke => invoke::invoke(cx, &parts, body)
+        Endpoint::Invoke => invoke::invoke(cx, parts, body)
             .await
             .map_err(ApiError::rejected),
-        Endpoint::InvokeStream => invoke::invoke_stream(cx, &parts, body)
+        Endpoint::InvokeStream => invoke::invoke_stream(cx, parts, body)
             .await
             .map_err(ApiError::rejected),
         Endpoint::Task { id, op } => tasks::task(cx, &parts, id, op).await,

@@ -73,29 +73,33 @@ pub async fn route(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<B
 }
 
 /// `invoke` (sync, or async with `Prefer: respond-async`).
-pub async fn invoke(cx: &Ctx, parts: &Parts, body: Incoming) -> Result<Response<Body>, ApiError> {
+pub async fn invoke(cx: &Ctx, parts: Parts, body: Incoming) -> Result<Response<Body>, ApiError> {
     call(cx, parts, body, false).await
 }
 
 /// `invoke-stream`.
 pub async fn invoke_stream(
     cx: &Ctx,
-    parts: &Parts,
+    parts: Parts,
     body: Incoming,
 ) -> Result<Response<Body>, ApiError> {
     call(cx, parts, body, true).await
 }
 
+/// The request's head is taken by value and dropped once the invocation
+/// is built: its header values are slices of the connection's read
+/// buffer, and held across the call they would keep that buffer from
+/// being read into again (hyper then reads the next bytes into another).
 async fn call(
     cx: &Ctx,
-    parts: &Parts,
+    parts: Parts,
     body: Incoming,
     stream: bool,
 ) -> Result<Response<Body>, ApiError> {
     let started = Instant::now();
     let mode = Mode::of_headers(&parts.headers, stream)?;
     admission::refuse_own_forward(&cx.state, &parts.headers)?;
-    let (envelope, slot) = admit(cx, parts, body, Need::Invoke).await?;
+    let (envelope, slot) = admit(cx, &parts, body, Need::Invoke).await?;
     let inv = Box::new(Invocation {
         principal: principal(cx),
         envelope,
@@ -105,5 +109,6 @@ async fn call(
         slot: Some(slot),
         conn: cx.conn.clone(),
     });
+    drop(parts);
     Ok(pipeline::invoke(&cx.state, inv).await?.into_response())
 }
