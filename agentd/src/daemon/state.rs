@@ -10,7 +10,7 @@
 //! succeeded, so a failure leaves the last valid state untouched (and
 //! `status` reports why).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::origins::{scoped_route_id, Ledger};
 use super::persist::{LeaseRef, SavedLease};
@@ -55,9 +55,6 @@ pub struct Handled {
 pub struct State {
     table: RouteTable,
     runtime: Runtime,
-    /// Granted lease length of each local route, so a renewal without a
-    /// length keeps the one the agent asked for.
-    lease_len: HashMap<RouteId, u32>,
     /// Local routes whose agent asked for a public IPv6 address (pruned
     /// to live routes by [`State::ipv6_wanted`]).
     ipv6_wanted: HashSet<RouteId>,
@@ -110,7 +107,6 @@ impl State {
         let mut state = State {
             table: RouteTable::new(0),
             runtime: Runtime::default(),
-            lease_len: HashMap::new(),
             ipv6_wanted: HashSet::new(),
             ledger: Ledger::default(),
             claims: claims::Claims::default(),
@@ -507,11 +503,11 @@ impl State {
     /// the lease file (borrowed: the file is encoded from the table).
     pub fn local_lease_refs(&self) -> impl Iterator<Item = LeaseRef<'_>> + Clone {
         self.table
-            .iter()
-            .filter(|r| r.source == RouteSource::Local)
-            .map(|r| LeaseRef {
+            .iter_with_lease_secs()
+            .filter(|(r, _)| r.source == RouteSource::Local)
+            .map(|(r, lease_s)| LeaseRef {
                 route: r,
-                lease_s: self.lease_len.get(&r.id).copied().unwrap_or(0),
+                lease_s,
                 public_ipv6: self.ipv6_wanted.contains(&r.id),
             })
     }
@@ -597,7 +593,7 @@ impl State {
                 if public_ipv6 {
                     self.ipv6_wanted.insert(id.clone());
                 }
-                self.lease_len.insert(id, lease_s);
+                self.table.set_lease_secs(&id, lease_s);
                 self.count("leases.restored");
                 restored += 1;
             }
@@ -618,7 +614,6 @@ impl State {
                     self.ledger.remove(&r);
                     self.claims.remove_local(&r);
                 }
-                self.lease_len.remove(&r.id);
                 FibChange::Remove(r.id)
             })
             .collect();

@@ -52,6 +52,11 @@ use timer::{Timer, Timers};
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub(crate) gen: u32,
+    /// The lease length granted to the route's registrant (see
+    /// [`RouteTable::set_lease_secs`]); 0 for none. It sits in what was
+    /// the cell's padding, so it costs nothing where a map beside the
+    /// table cost agentd ~30 bytes a route.
+    pub(crate) lease_secs: u32,
     pub(crate) route: Option<Route>,
 }
 
@@ -354,13 +359,16 @@ impl RouteTable {
         let hot = self.hot_record(&mut route, peer_up);
         let slot = match self.free.pop() {
             Some(s) => {
-                self.slab[s as usize].route = Some(route);
+                let cell = &mut self.slab[s as usize];
+                cell.route = Some(route);
+                cell.lease_secs = 0;
                 self.hot[s as usize] = hot;
                 s
             }
             None => {
                 self.slab.push(Slot {
                     gen: self.gen_floor,
+                    lease_secs: 0,
                     route: Some(route),
                 });
                 self.compacted_at = usize::MAX;
@@ -635,6 +643,7 @@ impl RouteTable {
         self.symbols.release(&self.hasher, hot.next_hop);
         let cell = &mut self.slab[slot as usize];
         cell.gen = cell.gen.wrapping_add(1);
+        cell.lease_secs = 0;
         let route = cell.route.take();
         self.free.push(slot);
         self.len -= 1;
@@ -797,6 +806,34 @@ impl RouteTable {
 
     pub fn iter(&self) -> impl Iterator<Item = &Route> + Clone {
         self.slab.iter().filter_map(|s| s.route.as_ref())
+    }
+
+    /// Records the lease length granted with route `id`'s registration or
+    /// renewal: what a renewal that names none extends it by, and what the
+    /// lease file keeps. The owner's record (the gateway's replica has
+    /// none); it ends with the route. `false` if there is no such route.
+    pub fn set_lease_secs(&mut self, id: &RouteId, secs: u32) -> bool {
+        match self.find_slot(id.as_str()) {
+            Some(slot) => {
+                self.slab[slot as usize].lease_secs = secs;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The lease length last recorded for route `id` (0: none recorded);
+    /// `None` if there is no such route.
+    pub fn lease_secs(&self, id: &RouteId) -> Option<u32> {
+        self.find_slot(id.as_str())
+            .map(|slot| self.slab[slot as usize].lease_secs)
+    }
+
+    /// Every route with its recorded lease length.
+    pub fn iter_with_lease_secs(&self) -> impl Iterator<Item = (&Route, u32)> + Clone {
+        self.slab
+            .iter()
+            .filter_map(|s| s.route.as_ref().map(|r| (r, s.lease_secs)))
     }
 
     pub fn memory(&self) -> MemoryUse {

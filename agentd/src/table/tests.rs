@@ -834,3 +834,35 @@ fn the_schema_index_follows_every_change() {
     assert_eq!(t.schema_capabilities().count(), 0);
     check_invariants(&t);
 }
+
+/// The granted lease length lives in the route's slab cell: kept across
+/// updates, gone with the route, never inherited by the next occupant of
+/// its cell, and free (the cell's padding held it).
+#[test]
+fn the_lease_length_lives_and_ends_with_its_route() {
+    let mut t = RouteTable::new(10);
+    t.upsert(route("a", "cap", 1)).unwrap();
+    assert_eq!(t.lease_secs(&id("a")), Some(0));
+    assert!(t.set_lease_secs(&id("a"), 300));
+    let mut renewed = route("a", "cap", 1);
+    renewed.lease = Lease::Until(Millis(60_000));
+    assert_eq!(t.upsert(renewed).unwrap(), UpsertOutcome::Updated);
+    assert_eq!(t.lease_secs(&id("a")), Some(300));
+    assert_eq!(
+        t.iter_with_lease_secs()
+            .map(|(r, s)| (r.id.as_str(), s))
+            .collect::<Vec<_>>(),
+        [("a", 300)]
+    );
+    t.remove(&id("a")).unwrap();
+    assert_eq!(t.lease_secs(&id("a")), None);
+    assert!(!t.set_lease_secs(&id("a"), 300));
+    // The freed cell is taken by the next route, without the length.
+    t.upsert(route("b", "cap", 1)).unwrap();
+    assert_eq!(t.slab.len(), 1);
+    assert_eq!(t.lease_secs(&id("b")), Some(0));
+    assert_eq!(
+        std::mem::size_of::<Slot>(),
+        std::mem::size_of::<Option<Route>>() + 8
+    );
+}

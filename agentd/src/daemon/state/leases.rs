@@ -148,7 +148,7 @@ impl State {
             self.ledger.add(&route);
             self.claims.add_local(&route);
         }
-        self.lease_len.insert(id.clone(), secs);
+        self.table.set_lease_secs(&id, secs);
         if wants_ipv6 {
             self.ipv6_wanted.insert(id.clone());
         } else {
@@ -201,9 +201,10 @@ impl State {
         }
         let secs = match r.lease_seconds {
             Some(s) => self.grant(Some(s))?,
-            None => match self.lease_len.get(&r.route_id) {
-                Some(&s) => s,
-                None => self.grant(None)?,
+            // The length granted last (the granted one is never 0).
+            None => match self.table.lease_secs(&r.route_id) {
+                Some(s) if s > 0 => s,
+                _ => self.grant(None)?,
             },
         };
         let expires_at = now.saturating_add_ms(u64::from(secs) * 1000);
@@ -222,7 +223,7 @@ impl State {
             .table
             .upsert(route.clone())
             .map_err(|e| IpcError::from_table(e, &tenant))?;
-        self.lease_len.insert(r.route_id.clone(), secs);
+        self.table.set_lease_secs(&r.route_id, secs);
         let grant = LeaseGrant {
             route_id: r.route_id,
             generation: self.table.generation(),
@@ -260,7 +261,6 @@ impl State {
             self.ledger.remove(&route);
             self.claims.remove_local(&route);
         }
-        self.lease_len.remove(id);
     }
 
     /// `agentctl flush --origin`: withdraws every local route of `origin`
