@@ -135,7 +135,7 @@ async fn connection(
 ) {
     // The TLS kinds run boxed: their state (TLS session, relay tunnel,
     // h2) is several KiB, and inline it would size the task of every
-    // plaintext LAN connection too (see `tests::task_sizes`).
+    // plaintext LAN connection too (see `tests::a_lan_connection_and_its_call_hold_a_few_kib_of_futures`).
     match kind {
         Listener::Lan => {
             super::http::http1_connection(stream, super::http::Link::plain(from, ingress), gw).await
@@ -259,11 +259,10 @@ mod tests {
     /// plaintext LAN connection with a call in flight holds a few KiB,
     /// not the ~21 KiB it did (12 472 + 8 240 bytes in a release build).
     #[test]
-    fn task_sizes() {
+    fn a_lan_connection_and_its_call_hold_a_few_kib_of_futures() {
         let task = owned(connection);
-        let request = borrowing::<Gateway, Ctx, Request<Incoming>, _>(super::super::http::dispatch);
+        let request = borrowing::<Gateway, Ctx, Request<Incoming>, _>(crate::serve::http::dispatch);
         let call = pipeline(crate::pipeline::invoke);
-        eprintln!("connection task {task} B, request {request} B, pipeline {call} B");
         assert!(task <= 2048, "a connection's task future is {task} bytes");
         assert!(request <= 5120, "a request's future is {request} bytes");
         assert!(call <= 3072, "an invocation's future is {call} bytes");
