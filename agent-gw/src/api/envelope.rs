@@ -302,6 +302,10 @@ impl Envelope {
 
     /// The decoded document (for stream fingerprints and tests).
     pub fn doc(&self) -> &Map<String, Value> {
+        debug_assert!(
+            self.original.is_some() || self.doc.get().is_some(),
+            "an envelope's document asked for after its bytes were let go (take_handler_body)"
+        );
         self.doc.get_or_init(|| {
             // `original` passed the same strict rules in `decode`, so this
             // parse succeeds; the document is only dropped on a change,
@@ -342,8 +346,8 @@ impl Envelope {
     /// [`Envelope::to_bytes`], and the received bytes let go: a call
     /// forwarded as it is needs nothing more of them, and they are a slice
     /// of the caller connection's read buffer, which they would hold for
-    /// the whole call. The routing fields stay; the document, if it was
-    /// never built, is empty from now on.
+    /// the whole call. The routing fields stay; the document must have been
+    /// built before, if it is wanted after (debug builds check).
     pub fn take_handler_body(&mut self) -> Bytes {
         let body = self.handler_body();
         self.original = None;
