@@ -300,6 +300,18 @@ impl Envelope {
         }
     }
 
+    /// [`Envelope::to_bytes`], and the received bytes let go: a call
+    /// forwarded as it is needs nothing more of them, and they are a slice
+    /// of the caller connection's read buffer, which they would hold for
+    /// the whole call. The routing fields stay; the document must have been
+    /// built before, if it is wanted after (debug builds check).
+    pub fn take_handler_body(&mut self) -> Bytes {
+        let body = self.to_bytes();
+        self.original = None;
+        self.members = None;
+        body
+    }
+
     /// The decoded document (for stream fingerprints and tests).
     pub fn doc(&self) -> &Map<String, Value> {
         debug_assert!(
@@ -340,22 +352,6 @@ impl Envelope {
     /// members of the caller's envelope, payload byte for byte, with the
     /// gateway's `hop_limit`, `tenant` and `source_agent`.
     pub fn to_bytes(&self) -> Bytes {
-        self.handler_body()
-    }
-
-    /// [`Envelope::to_bytes`], and the received bytes let go: a call
-    /// forwarded as it is needs nothing more of them, and they are a slice
-    /// of the caller connection's read buffer, which they would hold for
-    /// the whole call. The routing fields stay; the document must have been
-    /// built before, if it is wanted after (debug builds check).
-    pub fn take_handler_body(&mut self) -> Bytes {
-        let body = self.handler_body();
-        self.original = None;
-        self.members = None;
-        body
-    }
-
-    fn handler_body(&self) -> Bytes {
         let o = handler_body::Overrides {
             tenant: &self.tenant,
             source_agent: &self.source_agent,
