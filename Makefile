@@ -181,7 +181,10 @@ bench-local: toolchain
 	$(PYTHON) scripts/bench_local.py $(BENCH_ARGS)
 
 # Selection (divan), ARPX update processing (divan) and the heap bytes it
-# holds per path learned from a peer (paths_held, JSON), the mesh scenarios and
+# holds per path learned from a peer (paths_held, JSON), the heap bytes per
+# route of the two route tables alone (route_tables: the floor of
+# bench_footprint.py's bytes per route, target/bench/route_tables.json),
+# the mesh scenarios and
 # the cross-router data plane vs direct and an nginx TLS chain (routers in
 # network namespaces, router build; needs root): JSON in
 # target/bench/select.json, target/bench/mesh.json, target/bench/peer.json,
@@ -197,6 +200,7 @@ bench: toolchain venv
 	$(CARGO) bench -p agentd --bench select
 	$(CARGO) bench -p arpx --bench updates
 	$(CARGO) bench -p arpx --bench paths_held
+	$(CARGO) bench -p agentd --bench route_tables
 	$(VENV)/bin/python scripts/bench_mesh.py
 	$(VENV)/bin/python scripts/bench_peer.py $(BENCH_PEER_ARGS)
 	$(VENV)/bin/python scripts/bench_relay.py
