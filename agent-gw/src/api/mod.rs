@@ -1,5 +1,6 @@
 //! The SDK API's wire types: strict JSON decoding, the envelope, lease
-//! requests and the error model (see `docs/sdk-api.md`).
+//! requests, the error model (see `docs/sdk-api.md`) and request bodies
+//! read under a bound.
 
 pub mod envelope;
 pub mod error;
@@ -7,6 +8,7 @@ pub mod fields;
 pub mod handler_body;
 pub mod json;
 pub mod registration;
+pub mod request_body;
 pub mod scan;
 pub mod task_request;
 

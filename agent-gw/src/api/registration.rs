@@ -11,7 +11,7 @@ use agentd::route::{attr_default, Access, Attributes, Contract, Effect, RouteId}
 use crate::api::envelope::DecodeError;
 use crate::api::fields::{self, err, Problem};
 use crate::api::json;
-use crate::forward::target::Target;
+use crate::target::Target;
 
 /// Longest lease a request may ask for (agentd clamps into its bounds).
 pub const MAX_LEASE_REQUEST_S: u64 = 86_400;

@@ -226,7 +226,7 @@ impl Authenticator {
             iat: Some(now.0),
             exp: Some(now.0 + ttl),
             nbf: None,
-            jti: Some(crate::task::hex(&jti)),
+            jti: Some(crate::hex::encode(&jti)),
             src: Some(peer.to_canonical().to_string()),
         };
         let kid = super::key_id(&self.issuer_public_key());

@@ -1,9 +1,6 @@
-//! Handler endpoint URLs: what the gateway can connect to, and the
-//! connect-time SSRF check.
+//! Handler endpoints at connect time: the SSRF check.
 //!
-//! The URL model is agentd's shared [`Endpoint`] (the same rules agentd
-//! applied at registration), so nothing is accepted there that cannot be
-//! forwarded here. [`resolve_checked`] is the check right before a new
+//! A [`Target`] is parsed once (`crate::target`); [`resolve_checked`] is the check right before a new
 //! connection: a literal address is classified again (the router's own
 //! addresses may have changed since registration), a host name is
 //! resolved and every address it resolved to is classified; the socket
@@ -13,45 +10,12 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use http::uri::PathAndQuery;
-use http::HeaderValue;
+use agentd::endpoint::{local_addrs, Endpoint, Guard, Host, Refusal};
 
-use agentd::endpoint::{local_addrs, Endpoint, EndpointError, Guard, Host, Refusal};
-
-pub use agentd::endpoint::EndpointError as TargetError;
+pub use crate::target::{Target, TargetError};
 
 /// Longest wait for a resolver answer, within the call's own deadline.
 pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// A parsed handler endpoint.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
-    pub endpoint: Endpoint,
-    /// `host:port` (IPv6 in brackets): pool key and `Host` header.
-    authority: Box<str>,
-    pub path: PathAndQuery,
-}
-
-impl Target {
-    pub fn parse(url: &str) -> Result<Target, EndpointError> {
-        let endpoint = Endpoint::parse(url)?;
-        let path = PathAndQuery::try_from(&*endpoint.path).map_err(|_| EndpointError::BadChar)?;
-        Ok(Target {
-            authority: endpoint.authority().into(),
-            endpoint,
-            path,
-        })
-    }
-
-    /// `host:port`: the pool key (brackets kept for IPv6).
-    pub fn connect_addr(&self) -> &str {
-        &self.authority
-    }
-
-    pub fn host_header(&self) -> Option<HeaderValue> {
-        HeaderValue::from_str(&self.authority).ok()
-    }
-}
 
 /// Why no address could be used for a new connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,35 +94,6 @@ pub async fn resolve_checked_from(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_ipv4_and_ipv6_endpoints() {
-        let t = Target::parse("http://192.0.2.10:8080/invoke").unwrap();
-        assert_eq!(t.connect_addr(), "192.0.2.10:8080");
-        assert_eq!(t.path.as_str(), "/invoke");
-        let t = Target::parse("http://[2001:db8::1]:9000/a?b=1").unwrap();
-        assert_eq!(t.connect_addr(), "[2001:db8::1]:9000");
-        assert_eq!(t.path.as_str(), "/a?b=1");
-        let t = Target::parse("http://192.0.2.10/invoke").unwrap();
-        assert_eq!(t.connect_addr(), "192.0.2.10:80");
-    }
-
-    #[test]
-    fn refuses_what_cannot_be_forwarded() {
-        assert_eq!(
-            Target::parse("https://h:1/x"),
-            Err(TargetError::HttpsUnsupported)
-        );
-        assert_eq!(Target::parse("/x"), Err(TargetError::Scheme));
-        assert_eq!(
-            Target::parse("http://u:p@h:1/x"),
-            Err(TargetError::UserInfo)
-        );
-        assert_eq!(
-            Target::parse(&format!("http://h:1/{}", "a".repeat(600))),
-            Err(TargetError::TooLong)
-        );
-    }
 
     fn guard(allow_loopback: bool) -> Guard {
         Guard {

@@ -31,8 +31,9 @@ use hyper::body::Incoming;
 use crate::api::error::{ApiError, ErrorCode};
 use agentd::owner::{Caller, Proof};
 
+use crate::api::request_body::read_limited;
 use crate::auth::{Caller as AuthCaller, Scope, UnixSeconds};
-use crate::body::{full, read_limited, Body};
+use crate::body::{full, Body};
 use crate::core::Core;
 use crate::limits::InflightGuard;
 pub use crate::pipeline::ConnAbort;

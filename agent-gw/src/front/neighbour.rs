@@ -35,8 +35,9 @@ use agentd::route::RouteId;
 
 use crate::api::envelope::Envelope;
 use crate::api::error::{ApiError, ErrorCode, Outcome};
+use crate::api::request_body::{content_length, read_with_trailers};
 use crate::api::task_request::TaskRequest;
-use crate::body::{content_length, read_with_trailers, Body};
+use crate::body::Body;
 use crate::core::Core;
 use crate::forward::hop::OutBody;
 use crate::forward::transit::{Check, Transit, TransitError};

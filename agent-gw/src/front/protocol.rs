@@ -77,7 +77,7 @@ pub fn random_id(bytes: usize) -> Result<String, ApiError> {
     let mut b = vec![0u8; bytes.clamp(16, 64)];
     crate::auth::fill_random(&mut b)
         .map_err(|e| ApiError::new(ErrorCode::Internal, format!("no randomness for an id: {e}")))?;
-    Ok(crate::task::id::hex(&b))
+    Ok(crate::hex::encode(&b))
 }
 
 /// What to invoke.

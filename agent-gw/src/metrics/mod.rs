@@ -75,7 +75,7 @@ pub async fn start(gw: &Scraped) -> io::Result<()> {
     let Some(addr) = gw.core.cfg.admin_listen else {
         return Ok(());
     };
-    let listener = match crate::serve::listen::bind(addr).await {
+    let listener = match crate::listen::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
             agentd::log_error!(

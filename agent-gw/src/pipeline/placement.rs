@@ -144,7 +144,7 @@ fn never_delivered(e: &ApiError) -> bool {
 pub async fn refusal_of(route: &RouteId, resp: Response<Body>) -> ApiError {
     let status = resp.status();
     let (head, body) = resp.into_parts();
-    let bytes = crate::body::read_limited(&head.headers, body, 64 * 1024)
+    let bytes = crate::api::request_body::read_limited(&head.headers, body, 64 * 1024)
         .await
         .unwrap_or_default();
     let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();

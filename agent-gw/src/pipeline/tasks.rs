@@ -10,8 +10,9 @@ use serde_json::{json, Value};
 
 use crate::api::envelope::Envelope;
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::request_body::read_limited;
 use crate::api::task_request::TaskRequest;
-use crate::body::{full, read_limited, Body};
+use crate::body::{full, Body};
 use crate::budget::Scope;
 use crate::core::Core;
 use crate::router::TaskOp;

@@ -63,7 +63,7 @@ pub fn read_buffer(max_request_bytes: usize) -> usize {
 /// larger body is gathered from several reads.
 pub const READ_BUFFER_MAX: usize = 256 * 1024;
 
-pub use super::listen::{bind, means_no_ipv6};
+pub use crate::listen::{bind, means_no_ipv6};
 
 /// A client connection as its requests see it.
 #[derive(Debug)]

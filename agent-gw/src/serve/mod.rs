@@ -15,7 +15,6 @@ pub mod follow;
 pub mod gateway;
 pub mod http;
 pub mod http_guard;
-pub mod listen;
 pub mod peer;
 pub mod public;
 pub mod relay;
@@ -97,7 +96,7 @@ async fn start_public(gw: &Rc<Gateway>) -> io::Result<()> {
         }
     };
     if let Some(addr) = cfg.public_listen {
-        let listener = listen::bind(addr)
+        let listener = crate::listen::bind(addr)
             .await
             .map_err(|e| io::Error::new(e.kind(), format!("{what}: {e}")))?;
         agentd::log_notice!("listening public={}", listener.local_addr()?);

@@ -8,35 +8,7 @@
 use std::fmt;
 
 use crate::auth::fill_random;
-
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    s
-}
-
-/// Parses exactly `N` bytes of hex (either case); `None` otherwise.
-fn parse_hex<const N: usize>(s: &[u8]) -> Option<[u8; N]> {
-    if s.len() != N * 2 {
-        return None;
-    }
-    let nib = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    };
-    let mut out = [0u8; N];
-    for (i, pair) in s.chunks_exact(2).enumerate() {
-        out[i] = (nib(pair[0])? << 4) | nib(pair[1])?;
-    }
-    Some(out)
-}
+use crate::hex;
 
 /// A 128-bit random task id.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,7 +23,7 @@ impl TaskId {
 
     /// Parses the 32-hex-digit form used in URLs.
     pub fn parse(s: &str) -> Option<TaskId> {
-        parse_hex::<16>(s.as_bytes()).map(TaskId)
+        hex::decode::<16>(s.as_bytes()).map(TaskId)
     }
 
     pub fn from_bytes(b: [u8; 16]) -> TaskId {
@@ -61,7 +33,7 @@ impl TaskId {
 
 impl fmt::Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&hex(&self.0))
+        f.write_str(&hex::encode(&self.0))
     }
 }
 
@@ -88,14 +60,14 @@ impl TaskToken {
 
     /// The header value handed to the caller.
     pub fn to_hex(&self) -> String {
-        hex(&self.0)
+        hex::encode(&self.0)
     }
 
     /// Whether `presented` (the header value) is this token. Runs in time
     /// independent of where the first difference is, so the token cannot
     /// be guessed byte by byte from response timing.
     pub fn matches(&self, presented: &[u8]) -> bool {
-        let Some(other) = parse_hex::<32>(presented) else {
+        let Some(other) = hex::decode::<32>(presented) else {
             return false;
         };
         let diff = self

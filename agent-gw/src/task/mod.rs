@@ -28,7 +28,7 @@ use std::fmt;
 
 pub use digest::{object_digest, request_digest, StreamKey, RESUME_FIELD};
 pub use history::{CursorError, Event, History};
-pub use id::{hex, TaskId, TaskToken};
+pub use id::{TaskId, TaskToken};
 pub use live::{Follower, SharedTasks};
 pub use table::{
     Admitted, Batch, CancelSignal, NewTask, TableStats, Task, TaskConfig, TaskFailure, TaskKind,

@@ -70,7 +70,7 @@ impl Remote {
         };
         let status = resp.status();
         let (head, body) = resp.into_parts();
-        let bytes = crate::body::read_limited(&head.headers, body, max_doc(cx))
+        let bytes = crate::api::request_body::read_limited(&head.headers, body, max_doc(cx))
             .await
             .map_err(A2aError::from)?;
         let doc: Value = serde_json::from_slice(&bytes).unwrap_or_default();

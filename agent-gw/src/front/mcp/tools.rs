@@ -282,7 +282,7 @@ async fn relay(cx: &Ctx, resp: Response<Body>, report: &Reporter, task: &StreamT
     if is_sse && status.is_success() {
         return relay_stream(body, report, limit).await;
     }
-    let bytes = match crate::body::read_limited(&head.headers, body, limit).await {
+    let bytes = match crate::api::request_body::read_limited(&head.headers, body, limit).await {
         Ok(b) => b,
         Err(e) => return api_error_result(&e),
     };

@@ -1,4 +1,5 @@
-//! Binding a listener: dual-stack where the host has IPv6.
+//! Binding a listener: dual-stack where the host has IPv6. Shared by the
+//! serving layer's listeners and the metrics endpoint.
 
 use std::io;
 use std::net::SocketAddr;
