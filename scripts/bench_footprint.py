@@ -46,7 +46,9 @@ ROUTER_DIR = REPO / "target" / "router-openwrt"
 # The daemons measured: the router build's links, or — for a comparison —
 # another directory's agentd/agentctl/agent-gw (BENCH_FOOTPRINT_BIN_DIR).
 BIN_DIR = Path(os.environ.get("BENCH_FOOTPRINT_BIN_DIR", ROUTER_DIR))
-COUNTS = [int(x) for x in os.environ.get("BENCH_FOOTPRINT_ROUTES", "1000 10000 50000").split()]
+# Route counts to measure at; 0 routes (idle) is always measured, so it is
+# not a count of its own (and has no bytes per route).
+COUNTS = sorted({int(x) for x in os.environ.get("BENCH_FOOTPRINT_ROUTES", "1000 10000 50000").split()} - {0})
 THREADS = 4
 ENDPOINTS = os.environ.get("BENCH_FOOTPRINT_ENDPOINTS", "shared")
 if ENDPOINTS not in ("shared", "distinct"):
