@@ -24,6 +24,7 @@ usage: agent-gw [--config FILE] [-f] [--socket PATH] [--listen ADDR]
   --socket PATH           agentd's IPC socket, overriding agentd.ipc_socket
   --listen ADDR           SDK listener, overriding gateway.sdk_listen
   -h, --help              print this help and exit
+  --version               print the version and exit
 ";
 
 /// Configuration problems logged one per line at startup.
@@ -36,6 +37,7 @@ struct Args {
     socket: Option<PathBuf>,
     listen: Option<SocketAddr>,
     help: bool,
+    version: bool,
 }
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
@@ -55,6 +57,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                 );
             }
             "-h" | "--help" => a.help = true,
+            "--version" => a.version = true,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -71,6 +74,10 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
     let args = match parse_args(args) {
         Ok(a) if a.help => {
             print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(a) if a.version => {
+            println!("agent-gw {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
         Ok(a) => a,
@@ -208,6 +215,26 @@ async fn on_hangup() {
         log_info!(
             "SIGHUP: routes and policy follow agentd's reload; gateway options (listeners, auth, limits) \
              apply when agent-gw restarts"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        parse_args(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn version_and_help_are_options_and_anything_unknown_is_refused() {
+        assert!(parse(&["--version"]).unwrap().version);
+        assert!(parse(&["-h"]).unwrap().help);
+        assert!(!parse(&["-f"]).unwrap().version);
+        assert_eq!(
+            parse(&["--versions"]).unwrap_err(),
+            "unknown argument --versions"
         );
     }
 }

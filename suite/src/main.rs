@@ -21,8 +21,12 @@ static ALLOC: alloc::SuiteAlloc = alloc::SuiteAlloc;
 /// The programs, by the name they are called with.
 const APPLETS: [&str; 3] = ["agentd", "agent-gw", "agentctl"];
 
+/// What `agentd-suite --version` names: the suite itself, not a program.
+const SUITE: &str = "agentd-suite";
+
 const USAGE: &str = "\
 usage: agentd-suite PROGRAM [ARGS...]   (or call it through a link named PROGRAM)
+       agentd-suite --version
 
 programs: agentd (routing daemon), agent-gw (invocation gateway), agentctl (control tool)
 ";
@@ -47,6 +51,7 @@ fn applet(argv: Vec<OsString>) -> Result<(&'static str, Vec<String>), String> {
         return Ok((applet, rest(args)?));
     }
     match args.next() {
+        Some(first) if first == "--version" && args.len() == 0 => Ok((SUITE, Vec::new())),
         Some(first) => match name(&first) {
             Some(applet) if !first.to_string_lossy().contains('/') => Ok((applet, rest(args)?)),
             _ => Err(format!("unknown program {}", first.to_string_lossy())),
@@ -57,6 +62,10 @@ fn applet(argv: Vec<OsString>) -> Result<(&'static str, Vec<String>), String> {
 
 fn main() -> ExitCode {
     match applet(std::env::args_os().collect()) {
+        Ok((SUITE, _)) => {
+            println!("{SUITE} {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
         Ok(("agentd", args)) => agentd::daemon::main_with(args),
         Ok(("agentctl", args)) => agentd::cli::run::main_with(args),
         Ok((_, args)) => {
@@ -108,5 +117,18 @@ mod tests {
         // A path is not a program name.
         assert!(applet(argv(&["agentd-suite", "/bin/agentd"])).is_err());
         assert!(applet(argv(&[])).is_err());
+    }
+
+    #[test]
+    fn the_suite_alone_answers_version_and_a_program_gets_it_passed_on() {
+        assert_eq!(
+            applet(argv(&["agentd-suite", "--version"])).unwrap(),
+            (SUITE, vec![])
+        );
+        assert_eq!(
+            applet(argv(&["/usr/sbin/agentctl", "--version"])).unwrap(),
+            ("agentctl", vec!["--version".to_string()])
+        );
+        assert!(applet(argv(&["agentd-suite", "--version", "x"])).is_err());
     }
 }

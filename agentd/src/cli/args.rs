@@ -164,6 +164,12 @@ impl Parser {
         })
     }
 
+    /// Whether every argument has been consumed (a value glued to the
+    /// last option counts as one left).
+    pub fn at_end(&self) -> bool {
+        self.glued.is_none() && self.rest.is_empty()
+    }
+
     /// Everything not consumed yet, as positionals.
     pub fn remaining(&mut self) -> Vec<String> {
         self.glued = None;

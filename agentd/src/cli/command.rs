@@ -50,6 +50,7 @@ options:
   --config FILE   UCI file to read the socket path (and what pki show reports) from
                   (default /etc/config/agentd)
   --json          machine-readable output
+  --version       (alone) print agentctl's version and exit
 
 exit status: 0 ok, 1 refused (by the daemon; a pki command: file exists,
              bad key or certificate; pki show: a problem found), 2 usage,
@@ -109,6 +110,8 @@ pub enum Command {
         addresses: Vec<std::net::IpAddr>,
     },
     Help,
+    /// `agentctl --version` on its own.
+    Version,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,6 +154,16 @@ pub fn parse(mut p: Parser) -> Result<CtlOptions, UsageError> {
                     config,
                     json,
                     command: Command::Help,
+                })
+            }
+            // Alone, it asks for agentctl's version; anywhere else it is
+            // lookup's interface version, which takes a value.
+            Arg::Long(l) if l == "version" && words.is_empty() && p.at_end() => {
+                return Ok(CtlOptions {
+                    socket,
+                    config,
+                    json,
+                    command: Command::Version,
                 })
             }
             Arg::Long(l) if l == "version" => {
@@ -320,6 +333,29 @@ mod tests {
                 explain: true,
             })
         );
+    }
+
+    #[test]
+    fn version_alone_is_agentctl_s_and_elsewhere_lookup_s() {
+        let version = |args: &[&str]| parse_args(args).map(|o| o.command);
+        assert_eq!(version(&["--version"]), Ok(Command::Version));
+        assert_eq!(version(&["--json", "--version"]), Ok(Command::Version));
+        // With a command, or a value, it is the lookup filter.
+        assert_eq!(
+            version(&["lookup", "demo.echo", "--version"]),
+            Err(UsageError::MissingValue("--version".into()))
+        );
+        assert!(matches!(
+            version(&["--version=2", "lookup", "demo.echo"]),
+            Ok(Command::Lookup(LookupQuery {
+                version: Some(2),
+                ..
+            }))
+        ));
+        assert!(matches!(
+            version(&["--version", "2"]),
+            Err(UsageError::Missing(_))
+        ));
     }
 
     #[test]

@@ -226,7 +226,8 @@ async fn execute(socket: &Path, command: &Command) -> Result<Output, Failure> {
         | Command::RpcdCall(_)
         | Command::Pki(_)
         | Command::DiscoveryRecords { .. }
-        | Command::Help => Err(Failure {
+        | Command::Help
+        | Command::Version => Err(Failure {
             code: exit::USAGE,
             kind: "invalid_argument",
             message: "not a daemon command".into(),
@@ -287,6 +288,10 @@ pub fn run(opts: CtlOptions) -> u8 {
     match &opts.command {
         Command::Help => {
             emit(super::command::USAGE);
+            exit::OK
+        }
+        Command::Version => {
+            emit(&format!("{SOFTWARE}\n"));
             exit::OK
         }
         Command::RpcdList => {

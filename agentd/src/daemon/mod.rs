@@ -92,6 +92,10 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
             print!("{}", options::USAGE);
             ExitCode::SUCCESS
         }
+        Ok(Mode::Version) => {
+            println!("{SOFTWARE}");
+            ExitCode::SUCCESS
+        }
         Ok(Mode::CheckConfig(path)) => check_config(&path),
         Ok(Mode::Run(opts)) => run(opts),
         Err(e) => {

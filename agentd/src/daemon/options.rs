@@ -2,6 +2,7 @@
 //!
 //! `agentd [--config FILE | -c DIR] [-f] [--socket PATH] [--demo]`
 //! `agentd --check-config FILE`
+//! `agentd --version`
 
 use std::path::PathBuf;
 
@@ -13,6 +14,7 @@ pub const DEFAULT_CONFIG: &str = uci_schema::DEFAULT_PATH;
 pub const USAGE: &str = "\
 usage: agentd [--config FILE | -c DIR] [-f] [--socket PATH] [--demo]
        agentd --check-config FILE
+       agentd --version
 
   --config FILE        UCI file to run on (default /etc/config/agentd)
   -c DIR               read DIR/agentd instead (like other OpenWrt daemons)
@@ -20,6 +22,7 @@ usage: agentd [--config FILE | -c DIR] [-f] [--socket PATH] [--demo]
   --socket PATH        IPC socket, overriding the config's ipc_socket
   --demo               run on the embedded demo config (also AGENTD_DEMO=1)
   --check-config FILE  validate FILE, print OK or every error, and exit
+  --version            print the version and exit
 ";
 
 /// Where the configuration comes from, which decides how a missing file is
@@ -63,6 +66,7 @@ pub enum Mode {
     Run(RunOptions),
     CheckConfig(PathBuf),
     Help,
+    Version,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +83,7 @@ pub fn parse(mut p: Parser, demo_env: Option<&str>) -> Result<Mode, UsageError> 
     let mut foreground = false;
     let mut socket = None;
     let mut check = None;
+    let mut version = false;
     let mut set_config = |new: ConfigSource, opt: &'static str| match &config {
         Some((_, prev)) if *prev != opt => Err(UsageError::Conflict(prev, opt)),
         _ => {
@@ -102,8 +107,12 @@ pub fn parse(mut p: Parser, demo_env: Option<&str>) -> Result<Mode, UsageError> 
             Arg::Long(l) if l == "check-config" => check = Some(PathBuf::from(p.value()?)),
             Arg::Short('h') => return Ok(Mode::Help),
             Arg::Long(l) if l == "help" => return Ok(Mode::Help),
+            Arg::Long(l) if l == "version" => version = true,
             other => return Err(other.unexpected()),
         }
+    }
+    if version {
+        return Ok(Mode::Version);
     }
     if let Some(file) = check {
         return Ok(Mode::CheckConfig(file));
@@ -126,6 +135,13 @@ mod tests {
 
     fn parse_args(args: &[&str]) -> Result<Mode, UsageError> {
         parse(Parser::new(args.iter().map(|s| s.to_string())), None)
+    }
+
+    #[test]
+    fn version_is_asked_for_by_its_option() {
+        assert_eq!(parse_args(&["--version"]), Ok(Mode::Version));
+        assert_eq!(parse_args(&["-f", "--version"]), Ok(Mode::Version));
+        assert!(parse_args(&["--version=1"]).is_err());
     }
 
     #[test]
