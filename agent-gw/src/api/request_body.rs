@@ -11,19 +11,30 @@ use http_body_util::BodyExt;
 
 use super::error::{ApiError, ErrorCode};
 
-/// The declared `Content-Length`, if any. A malformed value is an error.
-pub fn content_length(headers: &http::HeaderMap) -> Result<Option<u64>, ApiError> {
-    match headers.get(header::CONTENT_LENGTH) {
+/// A header that is there but not a decimal integer; the caller names the
+/// header in its error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotDecimal;
+
+/// A header value that must be a decimal integer (blanks around it
+/// allowed): `Ok(None)` when the header is absent.
+pub fn decimal(value: Option<&http::HeaderValue>) -> Result<Option<u64>, NotDecimal> {
+    match value {
         None => Ok(None),
         Some(v) => v
             .to_str()
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok())
             .map(Some)
-            .ok_or_else(|| {
-                ApiError::new(ErrorCode::InvalidField, "Content-Length is not a number")
-            }),
+            .ok_or(NotDecimal),
     }
+}
+
+/// The declared `Content-Length`, if any. A malformed value is an error.
+pub fn content_length(headers: &http::HeaderMap) -> Result<Option<u64>, ApiError> {
+    decimal(headers.get(header::CONTENT_LENGTH)).map_err(|NotDecimal| {
+        ApiError::new(ErrorCode::InvalidField, "Content-Length is not a number")
+    })
 }
 
 /// Reads a whole request body of at most `limit` bytes.

@@ -56,20 +56,12 @@ fn header_ms(headers: &HeaderMap, name: &HeaderName) -> Result<Option<u64>, ApiE
 
 /// The milliseconds header `name` holds, if it is there.
 pub fn ms_value(name: &str, value: Option<&HeaderValue>) -> Result<Option<u64>, ApiError> {
-    match value {
-        None => Ok(None),
-        Some(v) => v
-            .to_str()
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .map(Some)
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::InvalidField,
-                    format!("header {name} must be milliseconds"),
-                )
-            }),
-    }
+    crate::api::request_body::decimal(value).map_err(|_| {
+        ApiError::new(
+            ErrorCode::InvalidField,
+            format!("header {name} must be milliseconds"),
+        )
+    })
 }
 
 /// The budget in ms for one request: the smallest of what the caller and

@@ -290,6 +290,10 @@ pub fn run(opts: CtlOptions) -> u8 {
             emit(super::command::USAGE);
             exit::OK
         }
+        Command::Version if opts.json => {
+            print_json(&serde_json::json!({ "software": SOFTWARE }));
+            exit::OK
+        }
         Command::Version => {
             emit(&format!("{SOFTWARE}\n"));
             exit::OK
